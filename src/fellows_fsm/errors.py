@@ -1,0 +1,82 @@
+"""The one error tree of fellows_fsm; every message names the offending value and what to do.
+
+    FellowsError                      exit 1  (root: catch this to catch everything we raise)
+    +-- ConfigError (ValueError)      exit 3  a config value, file or environment variable is wrong
+    +-- TransitionNotAllowed          exit 4  a trigger fired from a state, or past a guard, that forbids it
+    +-- SchedulerError                exit 5  the scheduler refused or failed a request
+    |   +-- SchedulerUnreachable      exit 6  the controller did not answer (retried before this is raised)
+    |   +-- SubmitRejected            exit 5  sbatch refused the job (bad script, impossible request)
+    |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
+    +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
+    +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
+
+Usage errors are click's (exit 2). Nothing here prints; the CLI turns these into one line on stderr.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "FellowsError",
+    "JournalError",
+    "LaneError",
+    "QosRejected",
+    "SchedulerError",
+    "SchedulerUnreachable",
+    "SubmitRejected",
+    "TransitionNotAllowed",
+]
+
+
+class FellowsError(Exception):
+    """Root of every error fellows_fsm raises on purpose."""
+
+    exit_code: int = 1
+
+
+class ConfigError(FellowsError, ValueError):
+    """A configuration value is invalid; the message names the key and the bad value."""
+
+    exit_code = 3
+
+
+class TransitionNotAllowed(FellowsError):
+    """A lifecycle trigger was fired from a state, or past a guard, that does not allow it."""
+
+    exit_code = 4
+
+
+class SchedulerError(FellowsError):
+    """The scheduler (SLURM or the fake) refused or failed a request."""
+
+    exit_code = 5
+
+
+class SchedulerUnreachable(SchedulerError):
+    """The SLURM controller did not answer in time, even after retries."""
+
+    exit_code = 6
+
+
+class SubmitRejected(SchedulerError):
+    """The scheduler refused a submission; the message carries the scheduler's own words."""
+
+
+class QosRejected(SubmitRejected):
+    """The scheduler refused a QoS as not granted or unknown."""
+
+    def __init__(self, qos: str, message: str) -> None:
+        super().__init__(message)
+        self.qos = qos
+
+
+class JournalError(FellowsError):
+    """The journal cannot be opened, is corrupt, or is driven by another live router."""
+
+    exit_code = 7
+
+
+class LaneError(FellowsError):
+    """A lane (such as the GCP command) failed to take a job."""
+
+    exit_code = 8

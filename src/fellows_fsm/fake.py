@@ -1,0 +1,234 @@
+"""An in-memory Scheduler: the shipped fake of the cluster port, for unit tests and for users' own tests.
+
+Jobs change only when a test says so (``start``, ``set_pending``, ``end``, ``forget``) or when
+``schedule()`` applies a small model of per-QoS, per-user GPU caps. It never replaces the real SLURM in
+integration tests; it counts every call so tests can assert on scheduler load.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.errors import QosRejected, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.scheduler import JobSpec, Observation, Phase
+
+__all__ = ["FakeJob", "FakeScheduler"]
+
+_ENDED_UNSTARTED = "CANCELLED"
+
+
+# Mutable on purpose: the fake's jobs change state as the test or schedule() moves them.
+@attrs.define(eq=False)
+class FakeJob:
+    """A job held by the fake scheduler."""
+
+    job_id: str
+    spec: JobSpec
+    qos: str
+    token: str
+    user: str
+    submitted_at: float
+    deadline: float | None = None
+    state: str = "PENDING"
+    reason: str | None = None
+    start_time: float | None = None
+    start_on_cancel: bool = False
+    """Start this job just before the next cancel lands (the late-start race)."""
+    forgotten: bool = False
+
+    @property
+    def phase(self) -> Phase:
+        """The job's state as the lifecycle machine reads it."""
+        if self.forgotten:
+            return Phase.UNKNOWN
+        if self.state == "PENDING":
+            return Phase.PENDING
+        if self.start_time is not None:
+            return Phase.STARTED
+        return Phase.GONE
+
+    def observe(self) -> Observation:
+        """This job as an Observation."""
+        if self.forgotten:
+            return Observation(self.job_id, Phase.UNKNOWN)
+        return Observation(
+            job_id=self.job_id,
+            phase=self.phase,
+            state=self.state,
+            reason=self.reason if self.state == "PENDING" else None,
+            qos=self.qos,
+            start_time=self.start_time,
+        )
+
+
+class FakeScheduler:
+    """A Scheduler held in memory.
+
+    ``granted`` limits the QoS a submit may name (None grants any). ``qos_gpu_caps`` and ``total_gpus``
+    feed ``schedule()``: pending jobs start in priority order while they fit under the node's GPUs and
+    under their QoS's per-user GPU cap, else they get SLURM's reason (QOSMaxGRESPerUser or Resources).
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        *,
+        granted: Sequence[str] | None = None,
+        qos_priority: Mapping[str, int] | None = None,
+        qos_gpu_caps: Mapping[str, int] | None = None,
+        total_gpus: int | None = None,
+        user: str = "me",
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.granted = None if granted is None else frozenset(granted)
+        self.qos_priority = dict(qos_priority or {})
+        self.qos_gpu_caps = dict(qos_gpu_caps or {})
+        self.total_gpus = total_gpus
+        self.user = user
+        self.jobs: dict[str, FakeJob] = {}
+        self.calls: Counter[str] = Counter()
+        self.unreachable = False
+        """While True, every call raises SchedulerUnreachable (a controller outage)."""
+        self._ids = itertools.count(1000)
+        self._submit_failures: list[Exception] = []
+
+    # ----------------------------------------------------------------- the port
+    def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
+        """Queue the job PENDING with reason None; refuses an ungranted QoS like sbatch does."""
+        self.calls["submit"] += 1
+        self._check_reachable()
+        if self._submit_failures:
+            raise self._submit_failures.pop(0)
+        if self.granted is not None and qos not in self.granted:
+            raise QosRejected(qos, f"sbatch refused QoS {qos!r}: Invalid qos specification")
+        return self.add_job(spec, qos=qos, token=token, deadline=deadline, user=self.user).job_id
+
+    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Every listed job in one call; unknown ids map to UNKNOWN."""
+        self.calls["observe"] += 1
+        self._check_reachable()
+        return {
+            job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
+            for job_id in job_ids
+        }
+
+    def cancel_if_pending(self, job_id: str) -> Observation:
+        """Cancel only a pending job, then read it back (a job flagged ``start_on_cancel`` starts first)."""
+        self.calls["cancel_if_pending"] += 1
+        self._check_reachable()
+        job = self.jobs.get(job_id)
+        if job is None:
+            return Observation(job_id, Phase.UNKNOWN)
+        if job.start_on_cancel and job.state == "PENDING":
+            self.start(job_id)
+        if job.state == "PENDING":
+            job.state = _ENDED_UNSTARTED
+            job.reason = None
+        return job.observe()
+
+    def find_by_token(self, token: str) -> Observation | None:
+        """The newest job tagged with ``token``, or None."""
+        self.calls["find_by_token"] += 1
+        self._check_reachable()
+        tagged = [j for j in self.jobs.values() if j.token == token and not j.forgotten]
+        return tagged[-1].observe() if tagged else None
+
+    # ----------------------------------------------------------------- controls for tests
+    def add_job(
+        self,
+        spec: JobSpec,
+        *,
+        qos: str,
+        token: str = "",
+        deadline: float | None = None,
+        user: str | None = None,
+    ) -> FakeJob:
+        """Put a job in the queue directly (e.g. background load from another user)."""
+        job = FakeJob(
+            job_id=str(next(self._ids)),
+            spec=spec,
+            qos=qos,
+            token=token,
+            user=user or self.user,
+            submitted_at=self.clock.now(),
+            deadline=deadline,
+        )
+        self.jobs[job.job_id] = job
+        return job
+
+    def fail_next_submit(self, error: Exception | None = None) -> None:
+        """Make the next submit raise ``error`` (default: a SubmitRejected)."""
+        self._submit_failures.append(error or SubmitRejected("sbatch: error: fake refusal"))
+
+    def start(self, job_id: str) -> None:
+        """Start a pending job now."""
+        job = self.jobs[job_id]
+        job.state = "RUNNING"
+        job.reason = None
+        job.start_time = self.clock.now()
+
+    def set_pending(self, job_id: str, reason: str | None) -> None:
+        """Keep a job pending with the given reason."""
+        job = self.jobs[job_id]
+        job.state = "PENDING"
+        job.reason = reason
+
+    def end(self, job_id: str, state: str = "COMPLETED") -> None:
+        """End a job with a final SLURM state (e.g. COMPLETED after running, CANCELLED or DEADLINE unstarted)."""
+        job = self.jobs[job_id]
+        job.state = state
+        job.reason = None
+
+    def forget(self, job_id: str) -> None:
+        """Make the scheduler lose track of a job (purged from every record): it reads UNKNOWN."""
+        self.jobs[job_id].forgotten = True
+
+    def live_jobs(self, *, token_prefix: str = "") -> list[FakeJob]:
+        """Jobs that are pending or running, optionally only those whose token starts with a prefix."""
+        return [
+            j
+            for j in self.jobs.values()
+            if j.state in ("PENDING", "RUNNING") and j.token.startswith(token_prefix) and not j.forgotten
+        ]
+
+    def schedule(self) -> list[str]:
+        """Start every pending job that fits, highest QoS priority first; return the ids started.
+
+        Jobs past their ``deadline`` end with DEADLINE, as slurmctld would drop them.
+        """
+        now = self.clock.now()
+        for job in self.jobs.values():
+            if job.state == "PENDING" and job.deadline is not None and now >= job.deadline:
+                self.end(job.job_id, "DEADLINE")
+        used_total = sum(j.spec.gpus for j in self.jobs.values() if j.state == "RUNNING")
+        used: Counter[tuple[str, str]] = Counter()
+        for j in self.jobs.values():
+            if j.state == "RUNNING":
+                used[(j.user, j.qos)] += j.spec.gpus
+        pending = sorted(
+            (j for j in self.jobs.values() if j.state == "PENDING" and not j.forgotten),
+            key=lambda j: (-self.qos_priority.get(j.qos, 0), j.submitted_at, int(j.job_id)),
+        )
+        started: list[str] = []
+        for job in pending:
+            cap = self.qos_gpu_caps.get(job.qos)
+            if cap is not None and used[(job.user, job.qos)] + job.spec.gpus > cap:
+                job.reason = "QOSMaxGRESPerUser"
+                continue
+            if self.total_gpus is not None and used_total + job.spec.gpus > self.total_gpus:
+                job.reason = "Resources"
+                continue
+            self.start(job.job_id)
+            used_total += job.spec.gpus
+            used[(job.user, job.qos)] += job.spec.gpus
+            started.append(job.job_id)
+        return started
+
+    def _check_reachable(self) -> None:
+        if self.unreachable:
+            raise SchedulerUnreachable("fake scheduler: slurm_load_jobs error: Unable to contact slurm controller")

@@ -1,0 +1,445 @@
+"""The dispatch lifecycle: its states, the transition table with its guards, and the Dispatch model.
+
+It decides and never does I/O itself: it reaches the cluster only through the Scheduler protocol and
+persists only through the Recorder protocol, whose ``transition`` runs before every state change (so a
+recorder that fails aborts the transition: write-ahead). Deadlines are data read from an injected clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, Protocol
+
+import attrs
+from transitions import Machine, MachineError
+
+from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config import Ladder, Rung
+from fellows_fsm.errors import QosRejected, TransitionNotAllowed
+from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler
+
+__all__ = [
+    "CANCELLED",
+    "FAILED_TO_GCP",
+    "PARKED",
+    "RUNNING",
+    "Dispatch",
+    "NullRecorder",
+    "Recorder",
+    "Step",
+    "build_machine",
+    "machine_definition",
+    "state_label",
+]
+
+log = logging.getLogger(__name__)
+
+# The fixed states; the rung states (SUBMITTED_<qos>, RESUBMITTED_<qos>) come from the ladder.
+PARKED = "PARKED"
+CANCELLED = "CANCELLED"
+RUNNING = "RUNNING"
+FAILED_TO_GCP = "FAILED_TO_GCP"
+_FIXED_STATES = (PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)
+
+# The transition table, top to bottom in the order a dispatch lives it. RUNG stands for every rung
+# state; NEXT_RUNG for the rung after the one the dispatch just left. Guards are questions asked of
+# the Dispatch; edges that share a trigger and source are tried in order (an OR of their guards).
+RUNG = "<rung>"
+NEXT_RUNG = "<next rung>"
+TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    # trigger    source     dest           guards
+    ("start", RUNG, RUNNING, ("job_started",)),
+    ("park", RUNG, PARKED, ("walks_ladder", "rung_expired")),
+    ("park", RUNG, PARKED, ("walks_ladder", "rung_cannot_start")),
+    ("drop", RUNG, CANCELLED, ("job_gone",)),
+    ("start", PARKED, RUNNING, ("job_started",)),  # late start wins over the cancel
+    ("cancel", PARKED, CANCELLED, ("job_gone",)),
+    ("resubmit", CANCELLED, NEXT_RUNG, ("walks_ladder", "left_previous_rung")),
+    ("give_up", CANCELLED, FAILED_TO_GCP, ("walks_ladder", "left_last_rung")),
+)
+TRIGGERS = ("submit", "start", "park", "drop", "cancel", "resubmit", "give_up")
+
+
+def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
+    """A guard, named after ``rung``, that holds when the dispatch's job on that rung is gone."""
+
+    def guard(event: Any) -> bool:
+        return bool(event.model.rung_index == rung.index)
+
+    guard.__name__ = f"left_{rung.state_name.split('_', 1)[1]}"
+    return guard
+
+
+def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Expand TABLE over ``ladder``: the states (with human labels) and the transitions."""
+    states: list[dict[str, Any]] = [{"name": r.state_name, "label": r.label} for r in ladder.rungs]
+    states += [{"name": s, "label": s} for s in _FIXED_STATES]
+    transitions: list[dict[str, Any]] = []
+    for trigger, source, dest, guards in TABLE:
+        if dest == NEXT_RUNG:
+            for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
+                conditions = [g for g in guards if g != "left_previous_rung"] + [_left_rung_guard(previous)]
+                transitions.append(
+                    {"trigger": trigger, "source": source, "dest": following.state_name, "conditions": conditions}
+                )
+            continue
+        if "left_last_rung" in guards:
+            conditions = [g for g in guards if g != "left_last_rung"] + [_left_rung_guard(ladder.last)]
+            transitions.append({"trigger": trigger, "source": source, "dest": dest, "conditions": conditions})
+            continue
+        sources = [r.state_name for r in ladder.rungs] if source == RUNG else [source]
+        for src in sources:
+            transitions.append({"trigger": trigger, "source": src, "dest": dest, "conditions": list(guards)})
+    return states, transitions
+
+
+class _DispatchMachine(Machine):  # type: ignore[misc]
+    """A Machine that binds nothing onto its models: Dispatch has a typed method for every trigger."""
+
+    def _checked_assignment(self, model: object, name: str, func: object) -> None:
+        return None
+
+
+@cache
+def build_machine(ladder: Ladder) -> Machine:
+    """The (shared, cached) machine for a ladder; models are passed per event, never registered."""
+    states, transitions = machine_definition(ladder)
+    return _DispatchMachine(
+        model=None,
+        states=[s["name"] for s in states],  # labels are for diagrams (GraphMachine) only
+        transitions=transitions,
+        initial=ladder.first.state_name,
+        auto_transitions=False,
+        send_event=True,
+        before_state_change=["record_step"],
+    )
+
+
+def state_label(ladder: Ladder, state: str) -> str:
+    """The human label of a state name, e.g. ``RESUBMITTED(normal-eur)`` for ``RESUBMITTED_normal_eur``."""
+    for rung in ladder.rungs:
+        if rung.state_name == state:
+            return rung.label
+    return state
+
+
+@attrs.frozen
+class Step:
+    """One transition of one dispatch, as it is journaled before it takes effect."""
+
+    at: float
+    source: str
+    """The state left; empty for the first submission."""
+    dest: str
+    trigger: str
+    rung_index: int
+    """The rung the dispatch is on (or, in PARKED/CANCELLED, the rung it is leaving) after the step."""
+    qos: str
+    job_id: str | None
+    reason: str | None = None
+    note: str = ""
+
+
+class Recorder(Protocol):
+    """Where a dispatch's steps are persisted (the journal); called before each effect it announces."""
+
+    def transition(self, dispatch: Dispatch, step: Step) -> None:
+        """Persist ``step`` before the state changes; raising here aborts the transition."""
+        ...
+
+    def attached(self, dispatch: Dispatch, job_id: str) -> None:
+        """Persist that the current rung's job is ``job_id`` (called right after the submit returns)."""
+        ...
+
+
+class NullRecorder:
+    """A Recorder that keeps nothing beyond the Dispatch's own history."""
+
+    def transition(self, dispatch: Dispatch, step: Step) -> None:
+        """Keep nothing."""
+
+    def attached(self, dispatch: Dispatch, job_id: str) -> None:
+        """Keep nothing."""
+
+
+# Not frozen and without slots: transitions sets ``state`` on the model and reads guards from it.
+@attrs.define(slots=False, eq=False)
+class Dispatch:
+    """One job's way through the ladder: the model the machine drives.
+
+    Deadlines are data. Rung windows follow each other: a rung's window opens when the previous rung's
+    window closed (or when the rung was entered, if that was earlier, e.g. after a never-fits skip), so
+    the time to reach the last rung's end never exceeds the ladder's worst case by more than one poll.
+    """
+
+    id: str
+    spec: JobSpec
+    ladder: Ladder
+    scheduler: Scheduler
+    clock: Clock = attrs.field(factory=SystemClock)
+    recorder: Recorder = attrs.field(factory=NullRecorder)
+    pinned: bool = False
+    """A pinned dispatch stays on the first rung: it never parks, walks, or gives up."""
+    controller_deadline: bool = False
+    """Ask SLURM to drop a rung's job itself (sbatch --deadline) if it cannot start within the window."""
+
+    state: str = attrs.field(init=False)
+    rung_index: int = attrs.field(init=False, default=0)
+    job_id: str | None = attrs.field(init=False, default=None)
+    created_at: float = attrs.field(init=False, default=0.0)
+    entered_at: float = attrs.field(init=False, default=0.0)
+    """When the dispatch entered its current rung."""
+    deadline: float = attrs.field(init=False, default=0.0)
+    """When the current rung's window closes (its park deadline)."""
+    observation: Observation | None = attrs.field(init=False, default=None)
+    history: list[Step] = attrs.field(init=False, factory=list)
+    note: str = attrs.field(init=False, default="")
+    submit_uncertain: bool = attrs.field(init=False, default=False)
+    """A submit may have reached the cluster without its reply: look the token up before submitting again."""
+
+    def __attrs_post_init__(self) -> None:
+        self.state = self.ladder.first.state_name
+        self.created_at = self.clock.now()
+
+    # ----------------------------------------------------------------- what the dispatch is
+    @property
+    def machine(self) -> Machine:
+        """The machine that drives this dispatch (shared by every dispatch on the same ladder)."""
+        return build_machine(self.ladder)
+
+    @property
+    def rung(self) -> Rung:
+        """The rung the dispatch is on, or is leaving while PARKED or CANCELLED."""
+        return self.ladder.rungs[self.rung_index]
+
+    @property
+    def label(self) -> str:
+        """The human label of the current state, e.g. ``RESUBMITTED(normal-eur)``."""
+        return state_label(self.ladder, self.state)
+
+    @property
+    def on_rung(self) -> bool:
+        """True while the dispatch is on a rung (SUBMITTED or RESUBMITTED)."""
+        return self.state not in _FIXED_STATES
+
+    @property
+    def is_final(self) -> bool:
+        """True once nothing more will happen: RUNNING, FAILED_TO_GCP, or a pinned dispatch's job gone."""
+        if self.state in (RUNNING, FAILED_TO_GCP):
+            return True
+        return self.state == CANCELLED and self.pinned
+
+    @property
+    def has_live_job(self) -> bool:
+        """True while the dispatch may have a job queued or running on the cluster."""
+        if self.job_id is None:
+            return False
+        return self.observation is None or self.observation.phase is not Phase.GONE
+
+    def token(self, rung_index: int | None = None) -> str:
+        """The tag a rung's job carries on the cluster, so a lost submit reply can be found again."""
+        return f"fsm-{self.id}-r{self.rung_index if rung_index is None else rung_index}"
+
+    # ----------------------------------------------------------------- guards (questions, no side effects)
+    def walks_ladder(self, event: Any = None) -> bool:
+        """Is this dispatch allowed to leave its first rung at all (not pinned)?"""
+        return not self.pinned
+
+    def rung_expired(self, event: Any = None) -> bool:
+        """Has the current rung's window closed (now >= its deadline)?"""
+        return self.clock.now() >= self.deadline
+
+    def rung_cannot_start(self, event: Any = None) -> bool:
+        """Does the latest pending reason prove this rung can never start the job?"""
+        obs = self.observation
+        return (
+            obs is not None
+            and obs.job_id == self.job_id
+            and obs.phase is Phase.PENDING
+            and obs.reason_group in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
+        )
+
+    def job_started(self, event: Any = None) -> bool:
+        """Was the current job seen running (or having run)?"""
+        obs = self.observation
+        return obs is not None and obs.job_id == self.job_id and obs.phase is Phase.STARTED
+
+    def job_gone(self, event: Any = None) -> bool:
+        """Is the current job confirmed gone without ever starting (or was it never queued)?"""
+        if self.job_id is None:
+            return True
+        obs = self.observation
+        return obs is not None and obs.job_id == self.job_id and obs.phase is Phase.GONE
+
+    # ----------------------------------------------------------------- the journal hook
+    def record_step(self, event: Any) -> None:
+        """Journal the transition about to happen (before_state_change: a failure aborts it)."""
+        dest = event.transition.dest
+        if event.event.name == "resubmit":
+            # The step announces the next rung's submit; its job id is journaled once sbatch answers.
+            self._record("resubmit", self.state, dest, self.rung_index + 1, job_id=None)
+        else:
+            self._record(event.event.name, self.state, dest, self.rung_index, job_id=self.job_id)
+
+    def _record(self, trigger: str, source: str, dest: str, rung_index: int, *, job_id: str | None) -> None:
+        obs = self.observation
+        reason = obs.reason if obs is not None and obs.job_id == self.job_id else None
+        step = Step(
+            at=self.clock.now(),
+            source=source,
+            dest=dest,
+            trigger=trigger,
+            rung_index=rung_index,
+            qos=self.ladder.rungs[rung_index].qos,
+            job_id=job_id,
+            reason=reason,
+            note=self.note,
+        )
+        self.recorder.transition(self, step)
+        self.history.append(step)
+        self.note = ""
+
+    # ----------------------------------------------------------------- triggers (typed, one per verb)
+    def _fire(self, trigger: str) -> None:
+        """Fire ``trigger``; a trigger the state or the guards forbid raises TransitionNotAllowed."""
+        try:
+            moved = self.machine.events[trigger].trigger(self)
+        except MachineError:
+            raise TransitionNotAllowed(
+                f"dispatch {self.id}: trigger {trigger!r} is not allowed from state {self.label}"
+            ) from None
+        if not moved:
+            edges = self.machine.events[trigger].transitions.get(self.state, [])
+            guards = " or ".join(
+                " & ".join(getattr(c.func, "__name__", str(c.func)) for c in e.conditions) for e in edges
+            )
+            raise TransitionNotAllowed(
+                f"dispatch {self.id}: trigger {trigger!r} from state {self.label} refused by its guards "
+                f"({guards} did not hold)"
+            )
+
+    def submit(self) -> None:
+        """Submit the job on the first rung; allowed once, and only on the first rung."""
+        first = self.ladder.first
+        if self.history or self.state != first.state_name or self.job_id is not None:
+            raise TransitionNotAllowed(
+                f"dispatch {self.id}: trigger 'submit' is not allowed from state {self.label} "
+                f"(a dispatch is submitted once, on its first rung {first.label})"
+            )
+        now = self.clock.now()
+        self.entered_at = now
+        self.deadline = now + first.park_cap_seconds
+        self._record("submit", "", first.state_name, 0, job_id=None)
+        self._submit_current_rung()
+
+    def start(self) -> None:
+        """The job was seen running: the dispatch is RUNNING, whatever rung it was on."""
+        self._fire("start")
+
+    def park(self) -> None:
+        """Stop waiting on the current rung (its window closed, or it can never start the job)."""
+        self._fire("park")
+
+    def drop(self) -> None:
+        """The rung's job is gone without starting (cancelled by others, deadline, refused QoS)."""
+        self._fire("drop")
+
+    def cancel(self) -> None:
+        """The parked job's cancel is confirmed: it is gone and never started."""
+        self._fire("cancel")
+
+    def resubmit(self) -> None:
+        """Submit on the next rung, after the previous rung's job is confirmed gone."""
+        previous_deadline = self.deadline
+        self._fire("resubmit")
+        self.rung_index += 1
+        now = self.clock.now()
+        self.entered_at = now
+        self.deadline = min(previous_deadline, now) + self.rung.park_cap_seconds
+        self.job_id = None
+        self.observation = None
+        self._submit_current_rung()
+
+    def give_up(self) -> None:
+        """The last rung's job is confirmed gone: hand the dispatch to the next lane (GCP)."""
+        self._fire("give_up")
+
+    # ----------------------------------------------------------------- the port side of a rung
+    def _submit_current_rung(self) -> None:
+        """Queue the current rung's job through the port (looking for a lost submit first)."""
+        rung = self.rung
+        token = self.token()
+        if self.submit_uncertain:
+            found = self.scheduler.find_by_token(token)
+            if found is not None:
+                log.info("dispatch %s: found job %s by token %s", self.id, found.job_id, token)
+                self._attach(found.job_id, found)
+                return
+        deadline = None
+        if self.controller_deadline and not self.pinned:
+            deadline = self.deadline + (self.spec.time_limit_seconds or 0)
+        self.submit_uncertain = True
+        try:
+            job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=token, deadline=deadline)
+        except QosRejected as exc:
+            # The cluster refuses this QoS: no job exists, so the rung is skipped, not waited on.
+            self.submit_uncertain = False
+            self.note = f"{rung.qos} refused by the cluster: {exc}"
+            self.drop()
+            return
+        self._attach(job_id, None)
+
+    def _attach(self, job_id: str, observation: Observation | None) -> None:
+        self.recorder.attached(self, job_id)
+        self.job_id = job_id
+        self.observation = observation
+        self.submit_uncertain = False
+
+    # ----------------------------------------------------------------- one look, every allowed move
+    def advance(self, observation: Observation | None, *, may_change_rung: bool = True) -> None:
+        """Take one observation of the current job and fire whatever the guards allow.
+
+        ``may_change_rung=False`` lets the router bound how many dispatches cancel and resubmit in one
+        tick: the dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick.
+        """
+        if self.is_final:
+            return
+        if observation is not None and observation.job_id == self.job_id:
+            self.observation = observation
+        if self.on_rung:
+            if self.job_id is None:
+                self._submit_current_rung()
+                return
+            if self.job_started():
+                self.start()
+                return
+            if self.job_gone():
+                self.drop()
+            elif self.walks_ladder() and (self.rung_expired() or self.rung_cannot_start()):
+                self.park()
+        if self.state == PARKED:
+            if self.job_started():
+                self.start()
+                return
+            if not may_change_rung:
+                return
+            assert self.job_id is not None
+            self.observation = self.scheduler.cancel_if_pending(self.job_id)
+            if self.job_started():
+                self.start()
+                return
+            if not self.job_gone():
+                return  # not confirmed gone yet: never a second live job; try again next tick
+            self.cancel()
+        if self.state == CANCELLED and self.walks_ladder() and may_change_rung:
+            if self.rung_index + 1 < len(self.ladder.rungs):
+                self.resubmit()
+            else:
+                self.give_up()
+
+    # ----------------------------------------------------------------- for readers and tests
+    def steps_to(self, states: Sequence[str]) -> list[Step]:
+        """The history steps that entered any of ``states``."""
+        return [s for s in self.history if s.dest in states]

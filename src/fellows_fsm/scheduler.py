@@ -1,0 +1,160 @@
+"""The port to the cluster: the Scheduler protocol and the values that cross it.
+
+The lifecycle machine knows the cluster only through this protocol. ``fake.py`` implements it in memory,
+``slurm/`` implements it with the real SLURM commands. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import attrs
+
+__all__ = [
+    "JobSpec",
+    "Observation",
+    "Phase",
+    "ReasonGroup",
+    "Scheduler",
+    "classify_reason",
+]
+
+
+class Phase(enum.Enum):
+    """What a job's SLURM state means for a dispatch."""
+
+    PENDING = "pending"
+    """Queued and not started."""
+    STARTED = "started"
+    """Running, or ran at some point (completing, completed, failed after start): the dispatch started."""
+    GONE = "gone"
+    """Ended without ever starting (cancelled while pending, deadline passed): confirmed gone."""
+    UNKNOWN = "unknown"
+    """The scheduler does not know the job right now; never a reason to decide anything."""
+
+
+class ReasonGroup(enum.Enum):
+    """What a pending reason says about the rung the job waits on (see docs/design.md)."""
+
+    NOT_EVALUATED = "not-evaluated"
+    """``None``: the scheduler has not looked at the job yet."""
+    OWN_CAP = "own-cap"
+    """A per-user limit of this QoS: clears when the user's own jobs end; the next rung's budget is free."""
+    SHARED_CAP = "shared-cap"
+    """A group limit (QoS or association GrpTRES): shared, so walking the ladder may not help."""
+    CONTENTION = "contention"
+    """Waiting for resources or for higher-priority jobs."""
+    NEVER_FITS = "never-fits"
+    """This rung can never start the job (a per-job limit such as MaxWall): park without waiting."""
+    INVALID = "invalid"
+    """The QoS or account is not valid for the job: this rung can never start it."""
+    HELD = "held"
+    """Held by the user or an admin."""
+    WAITING = "waiting"
+    """Waiting on a dependency or a begin time."""
+    OTHER = "other"
+    """A reason this table does not know."""
+
+
+_PER_JOB_LIMIT = re.compile(r"^(QOS|Assoc)Max\w*PerJob(Limit)?$|^(QOS|Assoc)Min\w*$")
+_PER_USER_LIMIT = re.compile(r"^(QOS|Assoc)Max\w*(PerUser|PerAccount)\w*$")
+_GROUP_LIMIT = re.compile(r"^(QOS|Assoc)Grp\w*$")
+_FIXED_GROUPS: Mapping[str, ReasonGroup] = {
+    "None": ReasonGroup.NOT_EVALUATED,
+    "": ReasonGroup.NOT_EVALUATED,
+    "Resources": ReasonGroup.CONTENTION,
+    "Priority": ReasonGroup.CONTENTION,
+    "Reservation": ReasonGroup.CONTENTION,
+    "NodeDown": ReasonGroup.CONTENTION,
+    "PartitionTimeLimit": ReasonGroup.NEVER_FITS,
+    "PartitionNodeLimit": ReasonGroup.NEVER_FITS,
+    "BadConstraints": ReasonGroup.NEVER_FITS,
+    "DependencyNeverSatisfied": ReasonGroup.NEVER_FITS,
+    "InvalidQOS": ReasonGroup.INVALID,
+    "InvalidAccount": ReasonGroup.INVALID,
+    "QOSNotAllowed": ReasonGroup.INVALID,
+    "JobHeldUser": ReasonGroup.HELD,
+    "JobHeldAdmin": ReasonGroup.HELD,
+    "Dependency": ReasonGroup.WAITING,
+    "BeginTime": ReasonGroup.WAITING,
+}
+
+
+def classify_reason(reason: str | None) -> ReasonGroup:
+    """Put a SLURM pending reason (``squeue %r``) into the group that decides what a rung can do."""
+    if reason is None:
+        return ReasonGroup.NOT_EVALUATED
+    if reason in _FIXED_GROUPS:
+        return _FIXED_GROUPS[reason]
+    if reason.startswith("ReqNodeNotAvail"):
+        return ReasonGroup.CONTENTION
+    if _PER_JOB_LIMIT.match(reason):
+        return ReasonGroup.NEVER_FITS
+    if _PER_USER_LIMIT.match(reason):
+        return ReasonGroup.OWN_CAP
+    if _GROUP_LIMIT.match(reason):
+        return ReasonGroup.SHARED_CAP
+    return ReasonGroup.OTHER
+
+
+@attrs.frozen
+class JobSpec:
+    """What to run: an sbatch script and the resources the ladder must reason about."""
+
+    name: str
+    script: str
+    """Path of the sbatch script."""
+    gpus: int = 0
+    time_limit_seconds: int | None = None
+    """The job's ``--time``; None leaves the partition default."""
+    extra_args: tuple[str, ...] = ()
+    """More sbatch options, passed through verbatim (argv items, never a shell string)."""
+
+
+@attrs.frozen
+class Observation:
+    """One job as the scheduler reported it at one moment."""
+
+    job_id: str
+    phase: Phase
+    state: str = ""
+    """The scheduler's own state word, e.g. ``PENDING``, ``RUNNING``, ``DEADLINE``."""
+    reason: str | None = None
+    """The pending reason, or None when not evaluated yet or not pending."""
+    qos: str | None = None
+    start_time: float | None = None
+
+    @property
+    def reason_group(self) -> ReasonGroup:
+        """The group of the pending reason (only meaningful while PENDING)."""
+        return classify_reason(self.reason)
+
+
+class Scheduler(Protocol):
+    """The port: everything the lifecycle machine and the router may ask of a cluster."""
+
+    def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
+        """Queue ``spec`` under ``qos``, tagged with the dispatch ``token``; return the job id.
+
+        ``deadline`` (epoch seconds) asks the controller itself to drop the job if it cannot end by then.
+        Raises QosRejected for a QoS the cluster refuses, SubmitRejected for any other refusal.
+        """
+        ...
+
+    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Report every listed job in one round trip; an id the scheduler cannot place maps to UNKNOWN."""
+        ...
+
+    def cancel_if_pending(self, job_id: str) -> Observation:
+        """Cancel the job only if it is still pending, then read its state back and return it.
+
+        A job that started before the cancel landed comes back STARTED: the late start wins.
+        """
+        ...
+
+    def find_by_token(self, token: str) -> Observation | None:
+        """Find the newest job tagged with a dispatch token (a submit whose reply was lost), or None."""
+        ...
