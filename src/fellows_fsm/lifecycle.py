@@ -46,8 +46,8 @@ _FIXED_STATES = (PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)
 # The transition table, top to bottom in the order a dispatch lives it. RUNG stands for every rung
 # state; NEXT_RUNG for the rung after the one the dispatch just left. Guards are questions asked of
 # the Dispatch; edges that share a trigger and source are tried in order (an OR of their guards).
-RUNG = "<rung>"
-NEXT_RUNG = "<next rung>"
+RUNG = "ANY_RUNG"
+NEXT_RUNG = "NEXT_RUNG"
 TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     # trigger    source     dest           guards
     ("start", RUNG, RUNNING, ("job_started",)),

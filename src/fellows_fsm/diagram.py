@@ -1,0 +1,125 @@
+"""State diagrams drawn from the live machine definition (transitions' GraphMachine), never by hand.
+
+Renders mermaid (no graphviz needed) and the generated page docs/state-diagram.md. It reads the
+machine definition and the guards' docstrings; it never runs a dispatch or touches the cluster.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from transitions.extensions import GraphMachine
+
+from fellows_fsm.config import FellowsConfig, Ladder
+from fellows_fsm.lifecycle import TABLE, Dispatch, machine_definition
+
+__all__ = ["GUARDS", "mermaid", "state_diagram_page"]
+
+GUARDS = ("walks_ladder", "rung_expired", "rung_cannot_start", "job_started", "job_gone")
+"""The guard methods of Dispatch that the table names (left_<qos> guards are generated per rung)."""
+
+
+class _LabelledState(GraphMachine.state_cls):  # type: ignore[misc,name-defined]
+    """A diagram state that carries its human label, e.g. ``SUBMITTED(high-eur)``."""
+
+    def __init__(self, *args: Any, label: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.label = label or self.name
+
+
+class _DiagramMachine(GraphMachine):  # type: ignore[misc]
+    state_cls = _LabelledState
+
+
+class _Drawing:
+    """A stand-in model: the diagram machine needs one to draw, and it must never be a real Dispatch."""
+
+
+def _graph_machine(ladder: Ladder, title: str) -> tuple[GraphMachine, _Drawing]:
+    states, transitions = machine_definition(ladder)
+    model = _Drawing()
+    machine = _DiagramMachine(
+        model=model,
+        states=states,
+        transitions=transitions,
+        initial=ladder.first.state_name,
+        auto_transitions=False,
+        graph_engine="mermaid",  # explicit: without it transitions silently picks another engine
+        show_conditions=True,
+        show_state_attributes=False,
+        title=title,
+    )
+    return machine, model
+
+
+def mermaid(ladder: Ladder, *, title: str = "dispatch lifecycle") -> str:
+    """The mermaid ``stateDiagram-v2`` of the machine for ``ladder``, guards on the edges."""
+    _, model = _graph_machine(ladder, title)
+    raw: str = getattr(model, "get_graph")().draw(None)  # bound onto the model by GraphMachine
+    lines = []
+    for line in raw.splitlines():
+        stripped = line.strip()
+        if stripped == title:
+            line = f"title: {title}"  # transitions writes a bare title; mermaid front matter wants a key
+        elif stripped.startswith(("Class ", "classDef ")):
+            continue  # live-state styling is for a dispatch's own path, not the reference diagram
+        lines.append(line.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _first_line(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.splitlines()[0] if doc else ""
+
+
+def state_diagram_page(config: FellowsConfig | None = None) -> str:
+    """The whole of docs/state-diagram.md: the diagram, its states, triggers and guards."""
+    config = config or FellowsConfig(park_cap_seconds=600.0)
+    ladder = config.ladder
+    out = [
+        "# The dispatch lifecycle",
+        "",
+        "<!-- Generated from the machine definition by `fellows-fsm diagram --format markdown "
+        "-o docs/state-diagram.md`; do not edit by hand (a test fails when this file drifts). -->",
+        "",
+        f"The default fellows ladder ({' -> '.join(ladder.qos_names)}), each rung with its own park cap "
+        f"(worst case before GCP: the sum of the caps, {config.worst_case_seconds:g} s at the default 600 s).",
+        "",
+        "```mermaid",
+        mermaid(ladder).rstrip("\n"),
+        "```",
+        "",
+        "## States",
+        "",
+        "| state (label) | name in code | meaning |",
+        "|---|---|---|",
+    ]
+    for rung in ladder.rungs:
+        first = "first" if rung.index == 0 else f"rung {rung.index + 1}"
+        out.append(
+            f"| {rung.label} | `{rung.state_name}` | pending on {rung.qos} ({first}); "
+            f"parks after its window of {rung.park_cap_seconds:g} s |"
+        )
+    out += [
+        "| PARKED | `PARKED` | the rung's window closed (or it can never start the job); "
+        "cancelling, only if still pending |",
+        "| CANCELLED | `CANCELLED` | the rung's job is confirmed gone, never started; next rung or GCP |",
+        "| RUNNING | `RUNNING` | the job started on the free cluster (final) |",
+        "| FAILED_TO_GCP | `FAILED_TO_GCP` | every rung parked out; handed to the next lane once (final) |",
+        "",
+        "## Triggers",
+        "",
+        "| trigger | from | to | guards |",
+        "|---|---|---|---|",
+        "| submit | (new) | first rung | allowed once, only onto the first rung |",
+    ]
+    for trigger, source, dest, guards in TABLE:
+        out.append(f"| {trigger} | {source} | {dest} | {' & '.join(guards)} |")
+    out += ["", "## Guards", "", "| guard | question |", "|---|---|"]
+    for name in GUARDS:
+        out.append(f"| `{name}` | {_first_line(getattr(Dispatch, name))} |")
+    out.append(
+        "| `left_<qos>` | Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)? |"
+    )
+    return "\n".join(out) + "\n"

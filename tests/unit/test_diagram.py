@@ -1,0 +1,46 @@
+"""The state diagram is generated from the machine definition and the committed page never drifts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fellows_fsm import FellowsConfig
+from fellows_fsm.diagram import mermaid, state_diagram_page
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "state-diagram.md"
+
+
+def test_committed_state_diagram_is_current() -> None:
+    """docs/state-diagram.md equals what the code generates (regenerate with the README's command)."""
+    assert PAGE.read_text(encoding="utf-8") == state_diagram_page(), (
+        "docs/state-diagram.md is stale: run `fellows-fsm diagram --format markdown -o docs/state-diagram.md`"
+    )
+
+
+def test_mermaid_has_the_seven_states_with_labels() -> None:
+    """The default ladder draws exactly the seven states, identifier-safe ids with human labels."""
+    text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    states = re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)
+    assert states == [
+        ("SUBMITTED(high-eur)", "SUBMITTED_high_eur"),
+        ("RESUBMITTED(normal-eur)", "RESUBMITTED_normal_eur"),
+        ("RESUBMITTED(low-eur)", "RESUBMITTED_low_eur"),
+        ("PARKED", "PARKED"),
+        ("CANCELLED", "CANCELLED"),
+        ("RUNNING", "RUNNING"),
+        ("FAILED_TO_GCP", "FAILED_TO_GCP"),
+    ]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident) for _, ident in states)
+
+
+def test_mermaid_edges_show_guards() -> None:
+    """Every edge carries its trigger and guards, and the ladder edges go strictly downwards."""
+    text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    assert "CANCELLED --> RESUBMITTED_normal_eur: resubmit [walks_ladder & left_high_eur]" in text
+    assert "CANCELLED --> RESUBMITTED_low_eur: resubmit [walks_ladder & left_normal_eur]" in text
+    assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & left_low_eur]" in text
+    assert "PARKED --> RUNNING: start [job_started]" in text
+    assert "[*] --> SUBMITTED_high_eur" in text
+    assert "--> SUBMITTED_high_eur" not in text.replace("[*] --> SUBMITTED_high_eur", "")
+    assert text.startswith("---\ntitle: dispatch lifecycle\n---\nstateDiagram-v2\n")

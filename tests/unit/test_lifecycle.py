@@ -1,0 +1,453 @@
+"""The lifecycle machine on the fake port, every timeout driven by freezegun."""
+
+from __future__ import annotations
+
+import pytest
+from freezegun.api import FrozenDateTimeFactory
+
+from fellows_fsm import (
+    CANCELLED,
+    FAILED_TO_GCP,
+    PARKED,
+    RUNNING,
+    Dispatch,
+    FakeScheduler,
+    FellowsConfig,
+    JobSpec,
+    QosRejected,
+    Step,
+    TransitionNotAllowed,
+)
+from fellows_fsm.lifecycle import TRIGGERS, build_machine
+from tests.unit.conftest import CAP, DispatchFactory, poll
+
+HIGH, NORMAL, LOW = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur", "RESUBMITTED_low_eur"
+RUNGS = (HIGH, NORMAL, LOW)
+
+
+def walk_to_rung(d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int) -> None:
+    """Submit ``d`` and let each rung before ``index`` park out exactly at its deadline."""
+    d.submit()
+    for _ in range(index):
+        frozen.tick(d.deadline - fake.clock.now())
+        poll(d, fake)
+    assert d.state == RUNGS[index]
+
+
+def states_of(d: Dispatch) -> list[str]:
+    """The states a dispatch entered, in order."""
+    return [s.dest for s in d.history]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["high-eur", "normal-eur", "low-eur"])
+def test_each_rung_parks_exactly_at_its_cap(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
+) -> None:
+    """A job pending on any rung is still there at cap - 1 s and parked out at exactly cap."""
+    d = make_dispatch()
+    walk_to_rung(d, fake, frozen, index)
+    entered = fake.clock.now()
+    frozen.tick(CAP - 1)
+    poll(d, fake)
+    assert d.state == RUNGS[index]
+    assert fake.clock.now() - entered == CAP - 1
+    frozen.tick(1)
+    poll(d, fake)
+    assert PARKED in states_of(d)[-3:]
+    parked = [s for s in d.history if s.dest == PARKED][-1]
+    assert parked.at - entered == CAP
+    assert parked.qos == d.ladder.rungs[index].qos
+
+
+def test_full_walk_high_normal_low_then_gcp(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job that never starts walks high-eur, normal-eur, low-eur in order, then FAILED_TO_GCP."""
+    d = make_dispatch()
+    d.submit()
+    submitted_at = fake.clock.now()
+    for _ in range(3 * int(CAP) + 5):
+        frozen.tick(1)
+        poll(d, fake)
+        if d.is_final:
+            break
+    assert d.state == FAILED_TO_GCP
+    assert states_of(d) == [
+        HIGH, PARKED, CANCELLED, NORMAL, PARKED, CANCELLED, LOW, PARKED, CANCELLED, FAILED_TO_GCP,
+    ]  # fmt: skip
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+    assert all(j.state == "CANCELLED" and j.start_time is None for j in fake.jobs.values())
+    assert d.history[-1].at - submitted_at == d.ladder.worst_case_seconds
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["high-eur", "normal-eur", "low-eur"])
+def test_running_from_every_rung(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
+) -> None:
+    """A job seen running on any rung makes the dispatch RUNNING, with no further submission."""
+    d = make_dispatch()
+    walk_to_rung(d, fake, frozen, index)
+    assert d.job_id is not None
+    fake.start(d.job_id)
+    frozen.tick(5)
+    poll(d, fake)
+    assert d.state == RUNNING
+    assert d.is_final
+    frozen.tick(10 * CAP)
+    poll(d, fake)
+    assert d.state == RUNNING
+    assert len(fake.jobs) == index + 1
+
+
+def test_late_start_during_cancel_wins(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job that starts between the park decision and the cancel landing ends RUNNING, never resubmitted."""
+    d = make_dispatch()
+    d.submit()
+    assert d.job_id is not None
+    fake.jobs[d.job_id].start_on_cancel = True
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert states_of(d) == [HIGH, PARKED, RUNNING]
+    assert len(fake.jobs) == 1
+    assert fake.jobs[d.job_id].state == "RUNNING"
+
+
+def test_late_start_seen_while_parked_wins(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A parked dispatch whose cancel was deferred starts RUNNING if its job starts meanwhile."""
+    d = make_dispatch()
+    d.submit()
+    frozen.tick(CAP)
+    poll(d, fake, may_change_rung=False)
+    assert d.state == PARKED
+    assert fake.calls["cancel_if_pending"] == 0
+    assert d.job_id is not None
+    fake.start(d.job_id)
+    poll(d, fake)
+    assert d.state == RUNNING
+    assert len(fake.jobs) == 1
+
+
+def test_pinned_dispatch_never_walks(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A pinned dispatch keeps its live PENDING job on high-eur however long it waits."""
+    d = make_dispatch(pinned=True)
+    d.submit()
+    for _ in range(10):
+        frozen.tick(CAP)
+        poll(d, fake)
+    assert d.state == HIGH
+    assert len(fake.jobs) == 1
+    assert d.job_id is not None
+    assert fake.jobs[d.job_id].state == "PENDING"
+    assert fake.calls["cancel_if_pending"] == 0
+    with pytest.raises(TransitionNotAllowed, match="walks_ladder"):
+        d.park()
+
+
+def test_pinned_dispatch_whose_job_vanishes_ends_without_walking(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A pinned dispatch whose job ends unstarted stops in CANCELLED and never goes to another rung."""
+    d = make_dispatch(pinned=True)
+    d.submit()
+    assert d.job_id is not None
+    fake.end(d.job_id, "CANCELLED")
+    poll(d, fake)
+    assert d.state == CANCELLED
+    assert d.is_final
+    poll(d, fake)
+    assert len(fake.jobs) == 1
+
+
+def test_never_fits_reason_parks_before_the_cap(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A pending reason proving the rung can never start the job parks it at once, not after the cap."""
+    d = make_dispatch()
+    d.submit()
+    assert d.job_id is not None
+    fake.set_pending(d.job_id, "QOSMaxWallDurationPerJobLimit")
+    frozen.tick(3)
+    poll(d, fake)
+    assert d.state == NORMAL
+    assert [s.trigger for s in d.history] == ["submit", "park", "cancel", "resubmit"]
+    assert d.history[1].reason == "QOSMaxWallDurationPerJobLimit"
+
+
+@pytest.mark.parametrize("reason", ["QOSMaxGRESPerUser", "Resources", "Priority", None, "JobHeldUser"])
+def test_waiting_reasons_do_not_park_early(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, reason: str | None
+) -> None:
+    """Reasons that can clear (own cap, contention, not evaluated, held) keep the job until the cap."""
+    d = make_dispatch()
+    d.submit()
+    assert d.job_id is not None
+    fake.set_pending(d.job_id, reason)
+    frozen.tick(CAP - 1)
+    poll(d, fake)
+    assert d.state == HIGH
+
+
+def test_deferred_rung_window_closes_on_schedule(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A late poll eats into the next rung's window instead of delaying GCP past the worst case."""
+    d = make_dispatch()
+    d.submit()
+    t0 = fake.clock.now()
+    frozen.tick(CAP + 7)  # the poll after high-eur's deadline comes 7 s late
+    poll(d, fake)
+    assert d.state == NORMAL
+    assert d.deadline == t0 + 2 * CAP
+    frozen.tick(CAP - 7)
+    poll(d, fake)
+    assert d.state == LOW
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert d.state == FAILED_TO_GCP
+    assert d.history[-1].at - t0 == d.ladder.worst_case_seconds
+
+
+def test_unconfirmed_cancel_stays_parked_with_one_job(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """While the cancel cannot be confirmed (the controller is down) the dispatch stays PARKED, one job."""
+    d = make_dispatch()
+    d.submit()
+    frozen.tick(CAP)
+    poll(d, fake, may_change_rung=False)
+    fake.unreachable = True
+    with pytest.raises(Exception, match="Unable to contact"):
+        d.advance(None)
+    assert d.state == PARKED
+    fake.unreachable = False
+    assert d.job_id is not None
+    fake.forget(d.job_id)  # squeue and sacct both lose it: not proof that it is gone
+    poll(d, fake)
+    assert d.state == PARKED
+    assert len(fake.jobs) == 1
+
+
+def test_unknown_job_is_no_reason_to_decide_before_the_cap(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job the scheduler cannot place (UNKNOWN) is never read as finished or gone."""
+    d = make_dispatch()
+    d.submit()
+    assert d.job_id is not None
+    fake.forget(d.job_id)
+    frozen.tick(CAP - 1)
+    poll(d, fake)
+    assert d.state == HIGH
+    assert [s.trigger for s in d.history] == ["submit"]
+
+
+def test_job_ending_unstarted_moves_to_the_next_rung(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A rung job that ends without starting (e.g. the controller's DEADLINE) goes on to the next rung."""
+    d = make_dispatch()
+    d.submit()
+    assert d.job_id is not None
+    fake.end(d.job_id, "DEADLINE")
+    frozen.tick(1)
+    poll(d, fake)
+    assert states_of(d) == [HIGH, CANCELLED, NORMAL]
+
+
+def test_controller_deadline_is_rung_window_plus_time_limit(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """With controller_deadline, each rung's job asks SLURM to drop it at window end + time limit."""
+    spec = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=3600)
+    d = make_dispatch(spec=spec, controller_deadline=True)
+    d.submit()
+    assert d.job_id is not None
+    assert fake.jobs[d.job_id].deadline == d.deadline + 3600
+    frozen.tick(CAP + 3600)
+    fake.schedule()
+    poll(d, fake)
+    assert d.state == NORMAL
+
+
+def test_refused_qos_is_skipped_without_waiting(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A rung whose QoS the cluster refuses at submit is skipped at once, with the refusal noted."""
+    d = make_dispatch()
+    fake.fail_next_submit(QosRejected("high-eur", "Invalid qos specification"))
+    d.submit()
+    assert d.state == CANCELLED
+    poll(d, fake)
+    assert d.state == NORMAL
+    assert "Invalid qos specification" in d.history[1].note
+    assert [j.qos for j in fake.jobs.values()] == ["normal-eur"]
+
+
+def test_failed_submit_is_retried_after_a_token_lookup(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A submit whose reply was lost is found again by its token on the next tick, never duplicated."""
+    d = make_dispatch()
+    real_submit = fake.submit
+
+    def lost_reply(spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
+        real_submit(spec, qos=qos, token=token, deadline=deadline)
+        raise TimeoutError("sbatch timed out after the job was queued")
+
+    fake.submit = lost_reply  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        d.submit()
+    fake.submit = real_submit  # type: ignore[method-assign]
+    assert d.job_id is None
+    poll(d, fake)
+    assert d.job_id is not None
+    assert len(fake.jobs) == 1
+    assert fake.calls["find_by_token"] == 1
+
+
+def test_recorder_failure_aborts_the_transition(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A journal write that fails before a state change leaves the state unchanged and no side effect."""
+
+    class FailingRecorder:
+        fail = False
+
+        def transition(self, dispatch: Dispatch, step: Step) -> None:
+            if self.fail:
+                raise OSError("disk full")
+
+        def attached(self, dispatch: Dispatch, job_id: str) -> None:
+            pass
+
+    recorder = FailingRecorder()
+    d = make_dispatch(recorder=recorder)
+    d.submit()
+    frozen.tick(CAP)
+    recorder.fail = True
+    with pytest.raises(OSError, match="disk full"):
+        poll(d, fake)
+    assert d.state == HIGH
+    assert fake.calls["cancel_if_pending"] == 0
+    recorder.fail = False
+    poll(d, fake)
+    assert d.state == NORMAL
+
+
+def test_submit_is_allowed_once(make_dispatch: DispatchFactory, fake: FakeScheduler) -> None:
+    """Submitting a dispatch twice raises the package's error and queues nothing more."""
+    d = make_dispatch()
+    d.submit()
+    with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger 'submit'"):
+        d.submit()
+    assert len(fake.jobs) == 1
+
+
+def test_debug_ladder_starts_on_the_debug_qos(fake: FakeScheduler) -> None:
+    """With debug_qos configured, a debug dispatch's first job is on dev-eur, then the ladder follows."""
+    config = FellowsConfig(park_cap_seconds=CAP, debug_qos="dev-eur")
+    d = Dispatch("dbg", JobSpec("D_probe", "p.sbatch", gpus=1), config.ladder_for("debug"), fake)
+    d.submit()
+    assert d.state == "SUBMITTED_dev_eur"
+    assert d.ladder.qos_names == ("dev-eur", "high-eur", "normal-eur", "low-eur")
+    assert FellowsConfig(park_cap_seconds=CAP).ladder_for("debug").first.qos == "high-eur"
+
+
+def _reach(state: str, d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeFactory) -> None:
+    """Drive ``d`` into ``state`` (with its guards holding nothing further)."""
+    if state in RUNGS:
+        walk_to_rung(d, fake, frozen, RUNGS.index(state))
+        return
+    d.submit()
+    assert d.job_id is not None
+    if state == RUNNING:
+        fake.start(d.job_id)
+        poll(d, fake)
+    elif state in (PARKED, CANCELLED):
+        frozen.tick(CAP)
+        poll(d, fake, may_change_rung=False)
+        if state == CANCELLED:
+            d.observation = fake.cancel_if_pending(d.job_id)
+            d.cancel()
+    elif state == FAILED_TO_GCP:
+        for _ in range(3):
+            frozen.tick(d.deadline - fake.clock.now())
+            poll(d, fake)
+    assert d.state == state
+
+
+ALLOWED = {
+    (t["source"], t["trigger"])
+    for t in (
+        {"source": s, "trigger": name}
+        for name, event in build_machine(FellowsConfig(park_cap_seconds=CAP).ladder).events.items()
+        for s in event.transitions
+    )
+}
+ALL_STATES = (*RUNGS, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)
+FORBIDDEN = [(s, t) for s in ALL_STATES for t in TRIGGERS if t != "submit" and (s, t) not in ALLOWED]
+
+
+@pytest.mark.parametrize(("state", "trigger"), FORBIDDEN, ids=[f"{s}-{t}" for s, t in FORBIDDEN])
+def test_forbidden_transition_raises(
+    make_dispatch: DispatchFactory,
+    fake: FakeScheduler,
+    frozen: FrozenDateTimeFactory,
+    state: str,
+    trigger: str,
+) -> None:
+    """Every trigger without an edge from a state raises TransitionNotAllowed naming dispatch, state, trigger."""
+    d = make_dispatch()
+    _reach(state, d, fake, frozen)
+    before = (d.state, len(d.history), len(fake.jobs))
+    with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"):
+        getattr(d, trigger)()
+    assert (d.state, len(d.history), len(fake.jobs)) == before
+
+
+@pytest.mark.parametrize("state", [s for s in ALL_STATES if s != HIGH])
+def test_submit_from_any_later_state_raises(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, state: str
+) -> None:
+    """submit is refused from every state but a fresh first rung, so no dispatch starts below high-eur."""
+    d = make_dispatch()
+    _reach(state, d, fake, frozen)
+    with pytest.raises(TransitionNotAllowed, match="trigger 'submit' is not allowed"):
+        d.submit()
+
+
+@pytest.mark.parametrize(
+    ("state", "trigger"),
+    [(HIGH, "park"), (HIGH, "start"), (HIGH, "drop"), (PARKED, "cancel"), (PARKED, "start")],
+    ids=["park-before-cap", "start-while-pending", "drop-while-pending", "cancel-unconfirmed", "start-parked"],
+)
+def test_guard_refusal_raises_and_changes_nothing(
+    make_dispatch: DispatchFactory,
+    fake: FakeScheduler,
+    frozen: FrozenDateTimeFactory,
+    state: str,
+    trigger: str,
+) -> None:
+    """A trigger whose guards do not hold raises TransitionNotAllowed naming the guards, state unchanged."""
+    d = make_dispatch()
+    _reach(state, d, fake, frozen)
+    with pytest.raises(TransitionNotAllowed, match="refused by its guards"):
+        getattr(d, trigger)()
+    assert d.state == state
+
+
+def test_resubmit_cannot_skip_a_rung(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """From CANCELLED after high-eur, resubmit can only lead to normal-eur, never low-eur."""
+    d = make_dispatch()
+    _reach(CANCELLED, d, fake, frozen)
+    d.resubmit()
+    assert d.state == NORMAL
+    assert d.rung.qos == "normal-eur"
