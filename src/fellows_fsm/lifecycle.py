@@ -360,6 +360,11 @@ class Dispatch:
         self.deadline = min(previous_deadline, now) + self.rung.park_cap_seconds
         self.job_id = None
         self.observation = None
+        if self.rung_expired():
+            # The walk ran late (an outage, or caps shorter than the poll): this rung's window closed
+            # before it opened. Queue nothing; the next step parks it, so GCP is never later than promised.
+            self.note = "window closed before it opened; rung passed over without a job"
+            return
         self._submit_current_rung()
 
     def give_up(self) -> None:
@@ -370,19 +375,14 @@ class Dispatch:
     def _submit_current_rung(self) -> None:
         """Queue the current rung's job through the port (looking for a lost submit first)."""
         rung = self.rung
-        token = self.token()
-        if self.submit_uncertain:
-            found = self.scheduler.find_by_token(token)
-            if found is not None:
-                log.info("dispatch %s: found job %s by token %s", self.id, found.job_id, token)
-                self._attach(found.job_id, found)
-                return
+        if self._find_lost_submit():
+            return
         deadline = None
         if self.controller_deadline and not self.pinned:
             deadline = self.deadline + (self.spec.time_limit_seconds or 0)
         self.submit_uncertain = True
         try:
-            job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=token, deadline=deadline)
+            job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=self.token(), deadline=deadline)
         except QosRejected as exc:
             # The cluster refuses this QoS: no job exists, so the rung is skipped, not waited on.
             self.submit_uncertain = False
@@ -390,6 +390,17 @@ class Dispatch:
             self.drop()
             return
         self._attach(job_id, None)
+
+    def _find_lost_submit(self) -> bool:
+        """After a submit whose outcome is unknown, attach the job the token finds; True if found."""
+        if not self.submit_uncertain:
+            return False
+        found = self.scheduler.find_by_token(self.token())
+        if found is None:
+            return False
+        log.info("dispatch %s: found job %s by token %s", self.id, found.job_id, self.token())
+        self._attach(found.job_id, found)
+        return True
 
     def _attach(self, job_id: str, observation: Observation | None) -> None:
         self.recorder.attached(self, job_id)
@@ -399,45 +410,62 @@ class Dispatch:
 
     # ----------------------------------------------------------------- one look, every allowed move
     def advance(self, observation: Observation | None, *, may_change_rung: bool = True) -> None:
-        """Take one observation of the current job and fire whatever the guards allow.
+        """Take one observation of the current job and fire every move the guards allow now.
 
         ``may_change_rung=False`` lets the router bound how many dispatches cancel and resubmit in one
         tick: the dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick.
         """
-        if self.is_final:
-            return
         if observation is not None and observation.job_id == self.job_id:
             self.observation = observation
+        # Each step moves one state or stops; a ladder of n rungs needs at most 3n + 1 steps.
+        for _ in range(3 * len(self.ladder.rungs) + 1):
+            if not self._step(may_change_rung):
+                return
+
+    def _step(self, may_change_rung: bool) -> bool:
+        """Fire the one move the guards allow now; True if another may follow without a new observation."""
+        if self.is_final:
+            return False
         if self.on_rung:
             if self.job_id is None:
+                if self._find_lost_submit():
+                    return True
+                if self.walks_ladder() and self.rung_expired():
+                    self.park()  # its window closed before a job was queued: nothing to wait for
+                    return True
                 self._submit_current_rung()
-                return
+                return self.state == CANCELLED
             if self.job_started():
                 self.start()
-                return
+                return False
             if self.job_gone():
                 self.drop()
-            elif self.walks_ladder() and (self.rung_expired() or self.rung_cannot_start()):
+                return True
+            if self.walks_ladder() and (self.rung_expired() or self.rung_cannot_start()):
                 self.park()
+                return True
+            return False
         if self.state == PARKED:
             if self.job_started():
                 self.start()
-                return
+                return False
             if not may_change_rung:
-                return
-            assert self.job_id is not None
-            self.observation = self.scheduler.cancel_if_pending(self.job_id)
-            if self.job_started():
-                self.start()
-                return
-            if not self.job_gone():
-                return  # not confirmed gone yet: never a second live job; try again next tick
+                return False
+            if self.job_id is not None:
+                self.observation = self.scheduler.cancel_if_pending(self.job_id)
+                if self.job_started():
+                    self.start()
+                    return False
+                if not self.job_gone():
+                    return False  # not confirmed gone: never a second live job; try again next tick
             self.cancel()
+            return True
         if self.state == CANCELLED and self.walks_ladder() and may_change_rung:
             if self.rung_index + 1 < len(self.ladder.rungs):
                 self.resubmit()
-            else:
-                self.give_up()
+                return True
+            self.give_up()
+        return False
 
     # ----------------------------------------------------------------- for readers and tests
     def steps_to(self, states: Sequence[str]) -> list[Step]:

@@ -264,14 +264,16 @@ def test_controller_deadline_is_rung_window_plus_time_limit(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """With controller_deadline, each rung's job asks SLURM to drop it at window end + time limit."""
-    spec = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=3600)
+    spec = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=60)
     d = make_dispatch(spec=spec, controller_deadline=True)
     d.submit()
     assert d.job_id is not None
-    assert fake.jobs[d.job_id].deadline == d.deadline + 3600
-    frozen.tick(CAP + 3600)
+    assert fake.jobs[d.job_id].deadline == d.deadline + 60
+    frozen.tick(CAP + 60)
     fake.schedule()
+    assert fake.jobs[d.job_id].state == "DEADLINE"
     poll(d, fake)
+    assert [s.trigger for s in d.history] == ["submit", "drop", "resubmit"]
     assert d.state == NORMAL
 
 
@@ -451,3 +453,19 @@ def test_resubmit_cannot_skip_a_rung(
     d.resubmit()
     assert d.state == NORMAL
     assert d.rung.qos == "normal-eur"
+
+
+def test_rung_whose_window_closed_during_an_outage_is_passed_over(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """After an outage longer than the next rung's window, that rung is passed over without a job."""
+    d = make_dispatch()
+    d.submit()
+    t0 = fake.clock.now()
+    frozen.tick(2 * CAP + 30)  # the router could not poll for 2 windows
+    poll(d, fake)
+    assert d.state == LOW
+    assert [s.dest for s in d.history] == [HIGH, PARKED, CANCELLED, NORMAL, PARKED, CANCELLED, LOW]
+    assert "passed over" in d.history[4].note
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "low-eur"]
+    assert d.deadline == t0 + 3 * CAP

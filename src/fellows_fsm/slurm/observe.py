@@ -1,0 +1,225 @@
+"""Observe many jobs in one round trip: one squeue for all ids, one sacct only for ids squeue no longer knows.
+
+It never filters by QoS or partition (a walking job changes both), never trusts one empty or failed reply,
+and never reads a job it cannot find as finished: such a job is Phase.UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+import attrs
+
+from fellows_fsm.errors import SchedulerError
+from fellows_fsm.scheduler import Observation, Phase
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+
+__all__ = [
+    "SACCT_FIELDS",
+    "SQUEUE_FORMAT",
+    "JobRow",
+    "Observer",
+    "parse_sacct",
+    "parse_slurm_time",
+    "parse_squeue",
+    "phase_of",
+    "sacct_argv",
+    "squeue_argv",
+]
+
+log = logging.getLogger(__name__)
+
+# %B (the batch host) tells a real start from the start time SLURM stamps on a job cancelled while
+# pending (it is the cancel time); the comment (the dispatch token) comes last since it may hold '|'.
+SQUEUE_FORMAT = "%i|%T|%r|%q|%S|%B|%k"
+SACCT_FIELDS = "JobID,State,Reason,QOS,Start,Comment"
+INVALID_JOB_ID = "Invalid job id specified"
+
+_PENDING = frozenset({"PENDING", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUED", "REQUEUE_FED", "SPECIAL_EXIT"})
+_ACTIVE = frozenset(
+    {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESIZING"}
+)
+_ENDED = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
+_ENDED_MAYBE_UNSTARTED = frozenset({"CANCELLED", "DEADLINE"})
+_NO_VALUE = frozenset({"", "N/A", "n/a", "None", "Unknown", "(null)"})
+
+
+def parse_slurm_time(text: str) -> float | None:
+    """A SLURM timestamp (``2026-01-31T12:00:00``, local time) as epoch seconds; None for N/A or None."""
+    text = text.strip()
+    if text in _NO_VALUE:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def phase_of(state: str, *, started: bool) -> Phase:
+    """Map a SLURM state word (squeue %T, or sacct's first word as in ``CANCELLED by 0``) to a Phase."""
+    word = state.split(" ", 1)[0].rstrip("+")
+    if word in _ACTIVE:
+        return Phase.STARTED
+    if word in _PENDING:
+        # A requeued job ran once: for the dispatch it started, whatever it does next.
+        return Phase.STARTED if started and word != "PENDING" else Phase.PENDING
+    if word in _ENDED or word in _ENDED_MAYBE_UNSTARTED:
+        return Phase.STARTED if started else Phase.GONE
+    return Phase.UNKNOWN
+
+
+@attrs.frozen
+class JobRow:
+    """One job line from squeue or sacct, parsed; ``observation`` is what the port reports."""
+
+    job_id: str
+    observation: Observation
+    comment: str | None
+
+
+def _text_or_none(text: str) -> str | None:
+    text = text.strip()
+    return None if text in _NO_VALUE else text
+
+
+def _row(
+    job_id: str, state: str, reason: str, qos: str, start: str, *, started: bool, comment: str
+) -> JobRow:
+    phase = phase_of(state, started=started)
+    start_time = parse_slurm_time(start) if started else None
+    observation = Observation(
+        job_id=job_id,
+        phase=phase,
+        state=state,
+        # SLURM keeps the last pending reason on ended jobs; only a pending job's reason means anything.
+        reason=_text_or_none(reason) if phase is Phase.PENDING else None,
+        qos=_text_or_none(qos),
+        start_time=start_time,
+    )
+    return JobRow(job_id, observation, _text_or_none(comment))
+
+
+def parse_squeue(stdout: str) -> dict[str, JobRow]:
+    """Parse ``squeue -h -o SQUEUE_FORMAT`` lines; a job counts as started only if it has a batch host."""
+    rows: dict[str, JobRow] = {}
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 6)
+        if len(parts) != 7:
+            log.warning("squeue: ignoring a line not in the expected format: %r", line)
+            continue
+        job_id, state, reason, qos, start, batch_host, comment = parts
+        started = _text_or_none(batch_host) is not None and parse_slurm_time(start) is not None
+        rows[job_id.strip()] = _row(
+            job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment
+        )
+    return rows
+
+
+def parse_sacct(stdout: str) -> dict[str, JobRow]:
+    """Parse ``sacct -P -n -X -o SACCT_FIELDS`` lines; Start is ``None`` for a job that never started."""
+    rows: dict[str, JobRow] = {}
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 5)
+        if len(parts) != 6:
+            log.warning("sacct: ignoring a line not in the expected format: %r", line)
+            continue
+        job_id, state, reason, qos, start, comment = parts
+        started = parse_slurm_time(start) is not None
+        rows[job_id.strip()] = _row(
+            job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment
+        )
+    return rows
+
+
+def squeue_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None) -> tuple[str, ...]:
+    """The squeue argv for the ids (or every job of ``user``), all states, never a QoS/partition filter."""
+    argv = ["squeue", "-h", "-t", "all"]
+    if job_ids is not None:
+        argv += ["-j", ",".join(job_ids)]
+    if user is not None:
+        argv += ["-u", user]
+    return (*argv, "-o", SQUEUE_FORMAT)
+
+
+def sacct_argv(
+    job_ids: Iterable[str] | None = None, *, user: str | None = None, since: float
+) -> tuple[str, ...]:
+    """The sacct argv for the given ids (or every job of ``user``) since ``since`` (epoch seconds)."""
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+    argv = ["sacct", "-P", "-n", "-X", f"--starttime={start}"]
+    if job_ids is not None:
+        argv += ["-j", ",".join(job_ids)]
+    if user is not None:
+        argv += ["-u", user]
+    return (*argv, "-o", SACCT_FIELDS)
+
+
+@attrs.define
+class Observer:
+    """Turns job ids into Observations: one squeue (asked again when empty or failed), at most one sacct."""
+
+    runner: CommandRunner
+    empty_retries: int = 2
+    """How often an empty or failed squeue reply is asked again before the ids fall through to sacct."""
+    retry_delay_seconds: float = 0.2
+    sacct_lookback_seconds: float = 7 * 86_400
+    """How far back sacct looks (without --starttime it would only cover since midnight)."""
+
+    def observe(self, job_ids: Sequence[str]) -> dict[str, Observation]:
+        """Every id in ``job_ids`` mapped to an Observation; ids no record knows map to Phase.UNKNOWN."""
+        wanted = list(dict.fromkeys(job_ids))
+        if not wanted:
+            return {}
+        rows = self._squeue(wanted)
+        missing = [job_id for job_id in wanted if job_id not in rows]
+        if missing:
+            rows.update(self.sacct_rows(missing))
+        return {
+            job_id: rows[job_id].observation if job_id in rows else Observation(job_id, Phase.UNKNOWN)
+            for job_id in wanted
+        }
+
+    def _squeue(self, job_ids: list[str]) -> dict[str, JobRow]:
+        """One squeue for ``job_ids``; an empty or failed reply is asked again, never trusted at once."""
+        argv = squeue_argv(job_ids)
+        for attempt in range(self.empty_retries + 1):
+            if attempt:
+                self.runner.sleep(self.retry_delay_seconds * attempt)
+            result = self.runner.run(argv)
+            if result.ok:
+                rows = parse_squeue(result.stdout)
+                if rows:
+                    return rows
+            elif INVALID_JOB_ID not in result.stderr:
+                log.warning("squeue failed (%s); asking again", result.message)
+        return {}
+
+    def sacct_rows(
+        self, job_ids: Sequence[str] | None = None, *, user: str | None = None
+    ) -> dict[str, JobRow]:
+        """One sacct for jobs squeue no longer shows; a failed sacct leaves them unknown (never finished)."""
+        since = time.time() - self.sacct_lookback_seconds
+        result = self.runner.run(sacct_argv(job_ids, user=user, since=since))
+        if not result.ok:
+            log.warning("sacct failed (%s); the jobs stay unknown", result.message)
+            return {}
+        return parse_sacct(result.stdout)
+
+
+def require_ok(result: CommandResult, what: str) -> CommandResult:
+    """Return ``result`` if it exited 0, else raise a SchedulerError naming ``what`` and SLURM's message."""
+    if not result.ok:
+        raise SchedulerError(f"{what} failed: {result.message}")
+    return result
+
+
+def index_by(rows: Mapping[str, JobRow]) -> dict[str, Observation]:
+    """The observations of ``rows`` by job id."""
+    return {job_id: row.observation for job_id, row in rows.items()}

@@ -1,0 +1,186 @@
+"""SlurmScheduler: the Scheduler port implemented with the real SLURM commands (sbatch, squeue, sacct, ...).
+
+It turns port calls into commands and command output into Observations and errors from errors.py; it knows
+nothing of the lifecycle's states, never decides a transition, and never cancels a job it has not just
+fenced as pending (a job that started first is left running: the late start wins).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import re
+from collections.abc import Mapping, Sequence
+
+from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
+from fellows_fsm.scheduler import JobSpec, Observation
+from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
+from fellows_fsm.slurm.render import render_sbatch
+from fellows_fsm.slurm.runner import CommandRunner
+
+__all__ = ["SlurmScheduler", "parse_sbatch_id", "parse_version"]
+
+log = logging.getLogger(__name__)
+
+INVALID_QOS = "Invalid qos specification"
+NOT_PENDING = "Job is no longer pending execution"
+ALREADY_FINISHED = "Job has already finished"
+INVALID_JOB_ID = "Invalid job id specified"
+# scancel filters --state inside slurmctld (--ctld) only from 23.11; before, the filter is client-side.
+CTLD_CANCEL_VERSION = (23, 11)
+_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+# A begin time far enough ahead that a fenced job cannot start before the cancel that follows it.
+_FENCE_BEGIN = "now+365days"
+_ERROR_PREFIX = re.compile(r"^\S+: error: ")
+
+
+def parse_sbatch_id(stdout: str) -> str:
+    """The job id from ``sbatch --parsable`` output (``<id>`` or ``<id>;<cluster>``)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    job_id = lines[-1].split(";", 1)[0].strip() if lines else ""
+    if not _JOB_ID.match(job_id):
+        raise SchedulerError(f"sbatch --parsable printed {stdout!r}, which holds no job id")
+    return job_id
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``(major, minor)`` from ``slurm-wlm 22.05.8`` / ``slurm 23.11.1``; ``(0, 0)`` if none is found."""
+    match = _VERSION.search(text)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def _current_user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+class SlurmScheduler:
+    """The Scheduler port on a real SLURM cluster; every call goes through one CommandRunner.
+
+    ``runner.calls`` counts commands, so callers can check that one observe is one squeue.
+    """
+
+    def __init__(
+        self,
+        runner: CommandRunner | None = None,
+        *,
+        user: str | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.runner = runner or CommandRunner()
+        self.user = user or _current_user()
+        self.observer = observer or Observer(self.runner)
+        self._ctld_cancel: bool | None = None
+        self.notes: list[str] = []
+        """User-facing notes from the renders so far (e.g. an #SBATCH --qos line overridden)."""
+
+    # ----------------------------------------------------------------- the port
+    def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
+        """``sbatch --parsable`` on rung ``qos`` with the dispatch token as the job's comment; return the id.
+
+        Never retried after a lost reply (the job may exist): the caller looks the token up instead.
+        """
+        command = render_sbatch(spec, qos=qos, token=token, deadline=deadline)
+        for note in command.notes:
+            log.info("%s", note)
+        self.notes.extend(command.notes)
+        result = self.runner.run(command.argv, idempotent=False)
+        if result.ok:
+            return parse_sbatch_id(result.stdout)
+        words = _slurm_words(result.stderr or result.stdout)
+        if INVALID_QOS in words:
+            raise QosRejected(qos, f"SLURM refused QoS {qos!r} for {spec.script}: {words}")
+        raise SubmitRejected(f"sbatch refused job {spec.name!r} (script {spec.script}): {words}")
+
+    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Every listed job from one squeue (one sacct for ids squeue no longer knows); unknown -> UNKNOWN."""
+        return self.observer.observe(job_ids)
+
+    def cancel_if_pending(self, job_id: str) -> Observation:
+        """Cancel ``job_id`` only while it is pending, then read its state back (a late start wins).
+
+        Before 23.11 scancel filters ``--state=PENDING`` in the client, so a job may start between its look
+        and its kill. The job is first fenced inside slurmctld: a begin-time update, which slurmctld applies
+        to a pending job only (refused with "no longer pending" once it runs), so it cannot start before
+        the cancel lands. From 23.11, ``scancel --ctld`` applies the state filter in slurmctld itself.
+        """
+        if self._scancel_has_ctld():
+            self.runner.run(("scancel", "--ctld", "--state=PENDING", job_id))
+        elif self._fence(job_id):
+            self.runner.run(("scancel", "--state=PENDING", job_id))
+        return self.observe([job_id])[job_id]
+
+    def find_by_token(self, token: str) -> Observation | None:
+        """The newest job of this user commented ``token``: squeue first, then sacct for purged jobs."""
+        result = self.runner.run(squeue_argv(user=self.user))
+        rows = parse_squeue(result.stdout) if result.ok else {}
+        tagged = [row for row in rows.values() if row.comment == token]
+        if not tagged:
+            # sacct reports comments only where slurmdbd stores them (AccountingStoreFlags=job_comment).
+            tagged = [
+                row for row in self.observer.sacct_rows(user=self.user).values() if row.comment == token
+            ]
+        if not tagged:
+            return None
+        newest = max(tagged, key=lambda row: _id_key(row.job_id))
+        return newest.observation
+
+    # ----------------------------------------------------------------- beyond the protocol
+    def change_qos(self, job_id: str, qos: str) -> bool:
+        """Move a pending job to ``qos`` keeping its id: True if done, False if it is no longer pending.
+
+        slurmctld decides (a compare-and-set): a job that has started is refused. Raises QosRejected for
+        a QoS SLURM refuses, SchedulerError for any other refusal.
+        """
+        result = self.runner.run(("scontrol", "update", f"jobid={job_id}", f"qos={qos}"))
+        if result.ok:
+            return True
+        words = _slurm_words(result.stderr or result.stdout)
+        if NOT_PENDING in words or ALREADY_FINISHED in words:
+            return False
+        if INVALID_QOS in words:
+            raise QosRejected(qos, f"SLURM refused to move job {job_id} to QoS {qos!r}: {words}")
+        raise SchedulerError(f"scontrol could not move job {job_id} to QoS {qos!r}: {words}")
+
+    def scancel_version(self) -> tuple[int, int]:
+        """The ``(major, minor)`` version of the scancel on PATH."""
+        result = self.runner.run(("scancel", "--version"))
+        return parse_version(result.stdout or result.stderr)
+
+    # ----------------------------------------------------------------- helpers
+    def _scancel_has_ctld(self) -> bool:
+        if self._ctld_cancel is None:
+            self._ctld_cancel = self.scancel_version() >= CTLD_CANCEL_VERSION
+        return self._ctld_cancel
+
+    def _fence(self, job_id: str) -> bool:
+        """Stop a pending job from starting, in slurmctld; False if it is no longer pending (or unknown)."""
+        result = self.runner.run(("scontrol", "update", f"jobid={job_id}", f"StartTime={_FENCE_BEGIN}"))
+        if result.ok:
+            return True
+        words = _slurm_words(result.stderr or result.stdout)
+        if NOT_PENDING in words or ALREADY_FINISHED in words or INVALID_JOB_ID in words:
+            return False
+        # Anything else (e.g. a site that forbids begin-time updates): fall back to the client-side filter.
+        log.warning(
+            "scontrol could not fence job %s (%s); cancelling with scancel's own filter", job_id, words
+        )
+        return True
+
+
+def _slurm_words(text: str) -> str:
+    """SLURM's error lines joined into one (sbatch may split one message over several ``error:`` lines)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    prefix = _ERROR_PREFIX.match(lines[0])
+    if prefix is None:
+        return " ".join(lines)
+    rest = [line.removeprefix(prefix[0]) for line in lines[1:]]
+    return " ".join([lines[0], *rest])
+
+
+def _id_key(job_id: str) -> tuple[int, int]:
+    head, _, tail = job_id.partition("_")
+    return (int(head) if head.isdigit() else -1, int(tail) if tail.isdigit() else -1)

@@ -1,0 +1,194 @@
+"""Run one SLURM command (an argv list, never a shell) with a timeout, and classify how it failed.
+
+It rides through an unreachable controller with bounded exponential back-off and counts calls per command.
+It never interprets a command's output beyond failure classes, and never retries a non-idempotent command
+whose request may already have reached the controller (a submit that timed out may have created the job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+
+from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
+
+__all__ = [
+    "CommandResult",
+    "CommandRunner",
+    "RetryPolicy",
+    "slurm_env",
+]
+
+log = logging.getLogger(__name__)
+
+# The controller never saw the request: safe to repeat any command.
+_NOT_CONNECTED = ("Unable to contact slurm controller", "Connection refused")
+# The request may have reached the controller: repeat only commands that change nothing.
+_MAYBE_DELIVERED = ("Socket timed out", "Zero Bytes were transmitted")
+
+# Client environment variables that silently filter or reshape what squeue/sacct/scancel report; the
+# commands below pass every option they rely on, so these are dropped rather than trusted.
+_DROPPED_ENV_PREFIXES = ("SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_")
+
+
+def slurm_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a SLURM client: ``base`` (default: ours, read now) with SLURM_CONF passed through.
+
+    Times come back in ISO form whatever the user's SLURM_TIME_FORMAT, and the client variables that
+    filter output (SQUEUE_*, SCANCEL_*, ...) are dropped, since every call states its own options.
+    """
+    env = {
+        key: value
+        for key, value in (os.environ if base is None else base).items()
+        if not key.startswith(_DROPPED_ENV_PREFIXES)
+    }
+    env["SLURM_TIME_FORMAT"] = "standard"
+    return env
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How long to ride through an unreachable controller: attempts, back-off, and a total time budget."""
+
+    attempts: int = 4
+    """Tries in all, the first included."""
+    first_delay_seconds: float = 0.5
+    max_delay_seconds: float = 8.0
+    budget_seconds: float = 30.0
+    """No retry starts once this much time (commands and sleeps together) has passed."""
+
+    def delay(self, retry: int) -> float:
+        """The sleep before retry number ``retry`` (1-based): doubling from the first delay, capped."""
+        return float(min(self.max_delay_seconds, self.first_delay_seconds * 2 ** (retry - 1)))
+
+
+@attrs.frozen
+class CommandResult:
+    """What one command run returned."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    """Wall time of the last attempt."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.returncode == 0
+
+    @property
+    def message(self) -> str:
+        """The command's own error words: stderr's last non-empty line, else stdout's."""
+        for text in (self.stderr, self.stdout):
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            if lines:
+                return lines[-1]
+        return f"exit status {self.returncode}"
+
+
+class CommandRunner:
+    """Runs SLURM client commands; ``calls`` counts runs (attempts) per command name, ``seconds`` their time.
+
+    ``env`` (default: the process environment, read at each call) is filtered by ``slurm_env``;
+    ``sleep`` is injectable so tests of the back-off do not wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float = 30.0,
+        retry: RetryPolicy | None = None,
+        env: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.retry = retry or RetryPolicy()
+        self.env = None if env is None else dict(env)
+        self._sleep = sleep
+        self.calls: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep through the injected function (``time.sleep`` looked up now by default)."""
+        (self._sleep or time.sleep)(seconds)
+
+    @staticmethod
+    def _now() -> float:
+        return time.perf_counter()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        idempotent: bool = True,
+        timeout_seconds: float | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` and return its result, whatever its exit status, unless the controller is unreachable.
+
+        Unreachable (the known stderr lines, or the process timing out) is retried with back-off within the
+        policy; a command that is not ``idempotent`` is retried only if the request surely never left.
+        Raises SchedulerUnreachable when the retries are spent, SchedulerError when the binary is missing.
+        """
+        argv = tuple(argv)
+        name = os.path.basename(argv[0])
+        timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        attempt = 0
+        spent = 0.0  # command time plus back-off sleeps, counted as planned (the sleep may be injected)
+        while True:
+            attempt += 1
+            t0 = self._now()
+            outcome = self._attempt(argv, name, timeout)
+            if isinstance(outcome, CommandResult):
+                return outcome
+            spent += self._now() - t0
+            why, delivered = outcome
+            if delivered and not idempotent:
+                raise SchedulerUnreachable(
+                    f"{name} got no reply from the SLURM controller ({why}); the request may have been "
+                    "carried out, so it is not repeated blindly"
+                )
+            delay = self.retry.delay(attempt)
+            if attempt >= self.retry.attempts or spent + delay > self.retry.budget_seconds:
+                raise SchedulerUnreachable(
+                    f"{name} could not reach the SLURM controller ({why}) after {attempt} attempt(s) in "
+                    f"{spent:.1f} s; check `scontrol ping` and that SLURM_CONF points at the right cluster"
+                )
+            log.warning("%s: %s; retry %d in %.1f s", name, why, attempt, delay)
+            self.sleep(delay)
+            spent += delay
+
+    def _attempt(self, argv: tuple[str, ...], name: str, timeout: float) -> CommandResult | tuple[str, bool]:
+        """One run: its result, or why the controller counts as unreachable and whether it may have acted."""
+        env = slurm_env(self.env)
+        self.calls[name] += 1
+        t0 = self._now()
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+        except FileNotFoundError:
+            raise SchedulerError(
+                f"the SLURM command {name!r} is not installed or not on PATH; install slurm-client "
+                "(Debian: apt-get install slurm-client) or run `scripts/dev-slurm up`"
+            ) from None
+        except PermissionError as exc:
+            raise SchedulerError(f"the SLURM command {name!r} cannot be executed: {exc}") from None
+        except subprocess.TimeoutExpired:
+            self.seconds[name] += self._now() - t0
+            return f"no reply within {timeout:g} s", True
+        elapsed = self._now() - t0
+        self.seconds[name] += elapsed
+        result = CommandResult(argv, proc.returncode, proc.stdout, proc.stderr, elapsed)
+        if result.ok:
+            return result
+        if any(marker in proc.stderr for marker in _NOT_CONNECTED):
+            return result.message, False
+        if any(marker in proc.stderr for marker in _MAYBE_DELIVERED):
+            return result.message, True
+        return result

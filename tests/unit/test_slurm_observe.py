@@ -1,0 +1,234 @@
+"""Parsing squeue/sacct into Observations, and the one-squeue-then-one-sacct observation policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import pytest
+
+from fellows_fsm.scheduler import Phase
+from fellows_fsm.slurm.observe import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    Observer,
+    parse_sacct,
+    parse_slurm_time,
+    parse_squeue,
+    phase_of,
+    squeue_argv,
+)
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+
+T0 = "2026-11-30T02:36:31"
+
+
+class ScriptedRunner(CommandRunner):
+    """A runner fake: answers each command from a per-command script of (rc, stdout, stderr) replies."""
+
+    def __init__(self, replies: dict[str, list[tuple[int, str, str]]]) -> None:
+        self.slept: list[float] = []
+        super().__init__(sleep=self.slept.append)
+        self.replies = replies
+        self.argvs: list[tuple[str, ...]] = []
+
+    def run(
+        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+    ) -> CommandResult:
+        """Record ``argv`` and play the next reply for its command (the last one repeats)."""
+        argv = tuple(argv)
+        self.argvs.append(argv)
+        self.calls[argv[0]] += 1
+        script = self.replies[argv[0]]
+        rc, out, err = script.pop(0) if len(script) > 1 else script[0]
+        return CommandResult(argv, rc, out, err, 0.001)
+
+
+@pytest.mark.parametrize(
+    ("state", "started", "phase"),
+    [
+        pytest.param("PENDING", False, Phase.PENDING, id="pending"),
+        pytest.param("RUNNING", True, Phase.STARTED, id="running"),
+        pytest.param("COMPLETING", True, Phase.STARTED, id="completing"),
+        pytest.param("CONFIGURING", True, Phase.STARTED, id="configuring"),
+        pytest.param("SUSPENDED", True, Phase.STARTED, id="suspended"),
+        pytest.param("STOPPED", True, Phase.STARTED, id="stopped"),
+        pytest.param("COMPLETED", True, Phase.STARTED, id="completed"),
+        pytest.param("FAILED", True, Phase.STARTED, id="failed-after-start"),
+        pytest.param("FAILED", False, Phase.GONE, id="failed-unstarted"),
+        pytest.param("TIMEOUT", True, Phase.STARTED, id="timeout"),
+        pytest.param("OUT_OF_MEMORY", True, Phase.STARTED, id="oom"),
+        pytest.param("NODE_FAIL", False, Phase.GONE, id="node-fail-unstarted"),
+        pytest.param("PREEMPTED", True, Phase.STARTED, id="preempted"),
+        pytest.param("BOOT_FAIL", False, Phase.GONE, id="boot-fail"),
+        pytest.param("CANCELLED", False, Phase.GONE, id="cancelled-pending"),
+        pytest.param("CANCELLED", True, Phase.STARTED, id="cancelled-running"),
+        pytest.param("CANCELLED by 0", False, Phase.GONE, id="sacct-cancelled-by"),
+        pytest.param("DEADLINE", False, Phase.GONE, id="deadline"),
+        pytest.param("REQUEUED", True, Phase.STARTED, id="requeued"),
+        pytest.param("SOMETHING_NEW", True, Phase.UNKNOWN, id="unknown-word"),
+    ],
+)
+def test_phase_mapping(state: str, started: bool, phase: Phase) -> None:
+    """Each SLURM state word maps to the phase the lifecycle reads, by whether the job really started."""
+    assert phase_of(state, started=started) is phase
+
+
+def test_squeue_line_parses_every_field() -> None:
+    """A pending line keeps its reason and QoS; a running line has a start time and no reason."""
+    rows = parse_squeue(
+        f"4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|fsm-d1-r0\n2|RUNNING|None|normal-eur|{T0}|gpu01|(null)\n"
+    )
+    pending, running = rows["4"].observation, rows["2"].observation
+    assert pending.phase is Phase.PENDING
+    assert pending.reason == "QOSMaxGRESPerUser"
+    assert pending.qos == "high-eur"
+    assert pending.start_time is None
+    assert rows["4"].comment == "fsm-d1-r0"
+    assert running.phase is Phase.STARTED
+    assert running.reason is None
+    assert running.start_time == datetime(2026, 11, 30, 2, 36, 31).timestamp()
+    assert rows["2"].comment is None
+
+
+def test_pending_reason_none_stays_none() -> None:
+    """The reason ``None`` (not evaluated yet) is None, never the string 'None'."""
+    obs = parse_squeue("5|PENDING|None|high-eur|N/A|n/a|(null)\n")["5"].observation
+    assert obs.reason is None
+
+
+def test_cancelled_while_pending_is_gone_despite_its_start_stamp() -> None:
+    """SLURM stamps %S on a job cancelled while pending; without a batch host it never ran."""
+    obs = parse_squeue(f"4|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|tok\n")["4"].observation
+    assert obs.phase is Phase.GONE
+    assert obs.start_time is None
+    assert obs.reason is None
+
+
+def test_cancelled_after_start_is_started() -> None:
+    """A job cancelled while running started: the dispatch must never resubmit it."""
+    obs = parse_squeue(f"3|CANCELLED|None|high-eur|{T0}|gpu01|(null)\n")["3"].observation
+    assert obs.phase is Phase.STARTED
+
+
+def test_estimated_start_of_a_pending_job_is_not_a_start() -> None:
+    """squeue shows a backfill estimate as %S for some pending jobs: that is not a start time."""
+    obs = parse_squeue("6|PENDING|Resources|low-eur|2027-01-01T00:00:00|n/a|(null)\n")["6"].observation
+    assert obs.phase is Phase.PENDING
+    assert obs.start_time is None
+
+
+def test_comment_may_hold_the_separator() -> None:
+    """The comment is the last field, so a '|' inside it does not shift the other fields."""
+    rows = parse_squeue("4|PENDING|Priority|high-eur|N/A|n/a|tok|B x\n")
+    assert rows["4"].comment == "tok|B x"
+    assert rows["4"].observation.reason == "Priority"
+
+
+def test_malformed_squeue_lines_are_skipped() -> None:
+    """A line not in the expected format is ignored, not guessed at."""
+    assert parse_squeue("garbage\n\n") == {}
+
+
+def test_sacct_lines_record_state_words_and_start() -> None:
+    """sacct's 'CANCELLED by 0' is kept as the state; Start 'None' means it never started."""
+    rows = parse_sacct(
+        f"3|CANCELLED by 0|None|high-eur|{T0}|\n4|CANCELLED by 0|None|high-eur|None|fsm-x-r0\n"
+        f"2|RUNNING|None|high-eur|{T0}|\n"
+    )
+    assert rows["3"].observation.phase is Phase.STARTED
+    assert rows["3"].observation.state == "CANCELLED by 0"
+    assert rows["4"].observation.phase is Phase.GONE
+    assert rows["4"].comment == "fsm-x-r0"
+    assert rows["2"].observation.phase is Phase.STARTED
+
+
+@pytest.mark.parametrize("text", ["N/A", "None", "Unknown", "", "soon"])
+def test_slurm_time_without_a_value(text: str) -> None:
+    """Placeholder and unparsable times are None."""
+    assert parse_slurm_time(text) is None
+
+
+def test_squeue_argv_never_filters_by_qos_or_partition() -> None:
+    """The poll asks for all states of the listed ids and nothing else."""
+    argv = squeue_argv(["1", "2"])
+    assert argv == ("squeue", "-h", "-t", "all", "-j", "1,2", "-o", SQUEUE_FORMAT)
+    assert not any(a.startswith(("-q", "--qos", "-p", "--partition")) for a in argv)
+
+
+def test_one_squeue_for_many_jobs() -> None:
+    """Observing many jobs costs exactly one squeue and no sacct when squeue knows them all."""
+    runner = ScriptedRunner(
+        {"squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|a\n2|PENDING|Priority|low-eur|N/A|n/a|b\n", "")]}
+    )
+    seen = Observer(runner).observe(["1", "2", "1"])
+    assert list(seen) == ["1", "2"]
+    assert seen["1"].phase is Phase.STARTED
+    assert seen["2"].phase is Phase.PENDING
+    assert runner.calls == {"squeue": 1}
+
+
+def test_ids_squeue_forgot_go_to_one_sacct() -> None:
+    """Ids missing from squeue are looked up in one sacct with an explicit --starttime."""
+    runner = ScriptedRunner(
+        {
+            "squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|a\n", "")],
+            "sacct": [(0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|\n", "")],
+        }
+    )
+    seen = Observer(runner).observe(["1", "2", "3"])
+    assert seen["2"].phase is Phase.STARTED
+    assert seen["3"].phase is Phase.UNKNOWN
+    assert runner.calls == {"squeue": 1, "sacct": 1}
+    sacct = next(a for a in runner.argvs if a[0] == "sacct")
+    assert any(a.startswith("--starttime=") for a in sacct)
+    assert "2,3" in sacct
+    assert sacct[-1] == SACCT_FIELDS
+
+
+def test_empty_squeue_is_asked_again_before_sacct() -> None:
+    """One empty squeue is never trusted: it is retried, and a later answer wins."""
+    runner = ScriptedRunner(
+        {
+            "squeue": [
+                (0, "", ""),
+                (1, "", "slurm_load_jobs error: Invalid job id specified\n"),
+                (0, f"1|RUNNING|None|q|{T0}|h|\n", ""),
+            ]
+        }
+    )
+    seen = Observer(runner, empty_retries=2, retry_delay_seconds=0.1).observe(["1"])
+    assert seen["1"].phase is Phase.STARTED
+    assert runner.calls == {"squeue": 3}
+    assert runner.slept == [0.1, 0.2]
+
+
+def test_job_nobody_knows_is_unknown_never_finished() -> None:
+    """A job neither squeue (after retries) nor sacct reports is UNKNOWN, not assumed finished."""
+    runner = ScriptedRunner(
+        {
+            "squeue": [(1, "", "slurm_load_jobs error: Invalid job id specified\n")],
+            "sacct": [(0, "", "")],
+        }
+    )
+    seen = Observer(runner, empty_retries=1).observe(["42"])
+    assert seen["42"].phase is Phase.UNKNOWN
+    assert runner.calls == {"squeue": 2, "sacct": 1}
+
+
+def test_failed_sacct_leaves_jobs_unknown() -> None:
+    """When sacct itself fails (e.g. slurmdbd down), the missing jobs stay UNKNOWN."""
+    runner = ScriptedRunner(
+        {
+            "squeue": [(0, "", "")],
+            "sacct": [(1, "", "sacct: error: Problem talking to the database: Connection refused\n")],
+        }
+    )
+    assert Observer(runner, empty_retries=0).observe(["7"])["7"].phase is Phase.UNKNOWN
+
+
+def test_no_ids_no_calls() -> None:
+    """Observing nothing asks SLURM nothing."""
+    runner = ScriptedRunner({})
+    assert Observer(runner).observe([]) == {}
+    assert runner.calls == {}

@@ -1,0 +1,226 @@
+"""SlurmScheduler's command sequences and its reading of SLURM's answers, through a scripted runner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
+from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
+from fellows_fsm.slurm.port import SlurmScheduler, parse_sbatch_id, parse_version
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+
+T0 = "2026-11-30T02:36:31"
+SPEC = JobSpec("train", "/jobs/train it.sh", gpus=8)
+V22 = (0, "slurm-wlm 22.05.8\n", "")
+V23 = (0, "slurm 23.11.4\n", "")
+
+
+class ScriptedRunner(CommandRunner):
+    """A runner fake: answers each command from a per-command script of (rc, stdout, stderr) replies."""
+
+    def __init__(self, replies: dict[str, list[tuple[int, str, str]]]) -> None:
+        super().__init__(sleep=lambda _: None)
+        self.replies = replies
+        self.argvs: list[tuple[str, ...]] = []
+        self.idempotent: list[bool] = []
+
+    def run(
+        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+    ) -> CommandResult:
+        """Record ``argv`` and play the next reply for its command (the last one repeats)."""
+        argv = tuple(argv)
+        self.argvs.append(argv)
+        self.idempotent.append(idempotent)
+        self.calls[argv[0]] += 1
+        script = self.replies[argv[0]]
+        rc, out, err = script.pop(0) if len(script) > 1 else script[0]
+        return CommandResult(argv, rc, out, err, 0.001)
+
+
+def _port(replies: dict[str, list[tuple[int, str, str]]]) -> tuple[SlurmScheduler, ScriptedRunner]:
+    runner = ScriptedRunner(replies)
+    return SlurmScheduler(runner, user="alice"), runner
+
+
+def test_slurm_scheduler_is_a_scheduler() -> None:
+    """SlurmScheduler satisfies the port protocol the lifecycle is typed against."""
+    port: Scheduler = SlurmScheduler(ScriptedRunner({}), user="alice")
+    assert port.observe([]) == {}
+
+
+@pytest.mark.parametrize(("stdout", "job_id"), [("123\n", "123"), ("77;fellows\n", "77"), ("5_3\n", "5_3")])
+def test_parse_sbatch_id(stdout: str, job_id: str) -> None:
+    """``sbatch --parsable`` prints ``<id>`` or ``<id>;<cluster>``."""
+    assert parse_sbatch_id(stdout) == job_id
+
+
+def test_parse_sbatch_id_refuses_garbage() -> None:
+    """Output without a job id is an error, never a made-up id."""
+    with pytest.raises(SchedulerError, match="holds no job id"):
+        parse_sbatch_id("Submitted batch job\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("slurm-wlm 22.05.8", (22, 5)),
+        ("slurm 23.11.1", (23, 11)),
+        ("slurm 24.11.0-1", (24, 11)),
+        ("", (0, 0)),
+    ],
+)
+def test_parse_version(text: str, version: tuple[int, int]) -> None:
+    """The version reads as (major, minor) so it compares with 23.11."""
+    assert parse_version(text) == version
+
+
+def test_submit_renders_the_rung_and_returns_the_id() -> None:
+    """submit runs the rendered sbatch once, not as an idempotent command, and returns the id."""
+    port, runner = _port({"sbatch": [(0, "41;fellows\n", "")]})
+    assert port.submit(SPEC, qos="normal-eur", token="fsm-d-r1") == "41"
+    argv = runner.argvs[0]
+    assert argv[:3] == ("sbatch", "--parsable", "--job-name=train")
+    assert "--qos=normal-eur" in argv
+    assert "--comment=fsm-d-r1" in argv
+    assert argv[-1] == "/jobs/train it.sh"
+    assert runner.idempotent == [False]
+
+
+def test_submit_invalid_qos_is_qos_rejected() -> None:
+    """sbatch's 'Invalid qos specification' becomes QosRejected carrying the QoS and SLURM's words."""
+    port, _ = _port(
+        {"sbatch": [(1, "", "sbatch: error: Batch job submission failed: Invalid qos specification\n")]}
+    )
+    with pytest.raises(QosRejected, match="Invalid qos specification") as info:
+        port.submit(SPEC, qos="other-eur", token="t")
+    assert info.value.qos == "other-eur"
+
+
+def test_submit_other_refusal_names_the_script_with_slurms_words() -> None:
+    """Any other refusal is SubmitRejected with the script path and SLURM's message on one line."""
+    stderr = (
+        "sbatch: error: This does not look like a batch script.  The first\n"
+        "sbatch: error: line must start with #! followed by the path to an interpreter.\n"
+    )
+    port, _ = _port({"sbatch": [(1, "", stderr)]})
+    with pytest.raises(SubmitRejected) as info:
+        port.submit(SPEC, qos="high-eur", token="t")
+    assert not isinstance(info.value, QosRejected)
+    message = str(info.value)
+    assert "/jobs/train it.sh" in message
+    assert "This does not look like a batch script.  The first line must start with #!" in message
+
+
+def test_cancel_if_pending_fences_then_cancels_before_23_11() -> None:
+    """On 22.05 the job is fenced in slurmctld (begin time) before scancel, then read back as GONE."""
+    port, runner = _port(
+        {
+            "scancel": [V22, (0, "", "")],
+            "scontrol": [(0, "", "")],
+            "squeue": [(0, f"9|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|t\n", "")],
+        }
+    )
+    obs = port.cancel_if_pending("9")
+    assert obs.phase is Phase.GONE
+    assert [a[:3] for a in runner.argvs] == [
+        ("scancel", "--version"),
+        ("scontrol", "update", "jobid=9"),
+        ("scancel", "--state=PENDING", "9"),
+        ("squeue", "-h", "-t"),
+    ]
+    assert runner.argvs[1][3].startswith("StartTime=")
+
+
+def test_cancel_if_pending_leaves_a_started_job_alone() -> None:
+    """A job that started before the fence is refused by slurmctld: no scancel, read back STARTED."""
+    port, runner = _port(
+        {
+            "scancel": [V22],
+            "scontrol": [(1, "", "Job is no longer pending execution for job 9\n")],
+            "squeue": [(0, f"9|RUNNING|None|high-eur|{T0}|gpu01|t\n", "")],
+        }
+    )
+    assert port.cancel_if_pending("9").phase is Phase.STARTED
+    assert runner.calls["scancel"] == 1  # only --version
+    assert ("scancel", "--state=PENDING", "9") not in runner.argvs
+
+
+def test_cancel_if_pending_uses_ctld_from_23_11_and_asks_the_version_once() -> None:
+    """From 23.11 scancel --ctld filters inside slurmctld; the version is asked only once per port."""
+    port, runner = _port(
+        {
+            "scancel": [V23, (0, "", "")],
+            "squeue": [(0, f"9|CANCELLED|Priority|high-eur|{T0}|n/a|t\n", "")],
+        }
+    )
+    port.cancel_if_pending("9")
+    port.cancel_if_pending("9")
+    assert runner.argvs.count(("scancel", "--version")) == 1
+    assert runner.argvs.count(("scancel", "--ctld", "--state=PENDING", "9")) == 2
+    assert runner.calls["scontrol"] == 0
+
+
+def test_find_by_token_picks_the_newest_tagged_job() -> None:
+    """find_by_token lists the user's jobs in one squeue and keeps the newest one carrying the token."""
+    port, runner = _port(
+        {
+            "squeue": [
+                (
+                    0,
+                    f"10|CANCELLED|None|high-eur|{T0}|n/a|fsm-d-r0\n"
+                    f"12|PENDING|None|high-eur|N/A|n/a|fsm-d-r0\n"
+                    f"11|PENDING|None|high-eur|N/A|n/a|fsm-other-r0\n",
+                    "",
+                )
+            ]
+        }
+    )
+    found = port.find_by_token("fsm-d-r0")
+    assert found is not None
+    assert found.job_id == "12"
+    assert runner.argvs[0][:6] == ("squeue", "-h", "-t", "all", "-u", "alice")
+    assert runner.calls == {"squeue": 1}
+
+
+def test_find_by_token_falls_back_to_sacct_then_none() -> None:
+    """A token squeue does not show is looked up in sacct; found nowhere, the answer is None."""
+    port, runner = _port(
+        {"squeue": [(0, "", "")], "sacct": [(0, "3|COMPLETED|None|high-eur|" + T0 + "|fsm-a\n", "")]}
+    )
+    found = port.find_by_token("fsm-a")
+    assert found is not None
+    assert found.phase is Phase.STARTED
+    assert port.find_by_token("fsm-b") is None
+    sacct = next(a for a in runner.argvs if a[0] == "sacct")
+    assert sacct[sacct.index("-u") : sacct.index("-u") + 2] == ("-u", "alice")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        pytest.param((0, "", ""), True, id="accepted"),
+        pytest.param((1, "", "Job is no longer pending execution for job 5\n"), False, id="running"),
+        pytest.param((1, "", "Job has already finished for job 5\n"), False, id="finished"),
+    ],
+)
+def test_change_qos(reply: tuple[int, str, str], expected: bool) -> None:
+    """change_qos is True when slurmctld moved the pending job, False once it is no longer pending."""
+    port, runner = _port({"scontrol": [reply]})
+    assert port.change_qos("5", "normal-eur") is expected
+    assert runner.argvs == [("scontrol", "update", "jobid=5", "qos=normal-eur")]
+
+
+def test_change_qos_invalid_qos_is_qos_rejected() -> None:
+    """An unknown or refused QoS raises QosRejected with SLURM's words."""
+    port, _ = _port({"scontrol": [(1, "", "Invalid qos specification for job 5\n")]})
+    with pytest.raises(QosRejected, match="Invalid qos specification for job 5"):
+        port.change_qos("5", "nosuch")
+
+
+def test_change_qos_other_refusal_is_a_scheduler_error() -> None:
+    """Any other refusal (e.g. an unknown job) is a SchedulerError naming the job and QoS."""
+    port, _ = _port({"scontrol": [(1, "", "Invalid job id specified for job 99\n")]})
+    with pytest.raises(SchedulerError, match=r"job 99 to QoS 'low-eur'.*Invalid job id"):
+        port.change_qos("99", "low-eur")

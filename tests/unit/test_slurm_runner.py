@@ -1,0 +1,197 @@
+"""The command runner against tiny real executables on PATH: retries, back-off, failure classes, env."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
+from fellows_fsm.slurm.runner import CommandRunner, RetryPolicy, slurm_env
+
+# A stand-in SLURM command: logs its argv and environment, then plays its next scripted reply.
+FAKE_COMMAND = """#!{python}
+import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+name = os.path.basename(sys.argv[0])
+with open(os.path.join(here, name + ".calls"), "a") as log:
+    log.write(json.dumps({{"argv": sys.argv[1:], "env": dict(os.environ)}}) + "\\n")
+path = os.path.join(here, name + ".replies")
+with open(path) as f:
+    replies = json.load(f)
+reply = replies.pop(0) if len(replies) > 1 else replies[0]
+with open(path, "w") as f:
+    json.dump(replies, f)
+time.sleep(reply.get("sleep", 0))
+sys.stdout.write(reply.get("stdout", ""))
+sys.stderr.write(reply.get("stderr", ""))
+sys.exit(reply.get("rc", 0))
+"""
+
+UNREACHABLE = "squeue: error: Unable to contact slurm controller (connect failure)\n"
+SOCKET_TIMEOUT = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+
+
+class FakeBin:
+    """A directory of fake SLURM commands, each replaying a scripted list of replies."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sleeps: list[float] = []
+
+    def add(self, name: str, *replies: dict[str, Any]) -> None:
+        """Install ``name`` answering with ``replies`` in turn (the last one repeats)."""
+        (self.root / f"{name}.replies").write_text(json.dumps(list(replies) or [{}]))
+        command = self.root / name
+        command.write_text(FAKE_COMMAND.format(python=sys.executable))
+        command.chmod(0o755)
+
+    def calls(self, name: str) -> list[dict[str, Any]]:
+        """Every recorded call of ``name``: its argv and environment."""
+        path = self.root / f"{name}.calls"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def runner(self, **kwargs: Any) -> CommandRunner:
+        """A runner that finds only these commands and records its sleeps instead of sleeping."""
+        env = {"PATH": str(self.root), "SLURM_CONF": "/etc/fellows/slurm.conf"}
+        return CommandRunner(env=env, sleep=self.sleeps.append, **kwargs)
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> FakeBin:
+    """An empty directory of fake SLURM commands."""
+    root = tmp_path / "bin"
+    root.mkdir()
+    return FakeBin(root)
+
+
+def test_success_returns_output_and_counts_the_call(fake_bin: FakeBin) -> None:
+    """A command that exits 0 returns its stdout and is counted once under its own name."""
+    fake_bin.add("squeue", {"stdout": "1|RUNNING\n"})
+    runner = fake_bin.runner()
+    result = runner.run(["squeue", "-h"])
+    assert result.ok
+    assert result.stdout == "1|RUNNING\n"
+    assert runner.calls == {"squeue": 1}
+    assert fake_bin.calls("squeue")[0]["argv"] == ["-h"]
+    assert runner.seconds["squeue"] > 0
+
+
+def test_argv_is_passed_verbatim_never_through_a_shell(fake_bin: FakeBin) -> None:
+    """Shell-hostile arguments reach the command byte for byte."""
+    fake_bin.add("sbatch", {"stdout": "1\n"})
+    hostile = ["--job-name=a b", "$HOME", "x;y", "'q'", '"d"', "`id`"]
+    fake_bin.runner().run(["sbatch", *hostile])
+    assert fake_bin.calls("sbatch")[0]["argv"] == hostile
+
+
+def test_plain_failure_is_returned_not_raised(fake_bin: FakeBin) -> None:
+    """A refusal (not an outage) comes back as a result whose message is SLURM's last line."""
+    fake_bin.add("scontrol", {"rc": 1, "stderr": "Job is no longer pending execution for job 5\n"})
+    runner = fake_bin.runner()
+    result = runner.run(["scontrol", "update", "jobid=5", "qos=x"])
+    assert not result.ok
+    assert result.message == "Job is no longer pending execution for job 5"
+    assert runner.calls["scontrol"] == 1
+    assert fake_bin.sleeps == []
+
+
+def test_unreachable_is_retried_with_exponential_back_off(fake_bin: FakeBin) -> None:
+    """An unreachable controller is asked again after 0.5 s, then 1 s, until it answers."""
+    fake_bin.add(
+        "squeue",
+        {"rc": 1, "stderr": UNREACHABLE},
+        {"rc": 1, "stderr": "squeue: error: slurm_receive_msg: Zero Bytes were transmitted or received\n"},
+        {"stdout": "7|PENDING\n"},
+    )
+    runner = fake_bin.runner(retry=RetryPolicy(attempts=5, first_delay_seconds=0.5, max_delay_seconds=8))
+    result = runner.run(["squeue"])
+    assert result.stdout == "7|PENDING\n"
+    assert runner.calls["squeue"] == 3
+    assert fake_bin.sleeps == [0.5, 1.0]
+
+
+def test_unreachable_after_all_attempts_names_the_command(fake_bin: FakeBin) -> None:
+    """When every attempt fails to reach the controller, SchedulerUnreachable names the command."""
+    fake_bin.add("sacct", {"rc": 1, "stderr": "sacct: error: Connection refused\n"})
+    runner = fake_bin.runner(retry=RetryPolicy(attempts=3, first_delay_seconds=1, max_delay_seconds=1.5))
+    with pytest.raises(SchedulerUnreachable, match=r"sacct could not reach the SLURM controller.*3 attempt"):
+        runner.run(["sacct"])
+    assert runner.calls["sacct"] == 3
+    assert fake_bin.sleeps == [1.0, 1.5]
+
+
+def test_time_budget_bounds_the_retries(fake_bin: FakeBin) -> None:
+    """No retry starts once the next back-off would overrun the time budget."""
+    fake_bin.add("squeue", {"rc": 1, "stderr": UNREACHABLE})
+    policy = RetryPolicy(attempts=10, first_delay_seconds=1, max_delay_seconds=100, budget_seconds=2.5)
+    runner = fake_bin.runner(retry=policy)
+    with pytest.raises(SchedulerUnreachable):
+        runner.run(["squeue"])
+    assert fake_bin.sleeps == [1.0]
+
+
+def test_process_timeout_counts_as_unreachable_and_is_retried(fake_bin: FakeBin) -> None:
+    """A command that hangs past its timeout is killed and, being idempotent, asked again."""
+    fake_bin.add("squeue", {"sleep": 5}, {"stdout": "ok\n"})
+    runner = fake_bin.runner(timeout_seconds=0.5)
+    assert runner.run(["squeue"]).stdout == "ok\n"
+    assert runner.calls["squeue"] == 2
+    assert len(fake_bin.sleeps) == 1
+
+
+def test_non_idempotent_command_is_not_repeated_after_a_lost_reply(fake_bin: FakeBin) -> None:
+    """A submit whose reply was lost (socket timeout) may have created the job: it is never re-run."""
+    fake_bin.add("sbatch", {"rc": 1, "stderr": SOCKET_TIMEOUT}, {"stdout": "9\n"})
+    runner = fake_bin.runner()
+    with pytest.raises(SchedulerUnreachable, match="may have been carried out"):
+        runner.run(["sbatch", "job.sh"], idempotent=False)
+    assert runner.calls["sbatch"] == 1
+
+
+def test_non_idempotent_command_is_repeated_when_never_delivered(fake_bin: FakeBin) -> None:
+    """A submit that could not even connect never reached the controller, so it is safe to retry."""
+    fake_bin.add("sbatch", {"rc": 1, "stderr": UNREACHABLE}, {"stdout": "9\n"})
+    runner = fake_bin.runner()
+    assert runner.run(["sbatch", "job.sh"], idempotent=False).stdout == "9\n"
+    assert runner.calls["sbatch"] == 2
+
+
+def test_missing_binary_says_what_to_install(fake_bin: FakeBin) -> None:
+    """A SLURM command missing from PATH is a SchedulerError naming it and the way to get it."""
+    runner = fake_bin.runner()
+    with pytest.raises(
+        SchedulerError, match=r"'squeue' is not installed.*slurm-client.*dev-slurm up"
+    ) as info:
+        runner.run(["squeue", "-h"])
+    assert not isinstance(info.value, SchedulerUnreachable)
+
+
+def test_environment_passes_slurm_conf_and_drops_output_filters(fake_bin: FakeBin) -> None:
+    """SLURM_CONF reaches the command, times are forced to ISO, and SQUEUE_*/SCANCEL_* filters are dropped."""
+    fake_bin.add("squeue", {})
+    env = {"PATH": str(fake_bin.root), "SLURM_CONF": "/x/slurm.conf", "SQUEUE_USERS": "bob"}
+    env |= {"SCANCEL_QOS": "high-eur", "SLURM_TIME_FORMAT": "relative"}
+    CommandRunner(env=env).run(["squeue"])
+    seen = fake_bin.calls("squeue")[0]["env"]
+    assert seen["SLURM_CONF"] == "/x/slurm.conf"
+    assert seen["SLURM_TIME_FORMAT"] == "standard"
+    assert "SQUEUE_USERS" not in seen
+    assert "SCANCEL_QOS" not in seen
+
+
+def test_environment_is_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an explicit env, the process environment is read on each call (SLURM_CONF set later counts)."""
+    monkeypatch.setenv("SLURM_CONF", "/late/slurm.conf")
+    assert slurm_env()["SLURM_CONF"] == "/late/slurm.conf"
+
+
+def test_back_off_is_capped() -> None:
+    """The back-off doubles from the first delay and never exceeds the cap."""
+    policy = RetryPolicy(first_delay_seconds=0.5, max_delay_seconds=3)
+    assert [policy.delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]

@@ -1,0 +1,207 @@
+"""A hypothesis state machine drives one dispatch with random observations and time jumps.
+
+After every step it checks the ladder's invariants against the fake cluster and the dispatch's own
+history, recomputing the rung deadlines independently of the Dispatch's bookkeeping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from freezegun import freeze_time
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from fellows_fsm import (
+    FAILED_TO_GCP,
+    PARKED,
+    RUNNING,
+    Dispatch,
+    FakeScheduler,
+    FellowsConfig,
+    JobSpec,
+    QosRejected,
+    ReasonGroup,
+    SystemClock,
+    classify_reason,
+)
+
+POLL = 10.0
+REASONS = [
+    None,
+    "QOSMaxGRESPerUser",
+    "Resources",
+    "Priority",
+    "JobHeldUser",
+    "QOSGrpGRES",
+    "QOSMaxWallDurationPerJobLimit",
+    "InvalidQOS",
+]
+
+
+class LadderWalk(RuleBasedStateMachine):
+    """One dispatch on the fake port; the cluster and the clock move at random between polls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.freezer = freeze_time("2026-11-30 12:00:00")
+        self.frozen: Any = self.freezer.start()
+        self.fake = FakeScheduler(SystemClock())
+        self.d: Dispatch | None = None
+
+    def teardown(self) -> None:
+        self.freezer.stop()
+
+    @initialize(
+        cap=st.integers(min_value=1, max_value=30),
+        later=st.none() | st.integers(min_value=1, max_value=30),
+        ladder=st.sampled_from([("high-eur",), ("high-eur", "normal-eur"), ("high-eur", "normal-eur", "low-eur")]),
+    )
+    def submit(self, cap: int, later: int | None, ladder: tuple[str, ...]) -> None:
+        config = FellowsConfig(
+            park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder, poll_interval_seconds=POLL
+        )
+        self.d = Dispatch("h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock())
+        self.d.submit()
+
+    # ------------------------------------------------------------------ the world moves
+    def _pending_job(self) -> str | None:
+        d = self.d
+        if d is None or d.job_id is None:
+            return None
+        job = self.fake.jobs[d.job_id]
+        return d.job_id if job.state == "PENDING" and not job.forgotten else None
+
+    @rule(reason=st.sampled_from(REASONS))
+    def pending_reason(self, reason: str | None) -> None:
+        """The job stays pending, with any reason SLURM gives."""
+        if (job_id := self._pending_job()) is not None:
+            self.fake.set_pending(job_id, reason)
+
+    @rule()
+    def job_starts(self) -> None:
+        """The scheduler starts the job."""
+        if (job_id := self._pending_job()) is not None:
+            self.fake.start(job_id)
+
+    @rule(state=st.sampled_from(["CANCELLED", "DEADLINE"]))
+    def job_vanishes(self, state: str) -> None:
+        """The job ends without starting (cancelled by someone else, or the controller's deadline)."""
+        if (job_id := self._pending_job()) is not None:
+            self.fake.end(job_id, state)
+
+    @rule()
+    def job_is_forgotten(self) -> None:
+        """squeue and sacct both lose the job: it reads UNKNOWN."""
+        if (job_id := self._pending_job()) is not None:
+            self.fake.forget(job_id)
+
+    @rule()
+    def next_cancel_races_a_start(self) -> None:
+        """The job will start just before the next cancel lands."""
+        if (job_id := self._pending_job()) is not None:
+            self.fake.jobs[job_id].start_on_cancel = True
+
+    @rule()
+    def next_submit_refuses_qos(self) -> None:
+        """The cluster will refuse the next rung's QoS at submit."""
+        self.fake.fail_next_submit(QosRejected("x", "Invalid qos specification"))
+
+    @precondition(lambda self: self.d is not None)
+    @rule(seconds=st.integers(min_value=0, max_value=int(POLL)) | st.floats(min_value=0, max_value=POLL))
+    def poll_after(self, seconds: float) -> None:
+        """Time moves on by at most one poll interval, then the router polls once."""
+        assert self.d is not None
+        self.frozen.tick(seconds)
+        obs = self.fake.observe([self.d.job_id]).get(self.d.job_id) if self.d.job_id else None  # type: ignore[list-item]
+        self.d.advance(obs)
+
+    # ------------------------------------------------------------------ what must always hold
+    @invariant()
+    def first_submission_is_on_the_first_rung(self) -> None:
+        """The first step is a submit onto rung 0, and the first job queued is on the preferred QoS."""
+        if self.d is None:
+            return
+        first = self.d.history[0]
+        assert (first.trigger, first.dest, first.rung_index) == ("submit", self.d.ladder.first.state_name, 0)
+        jobs = list(self.fake.jobs.values())
+        if jobs:
+            assert jobs[0].qos == self.d.ladder.first.qos or first.note or self.d.history[1].note
+
+    @invariant()
+    def rungs_never_go_back_or_repeat(self) -> None:
+        """Rung states are entered in strictly increasing ladder order, each at most once."""
+        if self.d is None:
+            return
+        entered = [s.rung_index for s in self.d.history if s.trigger in ("submit", "resubmit")]
+        assert entered == list(range(len(entered)))
+        qos = [j.qos for j in self.fake.jobs.values()]
+        order = self.d.ladder.qos_names
+        assert [order.index(q) for q in qos] == sorted({order.index(q) for q in qos})
+
+    @invariant()
+    def never_parked_before_its_window_closes(self) -> None:
+        """Every park happens at or after the rung's deadline, unless the reason proves it can never start."""
+        if self.d is None:
+            return
+        deadline = 0.0
+        for step in self.d.history:
+            cap = self.d.ladder.rungs[step.rung_index].park_cap_seconds
+            if step.trigger == "submit":
+                deadline = step.at + cap
+            elif step.trigger == "resubmit":
+                deadline = min(deadline, step.at) + cap
+            elif step.trigger == "park":
+                early_ok = classify_reason(step.reason) in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
+                assert step.at >= deadline or early_ok, (step, deadline)
+
+    @invariant()
+    def at_most_one_live_job(self) -> None:
+        """Never two pending or running jobs for the dispatch on the cluster."""
+        live = [j for j in self.fake.jobs.values() if j.state in ("PENDING", "RUNNING")]
+        assert len(live) <= 1
+
+    @invariant()
+    def gcp_only_after_the_last_rung(self) -> None:
+        """FAILED_TO_GCP only follows the last rung, with every job of the dispatch gone unstarted."""
+        if self.d is None or self.d.state != FAILED_TO_GCP:
+            return
+        assert self.d.history[-2].rung_index == len(self.d.ladder.rungs) - 1
+        assert all(j.start_time is None and j.state != "PENDING" for j in self.fake.jobs.values())
+
+    @invariant()
+    def gcp_within_worst_case_plus_one_poll(self) -> None:
+        """The time from submit to FAILED_TO_GCP never exceeds the ladder's worst case plus one poll."""
+        if self.d is None or self.d.state != FAILED_TO_GCP:
+            return
+        waited = self.d.history[-1].at - self.d.history[0].at
+        assert waited <= self.d.ladder.worst_case_seconds + POLL
+
+    @invariant()
+    def running_only_when_the_job_started(self) -> None:
+        """RUNNING is entered only for a job the cluster started, and nothing is submitted after it."""
+        if self.d is None or self.d.state != RUNNING:
+            return
+        assert self.d.job_id is not None
+        assert self.fake.jobs[self.d.job_id].start_time is not None
+        assert list(self.fake.jobs)[-1] == self.d.job_id
+
+    @invariant()
+    def parked_only_from_a_rung(self) -> None:
+        """PARKED is always entered from a rung state, never from CANCELLED or a final state."""
+        if self.d is None:
+            return
+        for step in self.d.history:
+            if step.dest == PARKED:
+                assert step.source in {r.state_name for r in self.d.ladder.rungs}
+
+
+LadderWalk.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestLadderWalk = LadderWalk.TestCase
+TestLadderWalk.__doc__ = "Random observations and time jumps never break the ladder's invariants."
