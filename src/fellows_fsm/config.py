@@ -124,7 +124,9 @@ class Ladder:
 
 def _ladder_tuple(value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ConfigError(f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']")
+        raise ConfigError(
+            f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']"
+        )
     return tuple(value)
 
 
@@ -180,7 +182,9 @@ class FellowsConfig:
                     f"debug_qos={self.debug_qos!r} is also in qos_ladder; the debug QoS is tried before "
                     "the ladder, so remove it from qos_ladder"
                 )
-        if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
+        if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(
+            r"[A-Za-z0-9_.-]*", self.debug_name_prefix
+        ):
             raise ConfigError(
                 f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'"
             )
@@ -194,9 +198,7 @@ class FellowsConfig:
     @property
     def ladder(self) -> Ladder:
         """The production ladder: ``qos_ladder`` with its caps."""
-        return Ladder(
-            tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.qos_ladder))
-        )
+        return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.qos_ladder)))
 
     def ladder_for(self, intent: str) -> Ladder:
         """The ladder for a dispatch of this intent: debug intent starts on ``debug_qos`` when configured."""
@@ -220,9 +222,7 @@ class FellowsConfig:
         known = {a.name for a in attrs.fields(cls)}
         for key in table:
             if key not in known:
-                raise ConfigError(
-                    f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(known))}"
-                )
+                raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(known))}")
         try:
             return cls(**dict(table))
         except ConfigError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from transitions import State
 from transitions.extensions import GraphMachine
 
 from fellows_fsm.config import FellowsConfig, Ladder
@@ -20,7 +21,7 @@ GUARDS = ("walks_ladder", "rung_expired", "rung_cannot_start", "job_started", "j
 """The guard methods of Dispatch that the table names (left_<qos> guards are generated per rung)."""
 
 
-class _LabelledState(GraphMachine.state_cls):  # type: ignore[misc,name-defined]
+class _LabelledState(State):
     """A diagram state that carries its human label, e.g. ``SUBMITTED(high-eur)``."""
 
     def __init__(self, *args: Any, label: str | None = None, **kwargs: Any) -> None:
@@ -28,7 +29,7 @@ class _LabelledState(GraphMachine.state_cls):  # type: ignore[misc,name-defined]
         self.label = label or self.name
 
 
-class _DiagramMachine(GraphMachine):  # type: ignore[misc]
+class _DiagramMachine(GraphMachine):
     state_cls = _LabelledState
 
 
@@ -56,15 +57,15 @@ def _graph_machine(ladder: Ladder, title: str) -> tuple[GraphMachine, _Drawing]:
 def mermaid(ladder: Ladder, *, title: str = "dispatch lifecycle") -> str:
     """The mermaid ``stateDiagram-v2`` of the machine for ``ladder``, guards on the edges."""
     _, model = _graph_machine(ladder, title)
-    raw: str = getattr(model, "get_graph")().draw(None)  # bound onto the model by GraphMachine
+    raw: str = model.get_graph().draw(None)  # type: ignore[attr-defined]  # bound on by GraphMachine
     lines = []
     for line in raw.splitlines():
         stripped = line.strip()
         if stripped == title:
-            line = f"title: {title}"  # transitions writes a bare title; mermaid front matter wants a key
-        elif stripped.startswith(("Class ", "classDef ")):
-            continue  # live-state styling is for a dispatch's own path, not the reference diagram
-        lines.append(line.rstrip())
+            lines.append(f"title: {title}")  # transitions writes a bare title; front matter wants a key
+        elif not stripped.startswith(("Class ", "classDef ")):
+            # live-state styling is for a dispatch's own path, not the reference diagram
+            lines.append(line.rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -84,7 +85,8 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
         "-o docs/state-diagram.md`; do not edit by hand (a test fails when this file drifts). -->",
         "",
         f"The default fellows ladder ({' -> '.join(ladder.qos_names)}), each rung with its own park cap "
-        f"(worst case before GCP: the sum of the caps, {config.worst_case_seconds:g} s at the default 600 s).",
+        f"(worst case before GCP: the sum of the caps, {config.worst_case_seconds:g} s at the default "
+        "600 s).",
         "",
         "```mermaid",
         mermaid(ladder).rstrip("\n"),
@@ -120,6 +122,7 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
     for name in GUARDS:
         out.append(f"| `{name}` | {_first_line(getattr(Dispatch, name))} |")
     out.append(
-        "| `left_<qos>` | Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)? |"
+        "| `left_<qos>` | Is the job on that rung confirmed gone "
+        "(one guard per rung, so rungs go in order)? |"
     )
     return "\n".join(out) + "\n"

@@ -179,7 +179,7 @@ class FakeScheduler:
         job.reason = reason
 
     def end(self, job_id: str, state: str = "COMPLETED") -> None:
-        """End a job with a final SLURM state (e.g. COMPLETED after running, CANCELLED or DEADLINE unstarted)."""
+        """End a job with a final SLURM state (COMPLETED after running; CANCELLED or DEADLINE unstarted)."""
         job = self.jobs[job_id]
         job.state = state
         job.reason = None
@@ -231,4 +231,6 @@ class FakeScheduler:
 
     def _check_reachable(self) -> None:
         if self.unreachable:
-            raise SchedulerUnreachable("fake scheduler: slurm_load_jobs error: Unable to contact slurm controller")
+            raise SchedulerUnreachable(
+                "fake scheduler: slurm_load_jobs error: Unable to contact slurm controller"
+            )

@@ -82,7 +82,12 @@ def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
                 conditions = [g for g in guards if g != "left_previous_rung"] + [_left_rung_guard(previous)]
                 transitions.append(
-                    {"trigger": trigger, "source": source, "dest": following.state_name, "conditions": conditions}
+                    {
+                        "trigger": trigger,
+                        "source": source,
+                        "dest": following.state_name,
+                        "conditions": conditions,
+                    }
                 )
             continue
         if "left_last_rung" in guards:
@@ -95,7 +100,7 @@ def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[
     return states, transitions
 
 
-class _DispatchMachine(Machine):  # type: ignore[misc]
+class _DispatchMachine(Machine):
     """A Machine that binds nothing onto its models: Dispatch has a typed method for every trigger."""
 
     def _checked_assignment(self, model: object, name: str, func: object) -> None:

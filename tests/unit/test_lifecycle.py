@@ -404,11 +404,13 @@ def test_forbidden_transition_raises(
     state: str,
     trigger: str,
 ) -> None:
-    """Every trigger without an edge from a state raises TransitionNotAllowed naming dispatch, state, trigger."""
+    """Every trigger without an edge from a state raises TransitionNotAllowed naming it and the state."""
     d = make_dispatch()
     _reach(state, d, fake, frozen)
     before = (d.state, len(d.history), len(fake.jobs))
-    with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"):
+    with pytest.raises(
+        TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"
+    ):
         getattr(d, trigger)()
     assert (d.state, len(d.history), len(fake.jobs)) == before
 
@@ -427,7 +429,13 @@ def test_submit_from_any_later_state_raises(
 @pytest.mark.parametrize(
     ("state", "trigger"),
     [(HIGH, "park"), (HIGH, "start"), (HIGH, "drop"), (PARKED, "cancel"), (PARKED, "start")],
-    ids=["park-before-cap", "start-while-pending", "drop-while-pending", "cancel-unconfirmed", "start-parked"],
+    ids=[
+        "park-before-cap",
+        "start-while-pending",
+        "drop-while-pending",
+        "cancel-unconfirmed",
+        "start-parked",
+    ],
 )
 def test_guard_refusal_raises_and_changes_nothing(
     make_dispatch: DispatchFactory,
