@@ -38,9 +38,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Dispatch GPU jobs to the fellows SLURM cluster, walking its QoS ladder before GCP."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
@@ -52,9 +50,7 @@ def main(ctx: click.Context, debug: bool) -> None:
     show_default=True,
     help="mermaid: the diagram alone; markdown: the docs/state-diagram.md page.",
 )
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
-)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
 def diagram(fmt: str, output: Path | None) -> None:
     """Draw the dispatch state diagram from the machine definition."""
     config = FellowsConfig(park_cap_seconds=600.0)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import tomllib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -17,13 +19,19 @@ import attrs
 from fellows_fsm.errors import ConfigError
 
 __all__ = [
+    "CONFIG_ENV",
     "DEFAULT_LADDER",
     "DEFAULT_PARK_CAP_SECONDS",
     "PARK_CAP_ENV",
+    "STATE_DIR_ENV",
+    "Config",
     "FellowsConfig",
     "Ladder",
+    "LaneConfig",
+    "RouterConfig",
     "Rung",
     "default_park_cap",
+    "load_config",
 ]
 
 PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
@@ -58,9 +66,7 @@ def default_park_cap() -> float:
 
 def _check_qos_name(key: str, name: object) -> str:
     if not isinstance(name, str) or not _QOS_NAME.match(name):
-        raise ConfigError(
-            f"{key}={name!r} is not a QoS name; use letters, digits, '-', '_' or '.', e.g. 'high-eur'"
-        )
+        raise ConfigError(f"{key}={name!r} is not a QoS name; use letters, digits, '-', '_' or '.', e.g. 'high-eur'")
     return name
 
 
@@ -124,9 +130,7 @@ class Ladder:
 
 def _ladder_tuple(value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ConfigError(
-            f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']"
-        )
+        raise ConfigError(f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']")
     return tuple(value)
 
 
@@ -171,9 +175,7 @@ class FellowsConfig:
         seen: set[str] = set()
         for name in self.qos_ladder:
             if name in seen:
-                raise ConfigError(
-                    f"qos_ladder={list(self.qos_ladder)!r} lists {name!r} twice; list each QoS once"
-                )
+                raise ConfigError(f"qos_ladder={list(self.qos_ladder)!r} lists {name!r} twice; list each QoS once")
             seen.add(name)
         if self.debug_qos is not None:
             _check_qos_name("debug_qos", self.debug_qos)
@@ -182,12 +184,8 @@ class FellowsConfig:
                     f"debug_qos={self.debug_qos!r} is also in qos_ladder; the debug QoS is tried before "
                     "the ladder, so remove it from qos_ladder"
                 )
-        if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(
-            r"[A-Za-z0-9_.-]*", self.debug_name_prefix
-        ):
-            raise ConfigError(
-                f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'"
-            )
+        if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
+            raise ConfigError(f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'")
 
     def cap_for(self, position: int) -> float:
         """The park cap of the ladder rung at ``position`` (0 is the preferred QoS)."""
@@ -227,3 +225,187 @@ class FellowsConfig:
             return cls(**dict(table))
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
+CONFIG_ENV = "FELLOWS_FSM_CONFIG"
+PLACEHOLDERS = frozenset(
+    {"dispatch_id", "job_name", "script", "gpus", "time_limit_seconds", "time_limit_minutes", "workdir"}
+)
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def _argv(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise ConfigError(
+            f"{key}={value!r} must be a non-empty list of arguments (argv, never a shell string), "
+            "e.g. ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"{key} item {item!r} must be a string")
+        for name in _PLACEHOLDER.findall(item):
+            if name not in PLACEHOLDERS:
+                raise ConfigError(
+                    f"{key} uses placeholder {{{name}}}, which is not known; "
+                    f"use one of {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+                )
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class LaneConfig:
+    """A command lane (``[lanes.<name>]``): GCP, or a manual-only lane such as RunPod."""
+
+    name: str
+    command: tuple[str, ...]
+    """The argv template run once to hand a job over; placeholders like ``{dispatch_id}``."""
+    probe: tuple[str, ...] | None = None
+    """Optional argv template that exits 0 when the lane already has this dispatch's job."""
+    manual_only: bool = False
+    """A manual-only lane is never in the auto order; it runs only when a dispatch is pinned to it."""
+    timeout_seconds: float = 600.0
+
+    def __attrs_post_init__(self) -> None:
+        where = f"[lanes.{self.name}]"
+        _argv(f"{where} command", self.command)
+        if self.probe is not None:
+            _argv(f"{where} probe", self.probe)
+        _positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
+        if self.name == "fellows":
+            raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
+
+
+@attrs.frozen(kw_only=True)
+class RouterConfig:
+    """The ``[router]`` table: lane order and how hard the poll loop may push the scheduler."""
+
+    order: tuple[str, ...] = attrs.field(default=("fellows", "gcp"), converter=tuple)
+    """The auto lane order: the free ladder first, then the paid fallback."""
+    max_rung_changes_per_tick: int = 20
+    """At most this many dispatches cancel and resubmit in one poll (no cancel/resubmit storms)."""
+    controller_deadline: bool = True
+    """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a parked job if we are dead."""
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.max_rung_changes_per_tick, bool) or not isinstance(self.max_rung_changes_per_tick, int):
+            raise ConfigError(
+                f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be a whole number"
+            )
+        if self.max_rung_changes_per_tick < 1:
+            raise ConfigError(
+                f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
+            )
+        if not self.order or self.order[0] != "fellows":
+            raise ConfigError(
+                f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
+            )
+
+
+def _default_state_dir() -> Path:
+    raw = os.environ.get(STATE_DIR_ENV)
+    if raw:
+        return Path(raw)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "fellows-fsm"
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """The whole configuration: the ladder, the lanes, the router, where the journal lives."""
+
+    fellows: FellowsConfig = attrs.field(factory=FellowsConfig)
+    lanes: tuple[LaneConfig, ...] = ()
+    router: RouterConfig = attrs.field(factory=RouterConfig)
+    state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
+    source: str = "defaults"
+    """Where the config came from (a file path, or 'defaults'), for error messages."""
+
+    def __attrs_post_init__(self) -> None:
+        names = [lane.name for lane in self.lanes]
+        for name in self.router.order[1:]:
+            if name not in names:
+                raise ConfigError(
+                    f"{self.source}: [router] order names lane {name!r}, which has no [lanes.{name}] table"
+                )
+            if self.lane(name).manual_only:
+                raise ConfigError(
+                    f"{self.source}: [router] order names {name!r}, which is manual_only; "
+                    "remove it from the order (pin a dispatch to it instead)"
+                )
+
+    def lane(self, name: str) -> LaneConfig:
+        """The command lane called ``name``."""
+        for lane in self.lanes:
+            if lane.name == name:
+                return lane
+        known = ", ".join(["fellows", *(lane.name for lane in self.lanes)])
+        raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
+
+    @property
+    def journal_path(self) -> Path:
+        """The SQLite journal (keep it on a local disk, not NFS)."""
+        return self.state_dir / "journal.sqlite3"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "defaults") -> Config:
+        """Build from parsed TOML; every error names ``source``, the table, the key and the value."""
+        known = {"fellows", "lanes", "router", "state_dir"}
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
+        try:
+            fellows = FellowsConfig.from_mapping(_table(data, "fellows", source))
+            lanes_table = _table(data, "lanes", source)
+            lanes = []
+            for name, table in lanes_table.items():
+                if not isinstance(table, Mapping):
+                    raise ConfigError(f"[lanes.{name}] must be a table")
+                allowed = {"command", "probe", "manual_only", "timeout_seconds"}
+                for key in table:
+                    if key not in allowed:
+                        raise ConfigError(
+                            f"[lanes.{name}]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}"
+                        )
+                lanes.append(LaneConfig(name=name, **dict(table)))
+            router_table = _table(data, "router", source)
+            allowed = {a.name for a in attrs.fields(RouterConfig)}
+            for key in router_table:
+                if key not in allowed:
+                    raise ConfigError(f"[router]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
+            router = RouterConfig(**dict(router_table))
+            extra: dict[str, Any] = {}
+            if "state_dir" in data:
+                extra["state_dir"] = Path(str(data["state_dir"])).expanduser()
+            return cls(fellows=fellows, lanes=tuple(lanes), router=router, source=source, **extra)
+        except ConfigError as exc:
+            message = str(exc)
+            raise ConfigError(message if message.startswith(source) else f"{source}: {message}") from None
+        except TypeError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+
+def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source}: {key} must be a table ([{key}]), got {value!r}")
+    return value
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the defaults."""
+    candidate = Path(path) if path is not None else None
+    if candidate is None and os.environ.get(CONFIG_ENV):
+        candidate = Path(os.environ[CONFIG_ENV])
+    if candidate is None:
+        default = Path("fellows.toml")
+        if not default.exists():
+            return Config()
+        candidate = default
+    try:
+        data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {candidate} does not exist; create it or pass --config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+    return Config.from_mapping(data, source=str(candidate))

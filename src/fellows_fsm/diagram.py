@@ -121,8 +121,5 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
     out += ["", "## Guards", "", "| guard | question |", "|---|---|"]
     for name in GUARDS:
         out.append(f"| `{name}` | {_first_line(getattr(Dispatch, name))} |")
-    out.append(
-        "| `left_<qos>` | Is the job on that rung confirmed gone "
-        "(one guard per rung, so rungs go in order)? |"
-    )
+    out.append("| `left_<qos>` | Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)? |")
     return "\n".join(out) + "\n"

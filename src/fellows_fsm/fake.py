@@ -231,6 +231,4 @@ class FakeScheduler:
 
     def _check_reachable(self) -> None:
         if self.unreachable:
-            raise SchedulerUnreachable(
-                "fake scheduler: slurm_load_jobs error: Unable to contact slurm controller"
-            )
+            raise SchedulerUnreachable("fake scheduler: slurm_load_jobs error: Unable to contact slurm controller")

@@ -8,7 +8,7 @@ recorder that fails aborts the transition: write-ahead). Deadlines are data read
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ __all__ = [
     "build_machine",
     "machine_definition",
     "state_label",
+    "window_deadline",
 ]
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,11 @@ def state_label(ladder: Ladder, state: str) -> str:
     return state
 
 
+def window_deadline(previous_deadline: float, entered_at: float, rung: Rung) -> float:
+    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier."""
+    return min(previous_deadline, entered_at) + rung.park_cap_seconds
+
+
 @attrs.frozen
 class Step:
     """One transition of one dispatch, as it is journaled before it takes effect."""
@@ -207,6 +213,54 @@ class Dispatch:
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
         self.created_at = self.clock.now()
+
+    @classmethod
+    def restore(
+        cls,
+        dispatch_id: str,
+        spec: JobSpec,
+        ladder: Ladder,
+        scheduler: Scheduler,
+        *,
+        history: Sequence[Step],
+        jobs: Mapping[int, str],
+        clock: Clock | None = None,
+        recorder: Recorder | None = None,
+        pinned: bool = False,
+        controller_deadline: bool = False,
+    ) -> Dispatch:
+        """Rebuild a dispatch from its journaled steps and rung jobs, exactly where it stood.
+
+        Deadlines are recomputed from the steps' wall-clock times, so the remaining budget is what it
+        was. A rung without a journaled job may have been submitted just before a crash: the next step
+        looks its token up before submitting again.
+        """
+        d = cls(
+            dispatch_id,
+            spec,
+            ladder,
+            scheduler,
+            clock or SystemClock(),
+            recorder or NullRecorder(),
+            pinned=pinned,
+            controller_deadline=controller_deadline,
+        )
+        if not history:
+            return d  # journaled but never submitted: the submit step is written before sbatch runs
+        d.history = list(history)
+        d.created_at = history[0].at
+        for step in history:
+            rung = ladder.rungs[step.rung_index]
+            if step.trigger == "submit":
+                d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
+            elif step.trigger == "resubmit":
+                d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
+        last = history[-1]
+        d.state = last.dest
+        d.rung_index = last.rung_index
+        d.job_id = jobs.get(d.rung_index)
+        d.submit_uncertain = d.job_id is None and d.on_rung
+        return d
 
     # ----------------------------------------------------------------- what the dispatch is
     @property
@@ -362,7 +416,7 @@ class Dispatch:
         self.rung_index += 1
         now = self.clock.now()
         self.entered_at = now
-        self.deadline = min(previous_deadline, now) + self.rung.park_cap_seconds
+        self.deadline = window_deadline(previous_deadline, now, self.rung)
         self.job_id = None
         self.observation = None
         if self.rung_expired():

@@ -110,7 +110,7 @@ class JobSpec:
     gpus: int = 0
     time_limit_seconds: int | None = None
     """The job's ``--time``; None leaves the partition default."""
-    extra_args: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     """More sbatch options, passed through verbatim (argv items, never a shell string)."""
 
 

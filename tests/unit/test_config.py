@@ -62,9 +62,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"), BAD, ids=[f"{k}={v!r}" for kw, _ in BAD for k, v in kw.items()]
-)
+@pytest.mark.parametrize(("kwargs", "message"), BAD, ids=[f"{k}={v!r}" for kw, _ in BAD for k, v in kw.items()])
 def test_bad_values_are_refused_with_their_value(kwargs: dict[str, object], message: str) -> None:
     """Each invalid config value raises ConfigError whose message names the key and the bad value."""
     with pytest.raises(ConfigError, match=message):
@@ -77,10 +75,7 @@ def test_from_mapping_names_the_table_and_unknown_keys() -> None:
         FellowsConfig.from_mapping({"park_cap": 5})
     with pytest.raises(ConfigError, match=r"\[fellows\]: park_cap_seconds=-1"):
         FellowsConfig.from_mapping({"park_cap_seconds": -1})
-    assert (
-        FellowsConfig.from_mapping({"park_cap_seconds": 5, "qos_ladder": ["high-eur"]}).worst_case_seconds
-        == 5
-    )
+    assert FellowsConfig.from_mapping({"park_cap_seconds": 5, "qos_ladder": ["high-eur"]}).worst_case_seconds == 5
 
 
 def test_unknown_intent_is_refused() -> None:

@@ -408,9 +408,7 @@ def test_forbidden_transition_raises(
     d = make_dispatch()
     _reach(state, d, fake, frozen)
     before = (d.state, len(d.history), len(fake.jobs))
-    with pytest.raises(
-        TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"
-    ):
+    with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"):
         getattr(d, trigger)()
     assert (d.state, len(d.history), len(fake.jobs)) == before
 

@@ -56,17 +56,13 @@ class LadderWalk(RuleBasedStateMachine):
     @initialize(
         cap=st.integers(min_value=1, max_value=30),
         later=st.none() | st.integers(min_value=1, max_value=30),
-        ladder=st.sampled_from(
-            [("high-eur",), ("high-eur", "normal-eur"), ("high-eur", "normal-eur", "low-eur")]
-        ),
+        ladder=st.sampled_from([("high-eur",), ("high-eur", "normal-eur"), ("high-eur", "normal-eur", "low-eur")]),
     )
     def submit(self, cap: int, later: int | None, ladder: tuple[str, ...]) -> None:
         config = FellowsConfig(
             park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder, poll_interval_seconds=POLL
         )
-        self.d = Dispatch(
-            "h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock()
-        )
+        self.d = Dispatch("h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock())
         self.d.submit()
 
     # ------------------------------------------------------------------ the world moves

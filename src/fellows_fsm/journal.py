@@ -1,0 +1,377 @@
+"""The write-ahead journal: SQLite in WAL mode, one row per dispatch, per transition, per job, per handoff.
+
+Every row is committed before the side effect it announces, so a router killed at any point can finish
+or undo the step when it restarts. Many processes may read the journal; one router drives it at a time
+(an flock on ``<journal>.lock``, released by the kernel if the holder dies). It never talks to SLURM.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fellows_fsm.errors import JournalError
+from fellows_fsm.lifecycle import RUNNING, Dispatch, Step, state_label
+from fellows_fsm.scheduler import JobSpec
+
+__all__ = ["HANDED_OFF", "HANDING_OFF", "HANDOFF_FAILED", "DispatchRow", "HandoffRow", "JobRow", "Journal"]
+
+HANDING_OFF = "HANDING_OFF"
+HANDED_OFF = "HANDED_OFF"
+HANDOFF_FAILED = "HANDOFF_FAILED"
+"""States of a dispatch pinned straight to a command lane (it never enters the ladder machine)."""
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dispatches (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    intent TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    pinned INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    ladder TEXT NOT NULL,
+    state TEXT NOT NULL,
+    label TEXT NOT NULL,
+    qos TEXT,
+    job_id TEXT,
+    final INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL DEFAULT '',
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    dispatch_id TEXT NOT NULL REFERENCES dispatches(id),
+    at REAL NOT NULL,
+    source TEXT NOT NULL,
+    dest TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    rung_index INTEGER NOT NULL,
+    qos TEXT NOT NULL,
+    job_id TEXT,
+    reason TEXT,
+    note TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS transitions_by_dispatch ON transitions(dispatch_id, seq);
+CREATE TABLE IF NOT EXISTS jobs (
+    dispatch_id TEXT NOT NULL REFERENCES dispatches(id),
+    rung_index INTEGER NOT NULL,
+    job_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (dispatch_id, rung_index)
+);
+CREATE TABLE IF NOT EXISTS handoffs (
+    dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
+    lane TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    exit_status INTEGER,
+    stdout TEXT,
+    stderr TEXT,
+    status TEXT NOT NULL
+);
+"""
+
+
+@attrs.frozen
+class DispatchRow:
+    """A dispatch as the journal keeps it (static facts plus its latest state)."""
+
+    id: str
+    created_at: float
+    intent: str
+    lane: str
+    pinned: bool
+    spec: dict[str, Any]
+    ladder: list[dict[str, Any]]
+    state: str
+    label: str
+    qos: str | None
+    job_id: str | None
+    final: bool
+    outcome: str
+    updated_at: float
+
+
+@attrs.frozen
+class JobRow:
+    """The SLURM job a rung of a dispatch got."""
+
+    dispatch_id: str
+    rung_index: int
+    job_id: str
+    at: float
+
+
+@attrs.frozen
+class HandoffRow:
+    """A handoff to a fallback lane: its command, and (once it ran) its exit status and output."""
+
+    dispatch_id: str
+    lane: str
+    argv: list[str]
+    started_at: float
+    finished_at: float | None
+    exit_status: int | None
+    stdout: str | None
+    stderr: str | None
+    status: str
+    """``started`` (written before the command runs), ``done``, or ``failed``."""
+
+
+class Journal:
+    """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock_file: Any = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise JournalError(
+                    f"journal {self.path} has schema version {version}, this fellows-fsm reads "
+                    f"{SCHEMA_VERSION}; use the fellows-fsm that wrote it or move the file aside"
+                )
+            if version == 0:
+                self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+            self._db.execute("SELECT count(*) FROM dispatches").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(
+                f"journal {self.path} is unreadable or corrupt ({exc}); move it aside to start a new one"
+            ) from None
+        except OSError as exc:
+            raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
+
+    # ----------------------------------------------------------------- the driver lock
+    @property
+    def lock_path(self) -> Path:
+        """The file whose flock marks the one router that drives this journal."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    def acquire_driver(self) -> None:
+        """Become the one router driving this journal, or raise JournalError naming the holder."""
+        if self._lock_file is not None:
+            return
+        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "an unknown process"
+            handle.close()
+            raise JournalError(
+                f"journal {self.path} is driven by another router ({holder}); stop it, or read with "
+                "`fellows-fsm status`"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        self._lock_file = handle
+
+    def release_driver(self) -> None:
+        """Stop driving the journal (the lock is also released when the process dies)."""
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+    def close(self) -> None:
+        """Release the lock and close the database."""
+        self.release_driver()
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield self._db
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    # ----------------------------------------------------------------- writes
+    def add_dispatch(self, dispatch: Dispatch, *, intent: str, lane: str, at: float) -> None:
+        """Journal a new dispatch (before anything is submitted for it)."""
+        spec = attrs.asdict(dispatch.spec)
+        ladder = [attrs.asdict(r) for r in dispatch.ladder.rungs]
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
+                " job_id, final, outcome, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,0,'',?)",
+                (
+                    dispatch.id,
+                    at,
+                    intent,
+                    lane,
+                    int(dispatch.pinned),
+                    json.dumps(spec),
+                    json.dumps(ladder),
+                    dispatch.state,
+                    dispatch.label,
+                    dispatch.rung.qos if lane == "fellows" else None,
+                    None,
+                    at,
+                ),
+            )
+
+    def add_lane_dispatch(self, dispatch_id: str, spec: JobSpec, *, intent: str, lane: str, at: float) -> None:
+        """Journal a dispatch pinned straight to a command lane (before its command runs)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
+                " job_id, final, outcome, updated_at) VALUES (?,?,?,?,1,?,'[]',?,?,NULL,NULL,0,'',?)",
+                (dispatch_id, at, intent, lane, json.dumps(attrs.asdict(spec)), HANDING_OFF, HANDING_OFF, at),
+            )
+
+    def transition(self, dispatch: Dispatch, step: Step) -> None:
+        """Recorder: commit ``step`` (and the dispatch's new state) before the state changes."""
+        label = state_label(dispatch.ladder, step.dest)
+        # FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
+        final = step.dest == RUNNING or (step.dest == "CANCELLED" and dispatch.pinned)
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
+                " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    dispatch.id,
+                    step.at,
+                    step.source,
+                    step.dest,
+                    step.trigger,
+                    step.rung_index,
+                    step.qos,
+                    step.job_id,
+                    step.reason,
+                    step.note,
+                ),
+            )
+            db.execute(
+                "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, updated_at=? WHERE id=?",
+                (step.dest, label, step.qos, step.job_id, int(final), step.at, dispatch.id),
+            )
+
+    def attached(self, dispatch: Dispatch, job_id: str) -> None:
+        """Recorder: commit the job id the current rung's submit returned."""
+        now = dispatch.clock.now()
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO jobs (dispatch_id, rung_index, job_id, at) VALUES (?,?,?,?)",
+                (dispatch.id, dispatch.rung_index, job_id, now),
+            )
+            db.execute(
+                "UPDATE dispatches SET job_id=?, updated_at=? WHERE id=?",
+                (job_id, now, dispatch.id),
+            )
+
+    def finish(self, dispatch_id: str, *, state: str, label: str, outcome: str, at: float) -> None:
+        """Mark a dispatch final with an outcome (handed off, rejected, withdrawn)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=?",
+                (state, label, outcome, at, dispatch_id),
+            )
+
+    def set_outcome(self, dispatch_id: str, outcome: str, at: float) -> None:
+        """Record an outcome on a dispatch without changing its state."""
+        with self._write() as db:
+            db.execute("UPDATE dispatches SET outcome=?, updated_at=? WHERE id=?", (outcome, at, dispatch_id))
+
+    def start_handoff(self, dispatch_id: str, lane: str, argv: Sequence[str], at: float) -> None:
+        """Commit that a handoff command is about to run (before it runs)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO handoffs (dispatch_id, lane, argv, started_at, status) VALUES (?,?,?,?,'started')",
+                (dispatch_id, lane, json.dumps(list(argv)), at),
+            )
+
+    def finish_handoff(
+        self, dispatch_id: str, *, exit_status: int, stdout: str, stderr: str, at: float, ok: bool
+    ) -> None:
+        """Commit a handoff command's result."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
+                (at, exit_status, stdout, stderr, "done" if ok else "failed", dispatch_id),
+            )
+            db.execute(
+                "UPDATE dispatches SET final=1, outcome=?, updated_at=? WHERE id=?",
+                ("handed-off" if ok else "handoff-failed", at, dispatch_id),
+            )
+            # A dispatch pinned to a lane has no ladder state; its state is the handoff's.
+            state = HANDED_OFF if ok else HANDOFF_FAILED
+            db.execute(
+                "UPDATE dispatches SET state=?, label=? WHERE id=? AND state=?",
+                (state, state, dispatch_id, HANDING_OFF),
+            )
+
+    # ----------------------------------------------------------------- reads
+    def dispatches(self, *, live_only: bool = False) -> list[DispatchRow]:
+        """Every dispatch, oldest first (only those not final with ``live_only``)."""
+        query = "SELECT * FROM dispatches"
+        if live_only:
+            query += " WHERE final=0"
+        return [_dispatch_row(r) for r in self._db.execute(query + " ORDER BY created_at, id")]
+
+    def dispatch(self, dispatch_id: str) -> DispatchRow | None:
+        """One dispatch, or None."""
+        row = self._db.execute("SELECT * FROM dispatches WHERE id=?", (dispatch_id,)).fetchone()
+        return _dispatch_row(row) if row is not None else None
+
+    def steps(self, dispatch_id: str) -> list[Step]:
+        """A dispatch's transitions, in the order they were journaled."""
+        rows = self._db.execute(
+            "SELECT at, source, dest, trigger, rung_index, qos, job_id, reason, note FROM transitions "
+            "WHERE dispatch_id=? ORDER BY seq",
+            (dispatch_id,),
+        )
+        return [Step(**dict(r)) for r in rows]
+
+    def jobs(self, dispatch_id: str) -> list[JobRow]:
+        """The SLURM jobs a dispatch's rungs got, by rung."""
+        rows = self._db.execute(
+            "SELECT dispatch_id, rung_index, job_id, at FROM jobs WHERE dispatch_id=? ORDER BY rung_index",
+            (dispatch_id,),
+        )
+        return [JobRow(**dict(r)) for r in rows]
+
+    def handoff(self, dispatch_id: str) -> HandoffRow | None:
+        """A dispatch's handoff, or None."""
+        row = self._db.execute("SELECT * FROM handoffs WHERE dispatch_id=?", (dispatch_id,)).fetchone()
+        if row is None:
+            return None
+        values = dict(row)
+        values["argv"] = json.loads(values["argv"])
+        return HandoffRow(**values)
+
+
+def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
+    values = dict(row)
+    values["pinned"] = bool(values["pinned"])
+    values["final"] = bool(values["final"])
+    values["spec"] = json.loads(values["spec"])
+    values["ladder"] = json.loads(values["ladder"])
+    return DispatchRow(**values)

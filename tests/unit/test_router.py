@@ -1,0 +1,326 @@
+"""The router on the fake port: lanes, pinning, debug intent, one observe per tick, handoff once, recovery."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
+from fellows_fsm.config import Config, LaneConfig, RouterConfig
+from fellows_fsm.journal import Journal
+from fellows_fsm.router import Router
+
+CAP = 60.0
+PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+RECORD = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+
+
+def ledger_lane(name: str, ledger: Path, *, manual_only: bool = False, fail: bool = False) -> LaneConfig:
+    """A command lane whose command appends the dispatch id to a ledger file (and can fail)."""
+    code = RECORD + ("; sys.exit('quota exceeded in europe-west4')" if fail else "")
+    return LaneConfig(
+        name=name,
+        command=(sys.executable, "-c", code, str(ledger), "{dispatch_id}"),
+        manual_only=manual_only,
+    )
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenDateTimeFactory]:
+    """Frozen time for the router's clock."""
+    with freeze_time("2026-11-30 12:00:00") as f:
+        yield f
+
+
+@pytest.fixture
+def fake(frozen: FrozenDateTimeFactory) -> FakeScheduler:
+    """A fake cluster with the fellows per-QoS GPU caps and 64 GPUs."""
+    return FakeScheduler(
+        qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16, "dev-eur": 8}, total_gpus=64
+    )
+
+
+MakeRouter = Callable[..., Router]
+
+
+@pytest.fixture
+def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
+    """Build a router on a fresh journal in tmp_path, with a gcp and a manual-only runpod ledger lane."""
+    routers: list[Router] = []
+
+    def make(fellows: FellowsConfig | None = None, *, fail_gcp: bool = False, **router: object) -> Router:
+        config = Config(
+            fellows=fellows or FellowsConfig(park_cap_seconds=CAP),
+            lanes=(
+                ledger_lane("gcp", tmp_path / "gcp.ledger", fail=fail_gcp),
+                ledger_lane("runpod", tmp_path / "runpod.ledger", manual_only=True),
+            ),
+            router=RouterConfig(**router),  # type: ignore[arg-type]
+            state_dir=tmp_path,
+        )
+        r = Router(config, fake, Journal(config.journal_path))
+        routers.append(r)
+        return r
+
+    yield make
+    for r in routers:
+        r.journal.close()
+
+
+def ledger(tmp_path: Path, lane: str) -> list[str]:
+    """The dispatch ids a ledger lane's command recorded."""
+    path = tmp_path / f"{lane}.ledger"
+    return path.read_text().split() if path.exists() else []
+
+
+def drive(
+    router: Router, fake: FakeScheduler, frozen: FrozenDateTimeFactory, *, step: float = 5, ticks: int = 200
+) -> None:
+    """Let the fake cluster schedule and the router poll until nothing is live."""
+    for _ in range(ticks):
+        fake.schedule()
+        frozen.tick(step)
+        router.poll()
+        if not router.live and not router.pending_handoffs:
+            return
+    raise AssertionError("dispatches still live after the tick budget")
+
+
+def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
+    """Run the user's own jobs so that ``qos`` is at its per-user GPU cap."""
+    for _ in range(gpus // 8):
+        fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
+
+
+def test_auto_order_walks_the_ladder_then_hands_to_gcp_once(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """With every rung blocked, the dispatch walks fellows' ladder, then the gcp command runs exactly once."""
+    fake.total_gpus = 0  # nothing can start anywhere
+    r = make_router()
+    h = r.dispatch(SPEC)
+    assert (h.lane, h.state, h.qos) == ("fellows", "SUBMITTED(high-eur)", "high-eur")
+    drive(r, fake, frozen)
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert ledger(tmp_path, "runpod") == []
+    final = r.handle(h.dispatch_id)
+    assert (final.state, final.final, final.outcome) == ("FAILED_TO_GCP", True, "handed-off")
+    handoff = r.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.exit_status, handoff.lane) == ("done", 0, "gcp")
+    assert [j.qos for j in fake.jobs.values() if j.token] == ["high-eur", "normal-eur", "low-eur"]
+    assert not fake.live_jobs(token_prefix="fsm-")
+
+
+def test_capped_high_eur_walks_to_normal_eur_and_runs(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """With the user's high-eur cap full, a dispatch parks out of high-eur and runs on normal-eur, not GCP."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC)
+    drive(r, fake, frozen)
+    final = r.handle(h.dispatch_id)
+    assert (final.state, final.qos) == ("RUNNING", "normal-eur")
+    steps = r.journal.steps(h.dispatch_id)
+    assert steps[1].reason == "QOSMaxGRESPerUser"
+    assert ledger(tmp_path, "gcp") == []
+
+
+def test_pinned_fellows_stays_pending_on_high_eur(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """--pin fellows submits on high-eur and keeps the live PENDING handle, however long it waits."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC, pin="fellows")
+    for _ in range(50):
+        fake.schedule()
+        frozen.tick(CAP)
+        r.poll()
+    now = r.handle(h.dispatch_id)
+    assert (now.state, now.qos, now.final) == ("SUBMITTED(high-eur)", "high-eur", False)
+    assert now.slurm_job_id is not None
+    assert fake.jobs[now.slurm_job_id].state == "PENDING"
+    assert len([j for j in fake.jobs.values() if j.token]) == 1
+    assert ledger(tmp_path, "gcp") == []
+
+
+def test_pinned_gcp_goes_straight_to_gcp(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """--pin gcp runs the gcp command at once and never touches SLURM."""
+    r = make_router()
+    h = r.dispatch(SPEC, pin="gcp")
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert (h.lane, h.state, h.final) == ("gcp", "HANDED_OFF", True)
+    assert fake.calls["submit"] == 0
+    r.poll()
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+
+
+def test_manual_only_lane_runs_only_when_pinned(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A manual-only lane is never used by the auto order, and runs when a dispatch is pinned to it."""
+    fake.total_gpus = 0
+    r = make_router()
+    auto = r.dispatch(SPEC)
+    drive(r, fake, frozen)
+    assert ledger(tmp_path, "runpod") == []
+    assert ledger(tmp_path, "gcp") == [auto.dispatch_id]
+    pinned = r.dispatch(SPEC, pin="runpod")
+    assert ledger(tmp_path, "runpod") == [pinned.dispatch_id]
+
+
+def test_manual_only_lane_in_the_auto_order_is_refused(tmp_path: Path) -> None:
+    """A config that puts a manual-only lane in the auto order is refused, naming the lane."""
+    with pytest.raises(ConfigError, match="order names 'runpod', which is manual_only"):
+        Config(
+            lanes=(ledger_lane("runpod", tmp_path / "x", manual_only=True),),
+            router=RouterConfig(order=("fellows", "runpod")),
+            state_dir=tmp_path,
+        )
+
+
+def test_unknown_pin_is_refused_before_anything_happens(make_router: MakeRouter, fake: FakeScheduler) -> None:
+    """Pinning to a lane that is not configured names the lane and the known lanes; nothing is journaled."""
+    r = make_router()
+    with pytest.raises(ConfigError, match="--pin 'aws' is not a configured lane; known lanes: fellows, gcp, runpod"):
+        r.dispatch(SPEC, pin="aws")
+    assert r.journal.dispatches() == []
+    assert fake.calls["submit"] == 0
+
+
+def test_debug_intent_starts_on_dev_eur_when_configured(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """With debug_qos=dev-eur, a debug dispatch is submitted on dev-eur first, its name prefixed D_."""
+    r = make_router(FellowsConfig(park_cap_seconds=CAP, debug_qos="dev-eur"))
+    h = r.dispatch(JobSpec("probe", "probe.sbatch", gpus=1), intent="debug")
+    assert (h.state, h.qos) == ("SUBMITTED(dev-eur)", "dev-eur")
+    assert h.slurm_job_id is not None
+    assert fake.jobs[h.slurm_job_id].spec.name == "D_probe"
+    prod = r.dispatch(SPEC)
+    assert prod.qos == "high-eur"
+
+
+def test_debug_intent_without_dev_eur_starts_on_high_eur(make_router: MakeRouter, fake: FakeScheduler) -> None:
+    """Without debug_qos, a debug dispatch starts on high-eur like any other, its name unchanged."""
+    r = make_router()
+    h = r.dispatch(JobSpec("probe", "probe.sbatch", gpus=1), intent="debug")
+    assert (h.state, h.qos) == ("SUBMITTED(high-eur)", "high-eur")
+    assert h.slurm_job_id is not None
+    assert fake.jobs[h.slurm_job_id].spec.name == "probe"
+
+
+def test_one_observe_per_tick_whatever_the_number_of_dispatches(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """Polling 300 live dispatches costs exactly one observe call per tick."""
+    fake.total_gpus = 0
+    r = make_router(max_rung_changes_per_tick=1000)
+    for _ in range(300):
+        r.dispatch(SPEC)
+    for _ in range(5):
+        before = fake.calls["observe"]
+        frozen.tick(1)
+        report = r.poll()
+        assert fake.calls["observe"] - before == 1
+        assert report.observed == 300
+
+
+def test_rung_changes_per_tick_are_bounded(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """When 50 dispatches park out together, at most max_rung_changes_per_tick of them move per tick."""
+    fake.total_gpus = 0
+    r = make_router(max_rung_changes_per_tick=10)
+    for _ in range(50):
+        r.dispatch(SPEC)
+    frozen.tick(CAP)
+    report = r.poll()
+    assert report.rung_changes == 10
+    assert report.deferred == 40
+    assert fake.calls["cancel_if_pending"] == 10
+    assert sum(1 for d in r.live.values() if d.rung_index == 1) == 10
+
+
+def test_failing_gcp_command_is_a_visible_failure(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A gcp command that exits non-zero marks the dispatch handoff-failed with the command's stderr."""
+    fake.total_gpus = 0
+    r = make_router(fail_gcp=True)
+    h = r.dispatch(SPEC)
+    failures: list[str] = []
+    for _ in range(200):
+        frozen.tick(5)
+        failures += r.poll().failures
+        if not r.live:
+            break
+    assert failures == [f"dispatch {h.dispatch_id}: gcp command exited 1: quota exceeded in europe-west4"]
+    assert r.handle(h.dispatch_id).outcome == "handoff-failed"
+    handoff = r.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.stderr is not None
+    assert "quota exceeded" in handoff.stderr
+
+
+def test_rejected_first_submit_leaves_nothing_queued(make_router: MakeRouter, fake: FakeScheduler) -> None:
+    """A script sbatch refuses raises SubmitRejected, queues nothing, and keeps the journal row as rejected."""
+    r = make_router()
+    fake.fail_next_submit(SubmitRejected("sbatch: error: Unable to open file train.sbatch"))
+    with pytest.raises(SubmitRejected, match="Unable to open file"):
+        r.dispatch(SPEC)
+    rows = r.journal.dispatches()
+    assert len(rows) == 1
+    assert rows[0].final
+    assert rows[0].outcome.startswith("rejected: sbatch: error: Unable to open file")
+    assert not fake.live_jobs()
+    assert not r.live
+
+
+def test_recovery_continues_where_the_journal_stood(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A new router on the same journal resumes a mid-ladder dispatch with its remaining budget."""
+    fill(fake, "high-eur")
+    fill(fake, "normal-eur")
+    r1 = make_router()
+    h = r1.dispatch(SPEC)
+    frozen.tick(CAP)
+    r1.poll()
+    frozen.tick(CAP / 2)
+    r1.poll()
+    assert r1.handle(h.dispatch_id).state == "RESUBMITTED(normal-eur)"
+    r1.journal.close()  # the router "dies"
+    r2 = make_router()
+    d = r2.live[h.dispatch_id]
+    assert d.state == "RESUBMITTED_normal_eur"
+    assert d.deadline == d.history[0].at + 2 * CAP
+    frozen.tick(CAP / 2 - 1)
+    r2.poll()
+    assert r2.handle(h.dispatch_id).state == "RESUBMITTED(normal-eur)"
+    frozen.tick(1)
+    fake.schedule()
+    r2.poll()
+    fake.schedule()
+    frozen.tick(1)
+    r2.poll()
+    assert r2.handle(h.dispatch_id).state == "RUNNING"
+    assert r2.handle(h.dispatch_id).qos == "low-eur"
+    assert len([j for j in fake.jobs.values() if j.token]) == 3
+
+
+def test_second_router_on_a_driven_journal_is_refused(make_router: MakeRouter, tmp_path: Path) -> None:
+    """Only one router drives a journal: a second one gets a JournalError naming the holder."""
+    make_router()
+    with pytest.raises(JournalError, match=r"is driven by another router \(pid \d+ on "):
+        make_router()
