@@ -117,19 +117,23 @@ class FakeScheduler:
             for job_id in job_ids
         }
 
-    def cancel_if_pending(self, job_id: str) -> Observation:
-        """Cancel only a pending job, then read it back (a job flagged ``start_on_cancel`` starts first)."""
+    def cancel_if_pending(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Cancel only pending jobs, then read them back (a job flagged ``start_on_cancel`` starts first)."""
         self.calls["cancel_if_pending"] += 1
         self._check_reachable()
-        job = self.jobs.get(job_id)
-        if job is None:
-            return Observation(job_id, Phase.UNKNOWN)
-        if job.start_on_cancel and job.state == "PENDING":
-            self.start(job_id)
-        if job.state == "PENDING":
-            job.state = _ENDED_UNSTARTED
-            job.reason = None
-        return job.observe()
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            if job.start_on_cancel and job.state == "PENDING":
+                self.start(job_id)
+            if job.state == "PENDING":
+                job.state = _ENDED_UNSTARTED
+                job.reason = None
+        return {
+            job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
+            for job_id in job_ids
+        }
 
     def find_by_token(self, token: str) -> Observation | None:
         """The newest job tagged with ``token``, or None."""

@@ -508,15 +508,18 @@ class Dispatch:
             if self.job_started():
                 self.start()
                 return False
+            if self.job_gone():
+                self.cancel()  # confirmed gone (e.g. by the router's batched cancel and read-back)
+                return True
             if not may_change_rung:
                 return False
-            if self.job_id is not None:
-                self.observation = self.scheduler.cancel_if_pending(self.job_id)
-                if self.job_started():
-                    self.start()
-                    return False
-                if not self.job_gone():
-                    return False  # not confirmed gone: never a second live job; try again next tick
+            assert self.job_id is not None  # job_gone() holds when there is no job
+            self.observation = self.scheduler.cancel_if_pending([self.job_id])[self.job_id]
+            if self.job_started():
+                self.start()
+                return False
+            if not self.job_gone():
+                return False  # not confirmed gone: never a second live job; try again next tick
             self.cancel()
             return True
         if self.state == CANCELLED and self.walks_ladder() and may_change_rung:

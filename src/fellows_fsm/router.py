@@ -16,11 +16,11 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder, Rung
-from fellows_fsm.errors import ConfigError, JournalError, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane, HandoffResult
-from fellows_fsm.lifecycle import FAILED_TO_GCP, Dispatch
-from fellows_fsm.scheduler import JobSpec, Scheduler
+from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, Dispatch
+from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
 
 __all__ = ["Handle", "Router", "TickReport"]
 
@@ -86,6 +86,8 @@ class Router:
         )
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
+        self.deferred = 0
+        """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
         self.pending_handoffs: dict[str, tuple[str, JobSpec]] = {}
         """Dispatches pinned to a command lane whose command has not run (or not been recorded) yet."""
         journal.acquire_driver()
@@ -158,29 +160,47 @@ class Router:
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
             return TickReport(now, len(self.live), 0, 0, 0, tuple(handoffs), tuple(failures), unreachable=True)
-        budget = self.config.router.max_rung_changes_per_tick
-        changes = deferred = 0
+        # Pass 1: every dispatch takes what this observation allows without changing rung
+        # (start, park, drop); a parked job is not cancelled yet.
         for d in list(self.live.values()):
+            self._advance(d, observations.get(d.job_id) if d.job_id else None, False, failures)
+        # Pass 2: at most max_rung_changes_per_tick dispatches move on. Their pending jobs are cancelled
+        # in ONE call and read back at once; a job that started meanwhile comes back STARTED and wins.
+        movers = [d for d in self.live.values() if d.state in (PARKED, CANCELLED) and d.walks_ladder()]
+        budget = self.config.router.max_rung_changes_per_tick
+        chosen, deferred = movers[:budget], max(0, len(movers) - budget)
+        to_cancel = [d.job_id for d in chosen if d.state == PARKED and d.job_id is not None and not d.job_gone()]
+        try:
+            readback = self.scheduler.cancel_if_pending(to_cancel) if to_cancel else {}
+        except SchedulerUnreachable as exc:
+            log.warning("cancels deferred to the next tick: %s", exc)
+            chosen, readback = [], {}
+        changes = 0
+        for d in chosen:
+            obs = readback.get(d.job_id) if d.state == PARKED and d.job_id is not None else None
+            # Only a confirmed outcome moves a parked dispatch on; an unconfirmed cancel waits a tick.
+            confirmed = obs is None or obs.phase in (Phase.STARTED, Phase.GONE)
             before = len(d.history)
-            try:
-                d.advance(observations.get(d.job_id) if d.job_id else None, may_change_rung=changes < budget)
-            except JournalError:
-                raise
-            except SchedulerUnreachable as exc:
-                log.warning("dispatch %s: %s; will retry next tick", d.id, exc)
-            except SchedulerError as exc:
-                failures.append(f"dispatch {d.id}: {exc}")
-                log.warning("dispatch %s: %s", d.id, exc)
-            moved = {s.trigger for s in d.history[before:]}
-            if moved & _LADDER_MOVES:
+            self._advance(d, obs, confirmed, failures)
+            if {s.trigger for s in d.history[before:]} & _LADDER_MOVES:
                 changes += 1
-            elif changes >= budget and d.state in ("PARKED", "CANCELLED"):
-                deferred += 1
+        for d in list(self.live.values()):
             if d.state == FAILED_TO_GCP:
                 self._hand_off_after_ladder(d, handoffs, failures)
             elif d.is_final:
                 del self.live[d.id]
+        self.deferred = deferred
         return TickReport(now, len(self.live), len(job_ids), changes, deferred, tuple(handoffs), tuple(failures), False)
+
+    def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool, failures: list[str]) -> None:
+        """Advance one dispatch; a scheduler error fails this dispatch's step, never the whole tick."""
+        try:
+            d.advance(obs, may_change_rung=may_change_rung)
+        except SchedulerUnreachable as exc:
+            log.warning("dispatch %s: %s; will retry next tick", d.id, exc)
+        except SchedulerError as exc:
+            failures.append(f"dispatch {d.id}: {exc}")
+            log.warning("dispatch %s: %s", d.id, exc)
 
     def run(
         self,
@@ -211,6 +231,8 @@ class Router:
         """Sleep to the next poll, or to the earliest rung deadline if that comes first."""
         now = self.clock.now()
         deadlines = [d.deadline for d in self.live.values() if d.on_rung and not d.pinned]
+        if self.deferred:
+            interval = min(interval, 1.0)  # bounded rung changes wait a short beat, not a whole poll
         wake = min([now + interval, *deadlines])
         return max(0.05, wake - now)
 

@@ -148,10 +148,11 @@ class Scheduler(Protocol):
         """Report every listed job in one round trip; an id the scheduler cannot place maps to UNKNOWN."""
         ...
 
-    def cancel_if_pending(self, job_id: str) -> Observation:
-        """Cancel the job only if it is still pending, then read its state back and return it.
+    def cancel_if_pending(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Cancel each job only if it is still pending, then read them all back in one round trip.
 
-        A job that started before the cancel landed comes back STARTED: the late start wins.
+        A job that started before its cancel landed comes back STARTED: the late start wins. The router
+        batches every cancel of a tick into one call (one scancel, one read-back).
         """
         ...
 

@@ -375,7 +375,7 @@ def _reach(state: str, d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeF
         frozen.tick(CAP)
         poll(d, fake, may_change_rung=False)
         if state == CANCELLED:
-            d.observation = fake.cancel_if_pending(d.job_id)
+            d.observation = fake.cancel_if_pending([d.job_id])[d.job_id]
             d.cancel()
     elif state == FAILED_TO_GCP:
         for _ in range(3):
