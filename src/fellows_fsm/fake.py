@@ -117,7 +117,7 @@ class FakeScheduler:
             for job_id in job_ids
         }
 
-    def cancel_if_pending(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+    def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
         """Cancel only pending jobs, then read them back (a job flagged ``start_on_cancel`` starts first)."""
         self.calls["cancel_if_pending"] += 1
         self._check_reachable()
@@ -130,6 +130,8 @@ class FakeScheduler:
             if job.state == "PENDING":
                 job.state = _ENDED_UNSTARTED
                 job.reason = None
+        if not read_back:
+            return {}
         return {
             job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
             for job_id in job_ids

@@ -148,40 +148,48 @@ class Router:
 
     # ----------------------------------------------------------------- the poll loop
     def poll(self) -> TickReport:
-        """One tick: one observe call for every live job, then every move each machine allows."""
+        """One tick: park on time, cancel in one call, observe every live job in ONE call, then move on.
+
+        The park decision needs no observation (a window closes on the clock; the last observation showed
+        the job pending), so the tick's single observe also reads back the cancels it just sent: a job
+        that started before its cancel landed shows up STARTED and wins.
+        """
         now = self.clock.now()
         handoffs: list[str] = []
         failures: list[str] = []
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec, handoffs, failures)
-        job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
-        try:
-            observations = self.scheduler.observe(job_ids) if job_ids else {}
-        except SchedulerUnreachable as exc:
-            log.warning("poll skipped: %s", exc)
-            return TickReport(now, len(self.live), 0, 0, 0, tuple(handoffs), tuple(failures), unreachable=True)
-        # Pass 1: every dispatch takes what this observation allows without changing rung
-        # (start, park, drop); a parked job is not cancelled yet.
+        # 1. Time alone: every rung whose window closed parks now; a rung without a job gets one.
         for d in list(self.live.values()):
-            self._advance(d, observations.get(d.job_id) if d.job_id else None, False, failures)
-        # Pass 2: at most max_rung_changes_per_tick dispatches move on. Their pending jobs are cancelled
-        # in ONE call and read back at once; a job that started meanwhile comes back STARTED and wins.
+            self._advance(d, None, False, failures)
+        # 2. At most max_rung_changes_per_tick dispatches change rung; their jobs are cancelled in ONE call,
+        #    each only if still pending.
         movers = [d for d in self.live.values() if d.state in (PARKED, CANCELLED) and d.walks_ladder()]
         budget = self.config.router.max_rung_changes_per_tick
         chosen, deferred = movers[:budget], max(0, len(movers) - budget)
         to_cancel = [d.job_id for d in chosen if d.state == PARKED and d.job_id is not None and not d.job_gone()]
         try:
-            readback = self.scheduler.cancel_if_pending(to_cancel) if to_cancel else {}
+            if to_cancel:
+                self.scheduler.cancel_if_pending(to_cancel, read_back=False)
         except SchedulerUnreachable as exc:
             log.warning("cancels deferred to the next tick: %s", exc)
-            chosen, readback = [], {}
+            chosen = []
+        # 3. ONE observe of every live job; for the jobs just cancelled it is their read-back.
+        job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
+        try:
+            observations = self.scheduler.observe(job_ids) if job_ids else {}
+        except SchedulerUnreachable as exc:
+            log.warning("poll skipped: %s", exc)
+            return TickReport(now, len(self.live), 0, 0, deferred, tuple(handoffs), tuple(failures), True)
+        # 4. Every machine moves on fresh state; only the chosen may change rung, and a parked one only
+        #    once the observation confirms its job gone (or started: the late start wins).
+        chosen_ids = {d.id for d in chosen}
         changes = 0
-        for d in chosen:
-            obs = readback.get(d.job_id) if d.state == PARKED and d.job_id is not None else None
-            # Only a confirmed outcome moves a parked dispatch on; an unconfirmed cancel waits a tick.
-            confirmed = obs is None or obs.phase in (Phase.STARTED, Phase.GONE)
+        for d in list(self.live.values()):
+            obs = observations.get(d.job_id) if d.job_id is not None else None
+            confirmed = d.state != PARKED or obs is None or obs.phase in (Phase.STARTED, Phase.GONE)
             before = len(d.history)
-            self._advance(d, obs, confirmed, failures)
+            self._advance(d, obs, d.id in chosen_ids and confirmed, failures)
             if {s.trigger for s in d.history[before:]} & _LADDER_MOVES:
                 changes += 1
         for d in list(self.live.values()):

@@ -148,11 +148,12 @@ class Scheduler(Protocol):
         """Report every listed job in one round trip; an id the scheduler cannot place maps to UNKNOWN."""
         ...
 
-    def cancel_if_pending(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
-        """Cancel each job only if it is still pending, then read them all back in one round trip.
+    def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
+        """Cancel each job only if it is still pending; with ``read_back``, read them all back at once.
 
-        A job that started before its cancel landed comes back STARTED: the late start wins. The router
-        batches every cancel of a tick into one call (one scancel, one read-back).
+        A job that started before its cancel landed reads back STARTED: the late start wins. The router
+        sends every cancel of a tick in one call with ``read_back=False``: its one observe per tick, made
+        right after, is the read-back. Without ``read_back`` the result is empty.
         """
         ...
 

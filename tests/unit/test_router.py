@@ -339,3 +339,37 @@ def test_deferred_dispatches_move_on_in_later_ticks(
     moved = [r.poll().rung_changes for _ in range(4)]
     assert moved == [10, 10, 10, 0]
     assert all(d.rung_index == 1 for d in r.live.values())
+
+
+def test_tick_with_cancels_still_observes_once(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A tick that parks, cancels and resubmits 20 dispatches makes one cancel call and one observe call."""
+    fake.total_gpus = 0
+    r = make_router(max_rung_changes_per_tick=50)
+    for _ in range(20):
+        r.dispatch(SPEC)
+    frozen.tick(CAP)
+    before = dict(fake.calls)
+    report = r.poll()
+    assert report.rung_changes == 20
+    assert fake.calls["observe"] - before.get("observe", 0) == 1
+    assert fake.calls["cancel_if_pending"] - before.get("cancel_if_pending", 0) == 1
+    assert fake.calls["submit"] - before.get("submit", 0) == 20
+
+
+def test_late_start_during_the_batched_cancel_wins(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job that starts just before the router's cancel lands is RUNNING, and nothing is resubmitted."""
+    fake.total_gpus = 0
+    r = make_router()
+    h = r.dispatch(SPEC)
+    assert h.slurm_job_id is not None
+    fake.jobs[h.slurm_job_id].start_on_cancel = True
+    frozen.tick(CAP)
+    r.poll()
+    final = r.handle(h.dispatch_id)
+    assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "high-eur", h.slurm_job_id)
+    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "park", "start"]
+    assert fake.calls["submit"] == 1
