@@ -17,7 +17,7 @@ from transitions import Machine, MachineError
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Ladder, Rung
-from fellows_fsm.errors import QosRejected, TransitionNotAllowed
+from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler
 
 __all__ = [
@@ -442,9 +442,11 @@ class Dispatch:
         self.submit_uncertain = True
         try:
             job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=self.token(), deadline=deadline)
-        except QosRejected as exc:
-            # The cluster refuses this QoS: no job exists, so the rung is skipped, not waited on.
-            self.submit_uncertain = False
+        except SubmitRejected as exc:
+            self.submit_uncertain = False  # a refusal is an answer: nothing was queued
+            if not isinstance(exc, QosRejected) and self.rung_index == 0:
+                raise  # the job itself is refused (bad script, impossible request): nothing to walk
+            # This rung cannot take the job (QoS refused, or a later rung refuses it): skip it, not wait.
             self.note = f"{rung.qos} refused by the cluster: {exc}"
             self.drop()
             return

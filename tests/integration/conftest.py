@@ -18,8 +18,9 @@ import attrs
 import pytest
 
 from fellows_fsm.lifecycle import Dispatch
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler import JobSpec, Phase
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.slurm.observe import JobRow
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_SLURM = REPO / "scripts" / "dev-slurm"
@@ -74,6 +75,18 @@ class Cluster:
     def row(self, job_id: str) -> QueueRow:
         """The raw squeue row of one job."""
         return next(r for r in self.queue() if r.job_id == job_id)
+
+    def sacct_row(self, job_id: str, timeout: float = 10) -> JobRow:
+        """The port's own sacct reading of a job, once slurmdbd records it as ended (sacct lags squeue)."""
+        observer = self.port().observer
+        found: list[JobRow] = []
+
+        def ended() -> bool:
+            found[:] = [row for key, row in observer.sacct_rows([job_id]).items() if key == job_id]
+            return bool(found) and found[0].observation.phase is not Phase.PENDING
+
+        self.wait_for(ended, f"sacct to record job {job_id} as ended", timeout=timeout, tick=0.2)
+        return found[0]
 
     def live_ids(self) -> list[str]:
         """Ids of every job that is pending, running or completing."""
@@ -186,9 +199,7 @@ def cluster() -> Iterator[Cluster]:
     except subprocess.TimeoutExpired:
         _unavailable("scripts/dev-slurm up did not finish within 900 s")
     if up.returncode != 0:
-        _unavailable(
-            f"scripts/dev-slurm up exited {up.returncode}: {(up.stderr or up.stdout).strip()[-2000:]}"
-        )
+        _unavailable(f"scripts/dev-slurm up exited {up.returncode}: {(up.stderr or up.stdout).strip()[-2000:]}")
     env_line = _run([str(DEV_SLURM), "env"]).stdout.strip()
     slurm_conf = env_line.removeprefix("export SLURM_CONF=").strip("'\"")
     patch = pytest.MonkeyPatch()

@@ -60,6 +60,8 @@ def test_own_cap_walks_to_normal_eur(slurm: Cluster) -> None:
     assert jobs[0].job_id == first_job
     assert not jobs[0].ever_ran
     assert [j for j in jobs if j.ever_ran] == [jobs[1]]
+    gone = slurm.sacct_row(first_job).observation  # sacct agrees: cancelled, never started
+    assert (gone.state, gone.phase) == ("CANCELLED by 0", Phase.GONE)
     # One squeue per tick, plus one read-back for the single cancel; never more.
     assert port.runner.calls["squeue"] <= ticks + 1
 

@@ -41,9 +41,7 @@ def test_hostile_script_path_runs(slurm: Cluster) -> None:
     script = folder / 'run "me" now.sh'
     script.write_text("#!/bin/bash\nsleep 60\n")
     port = slurm.port()
-    job_id = port.submit(
-        JobSpec("hostile", str(script), gpus=1, extra_args=slurm.job_args()), qos="low-eur", token="t"
-    )
+    job_id = port.submit(JobSpec("hostile", str(script), gpus=1, extra_args=slurm.job_args()), qos="low-eur", token="t")
     _wait_phase(slurm, port, job_id, Phase.STARTED)
 
 
@@ -72,7 +70,7 @@ def test_cancel_if_pending_cancels_a_pending_job(slurm: Cluster) -> None:
     port = slurm.port()
     job_id = port.submit(slurm.spec(gpus=8), qos="high-eur", token="fsm-cancel-r0")
     slurm.wait_for(lambda: slurm.row(job_id).reason == "QOSMaxGRESPerUser", "the cap reason")
-    obs = port.cancel_if_pending(job_id)
+    obs = port.cancel_if_pending([job_id])[job_id]
     assert obs.phase is Phase.GONE
     assert obs.state == "CANCELLED"
     row = slurm.row(job_id)
@@ -85,7 +83,7 @@ def test_cancel_if_pending_leaves_a_running_job_running(slurm: Cluster) -> None:
     port = slurm.port()
     job_id = port.submit(slurm.spec(gpus=1), qos="high-eur", token="fsm-late-r0")
     _wait_phase(slurm, port, job_id, Phase.STARTED)
-    obs = port.cancel_if_pending(job_id)
+    obs = port.cancel_if_pending([job_id])[job_id]
     assert obs.phase is Phase.STARTED
     assert slurm.row(job_id).state == "RUNNING"
 
@@ -162,8 +160,6 @@ def test_deadline_reaches_the_controller(slurm: Cluster) -> None:
     """A rung deadline is handed to slurmctld (sbatch --deadline), so it survives our process."""
     port = slurm.port()
     job_id = port.submit(slurm.spec(gpus=1), qos="low-eur", token="t", deadline=time.time() + 3600)
-    shown = subprocess.run(
-        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
-    ).stdout
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
     assert "Deadline=N/A" not in shown
     assert "Deadline=" in shown

@@ -16,6 +16,7 @@ from fellows_fsm import (
     JobSpec,
     QosRejected,
     Step,
+    SubmitRejected,
     TransitionNotAllowed,
 )
 from fellows_fsm.lifecycle import TRIGGERS, build_machine
@@ -475,3 +476,27 @@ def test_rung_whose_window_closed_during_an_outage_is_passed_over(
     assert "passed over" in d.history[4].note
     assert [j.qos for j in fake.jobs.values()] == ["high-eur", "low-eur"]
     assert d.deadline == t0 + 3 * CAP
+
+
+def test_later_rung_that_refuses_the_job_is_skipped(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A later rung whose sbatch refuses the job is skipped with SLURM's words, not retried every tick."""
+    d = make_dispatch()
+    d.submit()
+    fake.fail_next_submit(SubmitRejected("sbatch: error: QOSMaxSubmitJobPerUserLimit"))
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert d.state == LOW
+    assert "QOSMaxSubmitJobPerUserLimit" in d.history[4].note
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "low-eur"]
+
+
+def test_first_rung_refusing_the_job_raises(make_dispatch: DispatchFactory, fake: FakeScheduler) -> None:
+    """A job sbatch refuses on the first rung raises SubmitRejected and queues nothing."""
+    d = make_dispatch()
+    fake.fail_next_submit(SubmitRejected("sbatch: error: Unable to open file train.sbatch"))
+    with pytest.raises(SubmitRejected, match="Unable to open file"):
+        d.submit()
+    assert not fake.jobs
+    assert not d.submit_uncertain

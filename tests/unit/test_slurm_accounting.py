@@ -131,9 +131,7 @@ def test_discover_runs_two_sacctmgr_calls() -> None:
 
 def test_discover_failure_is_a_scheduler_error() -> None:
     """A sacctmgr failure (e.g. slurmdbd down) says which listing failed and SLURM's words."""
-    runner = ScriptedRunner(
-        (1, "", "sacctmgr: error: Problem talking to the database\n"), (0, QOS_OUTPUT, "")
-    )
+    runner = ScriptedRunner((1, "", "sacctmgr: error: Problem talking to the database\n"), (0, QOS_OUTPUT, ""))
     with pytest.raises(SchedulerError, match=r"associations of user 'root'.*Problem talking"):
         discover(runner, "root")
 

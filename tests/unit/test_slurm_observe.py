@@ -131,16 +131,24 @@ def test_malformed_squeue_lines_are_skipped() -> None:
 
 
 def test_sacct_lines_record_state_words_and_start() -> None:
-    """sacct's 'CANCELLED by 0' is kept as the state; Start 'None' means it never started."""
+    """sacct's 'CANCELLED by 0' is kept as the state; a job that had nodes started, one without never did."""
     rows = parse_sacct(
-        f"3|CANCELLED by 0|None|high-eur|{T0}|\n4|CANCELLED by 0|None|high-eur|None|fsm-x-r0\n"
-        f"2|RUNNING|None|high-eur|{T0}|\n"
+        f"3|CANCELLED by 0|None|high-eur|{T0}|gpu01|\n"
+        "4|CANCELLED by 0|None|high-eur|None|None assigned|fsm-x-r0\n"
+        f"2|RUNNING|None|high-eur|{T0}|gpu01|\n"
     )
     assert rows["3"].observation.phase is Phase.STARTED
     assert rows["3"].observation.state == "CANCELLED by 0"
     assert rows["4"].observation.phase is Phase.GONE
     assert rows["4"].comment == "fsm-x-r0"
     assert rows["2"].observation.phase is Phase.STARTED
+
+
+def test_sacct_start_stamped_on_a_job_cancelled_while_pending_is_not_a_start() -> None:
+    """slurmdbd sometimes records the cancel time as Start of a never-run job; without nodes it never ran."""
+    row = parse_sacct(f"4|CANCELLED by 0|QOSMaxGRESPerUser|high-eur|{T0}|None assigned|t\n")["4"]
+    assert row.observation.phase is Phase.GONE
+    assert row.observation.start_time is None
 
 
 @pytest.mark.parametrize("text", ["N/A", "None", "Unknown", "", "soon"])
@@ -173,7 +181,7 @@ def test_ids_squeue_forgot_go_to_one_sacct() -> None:
     runner = ScriptedRunner(
         {
             "squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|a\n", "")],
-            "sacct": [(0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|\n", "")],
+            "sacct": [(0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|gpu01|\n", "")],
         }
     )
     seen = Observer(runner).observe(["1", "2", "3"])

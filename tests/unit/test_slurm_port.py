@@ -90,9 +90,7 @@ def test_submit_renders_the_rung_and_returns_the_id() -> None:
 
 def test_submit_invalid_qos_is_qos_rejected() -> None:
     """sbatch's 'Invalid qos specification' becomes QosRejected carrying the QoS and SLURM's words."""
-    port, _ = _port(
-        {"sbatch": [(1, "", "sbatch: error: Batch job submission failed: Invalid qos specification\n")]}
-    )
+    port, _ = _port({"sbatch": [(1, "", "sbatch: error: Batch job submission failed: Invalid qos specification\n")]})
     with pytest.raises(QosRejected, match="Invalid qos specification") as info:
         port.submit(SPEC, qos="other-eur", token="t")
     assert info.value.qos == "other-eur"
@@ -122,7 +120,7 @@ def test_cancel_if_pending_fences_then_cancels_before_23_11() -> None:
             "squeue": [(0, f"9|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|t\n", "")],
         }
     )
-    obs = port.cancel_if_pending("9")
+    obs = port.cancel_if_pending(["9"])["9"]
     assert obs.phase is Phase.GONE
     assert [a[:3] for a in runner.argvs] == [
         ("scancel", "--version"),
@@ -142,9 +140,26 @@ def test_cancel_if_pending_leaves_a_started_job_alone() -> None:
             "squeue": [(0, f"9|RUNNING|None|high-eur|{T0}|gpu01|t\n", "")],
         }
     )
-    assert port.cancel_if_pending("9").phase is Phase.STARTED
+    assert port.cancel_if_pending(["9"])["9"].phase is Phase.STARTED
     assert runner.calls["scancel"] == 1  # only --version
     assert ("scancel", "--state=PENDING", "9") not in runner.argvs
+
+
+def test_cancel_if_pending_batches_and_cancels_only_the_fenced_jobs() -> None:
+    """Many ids cost one fence and one scancel; jobs slurmctld refused to fence are never cancelled."""
+    refusals = "Job is no longer pending execution for job 2\nInvalid job id specified for job 4\n"
+    port, runner = _port({"scancel": [V22, (0, "", "")], "scontrol": [(1, "", refusals)]})
+    assert port.cancel_if_pending(["1", "2", "3", "4", "1"], read_back=False) == {}
+    assert runner.argvs[1] == ("scontrol", "update", "jobid=1,2,3,4", "StartTime=now+365days")
+    assert runner.argvs[2] == ("scancel", "--state=PENDING", "1", "3")
+    assert runner.calls == {"scancel": 2, "scontrol": 1}
+
+
+def test_cancel_if_pending_falls_back_to_scancels_filter_when_the_fence_fails_oddly() -> None:
+    """A fence refused for an unexplained reason still cancels, with scancel's own state filter."""
+    port, runner = _port({"scancel": [V22, (0, "", "")], "scontrol": [(1, "", "Access/permission denied\n")]})
+    port.cancel_if_pending(["7"], read_back=False)
+    assert runner.argvs[-1] == ("scancel", "--state=PENDING", "7")
 
 
 def test_cancel_if_pending_uses_ctld_from_23_11_and_asks_the_version_once() -> None:
@@ -152,14 +167,24 @@ def test_cancel_if_pending_uses_ctld_from_23_11_and_asks_the_version_once() -> N
     port, runner = _port(
         {
             "scancel": [V23, (0, "", "")],
-            "squeue": [(0, f"9|CANCELLED|Priority|high-eur|{T0}|n/a|t\n", "")],
+            "squeue": [(0, f"9|CANCELLED|Priority|high-eur|{T0}|n/a|t\n8|RUNNING|None|high-eur|{T0}|gpu01|u\n", "")],
         }
     )
-    port.cancel_if_pending("9")
-    port.cancel_if_pending("9")
+    seen = port.cancel_if_pending(["9", "8"])
+    assert seen["9"].phase is Phase.GONE
+    assert seen["8"].phase is Phase.STARTED
+    port.cancel_if_pending(["9"])
     assert runner.argvs.count(("scancel", "--version")) == 1
-    assert runner.argvs.count(("scancel", "--ctld", "--state=PENDING", "9")) == 2
+    assert ("scancel", "--ctld", "--state=PENDING", "9", "8") in runner.argvs
     assert runner.calls["scontrol"] == 0
+    assert runner.calls["squeue"] == 2
+
+
+def test_cancel_if_pending_of_nothing_asks_nothing() -> None:
+    """An empty batch makes no call at all."""
+    port, runner = _port({})
+    assert port.cancel_if_pending([]) == {}
+    assert runner.calls == {}
 
 
 def test_find_by_token_picks_the_newest_tagged_job() -> None:
@@ -187,7 +212,7 @@ def test_find_by_token_picks_the_newest_tagged_job() -> None:
 def test_find_by_token_falls_back_to_sacct_then_none() -> None:
     """A token squeue does not show is looked up in sacct; found nowhere, the answer is None."""
     port, runner = _port(
-        {"squeue": [(0, "", "")], "sacct": [(0, "3|COMPLETED|None|high-eur|" + T0 + "|fsm-a\n", "")]}
+        {"squeue": [(0, "", "")], "sacct": [(0, "3|COMPLETED|None|high-eur|" + T0 + "|gpu01|fsm-a\n", "")]}
     )
     found = port.find_by_token("fsm-a")
     assert found is not None

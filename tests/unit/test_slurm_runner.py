@@ -165,9 +165,7 @@ def test_non_idempotent_command_is_repeated_when_never_delivered(fake_bin: FakeB
 def test_missing_binary_says_what_to_install(fake_bin: FakeBin) -> None:
     """A SLURM command missing from PATH is a SchedulerError naming it and the way to get it."""
     runner = fake_bin.runner()
-    with pytest.raises(
-        SchedulerError, match=r"'squeue' is not installed.*slurm-client.*dev-slurm up"
-    ) as info:
+    with pytest.raises(SchedulerError, match=r"'squeue' is not installed.*slurm-client.*dev-slurm up") as info:
         runner.run(["squeue", "-h"])
     assert not isinstance(info.value, SchedulerUnreachable)
 
@@ -189,6 +187,16 @@ def test_environment_is_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> No
     """Without an explicit env, the process environment is read on each call (SLURM_CONF set later counts)."""
     monkeypatch.setenv("SLURM_CONF", "/late/slurm.conf")
     assert slurm_env()["SLURM_CONF"] == "/late/slurm.conf"
+
+
+def test_undecodable_output_does_not_break_the_call(fake_bin: FakeBin) -> None:
+    """A job comment in another encoding is replaced, not raised: one odd job must not stop a poll."""
+    raw = fake_bin.root / "latin.txt"
+    raw.write_bytes(b"5|PENDING|None|high-eur|N/A|n/a|caf\xe9\n")
+    fake_bin.add("squeue", {})
+    (fake_bin.root / "squeue").write_text(f"#!/bin/sh\nexec /bin/cat '{raw}'\n")
+    result = fake_bin.runner().run(["squeue"])
+    assert result.stdout == "5|PENDING|None|high-eur|N/A|n/a|caf\ufffd\n"
 
 
 def test_back_off_is_capped() -> None:

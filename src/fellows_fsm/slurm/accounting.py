@@ -203,9 +203,7 @@ def parse_assoc(stdout: str) -> tuple[Association, ...]:
 
 def discover(runner: CommandRunner, user: str) -> Grants:
     """Read ``user``'s associations and every QoS's limits (two sacctmgr calls)."""
-    assoc = runner.run(
-        ("sacctmgr", "-P", "-n", "show", "assoc", "where", f"user={user}", f"format={ASSOC_FIELDS}")
-    )
+    assoc = runner.run(("sacctmgr", "-P", "-n", "show", "assoc", "where", f"user={user}", f"format={ASSOC_FIELDS}"))
     if not assoc.ok:
         raise SchedulerError(f"sacctmgr could not list the associations of user {user!r}: {assoc.message}")
     qos = runner.run(("sacctmgr", "-P", "-n", "show", "qos", f"format={QOS_FIELDS}"))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import attrs
 
-from fellows_fsm.errors import SchedulerError
 from fellows_fsm.scheduler import Observation, Phase
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
     "SACCT_FIELDS",
@@ -35,7 +34,9 @@ log = logging.getLogger(__name__)
 # %B (the batch host) tells a real start from the start time SLURM stamps on a job cancelled while
 # pending (it is the cancel time); the comment (the dispatch token) comes last since it may hold '|'.
 SQUEUE_FORMAT = "%i|%T|%r|%q|%S|%B|%k"
-SACCT_FIELDS = "JobID,State,Reason,QOS,Start,Comment"
+# NodeList ("None assigned" for a job that never ran) plays %B's part: sacct's Start of a job cancelled
+# while pending is sometimes None and sometimes the cancel time.
+SACCT_FIELDS = "JobID,State,Reason,QOS,Start,NodeList,Comment"
 INVALID_JOB_ID = "Invalid job id specified"
 
 _PENDING = frozenset({"PENDING", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUED", "REQUEUE_FED", "SPECIAL_EXIT"})
@@ -85,9 +86,7 @@ def _text_or_none(text: str) -> str | None:
     return None if text in _NO_VALUE else text
 
 
-def _row(
-    job_id: str, state: str, reason: str, qos: str, start: str, *, started: bool, comment: str
-) -> JobRow:
+def _row(job_id: str, state: str, reason: str, qos: str, start: str, *, started: bool, comment: str) -> JobRow:
     phase = phase_of(state, started=started)
     start_time = parse_slurm_time(start) if started else None
     observation = Observation(
@@ -114,27 +113,23 @@ def parse_squeue(stdout: str) -> dict[str, JobRow]:
             continue
         job_id, state, reason, qos, start, batch_host, comment = parts
         started = _text_or_none(batch_host) is not None and parse_slurm_time(start) is not None
-        rows[job_id.strip()] = _row(
-            job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment
-        )
+        rows[job_id.strip()] = _row(job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment)
     return rows
 
 
 def parse_sacct(stdout: str) -> dict[str, JobRow]:
-    """Parse ``sacct -P -n -X -o SACCT_FIELDS`` lines; Start is ``None`` for a job that never started."""
+    """Parse ``sacct -P -n -X -o SACCT_FIELDS`` lines; a job counts as started only if it had nodes."""
     rows: dict[str, JobRow] = {}
     for line in stdout.splitlines():
         if not line.strip():
             continue
-        parts = line.split("|", 5)
-        if len(parts) != 6:
+        parts = line.split("|", 6)
+        if len(parts) != 7:
             log.warning("sacct: ignoring a line not in the expected format: %r", line)
             continue
-        job_id, state, reason, qos, start, comment = parts
-        started = parse_slurm_time(start) is not None
-        rows[job_id.strip()] = _row(
-            job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment
-        )
+        job_id, state, reason, qos, start, nodes, comment = parts
+        started = _text_or_none(nodes) not in (None, "None assigned") and parse_slurm_time(start) is not None
+        rows[job_id.strip()] = _row(job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment)
     return rows
 
 
@@ -148,9 +143,7 @@ def squeue_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None
     return (*argv, "-o", SQUEUE_FORMAT)
 
 
-def sacct_argv(
-    job_ids: Iterable[str] | None = None, *, user: str | None = None, since: float
-) -> tuple[str, ...]:
+def sacct_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None, since: float) -> tuple[str, ...]:
     """The sacct argv for the given ids (or every job of ``user``) since ``since`` (epoch seconds)."""
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
     argv = ["sacct", "-P", "-n", "-X", f"--starttime={start}"]
@@ -201,9 +194,7 @@ class Observer:
                 log.warning("squeue failed (%s); asking again", result.message)
         return {}
 
-    def sacct_rows(
-        self, job_ids: Sequence[str] | None = None, *, user: str | None = None
-    ) -> dict[str, JobRow]:
+    def sacct_rows(self, job_ids: Sequence[str] | None = None, *, user: str | None = None) -> dict[str, JobRow]:
         """One sacct for jobs squeue no longer shows; a failed sacct leaves them unknown (never finished)."""
         since = time.time() - self.sacct_lookback_seconds
         result = self.runner.run(sacct_argv(job_ids, user=user, since=since))
@@ -211,15 +202,3 @@ class Observer:
             log.warning("sacct failed (%s); the jobs stay unknown", result.message)
             return {}
         return parse_sacct(result.stdout)
-
-
-def require_ok(result: CommandResult, what: str) -> CommandResult:
-    """Return ``result`` if it exited 0, else raise a SchedulerError naming ``what`` and SLURM's message."""
-    if not result.ok:
-        raise SchedulerError(f"{what} failed: {result.message}")
-    return result
-
-
-def index_by(rows: Mapping[str, JobRow]) -> dict[str, Observation]:
-    """The observations of ``rows`` by job id."""
-    return {job_id: row.observation for job_id, row in rows.items()}

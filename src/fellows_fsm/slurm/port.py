@@ -34,6 +34,7 @@ _VERSION = re.compile(r"(\d+)\.(\d+)")
 # A begin time far enough ahead that a fenced job cannot start before the cancel that follows it.
 _FENCE_BEGIN = "now+365days"
 _ERROR_PREFIX = re.compile(r"^\S+: error: ")
+_FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
 
 
 def parse_sbatch_id(stdout: str) -> str:
@@ -72,8 +73,8 @@ class SlurmScheduler:
         self.user = user or _current_user()
         self.observer = observer or Observer(self.runner)
         self._ctld_cancel: bool | None = None
-        self.notes: list[str] = []
-        """User-facing notes from the renders so far (e.g. an #SBATCH --qos line overridden)."""
+        self.last_notes: tuple[str, ...] = ()
+        """User-facing notes from the latest submit's render (e.g. an #SBATCH --qos line overridden)."""
 
     # ----------------------------------------------------------------- the port
     def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
@@ -84,7 +85,7 @@ class SlurmScheduler:
         command = render_sbatch(spec, qos=qos, token=token, deadline=deadline)
         for note in command.notes:
             log.info("%s", note)
-        self.notes.extend(command.notes)
+        self.last_notes = command.notes
         result = self.runner.run(command.argv, idempotent=False)
         if result.ok:
             return parse_sbatch_id(result.stdout)
@@ -97,19 +98,25 @@ class SlurmScheduler:
         """Every listed job from one squeue (one sacct for ids squeue no longer knows); unknown -> UNKNOWN."""
         return self.observer.observe(job_ids)
 
-    def cancel_if_pending(self, job_id: str) -> Observation:
-        """Cancel ``job_id`` only while it is pending, then read its state back (a late start wins).
+    def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
+        """Cancel each job only while it is pending (one scancel for all); with ``read_back``, one observe.
 
         Before 23.11 scancel filters ``--state=PENDING`` in the client, so a job may start between its look
-        and its kill. The job is first fenced inside slurmctld: a begin-time update, which slurmctld applies
-        to a pending job only (refused with "no longer pending" once it runs), so it cannot start before
-        the cancel lands. From 23.11, ``scancel --ctld`` applies the state filter in slurmctld itself.
+        and its kill. The jobs are first fenced inside slurmctld by one begin-time update, which slurmctld
+        applies only to a pending job (a running one is refused with "no longer pending"), so a fenced job
+        cannot start before the cancel lands. From 23.11 ``scancel --ctld`` applies the filter in slurmctld.
+        Without ``read_back`` the result is empty: the caller's next observe is the read-back.
         """
+        ids = list(dict.fromkeys(job_ids))
+        if not ids:
+            return {}
         if self._scancel_has_ctld():
-            self.runner.run(("scancel", "--ctld", "--state=PENDING", job_id))
-        elif self._fence(job_id):
-            self.runner.run(("scancel", "--state=PENDING", job_id))
-        return self.observe([job_id])[job_id]
+            self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids))
+        else:
+            fenced = self._fence(ids)
+            if fenced:
+                self.runner.run(("scancel", "--state=PENDING", *fenced))
+        return self.observe(ids) if read_back else {}
 
     def find_by_token(self, token: str) -> Observation | None:
         """The newest job of this user commented ``token``: squeue first, then sacct for purged jobs."""
@@ -118,9 +125,7 @@ class SlurmScheduler:
         tagged = [row for row in rows.values() if row.comment == token]
         if not tagged:
             # sacct reports comments only where slurmdbd stores them (AccountingStoreFlags=job_comment).
-            tagged = [
-                row for row in self.observer.sacct_rows(user=self.user).values() if row.comment == token
-            ]
+            tagged = [row for row in self.observer.sacct_rows(user=self.user).values() if row.comment == token]
         if not tagged:
             return None
         newest = max(tagged, key=lambda row: _id_key(row.job_id))
@@ -154,19 +159,30 @@ class SlurmScheduler:
             self._ctld_cancel = self.scancel_version() >= CTLD_CANCEL_VERSION
         return self._ctld_cancel
 
-    def _fence(self, job_id: str) -> bool:
-        """Stop a pending job from starting, in slurmctld; False if it is no longer pending (or unknown)."""
-        result = self.runner.run(("scontrol", "update", f"jobid={job_id}", f"StartTime={_FENCE_BEGIN}"))
+    def _fence(self, job_ids: list[str]) -> list[str]:
+        """Stop the pending ones of ``job_ids`` from starting, in slurmctld; return the ids fenced.
+
+        slurmctld answers per job ("... for job N"): a job no longer pending, finished or unknown is left out.
+        """
+        result = self.runner.run(("scontrol", "update", f"jobid={','.join(job_ids)}", f"StartTime={_FENCE_BEGIN}"))
         if result.ok:
-            return True
-        words = _slurm_words(result.stderr or result.stdout)
-        if NOT_PENDING in words or ALREADY_FINISHED in words or INVALID_JOB_ID in words:
-            return False
-        # Anything else (e.g. a site that forbids begin-time updates): fall back to the client-side filter.
-        log.warning(
-            "scontrol could not fence job %s (%s); cancelling with scancel's own filter", job_id, words
-        )
-        return True
+            return job_ids
+        refused: set[str] = set()
+        unexplained: list[str] = []
+        for line in (result.stderr or result.stdout).splitlines():
+            match = _FOR_JOB.search(line)
+            if match is None:
+                if line.strip():
+                    unexplained.append(line.strip())
+                continue
+            if any(word in line for word in (NOT_PENDING, ALREADY_FINISHED, INVALID_JOB_ID)):
+                refused.add(match["job"])
+            else:
+                unexplained.append(line.strip())
+        if unexplained:
+            # E.g. a site that forbids begin-time updates: fall back to scancel's own (client-side) filter.
+            log.warning("scontrol could not fence jobs %s (%s); cancelling with scancel's filter", job_ids, unexplained)
+        return [job_id for job_id in job_ids if job_id not in refused]
 
 
 def _slurm_words(text: str) -> str:

@@ -75,9 +75,7 @@ def script_qos(script: str) -> str | None:
     return found
 
 
-def render_sbatch(
-    spec: JobSpec, *, qos: str | None, token: str | None, deadline: float | None
-) -> SbatchCommand:
+def render_sbatch(spec: JobSpec, *, qos: str | None, token: str | None, deadline: float | None) -> SbatchCommand:
     """The ``sbatch --parsable`` argv for ``spec``; the script path comes last, ``extra_args`` just before it.
 
     With ``qos``, ``token`` and ``deadline`` all None this is the plain render of ``spec``. A QoS given here

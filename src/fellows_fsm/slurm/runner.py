@@ -171,7 +171,16 @@ class CommandRunner:
         self.calls[name] += 1
         t0 = self._now()
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+            # errors="replace": a job name or comment in another encoding must not break a whole poll.
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=timeout,
+                env=env,
+                check=False,
+            )
         except FileNotFoundError:
             raise SchedulerError(
                 f"the SLURM command {name!r} is not installed or not on PATH; install slurm-client "

@@ -1,0 +1,189 @@
+"""The router on the real local SLURM: kill -9 at each dangerous point, then a restart; 200 dispatches.
+
+Every assertion reads real squeue state (job ids, QoS, whether a job ever ran) and the journal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import attrs
+import pytest
+
+from fellows_fsm.config import Config, FellowsConfig, RouterConfig
+from fellows_fsm.journal import Journal
+from fellows_fsm.lifecycle import Step
+from fellows_fsm.router import Router, TickReport
+from fellows_fsm.scheduler import JobSpec
+from tests.integration.conftest import REPO, Cluster, QueueRow
+
+pytestmark = pytest.mark.slurm
+
+HARNESS = Path(__file__).with_name("router_harness.py")
+
+
+def harness(state_dir: Path, *args: str, kill_in_handoff: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the router harness as its own process (so a kill -9 is a real one)."""
+    env = {**os.environ, "HARNESS_KILL_IN_HANDOFF": "1" if kill_in_handoff else "0"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    return subprocess.run(
+        [sys.executable, str(HARNESS), str(state_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def spec_json(spec: JobSpec) -> str:
+    """A JobSpec as the harness takes it."""
+    return json.dumps(attrs.asdict(spec))
+
+
+def only_dispatch(state_dir: Path) -> str:
+    """The id of the one dispatch in the journal."""
+    journal = Journal(state_dir / "journal.sqlite3")
+    rows = journal.dispatches()
+    journal.close()
+    assert len(rows) == 1, rows
+    return rows[0].id
+
+
+def journal_of(state_dir: Path) -> Journal:
+    """The journal, opened to read (no driver lock)."""
+    return Journal(state_dir / "journal.sqlite3")
+
+
+def jobs_of(cluster: Cluster, dispatch_id: str) -> list[QueueRow]:
+    """Every job on the cluster tagged with one of the dispatch's rung tokens, oldest first."""
+    prefix = f"fsm-{dispatch_id}-r"
+    return sorted((r for r in cluster.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
+
+
+def assert_history_complete(steps: list[Step], final: str) -> None:
+    """The journaled steps start with the submit, chain state to state, and end in ``final``."""
+    assert steps, "no steps journaled"
+    assert (steps[0].trigger, steps[0].source) == ("submit", "")
+    for before, after in itertools.pairwise(steps):
+        assert after.source == before.dest, (before, after)
+    assert steps[-1].dest == final
+
+
+@pytest.mark.parametrize("point", ["before-sbatch", "after-sbatch"])
+def test_kill_around_the_first_sbatch_then_restart(slurm: Cluster, tmp_path: Path, point: str) -> None:
+    """kill -9 right before or right after the first sbatch: after a restart exactly one job ever runs."""
+    spec = slurm.spec(gpus=8)
+    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", point)
+    assert first.returncode == -9, first.stderr
+    dispatch_id = only_dispatch(tmp_path)
+    queued = jobs_of(slurm, dispatch_id)
+    journal = journal_of(tmp_path)
+    assert [s.trigger for s in journal.steps(dispatch_id)] == ["submit"]
+    assert journal.jobs(dispatch_id) == []  # the job id never reached the journal
+    assert len(queued) == (0 if point == "before-sbatch" else 1)
+
+    second = harness(tmp_path, "resume")
+    assert second.returncode == 0, second.stderr
+    handle = journal.dispatch(dispatch_id)
+    assert handle is not None
+    assert (handle.state, handle.qos, handle.final) == ("RUNNING", "high-eur", True)
+    jobs = jobs_of(slurm, dispatch_id)
+    assert len(jobs) == 1, jobs
+    assert (jobs[0].state, jobs[0].qos, jobs[0].job_id) == ("RUNNING", "high-eur", handle.job_id)
+    if point == "after-sbatch":
+        assert jobs[0].job_id == queued[0].job_id  # found again by its token, not submitted twice
+    assert_history_complete(journal.steps(dispatch_id), "RUNNING")
+    journal.close()
+
+
+def test_kill_between_cancel_and_resubmit_then_restart(slurm: Cluster, tmp_path: Path) -> None:
+    """kill -9 after the high-eur job is cancelled but before the resubmit: the restart runs it on normal-eur."""
+    slurm.occupy("high-eur", gpus=8, count=2)
+    spec = slurm.spec(gpus=8)
+    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", "after-cancel", "--cap", "2")
+    assert first.returncode == -9, first.stderr
+    dispatch_id = only_dispatch(tmp_path)
+    jobs = jobs_of(slurm, dispatch_id)
+    assert [(j.qos, j.state, j.ever_ran) for j in jobs] == [("high-eur", "CANCELLED", False)]
+
+    second = harness(tmp_path, "resume", "--cap", "2")
+    assert second.returncode == 0, second.stderr
+    jobs = jobs_of(slurm, dispatch_id)
+    assert [(j.qos, j.state) for j in jobs] == [("high-eur", "CANCELLED"), ("normal-eur", "RUNNING")]
+    assert [j.ever_ran for j in jobs] == [False, True]
+    journal = journal_of(tmp_path)
+    steps = journal.steps(dispatch_id)
+    assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit", "start"]
+    assert steps[1].reason == "QOSMaxGRESPerUser"
+    assert_history_complete(steps, "RUNNING")
+    journal.close()
+
+
+def test_kill_during_the_gcp_handoff_then_restart(slurm: Cluster, tmp_path: Path) -> None:
+    """kill -9 while the GCP command runs: after a restart the handoff is recorded once, never repeated."""
+    spec = slurm.spec(gpus=8, extra=("--hold",))  # held: no rung can ever start it
+    first = harness(tmp_path, "dispatch", spec_json(spec), "--cap", "1", kill_in_handoff=True)
+    assert first.returncode == -9, first.stderr
+    dispatch_id = only_dispatch(tmp_path)
+    ledger = tmp_path / "gcp.ledger"
+    assert ledger.read_text().split() == [dispatch_id]
+    journal = journal_of(tmp_path)
+    handoff = journal.handoff(dispatch_id)
+    assert handoff is not None
+    assert handoff.status == "started"
+
+    second = harness(tmp_path, "resume", "--cap", "1")
+    assert second.returncode == 0, second.stderr
+    assert ledger.read_text().split() == [dispatch_id]  # exactly one handoff
+    handoff = journal.handoff(dispatch_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.exit_status) == ("done", 0)
+    row = journal.dispatch(dispatch_id)
+    assert row is not None
+    assert (row.state, row.outcome, row.final) == ("FAILED_TO_GCP", "handed-off", True)
+    jobs = jobs_of(slurm, dispatch_id)
+    assert [j.qos for j in jobs] == ["high-eur", "normal-eur", "low-eur"]
+    assert all(j.state == "CANCELLED" and not j.ever_ran for j in jobs)
+    assert_history_complete(journal.steps(dispatch_id), "FAILED_TO_GCP")
+    journal.close()
+
+
+def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path) -> None:
+    """200 one-GPU dispatches are driven with exactly one squeue per tick and end as the caps dictate."""
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=3, poll_interval_seconds=0.5),
+        router=RouterConfig(order=("fellows",), controller_deadline=False, max_rung_changes_per_tick=50),
+        state_dir=tmp_path,
+    )
+    port = slurm.port()
+    router = Router(config, port, Journal(config.journal_path))
+    spec = slurm.spec(gpus=1)
+    ids = [router.dispatch(spec).dispatch_id for _ in range(200)]
+    squeue_per_tick: list[int] = []
+    seen = [port.runner.calls["squeue"]]
+
+    def count(report: TickReport) -> None:
+        squeue_per_tick.append(port.runner.calls["squeue"] - seen[0])
+        seen[0] = port.runner.calls["squeue"]
+
+    router.run(on_tick=count)
+    assert not router.live, "dispatches still live"
+    assert set(squeue_per_tick) == {1}, Counter(squeue_per_tick)
+    outcomes = Counter((h.state, h.qos) for h in (router.handle(i) for i in ids))
+    # high-eur and normal-eur each cap this user at 16 GPUs; low-eur has no cap: the node's 64 GPUs fill.
+    assert outcomes[("RUNNING", "high-eur")] == 16
+    assert outcomes[("RUNNING", "normal-eur")] == 16
+    assert outcomes[("RUNNING", "low-eur")] == 32
+    assert outcomes[("FAILED_TO_GCP", "low-eur")] == 200 - 64
+    running = [r for r in slurm.queue() if r.state == "RUNNING" and r.comment.startswith("fsm-")]
+    assert len(running) == 64
+    pending = [r for r in slurm.queue() if r.state == "PENDING" and r.comment.startswith("fsm-")]
+    assert pending == []
+    router.journal.close()
