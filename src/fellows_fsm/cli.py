@@ -1,23 +1,111 @@
 """The ``fellows-fsm`` command line: the only module that prints or configures logging.
 
-Every FellowsError becomes one line on stderr and its own exit code; ``--debug`` shows tracebacks.
+Every FellowsError becomes one line on stderr and its own exit code (errors.py); ``--debug`` shows tracebacks.
+The commands reach the cluster only through three module-level functions, the seam tests replace with
+``monkeypatch.setattr``: ``make_scheduler(config)`` (the port), ``read_grants(scheduler)`` (sacctmgr) and
+``withdraw_job(scheduler, job_id)`` (a plain scancel, which the port does not offer yet).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
+import shlex
+import shutil
 import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import attrs
 import click
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
 
 from fellows_fsm import diagram as diagrams
-from fellows_fsm.config import FellowsConfig
-from fellows_fsm.errors import FellowsError
+from fellows_fsm.clock import SystemClock
+from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
+from fellows_fsm.errors import (
+    FellowsError,
+    LaneError,
+    SchedulerError,
+    SchedulerUnreachable,
+    SubmitRejected,
+)
+from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.lanes import FELLOWS
+from fellows_fsm.router import Router, TickReport
+from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.view import (
+    WITHDRAWN,
+    Snapshot,
+    dispatch_json,
+    dispatch_panel,
+    dot_source,
+    history_entries,
+    history_table,
+    ladder_report,
+    ladder_table,
+    path_mermaid,
+    span,
+    status_table,
+    svg,
+    watch_table,
+)
 
-__all__ = ["main"]
+__all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "withdraw_job"]
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C: the dispatch goes on, detached."""
+_REFRESH_SECONDS = 0.25
+"""How often the live view redraws its countdowns between polls."""
 
 
+# --------------------------------------------------------------------------- the seam to the cluster
+def make_scheduler(config: Config) -> Scheduler:
+    """The port every command uses: the real SLURM (tests replace this with a FakeScheduler)."""
+    return SlurmScheduler()
+
+
+def read_grants(scheduler: Scheduler) -> Grants:
+    """What the cluster grants this user (two sacctmgr calls through the port's runner)."""
+    if not isinstance(scheduler, SlurmScheduler):
+        raise SchedulerError(f"reading grants needs the real SLURM port, not {type(scheduler).__name__}")
+    return discover(scheduler.runner, scheduler.user)
+
+
+_GONE_ALREADY = ("already finished", "Invalid job id", "already completing")
+
+
+def withdraw_job(scheduler: Scheduler, job_id: str) -> None:
+    """scancel ``job_id`` whatever its state (pending or running); a job already ended is fine.
+
+    The port has only cancel-if-pending; until it grows a plain cancel this reaches its command runner.
+    """
+    cancel = getattr(scheduler, "cancel", None)
+    if callable(cancel):
+        cancel(job_id)
+        return
+    if not isinstance(scheduler, SlurmScheduler):
+        raise SchedulerError(f"cancelling a job needs the real SLURM port, not {type(scheduler).__name__}")
+    result = scheduler.runner.run(("scancel", job_id))
+    if not result.ok and not any(words in result.message for words in _GONE_ALREADY):
+        raise SchedulerError(f"scancel {job_id} failed: {result.message}")
+
+
+# --------------------------------------------------------------------------- errors, logging, config
 class _Group(click.Group):
     """Turns our errors into one clear line and the error's exit code (tracebacks only with --debug)."""
 
@@ -31,34 +119,756 @@ class _Group(click.Group):
             ctx.exit(exc.exit_code)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Logs to whatever ``sys.stderr`` is at emit time (the live view and test runners swap it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(debug: bool) -> None:
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("fellows-fsm: %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    # Errors reach the user as one line each; the library's warnings (retries, skipped polls) show in the
+    # live view already, so they are only logged with --debug.
+    root.setLevel(logging.DEBUG if debug else logging.ERROR)
+
+
+def _remember_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        ctx.ensure_object(dict)["config_path"] = value
+    return value
+
+
+_CONFIG_HELP = "The TOML config (default: $FELLOWS_FSM_CONFIG, else ./fellows.toml)."
+
+
+def _config_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config FILE`` on a subcommand too, so it may come before or after the command name."""
+    return click.option(
+        "--config",
+        type=click.Path(dir_okay=False, path_type=Path),
+        expose_value=False,
+        callback=_remember_config,
+        help=_CONFIG_HELP,
+    )(func)
+
+
+def _config(ctx: click.Context) -> Config:
+    obj = ctx.ensure_object(dict)
+    if "config" not in obj:
+        obj["config"] = load_config(obj.get("config_path"))
+    config: Config = obj["config"]
+    return config
+
+
+@contextmanager
+def _journal(config: Config) -> Iterator[Journal]:
+    journal = Journal(config.journal_path)
+    try:
+        yield journal
+    finally:
+        journal.close()
+
+
+def _find(journal: Journal, dispatch_id: str) -> DispatchRow:
+    """The dispatch with this id, or the one whose id starts with it; a usage error otherwise."""
+    row = journal.dispatch(dispatch_id)
+    if row is not None:
+        return row
+    matches = [r for r in journal.dispatches() if r.id.startswith(dispatch_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        ids = ", ".join(r.id for r in matches)
+        raise click.BadParameter(f"{dispatch_id!r} matches several dispatches ({ids}); give more of the id")
+    raise click.BadParameter(
+        f"no dispatch {dispatch_id!r} in the journal {journal.path}; `fellows-fsm status` lists them"
+    )
+
+
+def _console(*, stderr: bool = False, quiet: bool = False) -> Console:
+    """A rich console; off a terminal it is wide, so piped tables are not cut at 80 columns."""
+    console = Console(stderr=stderr, quiet=quiet)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = 200
+    return console
+
+
+def _echo_json(value: object) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+def _next_lane(config: Config) -> str | None:
+    return config.auto_order[1] if len(config.auto_order) > 1 else None
+
+
+def _outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
+    """The error a finished dispatch ends the command with, or None for RUNNING, handed off, or still live."""
+    row = journal.dispatch(dispatch_id)
+    if row is None or not row.final or row.label == "RUNNING" or row.outcome == "handed-off":
+        return None
+    handoff = journal.handoff(dispatch_id)
+    if row.outcome == "handoff-failed" and handoff is not None:
+        last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
+        return LaneError(
+            f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
+            f"(argv: {shlex.join(handoff.argv)})"
+        )
+    if row.outcome == "no-fallback-lane":
+        return LaneError(
+            f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
+            "add a [lanes.gcp] table and put 'gcp' in the order"
+        )
+    if row.outcome.startswith("rejected"):
+        return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
+    if row.outcome == "withdrawn":
+        return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
+    if row.pinned and row.state == "CANCELLED":
+        return SchedulerError(
+            f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
+        )
+    return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
+
+
+# --------------------------------------------------------------------------- the command group
 @click.group(cls=_Group)
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    expose_value=False,
+    callback=_remember_config,
+    help=_CONFIG_HELP,
+)
+@click.version_option(package_name="fellows-fsm")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Dispatch GPU jobs to the fellows SLURM cluster, walking its QoS ladder before GCP."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _configure_logging(debug)
 
 
-@main.command()
+# --------------------------------------------------------------------------- submit
+@attrs.frozen
+class ScriptDefaults:
+    """What an sbatch script's ``#SBATCH`` lines ask for (None when it does not say)."""
+
+    gpus: int | None = None
+    time_limit_seconds: int | None = None
+    name: str | None = None
+
+
+_OPTION_NAMES = {"--gres": "gres", "--gpus": "gpus", "-G": "gpus", "--time": "time", "-t": "time"}
+_OPTION_NAMES |= {"--job-name": "name", "-J": "name"}
+_GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,=]+)?:(\d+)(?:\(|,|$)")
+
+
+def _time_seconds(text: str, where: str) -> int | None:
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{where}: {text!r} is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS (e.g. 1:00:00)"
+        ) from None
+    if seconds is not None and seconds <= 0:
+        raise click.BadParameter(f"{where}: {text!r} must be longer than zero")
+    return seconds
+
+
+def read_script_defaults(script: Path) -> ScriptDefaults:
+    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time`` and ``--job-name`` from the script's #SBATCH lines.
+
+    Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins.
+    """
+    found: dict[str, str] = {}
+    lines = script.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        if not stripped.startswith("#SBATCH"):
+            continue
+        try:
+            words = shlex.split(stripped.removeprefix("#SBATCH"), comments=True)
+        except ValueError:
+            continue
+        i = 0
+        while i < len(words):
+            word = words[i]
+            option, _, value = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
+            key = _OPTION_NAMES.get(option)
+            if key is not None:
+                if not value and i + 1 < len(words):
+                    i += 1
+                    value = words[i]
+                found[key] = value
+                found[f"{key}@"] = f"{script.name}:{number}"
+            i += 1
+    gpus: int | None = None
+    if "gres" in found and (match := _GPU_GRES.search(found["gres"])):
+        gpus = int(match[1])
+    if "gpus" in found:
+        count = found["gpus"].rsplit(":", 1)[-1]
+        if not count.isdigit():
+            raise click.BadParameter(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count")
+        gpus = int(count)
+    limit = _time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
+    return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"))
+
+
+@main.command(context_settings={"show_default": True}, short_help="Dispatch an sbatch script and follow it.")
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
+@click.option("--intent", type=click.Choice(["prod", "debug"]), default="prod", help="debug starts on debug_qos.")
+@click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
+@click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the live view goes to stderr).")
+@click.option(
+    "--gpus", type=click.IntRange(min=0), metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N)."
+)
+@click.option("--time", "time_limit", metavar="LIMIT", help="Wall time, e.g. 4:00:00 (default: #SBATCH --time).")
+@click.option("--name", help="Job name (default: #SBATCH --job-name, else the script's name).")
+@_config_option
+@click.pass_context
+def submit(  # noqa: PLR0917 - click passes every option as an argument
+    ctx: click.Context,
+    script: Path,
+    sbatch_args: tuple[str, ...],
+    intent: str,
+    pin: str | None,
+    detach: bool,
+    as_json: bool,
+    gpus: int | None,
+    time_limit: str | None,
+    name: str | None,
+) -> None:
+    """Dispatch an sbatch SCRIPT through the router and follow it until it runs or reaches GCP.
+
+    Options after `--` go to sbatch unchanged. Ctrl-C detaches: the dispatch goes on, `watch` drives it.
+    """
+    defaults = read_script_defaults(script)
+    limit = _time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
+    spec = _job_spec(
+        name or defaults.name or script.stem,
+        script.resolve(),
+        gpus=gpus if gpus is not None else (defaults.gpus or 0),
+        time_limit_seconds=limit,
+        extra_args=sbatch_args,
+    )
+    config = _config(ctx)
+    with _journal(config) as journal:
+        router = Router(config, make_scheduler(config), journal)
+        handle = router.dispatch(spec, intent=intent, pin=pin)
+        for note in getattr(router.scheduler, "last_notes", ()):
+            click.echo(f"fellows-fsm: note: {note}", err=True)
+        dispatch = router.live.get(handle.dispatch_id)
+        if dispatch is not None and dispatch.submit_uncertain:
+            raise SchedulerUnreachable(
+                f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
+                "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
+            )
+        if not detach and not handle.final:
+            # With --json the live view goes to stderr, and only when that is a terminal.
+            console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
+            try:
+                _follow(router, handle.dispatch_id, console)
+            except KeyboardInterrupt:
+                click.echo(
+                    f"detached: dispatch {handle.dispatch_id} goes on; `fellows-fsm watch` drives it, "
+                    f"`fellows-fsm cancel {handle.dispatch_id}` withdraws it",
+                    err=True,
+                )
+                ctx.exit(INTERRUPTED)
+        row = journal.dispatch(handle.dispatch_id)
+        assert row is not None  # the router journaled it before submitting
+        handoff = journal.handoff(row.id)
+        if as_json:
+            _echo_json(dispatch_json(row, handoff))
+        elif detach and not row.final:
+            click.echo(row.id)
+        else:
+            click.echo(_summary(row.id, journal))
+        error = _outcome_error(journal, row.id)
+    if error is not None:
+        raise error
+
+
+def _summary(dispatch_id: str, journal: Journal) -> str:
+    row = journal.dispatch(dispatch_id)
+    assert row is not None
+    handoff = journal.handoff(dispatch_id)
+    if row.label == "RUNNING":
+        return f"dispatch {row.id} is RUNNING on {row.qos} as SLURM job {row.job_id}"
+    if handoff is not None and row.outcome == "handed-off":
+        return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
+    if not row.final:
+        return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); `fellows-fsm watch` drives it"
+    return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
+
+
+def _follow(router: Router, dispatch_id: str, console: Console) -> None:
+    """Drive the router (every live dispatch) with a live view of one dispatch until it is final."""
+    journal = router.journal
+    clock = router.clock
+    next_lane = _next_lane(router.config)
+    seen: dict[str, float | None] = {"unreachable_since": None}
+    message: dict[str, str | None] = {"text": None}
+
+    def render() -> RenderableType:
+        row = journal.dispatch(dispatch_id)
+        assert row is not None
+        handoff = journal.handoff(dispatch_id)
+        live = router.live.get(dispatch_id)
+        snap = Snapshot.of_dispatch(live) if live is not None else Snapshot.of_row(row, handoff)
+        entries = history_entries(row, journal.steps(dispatch_id), journal.jobs(dispatch_id), handoff)
+        return dispatch_panel(
+            snap,
+            now=clock.now(),
+            steps=entries,
+            next_lane=next_lane,
+            unreachable_since=seen["unreachable_since"],
+            message=message["text"],
+        )
+
+    _drive(router, console, render, until=lambda report: router.is_done(dispatch_id), seen=seen, message=message)
+
+
+def _drive(
+    router: Router,
+    console: Console,
+    render: Callable[[], RenderableType],
+    *,
+    until: Callable[[TickReport], bool],
+    seen: dict[str, float | None],
+    message: dict[str, str | None],
+) -> TickReport:
+    """Run the router's poll loop under a rich Live view, redrawing the countdowns between polls."""
+    with Live(render(), console=console, auto_refresh=False, transient=False) as live:
+
+        def on_tick(report: TickReport) -> None:
+            if report.unreachable:
+                seen["unreachable_since"] = seen["unreachable_since"] or report.at
+            else:
+                seen["unreachable_since"] = None
+            message["text"] = "; ".join(report.failures) or None
+            live.update(render(), refresh=True)
+
+        def sleep(seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(_REFRESH_SECONDS, left))
+                live.update(render(), refresh=True)
+
+        report = router.run(until=until, on_tick=on_tick, sleep=sleep)
+        live.update(render(), refresh=True)
+    if not console.is_terminal:
+        console.line()  # rich ends the last frame with a newline only on a terminal
+    return report
+
+
+# --------------------------------------------------------------------------- watch
+@main.command(short_help="Drive every live dispatch to the end.")
+@click.option("--once", is_flag=True, help="Poll once, print where every dispatch stands, and return.")
+@click.option("--json", "as_json", is_flag=True, help="Print the driven dispatches as a JSON list at the end.")
+@_config_option
+@click.pass_context
+def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
+    """Drive every live dispatch in the journal (after a crash, a detach, or Ctrl-C) until each is final."""
+    config = _config(ctx)
+    with _journal(config) as journal:
+        router = Router(config, make_scheduler(config), journal)
+        ids = [*router.live, *router.pending_handoffs]
+        if not ids:
+            if as_json:
+                _echo_json([])
+            else:
+                click.echo(f"no live dispatches in {journal.path}")
+            return
+        console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
+        next_lane = _next_lane(config)
+        if once:
+            report = router.poll()
+            for failure in report.failures:
+                click.echo(f"fellows-fsm: {failure}", err=True)
+            if report.unreachable:
+                raise SchedulerUnreachable("SLURM did not answer this poll; the dispatches are unchanged")
+        else:
+            seen: dict[str, float | None] = {"unreachable_since": None}
+            message: dict[str, str | None] = {"text": None}
+
+            def render() -> RenderableType:
+                snaps = [Snapshot.of_dispatch(d) for d in router.live.values()]
+                if not snaps and not router.pending_handoffs:
+                    return Text("every dispatch is final:", style="dim")
+                parts: list[RenderableType] = [watch_table(snaps, now=router.clock.now(), next_lane=next_lane)]
+                if seen["unreachable_since"] is not None:
+                    gone = span(router.clock.now() - (seen["unreachable_since"] or 0))
+                    parts.append(Text(f"SLURM not answering for {gone}; retrying with back-off", style="bold red"))
+                if message["text"]:
+                    parts.append(Text(message["text"], style="yellow"))
+                return Group(*parts)
+
+            try:
+                _drive(router, console, render, until=lambda report: False, seen=seen, message=message)
+            except KeyboardInterrupt:
+                click.echo("stopped: the dispatches go on; run `fellows-fsm watch` again to drive them", err=True)
+                ctx.exit(INTERRUPTED)
+        rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
+        if as_json:
+            _echo_json([dispatch_json(r, journal.handoff(r.id)) for r in rows])
+        else:
+            snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
+            console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        errors = [e for i in ids if (e := _outcome_error(journal, i)) is not None]
+    for extra in errors[1:]:
+        click.echo(f"fellows-fsm: error: {extra}", err=True)
+    if errors:
+        raise errors[0]
+
+
+# --------------------------------------------------------------------------- status, history
+@main.command(short_help="Where every dispatch stands.")
+@click.argument("dispatch_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of dispatches.")
+@click.option("--live", "live_only", is_flag=True, help="Only dispatches that are not final yet.")
+@_config_option
+@click.pass_context
+def status(ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool) -> None:
+    """Where every dispatch (or DISPATCH_ID) stands; reads the journal, even while a router drives it."""
+    config = _config(ctx)
+    with _journal(config) as journal:  # read-only use: never the driver lock
+        rows = [_find(journal, dispatch_id)] if dispatch_id else journal.dispatches(live_only=live_only)
+        handoffs = {r.id: journal.handoff(r.id) for r in rows}
+        if as_json:
+            _echo_json([dispatch_json(r, handoffs[r.id]) for r in rows])
+            return
+        if not rows:
+            click.echo(f"no dispatches in {journal.path}")
+            return
+        snaps = [Snapshot.of_row(r, handoffs[r.id]) for r in rows]
+        _console().print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+
+
+@main.command(short_help="Every transition of one dispatch.")
+@click.argument("dispatch_id")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of transitions.")
+@_config_option
+@click.pass_context
+def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
+    """Every transition of DISPATCH_ID: time, from, to, trigger, QoS, SLURM job and pending reason."""
+    config = _config(ctx)
+    with _journal(config) as journal:
+        row = _find(journal, dispatch_id)
+        entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
+    if as_json:
+        _echo_json([e.as_json() for e in entries])
+    else:
+        _console().print(history_table(row, entries))
+
+
+# --------------------------------------------------------------------------- cancel
+@main.command(short_help="Withdraw a dispatch and scancel its job.")
+@click.argument("dispatch_id")
+@_config_option
+@click.pass_context
+def cancel(ctx: click.Context, dispatch_id: str) -> None:
+    """Withdraw DISPATCH_ID: scancel its SLURM jobs whatever their state, and mark it final (withdrawn).
+
+    It takes the journal's driver lock, so stop a running `watch` first (it would otherwise resubmit).
+    """
+    config = _config(ctx)
+    with _journal(config) as journal:
+        journal.acquire_driver()
+        row = _find(journal, dispatch_id)
+        handoff = journal.handoff(row.id)
+        if handoff is not None and handoff.status != "failed":
+            raise FellowsError(
+                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
+                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
+            )
+        scheduler = make_scheduler(config)
+        job_ids = list(dict.fromkeys([*(j.job_id for j in journal.jobs(row.id)), *filter(None, [row.job_id])]))
+        if not row.final and row.lane == FELLOWS:
+            ladder = [str(r["qos"]) for r in row.ladder]
+            rung = ladder.index(row.qos) if row.qos in ladder else 0
+            found = scheduler.find_by_token(f"fsm-{row.id}-r{rung}")  # a submit whose reply was lost
+            if found is not None and found.job_id not in job_ids:
+                job_ids.append(found.job_id)
+        # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
+        if row.outcome != "withdrawn":
+            journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=SystemClock().now())
+        for job_id in job_ids:
+            withdraw_job(scheduler, job_id)
+    jobs = ", ".join(job_ids) or "none"
+    click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")
+
+
+# --------------------------------------------------------------------------- ladder, config check
+@main.command(short_help="What the cluster grants you; the ladder.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--gpus", type=click.IntRange(min=0), metavar="N", default=8, show_default=True, help="The job to judge rungs for."
+)
+@click.option("--time", "time_limit", metavar="LIMIT", help="The job's wall time, e.g. 2-00:00:00.")
+@_config_option
+@click.pass_context
+def ladder(ctx: click.Context, as_json: bool, gpus: int, time_limit: str | None) -> None:
+    """What the cluster grants you (QoS, priority, max wall, per-user caps) and the effective ladder."""
+    config = _config(ctx)
+    limit = _time_seconds(time_limit, "--time") if time_limit is not None else None
+    grants = read_grants(make_scheduler(config))
+    report = ladder_report(config, grants, _job_spec("ladder-check", Path(), gpus, limit))
+    if as_json:
+        _echo_json(report.as_json())
+    else:
+        _console().print(ladder_table(report))
+
+
+@main.group("config")
+def config_group() -> None:
+    """Check the configuration."""
+
+
+@config_group.command("check", short_help="Load and print the effective config.")
+@_config_option
+@click.pass_context
+def config_check(ctx: click.Context) -> None:
+    """Load the config and print the effective ladder, caps, lanes and worst case (exit 3 if it is wrong)."""
+    config = _config(ctx)
+    _console().print(_config_view(config))
+
+
+def _config_view(config: Config) -> RenderableType:
+    fellows = config.fellows
+    rungs = Table(title=f"ladder ({config.source})", title_justify="left")
+    for header in ("rung", "QoS", "park cap", "state"):
+        rungs.add_column(header, no_wrap=True)
+    for rung in fellows.ladder.rungs:
+        rungs.add_row(str(rung.index + 1), rung.qos, span(rung.park_cap_seconds), rung.label)
+    lanes = Table(title="lanes", title_justify="left")
+    for header in ("lane", "command", "probe", "manual only", "timeout"):
+        lanes.add_column(header)
+    lanes.add_row("fellows", "(the SLURM ladder above)", "", "no", "")
+    for lane in config.lanes:
+        probe = " ".join(lane.probe) if lane.probe else "-"
+        lanes.add_row(
+            lane.name, " ".join(lane.command), probe, "yes" if lane.manual_only else "no", span(lane.timeout_seconds)
+        )
+    debug = (
+        f"{fellows.debug_qos} (cap {span(fellows.debug_park_cap_seconds or fellows.park_cap_seconds)}, "
+        f"name prefix {fellows.debug_name_prefix!r})"
+        if fellows.debug_qos
+        else "off"
+    )
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="dim")
+    facts.add_column()
+    facts.add_row("worst case", f"{span(fellows.worst_case_seconds)} on the ladder before {_next_lane(config) or '-'}")
+    facts.add_row("poll", f"every {span(fellows.poll_interval_seconds)} (one squeue for every live job)")
+    facts.add_row("debug intent", debug)
+    facts.add_row("order", " -> ".join(config.auto_order))
+    facts.add_row("rung changes", f"at most {config.router.max_rung_changes_per_tick} per poll")
+    facts.add_row("controller deadline", "on (sbatch --deadline)" if config.router.controller_deadline else "off")
+    facts.add_row("journal", str(config.journal_path))
+    return Group(rungs, lanes, facts, Text("config OK", style="bold green"))
+
+
+# --------------------------------------------------------------------------- diagram
+@main.command(short_help="Draw the state diagram (or a path).")
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["mermaid", "markdown"]),
+    type=click.Choice(["mermaid", "markdown", "dot", "svg"]),
     default="mermaid",
     show_default=True,
-    help="mermaid: the diagram alone; markdown: the docs/state-diagram.md page.",
+    help="mermaid: the diagram; markdown: the docs/state-diagram.md page; dot/svg need the [graphviz] extra.",
 )
+@click.option("--dispatch", "dispatch_id", metavar="ID", help="Draw the path this dispatch took, with times.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
-def diagram(fmt: str, output: Path | None) -> None:
-    """Draw the dispatch state diagram from the machine definition."""
-    config = FellowsConfig(park_cap_seconds=600.0)
-    text = diagrams.mermaid(config.ladder) if fmt == "mermaid" else diagrams.state_diagram_page(config)
+@_config_option
+@click.pass_context
+def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path | None) -> None:
+    """Draw the dispatch state diagram from the machine definition (optionally one dispatch's path on it)."""
+    reference = FellowsConfig(park_cap_seconds=600.0)
+    text: str | bytes
+    if dispatch_id is None:
+        if fmt == "markdown":
+            text = diagrams.state_diagram_page(reference)
+        elif fmt == "mermaid":
+            text = diagrams.mermaid(reference.ladder)
+        else:
+            dot = dot_source(reference.ladder)
+            text = dot if fmt == "dot" else svg(dot)
+    else:
+        if fmt == "markdown":
+            raise click.BadParameter(
+                "--dispatch draws mermaid, dot or svg, not the markdown page", param_hint="--format"
+            )
+        config = _config(ctx)
+        with _journal(config) as journal:
+            row = _find(journal, dispatch_id)
+            entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
+        if not row.ladder:
+            raise click.BadParameter(f"dispatch {row.id} went straight to lane {row.lane}: it has no ladder path")
+        path_ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
+        title = f"dispatch {row.id}"
+        if fmt == "mermaid":
+            text = path_mermaid(path_ladder, entries, title=title)
+        else:
+            dot = dot_source(path_ladder, entries, title=title)
+            text = dot if fmt == "dot" else svg(dot)
     if output is None:
-        click.echo(text, nl=False)
+        if isinstance(text, bytes):
+            click.echo(text, nl=False)
+        else:
+            click.echo(text, nl=False)
+    elif isinstance(text, bytes):
+        output.write_bytes(text)
     else:
         output.write_text(text, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- demo
+_DEMO_LADDER = ("high-eur", "normal-eur", "low-eur")
+
+
+@main.command(short_help="Walk the ladder live on the real SLURM.")
+@click.option("--cap", type=click.FloatRange(min=1.0), default=5.0, show_default=True, help="Park cap per rung (s).")
+@click.option("--keep", is_flag=True, help="Keep the demo's temporary state dir (journal) and print its path.")
+def demo(cap: float, keep: bool) -> None:
+    """Walk the ladder live on the real SLURM: fill your high-eur GPU cap, submit 8 GPUs, watch it move on.
+
+    Needs a reachable SLURM with the fellows QoS tiers (scripts/dev-slurm up). It cancels its own jobs at the end.
+    """
+    console = _console()
+    workdir = Path(tempfile.mkdtemp(prefix="fellows-fsm-demo-"))
+    gcp = LaneConfig(
+        name="gcp",
+        command=(sys.executable, "-c", "print('demo: here the job would go to GCP as fsm-{dispatch_id}')"),
+    )
+    fellows = FellowsConfig(
+        qos=_DEMO_LADDER[0], qos_ladder=_DEMO_LADDER, park_cap_seconds=cap, poll_interval_seconds=1.0
+    )
+    config = Config(fellows=fellows, lanes=(gcp,), state_dir=workdir / "state", source="demo")
+    scheduler = make_scheduler(config)
+    if not isinstance(scheduler, SlurmScheduler):
+        raise SchedulerError(f"the demo runs on the real SLURM only, not on {type(scheduler).__name__}")
+    job_ids: list[str] = []
+    journal: Journal | None = None
+    error: FellowsError | None = None
+    try:
+        _demo_check_cluster(scheduler, console)
+        script = workdir / "sleep.sbatch"
+        script.write_text("#!/bin/bash\n#SBATCH --time=10:00\nsleep 300\n", encoding="utf-8")
+        job_args = (f"--chdir={workdir}", "--output=/dev/null")
+        console.rule("1. what the cluster grants you (fellows-fsm ladder)")
+        check = _job_spec("demo", script, gpus=8, time_limit_seconds=600)
+        console.print(ladder_table(ladder_report(config, read_grants(scheduler), check)))
+        console.rule("2. fill your own high-eur GPU cap (16) with two 8-GPU jobs")
+        job_ids += _demo_fill(scheduler, _job_spec("demo-blocker", script, 8, 600, job_args))
+        console.print(f"high-eur: jobs {', '.join(job_ids)} run 8 GPUs each, so your 16-GPU cap there is full")
+        console.rule("3. submit an 8-GPU job: it pends on high-eur, parks, walks to normal-eur, runs")
+        journal = Journal(config.journal_path)
+        error = _demo_walk(
+            Router(config, scheduler, journal), _job_spec("demo-train", script, 8, 600, job_args), console
+        )
+        console.rule("5. clean up")
+    finally:
+        if journal is not None:
+            job_ids += [j.job_id for r in journal.dispatches() for j in journal.jobs(r.id)]
+            journal.close()
+        _demo_clean_up(scheduler, job_ids, console)
+        if keep:
+            console.print(f"kept the demo's journal: {config.journal_path}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if error is not None:
+        raise error
+
+
+def _job_spec(
+    name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
+) -> JobSpec:
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through)."""
+    return JobSpec(
+        name=name,
+        script=str(script),
+        gpus=gpus,
+        time_limit_seconds=time_limit_seconds,
+        extra_args=tuple(extra_args),
+    )
+
+
+def _demo_fill(scheduler: SlurmScheduler, blocker: JobSpec) -> list[str]:
+    """Submit two 8-GPU jobs straight on high-eur through the port and wait until both run."""
+    run_id = uuid.uuid4().hex[:8]
+    ids = [scheduler.submit(blocker, qos="high-eur", token=f"fsm-demo-{run_id}-blocker{i}") for i in range(2)]
+    _demo_wait_running(scheduler, ids)
+    return ids
+
+
+def _demo_walk(router: Router, spec: JobSpec, console: Console) -> FellowsError | None:
+    """Dispatch ``spec``, follow it live, print its history; the error its outcome calls for, if any."""
+    journal = router.journal
+    handle = router.dispatch(spec)
+    console.print(
+        f"$ fellows-fsm submit {Path(spec.script).name}   (8 GPUs, --time 10:00: dispatch {handle.dispatch_id})"
+    )
+    _follow(router, handle.dispatch_id, console)
+    console.print(_summary(handle.dispatch_id, journal))
+    console.rule(f"4. fellows-fsm history {handle.dispatch_id}")
+    row = journal.dispatch(handle.dispatch_id)
+    assert row is not None
+    entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
+    console.print(history_table(row, entries))
+    return _outcome_error(journal, handle.dispatch_id)
+
+
+def _demo_check_cluster(scheduler: SlurmScheduler, console: Console) -> None:
+    conf = os.environ.get("SLURM_CONF", "(default)")
+    ping = scheduler.runner.run(("scontrol", "ping"))
+    if not ping.ok or "UP" not in ping.stdout:
+        raise SchedulerUnreachable(
+            f"SLURM does not answer (SLURM_CONF={conf}: {ping.message}); start the local one with "
+            '`scripts/dev-slurm up && eval "$(scripts/dev-slurm env)"`'
+        )
+    console.print(f"SLURM answers ({ping.stdout.strip()}; SLURM_CONF={conf})")
+
+
+def _demo_wait_running(scheduler: SlurmScheduler, job_ids: Sequence[str], timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        seen = scheduler.observe(job_ids)
+        if all(seen[j].phase is Phase.STARTED for j in job_ids):
+            return
+        if time.monotonic() > end:
+            states = ", ".join(f"{j}: {seen[j].state} {seen[j].reason or ''}".strip() for j in job_ids)
+            raise SchedulerError(
+                f"the demo's high-eur jobs did not start within {timeout:g} s ({states}); other jobs of yours "
+                "may hold the cap: `squeue --me`"
+            )
+        time.sleep(0.2)
+
+
+def _demo_clean_up(scheduler: SlurmScheduler, job_ids: Sequence[str], console: Console) -> None:
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            withdraw_job(scheduler, job_id)
+        except FellowsError as exc:
+            console.print(f"could not cancel job {job_id}: {exc}", style="red")
+    if job_ids:
+        console.print(f"cancelled the demo's jobs: {', '.join(dict.fromkeys(job_ids))}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -280,8 +280,8 @@ class LaneConfig:
 class RouterConfig:
     """The ``[router]`` table: lane order and how hard the poll loop may push the scheduler."""
 
-    order: tuple[str, ...] = attrs.field(default=("fellows", "gcp"), converter=tuple)
-    """The auto lane order: the free ladder first, then the paid fallback."""
+    order: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    """The auto lane order; default: 'fellows', then 'gcp' when a [lanes.gcp] table exists."""
     max_rung_changes_per_tick: int = 20
     """At most this many dispatches cancel and resubmit in one poll (no cancel/resubmit storms)."""
     controller_deadline: bool = True
@@ -296,7 +296,7 @@ class RouterConfig:
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
-        if not self.order or self.order[0] != "fellows":
+        if self.order is not None and (not self.order or self.order[0] != "fellows"):
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
             )
@@ -323,7 +323,7 @@ class Config:
 
     def __attrs_post_init__(self) -> None:
         names = [lane.name for lane in self.lanes]
-        for name in self.router.order[1:]:
+        for name in self.auto_order[1:]:
             if name not in names:
                 raise ConfigError(
                     f"{self.source}: [router] order names lane {name!r}, which has no [lanes.{name}] table"
@@ -333,6 +333,13 @@ class Config:
                     f"{self.source}: [router] order names {name!r}, which is manual_only; "
                     "remove it from the order (pin a dispatch to it instead)"
                 )
+
+    @property
+    def auto_order(self) -> tuple[str, ...]:
+        """The lanes a dispatch walks without a pin: [router] order, else fellows then gcp if configured."""
+        if self.router.order is not None:
+            return self.router.order
+        return ("fellows", "gcp") if any(lane.name == "gcp" for lane in self.lanes) else ("fellows",)
 
     def lane(self, name: str) -> LaneConfig:
         """The command lane called ``name``."""

@@ -437,8 +437,10 @@ class Dispatch:
         if self._find_lost_submit():
             return
         deadline = None
-        if self.controller_deadline and not self.pinned:
-            deadline = self.deadline + (self.spec.time_limit_seconds or 0)
+        if self.controller_deadline and not self.pinned and self.spec.time_limit_seconds is not None:
+            # Only with a time limit: SLURM drops a job that cannot END by the deadline, so without one
+            # (the partition's limit, possibly INFINITE) it could drop or truncate a job that would start.
+            deadline = self.deadline + self.spec.time_limit_seconds
         self.submit_uncertain = True
         try:
             job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=self.token(), deadline=deadline)
@@ -488,6 +490,9 @@ class Dispatch:
         if self.is_final:
             return False
         if self.on_rung:
+            if not self.history:
+                self.submit()  # journaled but never submitted (a crash, or SLURM down at dispatch time)
+                return False
             if self.job_id is None:
                 if self._find_lost_submit():
                     return True

@@ -247,7 +247,7 @@ class Router:
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch, handoffs: list[str], failures: list[str]) -> None:
         """Hand a dispatch that parked out of the whole ladder to the next lane in the auto order."""
-        following = self.config.router.order[1:]
+        following = self.config.auto_order[1:]
         if not following:
             self.journal.finish(d.id, state=d.state, label=d.label, outcome="no-fallback-lane", at=self.clock.now())
             del self.live[d.id]
@@ -319,9 +319,7 @@ class Router:
                 pinned=row.pinned,
                 controller_deadline=self.config.router.controller_deadline,
             )
-            if not d.history:
-                d.submit()  # journaled, but the crash came before its submit step: nothing was queued
-            self.live[d.id] = d
+            self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
             recovered.append(d.id)
         return recovered
 

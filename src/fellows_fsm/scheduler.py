@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -100,6 +100,10 @@ def classify_reason(reason: str | None) -> ReasonGroup:
     return ReasonGroup.OTHER
 
 
+def _str_tuple(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(items)
+
+
 @attrs.frozen
 class JobSpec:
     """What to run: an sbatch script and the resources the ladder must reason about."""
@@ -110,7 +114,7 @@ class JobSpec:
     gpus: int = 0
     time_limit_seconds: int | None = None
     """The job's ``--time``; None leaves the partition default."""
-    extra_args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    extra_args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """More sbatch options, passed through verbatim (argv items, never a shell string)."""
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from fellows_fsm import ConfigError, FellowsConfig
-from fellows_fsm.config import PARK_CAP_ENV
+from fellows_fsm.config import PARK_CAP_ENV, Config, LaneConfig, load_config
 
 
 def test_default_ladder_and_worst_case() -> None:
@@ -89,3 +90,35 @@ def test_config_is_frozen() -> None:
     config = FellowsConfig(park_cap_seconds=600)
     with pytest.raises(AttributeError):
         config.park_cap_seconds = 1  # type: ignore[misc]
+
+
+def test_default_auto_order_includes_gcp_only_when_configured(tmp_path: Path) -> None:
+    """Without a [lanes.gcp] table the auto order is fellows alone; with one, fellows then gcp."""
+    assert Config(state_dir=tmp_path).auto_order == ("fellows",)
+    gcp = LaneConfig(name="gcp", command=("gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"))
+    assert Config(lanes=(gcp,), state_dir=tmp_path).auto_order == ("fellows", "gcp")
+
+
+def test_lane_command_with_unknown_placeholder_is_refused() -> None:
+    """A lane command naming a placeholder that does not exist is refused, naming it and the known ones."""
+    with pytest.raises(ConfigError, match=r"\[lanes.gcp\] command uses placeholder \{jobid\}.*\{dispatch_id\}"):
+        LaneConfig(name="gcp", command=("sky", "launch", "{jobid}"))
+
+
+def test_lane_command_given_as_a_shell_string_is_refused() -> None:
+    """A lane command must be an argv list; a shell string is refused with an example."""
+    with pytest.raises(ConfigError, match=r"must be a non-empty list of arguments \(argv, never a shell string\)"):
+        LaneConfig(name="gcp", command="gcloud batch jobs submit x")  # type: ignore[arg-type]
+
+
+def test_toml_errors_name_the_file_and_key(tmp_path: Path) -> None:
+    """A TOML file with a bad value is refused naming the file, the table, the key and the value."""
+    path = tmp_path / "fellows.toml"
+    path.write_text('[fellows]\nqos_ladder = ["normal-eur", "high-eur"]\n')
+    with pytest.raises(ConfigError, match=rf"{path}: \[fellows\]: qos_ladder=\['normal-eur', 'high-eur'\]"):
+        load_config(path)
+    path.write_text("[fellows\n")
+    with pytest.raises(ConfigError, match=rf"{path}: not valid TOML"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")

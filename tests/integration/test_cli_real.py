@@ -1,0 +1,174 @@
+"""The fellows-fsm command line as a user runs it (a subprocess) against the real local SLURM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO, Cluster, QueueRow
+
+pytestmark = pytest.mark.slurm
+
+FELLOWS_FSM = REPO / ".venv" / "bin" / "fellows-fsm"
+CAP = 3.0
+
+
+def _config(tmp_path: Path, cap: float = CAP) -> Path:
+    """A config with short park caps, a quick poll, and a gcp lane that only writes a ledger."""
+    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+    command = json.dumps([sys.executable, "-c", code, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
+    path = tmp_path / "fellows.toml"
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n\n'
+        f"[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n\n"
+        f"[lanes.gcp]\ncommand = {command}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _cli(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run fellows-fsm with ``config`` (SLURM_CONF comes from the session fixture's environment)."""
+    return subprocess.run(
+        [str(FELLOWS_FSM), "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    return json.loads(result.stdout)
+
+
+def _submit_args(slurm: Cluster, *flags: str, seconds: int = 300) -> list[str]:
+    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(seconds), "--", *slurm.job_args()]
+
+
+def _jobs(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
+    """The jobs whose comment carries the dispatch's rung tokens, oldest first."""
+    prefix = f"fsm-{dispatch_id}-r"
+    return sorted((r for r in slurm.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
+
+
+def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Path) -> None:
+    """With 16 high-eur GPUs of the user running, submit parks on QOSMaxGRESPerUser and runs on normal-eur."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path)
+    started = time.monotonic()
+    out = _json(_cli(config, *_submit_args(slurm, "--json")))
+    assert time.monotonic() - started < CAP + 20
+
+    assert (out["state"], out["lane"], out["qos"]) == ("RUNNING", "fellows", "normal-eur")
+    jobs = _jobs(slurm, out["dispatch_id"])
+    assert [(j.qos, j.state, j.ever_ran) for j in jobs] == [
+        ("high-eur", "CANCELLED", False),
+        ("normal-eur", "RUNNING", True),
+    ]
+    assert jobs[1].job_id == out["slurm_job_id"]
+
+    history = _json(_cli(config, "history", out["dispatch_id"], "--json"))
+    assert [(h["trigger"], h["to"]) for h in history] == [
+        ("submit", "SUBMITTED(high-eur)"),
+        ("park", "PARKED"),
+        ("cancel", "CANCELLED"),
+        ("resubmit", "RESUBMITTED(normal-eur)"),
+        ("start", "RUNNING"),
+    ]
+    assert history[1]["reason"] == "QOSMaxGRESPerUser"
+    assert [h["slurm_job_id"] for h in history][::3] == [jobs[0].job_id, jobs[1].job_id]
+    assert not (tmp_path / "gcp.ledger").exists()
+
+
+def test_detached_dispatch_is_driven_by_watch(slurm: Cluster, tmp_path: Path) -> None:
+    """submit --detach returns at once; status reads it; watch drives it until it runs."""
+    config = _config(tmp_path)
+    detached = _cli(config, *_submit_args(slurm, "--detach"))
+    assert detached.returncode == 0, detached.stderr
+    dispatch_id = detached.stdout.strip()
+    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    assert row["state"] == "SUBMITTED(high-eur)"
+    assert row["slurm_job_id"] is not None
+
+    [done] = _json(_cli(config, "watch", "--json"))
+    assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "high-eur")
+    assert slurm.row(done["slurm_job_id"]).state == "RUNNING"
+
+
+def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Path) -> None:
+    """A submit killed (SIGKILL) while parked on high-eur leaves a journal that watch finishes, one job running."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path, cap=4.0)
+    argv = [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--json")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rows: list[dict[str, Any]] = []
+
+        def pending_on_high_eur() -> bool:
+            result = _cli(config, "status", "--json")
+            rows[:] = json.loads(result.stdout) if result.returncode == 0 else []
+            return bool(rows) and rows[0]["slurm_job_id"] is not None
+
+        slurm.wait_for(pending_on_high_eur, "the dispatch to be queued on high-eur", timeout=20, tick=0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+    dispatch_id = rows[0]["dispatch_id"]
+    assert rows[0]["state"] == "SUBMITTED(high-eur)"
+
+    [done] = _json(_cli(config, "watch", "--json"))
+    assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "normal-eur")
+    live = [j for j in _jobs(slurm, dispatch_id) if j.state in ("PENDING", "RUNNING")]
+    assert [(j.qos, j.state) for j in live] == [("normal-eur", "RUNNING")]
+
+
+def test_cancel_withdraws_a_pending_dispatch(slurm: Cluster, tmp_path: Path) -> None:
+    """cancel scancels the pinned, pending job on the cluster and marks the dispatch withdrawn."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path)
+    detached = _cli(config, *_submit_args(slurm, "--detach", "--pin", "fellows"))
+    assert detached.returncode == 0, detached.stderr
+    dispatch_id = detached.stdout.strip()
+    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    job_id = row["slurm_job_id"]
+    slurm.wait_for(lambda: slurm.row(job_id).reason == "QOSMaxGRESPerUser", "the job to pend on its cap")
+
+    cancelled = _cli(config, "cancel", dispatch_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    slurm.wait_for(lambda: slurm.row(job_id).state == "CANCELLED", f"job {job_id} to be cancelled")
+    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    assert (row["state"], row["final"], row["outcome"]) == ("WITHDRAWN", True, "withdrawn")
+
+
+def test_ladder_reads_the_real_grants(slurm: Cluster, tmp_path: Path) -> None:
+    """ladder --json shows the dev cluster's QoS limits and skips rungs a 32-GPU job can never fit."""
+    out = _json(_cli(_config(tmp_path), "ladder", "--json", "--gpus", "32"))
+    rungs = {r["qos"]: r for r in out["ladder"]}
+    assert rungs["high-eur"]["max_gpus_per_user"] == 16
+    assert not rungs["high-eur"]["usable"]
+    assert not rungs["normal-eur"]["usable"]
+    assert rungs["low-eur"]["usable"]
+    assert any("skipping high-eur" in w for w in out["warnings"])
+
+
+def test_demo_walks_the_ladder_and_cleans_up(slurm: Cluster) -> None:
+    """`fellows-fsm demo` parks on high-eur (QOSMaxGRESPerUser), runs on normal-eur, and leaves no job behind."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(FELLOWS_FSM), "demo", "--cap", "3"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert time.monotonic() - started < 60
+    assert "QOSMaxGRESPerUser" in result.stdout
+    assert "is RUNNING on normal-eur" in result.stdout
+    slurm.wait_for(lambda: not slurm.live_ids(), "the demo's jobs to be gone", timeout=20)

@@ -1,0 +1,625 @@
+"""The fellows-fsm command line through its entry point (CliRunner) on the shipped fake port: outputs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, view
+from fellows_fsm.config import FellowsConfig, load_config
+from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.journal import Journal
+from fellows_fsm.scheduler import ReasonGroup
+from fellows_fsm.slurm import Association, Grants, QosInfo
+
+CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
+PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
+DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "outcome"}
+HISTORY_KEYS = {"at", "from", "to", "trigger", "qos", "slurm_job_id", "reason", "note"}
+
+
+class SchedulingFake(FakeScheduler):
+    """The fake cluster, scheduling its queue before every observation as slurmctld would between polls."""
+
+    def __init__(self, *, scheduling: bool = True, **kwargs: object) -> None:
+        super().__init__(SystemClock(), **kwargs)  # type: ignore[arg-type]
+        self.scheduling = scheduling
+
+    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        """Schedule (if on), then observe."""
+        if self.scheduling and not self.unreachable:
+            self.schedule()
+        return super().observe(job_ids)
+
+
+def _config_text(state_dir: Path, ledger: Path, *, fail_gcp: bool = False, extra: str = "") -> str:
+    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+    if fail_gcp:
+        code += "; sys.exit('quota exceeded in europe-west4')"
+    command = json.dumps([sys.executable, "-c", code, str(ledger), "{dispatch_id}"])
+    return f"""
+state_dir = "{state_dir}"
+
+[fellows]
+park_cap_seconds = 0.3
+poll_interval_seconds = 0.05
+{extra}
+
+[lanes.gcp]
+command = {command}
+"""
+
+
+@pytest.fixture
+def fake() -> SchedulingFake:
+    """A fake cluster with the fellows per-user GPU caps and 64 GPUs, scheduling before each poll."""
+    return SchedulingFake(qos_priority=PRIORITY, qos_gpu_caps=CAPS, total_gpus=64)
+
+
+GRANTS = Grants(
+    user="me",
+    associations=(
+        Association("fellows", "lab-acct", "me", "", frozenset({"high-eur", "normal-eur", "low-eur"}), "normal-eur"),
+    ),
+    qos={
+        "high-eur": QosInfo("high-eur", 100000, 7 * 86400, 16),
+        "normal-eur": QosInfo("normal-eur", 50000, 7 * 86400, 16),
+        "low-eur": QosInfo("low-eur", 10000, 14 * 86400, None),
+        "dev-eur": QosInfo("dev-eur", 200000, 86400, 8),
+    },
+)
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -> Path:
+    """A config with 0.3 s park caps and a ledger gcp lane in tmp_path, and the seam pointed at the fake."""
+    config = tmp_path / "fellows.toml"
+    config.write_text(_config_text(tmp_path / "state", tmp_path / "gcp.ledger"), encoding="utf-8")
+    monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "make_scheduler", lambda config: fake)
+    monkeypatch.setattr(cli, "read_grants", lambda scheduler: GRANTS)
+
+    def withdraw(scheduler: object, job_id: str) -> None:
+        if fake.jobs[job_id].state in ("PENDING", "RUNNING"):
+            fake.end(job_id, "CANCELLED")
+
+    monkeypatch.setattr(cli, "withdraw_job", withdraw)
+    return tmp_path
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    """An sbatch script asking for 8 GPUs, an hour, and a job name."""
+    path = tmp_path / "train.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\n#SBATCH --time=1:00:00\n#SBATCH -J train\nsleep 1\n")
+    return path
+
+
+def run(*args: str) -> Result:
+    """Invoke fellows-fsm with ``args`` in-process."""
+    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
+
+
+def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
+    """Run the user's own 8-GPU jobs on ``qos`` so that its per-user GPU cap is full."""
+    for _ in range(gpus // 8):
+        fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
+
+
+def ledger(env: Path) -> list[str]:
+    """The dispatch ids the gcp lane's command was run for."""
+    path = env / "gcp.ledger"
+    return path.read_text().split() if path.exists() else []
+
+
+def one_error_line(result: Result) -> str:
+    """The single stderr line of a failed command (and no traceback)."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    assert lines[0].startswith("fellows-fsm: error: ")
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- submit
+def test_submit_walks_to_normal_eur_and_prints_json(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """With the user's high-eur cap full, submit --json follows the dispatch to RUNNING on normal-eur."""
+    fill(fake, "high-eur")
+    result = run("submit", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out.keys() >= DISPATCH_KEYS
+    assert (out["state"], out["lane"], out["qos"], out["final"]) == ("RUNNING", "fellows", "normal-eur", True)
+    assert fake.jobs[out["slurm_job_id"]].qos == "normal-eur"
+    assert ledger(env) == []
+
+
+def test_submit_live_view_ends_with_the_final_frame_and_a_summary(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """Without --json, the live view's last frame and a one-line summary go to stdout."""
+    fill(fake, "high-eur")
+    result = run("submit", str(script))
+    assert result.exit_code == 0, result.output
+    assert "RUNNING" in result.stdout
+    assert "normal-eur" in result.stdout
+    assert "QOSMaxGRESPerUser" in result.stdout  # the park step, in the tail of steps under the panel
+    assert result.stdout.strip().splitlines()[-1].startswith("dispatch ")
+    assert "is RUNNING on normal-eur as SLURM job" in result.stdout
+
+
+def test_submit_parks_out_of_every_rung_and_hands_off_to_gcp(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """When no rung ever starts the job, the gcp command runs once and submit exits 0 with lane gcp."""
+    fake.scheduling = False
+    result = run("submit", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["state"], out["lane"], out["outcome"]) == ("FAILED_TO_GCP", "gcp", "handed-off")
+    assert ledger(env) == [out["dispatch_id"]]
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+    assert not fake.live_jobs()
+
+
+def test_submit_gcp_failure_exits_8_with_one_line(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A failing gcp command ends submit with exit 8 and the command's own last words on one line."""
+    fake.scheduling = False
+    (env / "fellows.toml").write_text(_config_text(env / "state", env / "gcp.ledger", fail_gcp=True))
+    result = run("submit", "--json", str(script))
+    assert result.exit_code == 8
+    assert json.loads(result.stdout)["outcome"] == "handoff-failed"
+    assert "quota exceeded in europe-west4" in one_error_line(result)
+
+
+def test_submit_pin_gcp_hands_off_at_once(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--pin gcp never touches SLURM: the gcp command runs and the dispatch is HANDED_OFF."""
+    result = run("submit", "--pin", "gcp", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["state"], out["lane"], out["slurm_job_id"]) == ("HANDED_OFF", "gcp", None)
+    assert ledger(env) == [out["dispatch_id"]]
+    assert fake.jobs == {}
+
+
+def test_submit_detach_prints_the_id_and_watch_drives_it(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--detach prints only the dispatch id; watch --once polls it, watch drives it to RUNNING."""
+    fake.scheduling = False
+    result = run("submit", "--detach", str(script))
+    assert result.exit_code == 0, result.output
+    dispatch_id = result.stdout.strip()
+    assert len(dispatch_id) == 12
+    once = run("watch", "--once", "--json")
+    assert once.exit_code == 0, once.output
+    assert [d["state"] for d in json.loads(once.stdout)] == ["SUBMITTED(high-eur)"]
+    fake.scheduling = True
+    done = run("watch", "--json")
+    assert done.exit_code == 0, done.output
+    [out] = json.loads(done.stdout)
+    assert (out["dispatch_id"], out["state"], out["qos"]) == (dispatch_id, "RUNNING", "high-eur")
+    assert run("watch").stdout.startswith("no live dispatches")
+
+
+def test_next_submit_drives_detached_dispatches(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A submit that follows its own dispatch also drives the ones detached before it."""
+    fake.scheduling = False
+    first = run("submit", "--detach", str(script)).stdout.strip()
+    fake.scheduling = True
+    assert run("submit", str(script)).exit_code == 0
+    [row] = json.loads(run("status", first, "--json").stdout)
+    assert row["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ((), ("train", 8, 3600)),
+        (("--gpus", "2"), ("train", 2, 3600)),
+        (("--time", "30"), ("train", 8, 1800)),
+        (("--name", "other", "--gpus", "0", "--time", "1-00:00:00"), ("other", 0, 86400)),
+    ],
+    ids=["script-defaults", "gpus-flag-wins", "time-flag-wins", "all-flags-win"],
+)
+def test_submit_reads_sbatch_lines_and_flags_win(
+    env: Path, fake: SchedulingFake, script: Path, flags: tuple[str, ...], expected: tuple[str, int, int]
+) -> None:
+    """#SBATCH --gres/--time/-J are the defaults; --gpus, --time and --name override them."""
+    result = run("submit", "--detach", *flags, str(script), "--", "--mem=4G", "--chdir=/tmp")
+    assert result.exit_code == 0, result.output
+    [job] = fake.jobs.values()
+    assert (job.spec.name, job.spec.gpus, job.spec.time_limit_seconds) == expected
+    assert job.spec.extra_args == ("--mem=4G", "--chdir=/tmp")
+    assert job.spec.script == str(script.resolve())
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ("#SBATCH --gres=gpu:8\n#SBATCH --time=2:00:00\n#SBATCH --job-name=a", (8, 7200, "a")),
+        ("#SBATCH --gres gpu:a100:4 -t 90\n#SBATCH -J b", (4, 5400, "b")),
+        ("#SBATCH --gpus=h100:3 --time 1-00:00\n", (3, 86400, None)),
+        ("#SBATCH -G 2\n#SBATCH -t10:00", (2, 600, None)),
+        ("#SBATCH --gres=gpu:1\n#SBATCH --gres=gpu:2", (2, None, None)),
+        ("echo hi\n#SBATCH --gres=gpu:8", (None, None, None)),
+        ("#SBATCH --gres=shard:4 --mem=4G", (None, None, None)),
+    ],
+    ids=["long-forms", "spaces-and-short", "gpus-typed", "short-glued", "last-wins", "stops-at-command", "no-gpu"],
+)
+def test_read_script_defaults(tmp_path: Path, lines: str, expected: tuple[int | None, int | None, str | None]) -> None:
+    """The #SBATCH header is read like sbatch reads it: long and short forms, last one wins, stop at a command."""
+    path = tmp_path / "job.sbatch"
+    path.write_text(f"#!/bin/bash\n{lines}\nsrun true\n")
+    got = cli.read_script_defaults(path)
+    assert (got.gpus, got.time_limit_seconds, got.name) == expected
+
+
+def test_bad_time_in_script_is_a_usage_error(env: Path, tmp_path: Path) -> None:
+    """An unparseable #SBATCH --time exits 2 naming the file, line and value."""
+    path = tmp_path / "bad.sbatch"
+    path.write_text("#!/bin/bash\n#SBATCH --time=soon\nsleep 1\n")
+    result = run("submit", str(path))
+    assert result.exit_code == 2
+    assert "bad.sbatch:2" in result.stderr
+    assert "'soon'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("submit", "--intent", "bogus", "x.sbatch"), ("submit", "missing.sbatch"), ("history",), ("nonsense",)],
+    ids=["bad-choice", "missing-script", "missing-argument", "unknown-command"],
+)
+def test_usage_errors_exit_2(env: Path, args: tuple[str, ...]) -> None:
+    """Usage errors are click's: exit 2."""
+    assert run(*args).exit_code == 2
+
+
+def test_unknown_pin_is_a_config_error(env: Path, script: Path) -> None:
+    """--pin naming no configured lane exits 3 and lists the known lanes."""
+    result = run("submit", "--pin", "runpod", str(script))
+    assert result.exit_code == 3
+    assert "known lanes: fellows, gcp" in one_error_line(result)
+
+
+def test_unreachable_slurm_at_submit_exits_6(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """When SLURM does not answer the first submit, submit exits 6 and the dispatch stays journaled for watch."""
+    fake.unreachable = True
+    result = run("submit", str(script))
+    assert result.exit_code == 6
+    assert "fellows-fsm watch" in one_error_line(result)
+    fake.unreachable = False
+    [row] = json.loads(run("status", "--json").stdout)
+    assert (row["final"], row["slurm_job_id"]) == (False, None)
+
+
+def test_watch_once_exits_6_when_slurm_does_not_answer(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """watch --once reports an unanswered poll with exit 6 and changes nothing."""
+    fake.scheduling = False
+    run("submit", "--detach", str(script))
+    fake.unreachable = True
+    result = run("watch", "--once")
+    assert result.exit_code == 6
+    assert "did not answer" in one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    ("toml", "words"),
+    [
+        ('[fellows]\npark_cap_seconds = "ten"\n', ["fellows.toml", "park_cap_seconds", "'ten'"]),
+        ("[fellows]\nqos_ladder = ['normal-eur']\n", ["fellows.toml", "qos_ladder", "high-eur"]),
+        ("[fellows\n", ["fellows.toml", "not valid TOML"]),
+        ("[fellows]\nbogus = 1\n", ["fellows.toml", "unknown key 'bogus'"]),
+    ],
+    ids=["not-a-number", "ladder-not-starting-on-qos", "bad-toml", "unknown-key"],
+)
+def test_config_errors_exit_3_naming_file_key_and_value(env: Path, toml: str, words: list[str]) -> None:
+    """A wrong config exits 3 with one line naming the file, the key and the bad value."""
+    (env / "fellows.toml").write_text(toml)
+    result = run("config", "check")
+    assert result.exit_code == 3
+    line = one_error_line(result)
+    for word in words:
+        assert word in line
+
+
+def test_park_cap_env_var_sets_the_default(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EPS_FELLOWS_QUEUE_WAIT_SECONDS sets the park cap when the config does not."""
+    monkeypatch.setenv("EPS_FELLOWS_QUEUE_WAIT_SECONDS", "42")
+    toml = (env / "fellows.toml").read_text().replace("park_cap_seconds = 0.3\n", "")
+    (env / "fellows.toml").write_text(toml)
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "42s" in result.stdout
+
+
+def test_config_option_beats_the_env_var(env: Path, tmp_path: Path) -> None:
+    """--config (before or after the command) wins over FELLOWS_FSM_CONFIG."""
+    other = tmp_path / "other.toml"
+    other.write_text((env / "fellows.toml").read_text().replace("park_cap_seconds = 0.3", "park_cap_seconds = 77"))
+    for args in (("--config", str(other), "config", "check"), ("config", "check", "--config", str(other))):
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert "1m 17s" in result.stdout
+
+
+def test_config_check_prints_ladder_caps_lanes_and_worst_case(env: Path) -> None:
+    """config check exits 0 and prints the rungs with their caps, the lanes and the worst case."""
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    for word in ("high-eur", "normal-eur", "low-eur", "gcp", "worst case", "config OK"):
+        assert word in result.stdout
+
+
+def test_debug_shows_the_traceback(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--debug lets the error through (a traceback) instead of the one-line message."""
+    fake.unreachable = True
+    result = CliRunner().invoke(cli.main, ["--debug", "submit", str(script)])
+    assert result.exit_code != 0
+    assert type(result.exception).__name__ == "SchedulerUnreachable"
+
+
+# --------------------------------------------------------------------------- status, history
+def test_status_lists_dispatches_with_the_documented_keys(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """status --json is a list of objects with the dispatch keys; the table names each dispatch."""
+    fake.scheduling = False
+    ids = [run("submit", "--detach", str(script)).stdout.strip() for _ in range(2)]
+    result = run("status", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    assert [r["dispatch_id"] for r in rows] == ids
+    assert all(r.keys() >= DISPATCH_KEYS for r in rows)
+    assert all(r["state"] == "SUBMITTED(high-eur)" for r in rows)
+    table = run("status").stdout
+    assert all(i in table for i in ids)
+
+
+def test_status_reads_while_another_router_drives(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """status works while another process holds the journal's driver lock."""
+    fake.scheduling = False
+    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    try:
+        result = run("status", dispatch_id[:6], "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
+        submit = run("submit", str(script))
+        assert submit.exit_code == 7
+        assert "driven by another router" in one_error_line(submit)
+    finally:
+        driver.close()
+
+
+def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
+    """An unknown dispatch id exits 2 and points at `fellows-fsm status`."""
+    result = run("status", "nosuchid")
+    assert result.exit_code == 2
+    assert "fellows-fsm status" in result.stderr
+
+
+def test_history_json_has_every_transition_with_reason(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """history --json lists submit, park (QOSMaxGRESPerUser), cancel, resubmit, start with UTC ISO times."""
+    fill(fake, "high-eur")
+    dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    result = run("history", dispatch_id, "--json")
+    assert result.exit_code == 0
+    entries = json.loads(result.stdout)
+    assert all(set(e) == HISTORY_KEYS for e in entries)
+    assert [(e["trigger"], e["to"]) for e in entries] == [
+        ("submit", "SUBMITTED(high-eur)"),
+        ("park", "PARKED"),
+        ("cancel", "CANCELLED"),
+        ("resubmit", "RESUBMITTED(normal-eur)"),
+        ("start", "RUNNING"),
+    ]
+    assert entries[0]["from"] is None
+    assert entries[1]["reason"] == "QOSMaxGRESPerUser"
+    assert entries[0]["slurm_job_id"] is not None
+    assert entries[3]["slurm_job_id"] not in (None, entries[0]["slurm_job_id"])
+    assert all(e["at"].endswith("+00:00") for e in entries)
+    table = run("history", dispatch_id).stdout
+    assert "your own high-eur GPU cap is full" in table
+
+
+# --------------------------------------------------------------------------- cancel
+def test_cancel_withdraws_a_pending_dispatch(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """cancel scancels the dispatch's job, marks it final (withdrawn), and a later watch never resubmits it."""
+    fake.scheduling = False
+    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    [job] = fake.jobs.values()
+    result = run("cancel", dispatch_id)
+    assert result.exit_code == 0, result.output
+    assert job.state == "CANCELLED"
+    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
+    assert (row["state"], row["final"], row["outcome"]) == ("WITHDRAWN", True, "withdrawn")
+    assert run("watch").stdout.startswith("no live dispatches")
+    assert len(fake.jobs) == 1
+    history = json.loads(run("history", dispatch_id, "--json").stdout)
+    assert history[-1]["trigger"] == "withdraw"
+
+
+def test_cancel_a_running_dispatch_cancels_its_job(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """cancel works whatever the state: a RUNNING dispatch's job is cancelled too."""
+    dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    [job] = fake.jobs.values()
+    assert job.state == "RUNNING"
+    assert run("cancel", dispatch_id).exit_code == 0
+    assert job.state == "CANCELLED"
+
+
+def test_cancel_refuses_while_a_router_drives(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """cancel needs the driver lock (a running watch would resubmit): exit 7 while another router holds it."""
+    fake.scheduling = False
+    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    try:
+        result = run("cancel", dispatch_id)
+    finally:
+        driver.close()
+    assert result.exit_code == 7
+    assert "driven by another router" in one_error_line(result)
+
+
+def test_cancel_a_handed_off_dispatch_is_refused(env: Path, script: Path) -> None:
+    """A dispatch already handed to gcp cannot be taken back: exit 1 naming the lane."""
+    dispatch_id = json.loads(run("submit", "--pin", "gcp", "--json", str(script)).stdout)["dispatch_id"]
+    result = run("cancel", dispatch_id)
+    assert result.exit_code == 1
+    assert "handed to lane gcp" in one_error_line(result)
+
+
+# --------------------------------------------------------------------------- ladder
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        ((), None),
+        (("--gpus", "32"), "skipping high-eur"),
+        (("--time", "10-00:00:00"), "MaxWall"),
+    ],
+    ids=["fits-everywhere", "over-per-user-cap", "over-max-wall"],
+)
+def test_ladder_json_reports_grants_rungs_and_warnings(env: Path, args: tuple[str, ...], warning: str | None) -> None:
+    """ladder --json shows the granted QoS, each rung with its verdict, and why a job could never fit."""
+    result = run("ladder", "--json", *args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert {"user", "granted", "ladder", "warnings", "worst_case_seconds"} <= out.keys()
+    assert [r["qos"] for r in out["ladder"]] == ["high-eur", "normal-eur", "low-eur"]
+    assert out["worst_case_seconds"] == pytest.approx(0.9)
+    if warning is None:
+        assert out["warnings"] == []
+        assert all(r["usable"] for r in out["ladder"])
+    else:
+        assert any(warning in w for w in out["warnings"])
+        assert not out["ladder"][0]["usable"]
+
+
+def test_ladder_warns_about_an_ungranted_qos(env: Path) -> None:
+    """A QoS in qos_ladder that the user is not granted is a warning in the table, not a crash."""
+    toml = (
+        (env / "fellows.toml")
+        .read_text()
+        .replace("[fellows]\n", "[fellows]\nqos_ladder = ['high-eur', 'normal-eur', 'gold-eur']\n")
+    )
+    (env / "fellows.toml").write_text(toml)
+    result = run("ladder")
+    assert result.exit_code == 0, result.output
+    assert "gold-eur is in qos_ladder but not granted" in " ".join(result.stdout.split())
+
+
+# --------------------------------------------------------------------------- diagram
+def test_diagram_reference_formats(env: Path, tmp_path: Path) -> None:
+    """mermaid and markdown without --dispatch are the reference diagram and docs page."""
+    assert run("diagram").stdout == mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    out = tmp_path / "page.md"
+    assert run("diagram", "--format", "markdown", "-o", str(out)).exit_code == 0
+    assert out.read_text() == state_diagram_page()
+
+
+def test_diagram_of_a_dispatch_marks_its_path(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--dispatch marks the visited states and taken edges with their times, the final state as current."""
+    fill(fake, "high-eur")
+    dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    text = run("diagram", "--dispatch", dispatch_id).stdout
+    assert f"title: dispatch {dispatch_id}" in text
+    assert "class RUNNING current" in text
+    assert "class SUBMITTED_high_eur,PARKED,CANCELLED,RESUBMITTED_normal_eur visited" in text
+    taken = [line for line in text.splitlines() if "✔" in line]
+    assert len(taken) == 5  # submit, park, cancel, resubmit, start
+    assert not any("RESUBMITTED_low_eur" in line for line in taken)
+
+
+def test_diagram_dot_of_a_dispatch(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--format dot draws the path in Graphviz DOT (skipped without the graphviz extra)."""
+    pytest.importorskip("graphviz")
+    fill(fake, "high-eur")
+    dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    result = run("diagram", "--format", "dot", "--dispatch", dispatch_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f'digraph "dispatch {dispatch_id}"')
+    assert "penwidth=2.5" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("fmt", "missing", "words"),
+    [("dot", "find_spec", "pip install 'fellows-fsm[graphviz]'"), ("svg", "which", "apt-get install graphviz")],
+    ids=["dot-without-python-graphviz", "svg-without-dot"],
+)
+def test_diagram_names_what_to_install(
+    env: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, missing: str, words: str
+) -> None:
+    """Without graphviz, dot and svg fail with one line naming what to install."""
+    if missing == "find_spec":
+        monkeypatch.setattr(view, "find_spec", lambda name: None)
+    else:
+        pytest.importorskip("graphviz")
+        monkeypatch.setattr(view.shutil, "which", lambda name: None)
+    result = run("diagram", "--format", fmt)
+    assert result.exit_code == 1
+    assert words in one_error_line(result)
+
+
+# --------------------------------------------------------------------------- demo, entry points, words
+def test_demo_refuses_the_fake(env: Path) -> None:
+    """The demo runs on the real SLURM only: with a fake port it exits 5 and says so."""
+    result = run("demo")
+    assert result.exit_code == 5
+    assert "real SLURM only" in one_error_line(result)
+
+
+def test_python_dash_m_runs_the_same_cli() -> None:
+    """`python -m fellows_fsm --help` lists the commands."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fellows_fsm", "--help"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    for command in ("submit", "watch", "status", "history", "ladder", "diagram", "cancel", "config", "demo"):
+        assert command in out
+
+
+@pytest.mark.parametrize(
+    ("reason", "words"),
+    [
+        ("QOSMaxGRESPerUser", "your own high-eur GPU cap is full"),
+        ("QOSMaxCpuPerUserLimit", "your own high-eur limit is reached"),
+        ("Resources", "free GPUs"),
+        ("Priority", "higher-priority"),
+        ("QOSMaxWallDurationPerJobLimit", "MaxWall"),
+        ("InvalidQOS", "refuses high-eur"),
+        ("JobHeldUser", "scontrol release 42"),
+        (None, "has not looked at it yet"),
+        ("SomethingNew", "pending"),
+    ],
+    ids=["own-gpu-cap", "own-other-cap", "resources", "priority", "never-fits", "invalid", "held", "none", "other"],
+)
+def test_explain_reason_in_plain_words(reason: str | None, words: str) -> None:
+    """Each pending reason reads as a short sentence about the rung."""
+    assert words in view.explain_reason(reason, "high-eur", "42")
+
+
+def test_every_reason_group_has_words() -> None:
+    """No reason group falls through without a sentence."""
+    assert set(view._GROUP_WORDS) == set(ReasonGroup)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (4.2, "5s"), (65, "1m 05s"), (3723, "1h 02m 03s"), (2 * 86400 + 3 * 3600, "2d 03h 00m")],
+    ids=["zero", "rounds-up", "minutes", "hours", "days"],
+)
+def test_span_reads_like_a_countdown(seconds: float, text: str) -> None:
+    """Durations read as short countdowns."""
+    assert view.span(seconds) == text
+
+
+def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/fellows.toml is a valid config: config check exits 0 with its gcp lane."""
+    monkeypatch.delenv("FELLOWS_FSM_CONFIG", raising=False)
+    example = Path(__file__).resolve().parents[2] / "examples" / "fellows.toml"
+    result = run("config", "check", "--config", str(example))
+    assert result.exit_code == 0, result.output
+    assert "gcloud batch jobs submit fsm-{dispatch_id}" in result.stdout
