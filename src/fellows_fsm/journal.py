@@ -140,15 +140,24 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
+            # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
+                self._db.close()
                 raise JournalError(
                     f"journal {self.path} has schema version {version}, this fellows-fsm reads "
                     f"{SCHEMA_VERSION}; use the fellows-fsm that wrote it or move the file aside"
                 )
+            tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if version == 0 and tables:
+                self._db.close()
+                raise JournalError(
+                    f"journal {self.path} is an SQLite file but not a fellows-fsm journal; "
+                    "point state_dir elsewhere or move the file aside"
+                )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
             if version == 0:
                 self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()

@@ -1,0 +1,109 @@
+"""The journal: write-ahead rows, one driver at a time, clear errors that change nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
+from fellows_fsm.journal import Journal
+
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+
+
+def test_corrupt_journal_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    """A file that is not an SQLite journal gives a JournalError naming it, and its bytes stay as they were."""
+    path = tmp_path / "journal.sqlite3"
+    garbage = b"this is not a database\x00\x01" * 100
+    path.write_bytes(garbage)
+    with pytest.raises(JournalError, match=rf"journal {path} is unreadable or corrupt .*move it aside"):
+        Journal(path)
+    assert path.read_bytes() == garbage
+
+
+def test_unreadable_journal_is_refused(tmp_path: Path) -> None:
+    """A journal path that cannot be opened (a directory) gives a JournalError naming it."""
+    path = tmp_path / "journal.sqlite3"
+    path.mkdir()
+    with pytest.raises(JournalError, match=rf"journal {path}"):
+        Journal(path)
+
+
+def test_journal_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    """A journal with an unknown schema version is refused, naming both versions, and left untouched."""
+    path = tmp_path / "journal.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=99")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="schema version 99"):
+        Journal(path)
+    assert path.read_bytes() == before
+
+
+def test_second_driver_is_refused_and_the_first_keeps_driving(tmp_path: Path) -> None:
+    """While one Journal drives, a second acquire names the holder; after release it succeeds."""
+    first = Journal(tmp_path / "j.sqlite3")
+    first.acquire_driver()
+    second = Journal(tmp_path / "j.sqlite3")
+    with pytest.raises(JournalError, match=r"driven by another router \(pid \d+ on .+\)"):
+        second.acquire_driver()
+    first.release_driver()
+    second.acquire_driver()
+    second.close()
+    first.close()
+
+
+def test_steps_are_committed_before_the_side_effect(tmp_path: Path) -> None:
+    """The submit step is readable by another connection before the scheduler is called."""
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    seen: list[list[str]] = []
+
+    class Spy(FakeScheduler):
+        def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
+            other = sqlite3.connect(path)
+            seen.append([r[0] for r in other.execute("SELECT trigger FROM transitions")])
+            other.close()
+            return super().submit(spec, qos=qos, token=token, deadline=deadline)
+
+    with freeze_time("2026-11-30 12:00:00"):
+        d = Dispatch("w1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, Spy(), recorder=journal)
+        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        d.submit()
+    assert seen == [["submit"]]
+    assert [j.job_id for j in journal.jobs("w1")] == [d.job_id]
+    journal.close()
+
+
+def test_steps_round_trip(tmp_path: Path) -> None:
+    """Every journaled step reads back equal, in order."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    fake = FakeScheduler()
+    with freeze_time("2026-11-30 12:00:00") as frozen:
+        d = Dispatch("w2", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal)
+        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        d.submit()
+        frozen.tick(60)
+        assert d.job_id is not None
+        d.advance(fake.observe([d.job_id])[d.job_id])
+    steps: list[Step] = journal.steps("w2")
+    assert steps == d.history
+    assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit"]
+    journal.close()
+
+
+def test_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    """Another program's SQLite file at the journal's path is refused, not extended with our tables."""
+    path = tmp_path / "journal.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (body TEXT)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="not a fellows-fsm journal"):
+        Journal(path)
+    assert path.read_bytes() == before
