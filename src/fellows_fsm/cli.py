@@ -1,9 +1,8 @@
 """The ``fellows-fsm`` command line: the only module that prints or configures logging.
 
 Every FellowsError becomes one line on stderr and its own exit code (errors.py); ``--debug`` shows tracebacks.
-The commands reach the cluster only through three module-level functions, the seam tests replace with
-``monkeypatch.setattr``: ``make_scheduler(config)`` (the port), ``read_grants(scheduler)`` (sacctmgr) and
-``withdraw_job(scheduler, job_id)`` (a plain scancel, which the port does not offer yet).
+The commands reach the cluster only through two module-level functions, the seam tests replace with
+``monkeypatch.setattr``: ``make_scheduler(config)`` (the port) and ``read_grants(scheduler)`` (sacctmgr).
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ from fellows_fsm.view import (
     watch_table,
 )
 
-__all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "withdraw_job"]
+__all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults"]
 
 log = logging.getLogger(__name__)
 
@@ -84,25 +83,6 @@ def read_grants(scheduler: Scheduler) -> Grants:
     if not isinstance(scheduler, SlurmScheduler):
         raise SchedulerError(f"reading grants needs the real SLURM port, not {type(scheduler).__name__}")
     return discover(scheduler.runner, scheduler.user)
-
-
-_GONE_ALREADY = ("already finished", "Invalid job id", "already completing")
-
-
-def withdraw_job(scheduler: Scheduler, job_id: str) -> None:
-    """scancel ``job_id`` whatever its state (pending or running); a job already ended is fine.
-
-    The port has only cancel-if-pending; until it grows a plain cancel this reaches its command runner.
-    """
-    cancel = getattr(scheduler, "cancel", None)
-    if callable(cancel):
-        cancel(job_id)
-        return
-    if not isinstance(scheduler, SlurmScheduler):
-        raise SchedulerError(f"cancelling a job needs the real SLURM port, not {type(scheduler).__name__}")
-    result = scheduler.runner.run(("scancel", job_id))
-    if not result.ok and not any(words in result.message for words in _GONE_ALREADY):
-        raise SchedulerError(f"scancel {job_id} failed: {result.message}")
 
 
 # --------------------------------------------------------------------------- errors, logging, config
@@ -608,8 +588,7 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
         # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
         if row.outcome != "withdrawn":
             journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=SystemClock().now())
-        for job_id in job_ids:
-            withdraw_job(scheduler, job_id)
+        scheduler.cancel(job_ids)
     jobs = ", ".join(job_ids) or "none"
     click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")
 
@@ -864,7 +843,7 @@ def _demo_wait_running(scheduler: SlurmScheduler, job_ids: Sequence[str], timeou
 def _demo_clean_up(scheduler: SlurmScheduler, job_ids: Sequence[str], console: Console) -> None:
     for job_id in dict.fromkeys(job_ids):
         try:
-            withdraw_job(scheduler, job_id)
+            scheduler.cancel([job_id])
         except FellowsError as exc:
             console.print(f"could not cancel job {job_id}: {exc}", style="red")
     if job_ids:

@@ -137,6 +137,15 @@ class FakeScheduler:
             for job_id in job_ids
         }
 
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancel the jobs whatever their state; ended or unknown jobs are left as they are."""
+        self.calls["cancel"] += 1
+        self._check_reachable()
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state in ("PENDING", "RUNNING"):
+                self.end(job_id, "CANCELLED")
+
     def find_by_token(self, token: str) -> Observation | None:
         """The newest job tagged with ``token``, or None."""
         self.calls["find_by_token"] += 1

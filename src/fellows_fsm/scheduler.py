@@ -161,6 +161,10 @@ class Scheduler(Protocol):
         """
         ...
 
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancel the jobs whatever their state (a user withdrawing a dispatch); ended jobs are fine."""
+        ...
+
     def find_by_token(self, token: str) -> Observation | None:
         """Find the newest job tagged with a dispatch token (a submit whose reply was lost), or None."""
         ...

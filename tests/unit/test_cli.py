@@ -85,12 +85,6 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli, "make_scheduler", lambda config: fake)
     monkeypatch.setattr(cli, "read_grants", lambda scheduler: GRANTS)
-
-    def withdraw(scheduler: object, job_id: str) -> None:
-        if fake.jobs[job_id].state in ("PENDING", "RUNNING"):
-            fake.end(job_id, "CANCELLED")
-
-    monkeypatch.setattr(cli, "withdraw_job", withdraw)
     return tmp_path
 
 

@@ -249,3 +249,19 @@ def test_change_qos_other_refusal_is_a_scheduler_error() -> None:
     port, _ = _port({"scontrol": [(1, "", "Invalid job id specified for job 99\n")]})
     with pytest.raises(SchedulerError, match=r"job 99 to QoS 'low-eur'.*Invalid job id"):
         port.change_qos("99", "low-eur")
+
+
+def test_cancel_scancels_every_job_in_one_call_whatever_their_state() -> None:
+    """A withdraw is one scancel of all the ids, with no state filter."""
+    port, runner = _port({"scancel": [(0, "", "")]})
+    port.cancel(["11", "12"])
+    assert runner.argvs == [("scancel", "11", "12")]
+
+
+def test_cancel_of_an_ended_job_is_not_an_error() -> None:
+    """scancel's 'already finished' answer for an ended job is fine; any other refusal is an error."""
+    port, _ = _port({"scancel": [(1, "", "scancel: error: Kill job error on job id 11: Job has already finished\n")]})
+    port.cancel(["11"])
+    port, _ = _port({"scancel": [(1, "", "scancel: error: Access/permission denied for job 12\n")]})
+    with pytest.raises(SchedulerError, match="scancel 12 failed: .*permission denied"):
+        port.cancel(["12"])

@@ -27,6 +27,7 @@ INVALID_QOS = "Invalid qos specification"
 NOT_PENDING = "Job is no longer pending execution"
 ALREADY_FINISHED = "Job has already finished"
 INVALID_JOB_ID = "Invalid job id specified"
+_GONE_ALREADY = (ALREADY_FINISHED, INVALID_JOB_ID, "already completing")
 # scancel filters --state inside slurmctld (--ctld) only from 23.11; before, the filter is client-side.
 CTLD_CANCEL_VERSION = (23, 11)
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
@@ -117,6 +118,15 @@ class SlurmScheduler:
             if fenced:
                 self.runner.run(("scancel", "--state=PENDING", *fenced))
         return self.observe(ids) if read_back else {}
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """``scancel`` the jobs whatever their state; jobs already ended or purged are not an error."""
+        if not job_ids:
+            return
+        result = self.runner.run(("scancel", *job_ids))
+        words = _slurm_words(result.stderr or result.stdout)
+        if not result.ok and not any(gone in words for gone in _GONE_ALREADY):
+            raise SchedulerError(f"scancel {' '.join(job_ids)} failed: {words}")
 
     def find_by_token(self, token: str) -> Observation | None:
         """The newest job of this user commented ``token``: squeue first, then sacct for purged jobs."""
