@@ -15,7 +15,7 @@ from transitions.extensions import GraphMachine
 from fellows_fsm.config import FellowsConfig, Ladder
 from fellows_fsm.lifecycle import TABLE, Dispatch, machine_definition
 
-__all__ = ["GUARDS", "mermaid", "state_diagram_page"]
+__all__ = ["GUARDS", "DiagramMachine", "mermaid", "state_diagram_page"]
 
 GUARDS = ("walks_ladder", "rung_expired", "rung_cannot_start", "job_started", "job_gone")
 """The guard methods of Dispatch that the table names (left_<qos> guards are generated per rung)."""
@@ -29,7 +29,9 @@ class _LabelledState(State):
         self.label = label or self.name
 
 
-class _DiagramMachine(GraphMachine):
+class DiagramMachine(GraphMachine):
+    """A GraphMachine whose states carry human labels; drawing only, it never drives a Dispatch."""
+
     state_cls = _LabelledState
 
 
@@ -40,7 +42,7 @@ class _Drawing:
 def _graph_machine(ladder: Ladder, title: str) -> tuple[GraphMachine, _Drawing]:
     states, transitions = machine_definition(ladder)
     model = _Drawing()
-    machine = _DiagramMachine(
+    machine = DiagramMachine(
         model=model,
         states=states,
         transitions=transitions,

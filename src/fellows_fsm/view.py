@@ -739,7 +739,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
     """
     if find_spec("graphviz") is None:
         raise FellowsError(GRAPHVIZ_MISSING)
-    from fellows_fsm.diagram import _DiagramMachine  # noqa: PLC0415 - only diagrams need transitions' graphs
+    from fellows_fsm.diagram import DiagramMachine  # noqa: PLC0415 - only diagrams need transitions' graphs
 
     _, transitions = machine_definition(ladder)
     visits, edges = _visits(entries)
@@ -760,7 +760,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
         """A stand-in model, never a real Dispatch."""
 
     model = _Drawing()
-    machine = _DiagramMachine(
+    machine = DiagramMachine(
         model=model,
         states=states,
         transitions=transitions,
