@@ -617,3 +617,17 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     result = run("config", "check", "--config", str(example))
     assert result.exit_code == 0, result.output
     assert "gcloud batch jobs submit fsm-{dispatch_id}" in result.stdout
+
+
+def test_diagram_svg_is_a_valid_svg_document(env: Path, tmp_path: Path) -> None:
+    """--format svg writes a well-formed SVG document showing every state of the ladder."""
+    import xml.etree.ElementTree as ET  # noqa: PLC0415 - only this test parses XML
+
+    out = tmp_path / "lifecycle.svg"
+    result = run("diagram", "--format", "svg", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(out.read_bytes())
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    for label in ("SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)", "FAILED_TO_GCP"):
+        assert label in texts
