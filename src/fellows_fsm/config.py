@@ -286,6 +286,10 @@ class RouterConfig:
     """At most this many dispatches cancel and resubmit in one poll (no cancel/resubmit storms)."""
     controller_deadline: bool = True
     """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a parked job if we are dead."""
+    change_rung: str = "cancel"
+    """How a parked job changes rung: 'cancel' (cancel if pending, then sbatch on the next QoS) or
+    'in-place' (``scontrol update qos=<next>`` on the pending job, same job id; slurmctld refuses it once the
+    job runs, and a QoS it refuses falls back to cancel)."""
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.max_rung_changes_per_tick, bool) or not isinstance(self.max_rung_changes_per_tick, int):
@@ -296,6 +300,8 @@ class RouterConfig:
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
+        if self.change_rung not in ("cancel", "in-place"):
+            raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
         if self.order is not None and (not self.order or self.order[0] != "fellows"):
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"

@@ -37,6 +37,8 @@ class FakeJob:
     state: str = "PENDING"
     reason: str | None = None
     start_time: float | None = None
+    submitted_qos: str = ""
+    """The QoS the job was queued on (``qos`` changes when it is moved in place)."""
     start_on_cancel: bool = False
     """Start this job just before the next cancel lands (the late-start race)."""
     forgotten: bool = False
@@ -137,6 +139,22 @@ class FakeScheduler:
             for job_id in job_ids
         }
 
+    def change_qos(self, job_id: str, qos: str) -> bool:
+        """Move a pending job to ``qos`` (same id), like ``scontrol update``; False once it is not pending."""
+        self.calls["change_qos"] += 1
+        self._check_reachable()
+        if self.granted is not None and qos not in self.granted:
+            raise QosRejected(qos, f"scontrol refused QoS {qos!r}: Invalid qos specification")
+        job = self.jobs.get(job_id)
+        if job is None or job.state != "PENDING" or job.forgotten:
+            return False
+        if job.start_on_cancel:
+            self.start(job_id)  # the late-start race: it starts just before the move lands
+            return False
+        job.qos = qos
+        job.reason = None
+        return True
+
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel the jobs whatever their state; ended or unknown jobs are left as they are."""
         self.calls["cancel"] += 1
@@ -172,6 +190,7 @@ class FakeScheduler:
             user=user or self.user,
             submitted_at=self.clock.now(),
             deadline=deadline,
+            submitted_qos=qos,
         )
         self.jobs[job.job_id] = job
         return job

@@ -58,9 +58,10 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("start", PARKED, RUNNING, ("job_started",)),  # late start wins over the cancel
     ("cancel", PARKED, CANCELLED, ("job_gone",)),
     ("resubmit", CANCELLED, NEXT_RUNG, ("walks_ladder", "left_previous_rung")),
+    ("move", PARKED, NEXT_RUNG, ("walks_ladder", "left_previous_rung")),  # in place: scontrol, same job
     ("give_up", CANCELLED, FAILED_TO_GCP, ("walks_ladder", "left_last_rung")),
 )
-TRIGGERS = ("submit", "start", "park", "drop", "cancel", "resubmit", "give_up")
+TRIGGERS = ("submit", "start", "park", "drop", "cancel", "resubmit", "move", "give_up")
 
 
 def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
@@ -195,6 +196,9 @@ class Dispatch:
     """A pinned dispatch stays on the first rung: it never parks, walks, or gives up."""
     controller_deadline: bool = False
     """Ask SLURM to drop a rung's job itself (sbatch --deadline) if it cannot start within the window."""
+    in_place: bool = False
+    """Change rung by moving the pending job to the next QoS (scontrol, same job id) instead of cancel and
+    resubmit; slurmctld refuses the move once the job runs, and a refused QoS falls back to cancel."""
 
     state: str = attrs.field(init=False)
     rung_index: int = attrs.field(init=False, default=0)
@@ -228,6 +232,7 @@ class Dispatch:
         recorder: Recorder | None = None,
         pinned: bool = False,
         controller_deadline: bool = False,
+        in_place: bool = False,
     ) -> Dispatch:
         """Rebuild a dispatch from its journaled steps and rung jobs, exactly where it stood.
 
@@ -244,6 +249,7 @@ class Dispatch:
             recorder or NullRecorder(),
             pinned=pinned,
             controller_deadline=controller_deadline,
+            in_place=in_place,
         )
         if not history:
             return d  # journaled but never submitted: the submit step is written before sbatch runs
@@ -253,7 +259,7 @@ class Dispatch:
             rung = ladder.rungs[step.rung_index]
             if step.trigger == "submit":
                 d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
-            elif step.trigger == "resubmit":
+            elif step.trigger in ("resubmit", "move"):
                 d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
         last = history[-1]
         d.state = last.dest
@@ -339,6 +345,8 @@ class Dispatch:
         if event.event.name == "resubmit":
             # The step announces the next rung's submit; its job id is journaled once sbatch answers.
             self._record("resubmit", self.state, dest, self.rung_index + 1, job_id=None)
+        elif event.event.name == "move":
+            self._record("move", self.state, dest, self.rung_index + 1, job_id=self.job_id)
         else:
             self._record(event.event.name, self.state, dest, self.rung_index, job_id=self.job_id)
 
@@ -426,6 +434,17 @@ class Dispatch:
             return
         self._submit_current_rung()
 
+    def move(self) -> None:
+        """The parked job was moved in place to the next rung's QoS (same job id); the new window opens."""
+        previous_deadline = self.deadline
+        self._fire("move")
+        self.rung_index += 1
+        now = self.clock.now()
+        self.entered_at = now
+        self.deadline = window_deadline(previous_deadline, now, self.rung)
+        assert self.job_id is not None
+        self.recorder.attached(self, self.job_id)
+
     def give_up(self) -> None:
         """The last rung's job is confirmed gone: hand the dispatch to the next lane (GCP)."""
         self._fire("give_up")
@@ -470,6 +489,22 @@ class Dispatch:
         self.job_id = job_id
         self.observation = observation
         self.submit_uncertain = False
+
+    def _move_in_place(self) -> bool:
+        """Ask slurmctld to move the pending job to the next QoS; True if it moved (a compare-and-set)."""
+        assert self.job_id is not None
+        following = self.ladder.rungs[self.rung_index + 1]
+        try:
+            moved = self.scheduler.change_qos(self.job_id, following.qos)
+        except QosRejected as exc:
+            # The next QoS is refused for this job: fall back to cancel and resubmit (which skips it).
+            self.note = f"in-place move refused ({exc}); cancelling instead"
+            self.in_place = False
+            return True
+        if not moved:
+            return False  # no longer pending: it started (the late start wins) or ended; the next look says
+        self.move()
+        return True
 
     # ----------------------------------------------------------------- one look, every allowed move
     def advance(self, observation: Observation | None, *, may_change_rung: bool = True) -> None:
@@ -521,6 +556,8 @@ class Dispatch:
             if not may_change_rung:
                 return False
             assert self.job_id is not None  # job_gone() holds when there is no job
+            if self.in_place and self.rung_index + 1 < len(self.ladder.rungs):
+                return self._move_in_place()
             self.observation = self.scheduler.cancel_if_pending([self.job_id])[self.job_id]
             if self.job_started():
                 self.start()

@@ -27,7 +27,7 @@ __all__ = ["Handle", "Router", "TickReport"]
 log = logging.getLogger(__name__)
 
 INTENTS = ("prod", "debug")
-_LADDER_MOVES = frozenset({"drop", "cancel", "resubmit", "give_up"})
+_LADDER_MOVES = frozenset({"drop", "cancel", "resubmit", "move", "give_up"})
 
 
 @attrs.frozen
@@ -137,6 +137,7 @@ class Router:
             self.journal,
             pinned=pinned,
             controller_deadline=self.config.router.controller_deadline,
+            in_place=self.config.router.change_rung == "in-place",
         )
 
     def handle(self, dispatch_id: str) -> Handle:
@@ -167,7 +168,11 @@ class Router:
         movers = [d for d in self.live.values() if d.state in (PARKED, CANCELLED) and d.walks_ladder()]
         budget = self.config.router.max_rung_changes_per_tick
         chosen, deferred = movers[:budget], max(0, len(movers) - budget)
-        to_cancel = [d.job_id for d in chosen if d.state == PARKED and d.job_id is not None and not d.job_gone()]
+        to_cancel = [
+            d.job_id
+            for d in chosen
+            if d.state == PARKED and d.job_id is not None and not d.job_gone() and not d.in_place
+        ]
         try:
             if to_cancel:
                 self.scheduler.cancel_if_pending(to_cancel, read_back=False)
@@ -187,7 +192,8 @@ class Router:
         changes = 0
         for d in list(self.live.values()):
             obs = observations.get(d.job_id) if d.job_id is not None else None
-            confirmed = d.state != PARKED or obs is None or obs.phase in (Phase.STARTED, Phase.GONE)
+            # An in-place dispatch moves its still-pending job with scontrol in this step instead.
+            confirmed = d.state != PARKED or obs is None or obs.phase in (Phase.STARTED, Phase.GONE) or d.in_place
             before = len(d.history)
             self._advance(d, obs, d.id in chosen_ids and confirmed, failures)
             if {s.trigger for s in d.history[before:]} & _LADDER_MOVES:
@@ -318,6 +324,7 @@ class Router:
                 recorder=self.journal,
                 pinned=row.pinned,
                 controller_deadline=self.config.router.controller_deadline,
+                in_place=self.config.router.change_rung == "in-place",
             )
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
             recovered.append(d.id)

@@ -161,6 +161,13 @@ class Scheduler(Protocol):
         """
         ...
 
+    def change_qos(self, job_id: str, qos: str) -> bool:
+        """Move a pending job to ``qos`` keeping its id; False once it is no longer pending (it started).
+
+        Raises QosRejected for a QoS the cluster refuses.
+        """
+        ...
+
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancel the jobs whatever their state (a user withdrawing a dispatch); ended jobs are fine."""
         ...

@@ -187,3 +187,24 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path) -> N
     pending = [r for r in slurm.queue() if r.state == "PENDING" and r.comment.startswith("fsm-")]
     assert pending == []
     router.journal.close()
+
+
+def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path) -> None:
+    """change_rung='in-place' moves the parked job to normal-eur with scontrol: same job id, and it runs."""
+    slurm.occupy("high-eur", gpus=8, count=2)
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=2, poll_interval_seconds=0.3),
+        router=RouterConfig(order=("fellows",), change_rung="in-place"),
+        state_dir=tmp_path,
+    )
+    port = slurm.port()
+    router = Router(config, port, Journal(config.journal_path))
+    handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
+    router.run()
+    final = router.handle(handle.dispatch_id)
+    assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "normal-eur", handle.slurm_job_id)
+    jobs = jobs_of(slurm, handle.dispatch_id)
+    assert [(j.job_id, j.qos, j.state) for j in jobs] == [(handle.slurm_job_id, "normal-eur", "RUNNING")]
+    assert port.runner.calls["scancel"] == 0
+    assert [s.trigger for s in router.journal.steps(handle.dispatch_id)] == ["submit", "park", "move", "start"]
+    router.journal.close()

@@ -500,3 +500,61 @@ def test_first_rung_refusing_the_job_raises(make_dispatch: DispatchFactory, fake
         d.submit()
     assert not fake.jobs
     assert not d.submit_uncertain
+
+
+def test_in_place_walk_keeps_one_job_and_its_id(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """With in_place, a parked job is moved to normal-eur then low-eur by change_qos, keeping its job id."""
+    d = make_dispatch(in_place=True)
+    d.submit()
+    job_id = d.job_id
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert (d.state, d.job_id) == (NORMAL, job_id)
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert (d.state, d.job_id) == (LOW, job_id)
+    assert len(fake.jobs) == 1
+    assert job_id is not None
+    assert fake.jobs[job_id].qos == "low-eur"
+    assert fake.calls["cancel_if_pending"] == 0
+    assert [s.trigger for s in d.history] == ["submit", "park", "move", "park", "move"]
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert d.state == FAILED_TO_GCP
+    assert fake.jobs[job_id].state == "CANCELLED"
+
+
+def test_in_place_move_refused_because_the_job_started_ends_running(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job that starts just before its in-place move lands is RUNNING on its first rung, never moved."""
+    d = make_dispatch(in_place=True)
+    d.submit()
+    assert d.job_id is not None
+    fake.jobs[d.job_id].start_on_cancel = True
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert d.state == PARKED
+    poll(d, fake)
+    assert d.state == RUNNING
+    assert fake.jobs[d.job_id].qos == "high-eur"
+    assert len(fake.jobs) == 1
+
+
+def test_in_place_move_to_a_refused_qos_falls_back_to_cancel(
+    make_dispatch: DispatchFactory, frozen: FrozenDateTimeFactory
+) -> None:
+    """When the next QoS is refused for the move, the dispatch cancels and resubmits (and skips that rung)."""
+    from fellows_fsm import SystemClock  # noqa: PLC0415
+
+    fake = FakeScheduler(SystemClock(), granted=["high-eur", "low-eur"])
+    d = make_dispatch(in_place=True)
+    d.scheduler = fake
+    d.submit()
+    frozen.tick(CAP)
+    poll(d, fake)
+    assert d.state == LOW
+    assert "in-place move refused" in d.history[2].note
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "low-eur"]

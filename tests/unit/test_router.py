@@ -373,3 +373,27 @@ def test_late_start_during_the_batched_cancel_wins(
     assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "high-eur", h.slurm_job_id)
     assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "park", "start"]
     assert fake.calls["submit"] == 1
+
+
+def test_in_place_router_moves_the_job_and_never_cancels(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """With change_rung='in-place', a capped high-eur job is moved to normal-eur, same id, and runs there."""
+    fill(fake, "high-eur")
+    r = make_router(change_rung="in-place")
+    h = r.dispatch(SPEC)
+    drive(r, fake, frozen)
+    final = r.handle(h.dispatch_id)
+    assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "normal-eur", h.slurm_job_id)
+    assert fake.calls["cancel_if_pending"] == 0
+    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "park", "move", "start"]
+    assert [(j.rung_index, j.job_id) for j in r.journal.jobs(h.dispatch_id)] == [
+        (0, h.slurm_job_id),
+        (1, h.slurm_job_id),
+    ]
+
+
+def test_unknown_change_rung_is_refused() -> None:
+    """A change_rung other than 'cancel' or 'in-place' is refused, naming the value."""
+    with pytest.raises(ConfigError, match="change_rung='swap' is not known"):
+        RouterConfig(change_rung="swap")

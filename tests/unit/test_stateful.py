@@ -57,12 +57,15 @@ class LadderWalk(RuleBasedStateMachine):
         cap=st.integers(min_value=1, max_value=30),
         later=st.none() | st.integers(min_value=1, max_value=30),
         ladder=st.sampled_from([("high-eur",), ("high-eur", "normal-eur"), ("high-eur", "normal-eur", "low-eur")]),
+        in_place=st.booleans(),
     )
-    def submit(self, cap: int, later: int | None, ladder: tuple[str, ...]) -> None:
+    def submit(self, cap: int, later: int | None, ladder: tuple[str, ...], in_place: bool) -> None:
         config = FellowsConfig(
             park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder, poll_interval_seconds=POLL
         )
-        self.d = Dispatch("h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock())
+        self.d = Dispatch(
+            "h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock(), in_place=in_place
+        )
         self.d.submit()
 
     # ------------------------------------------------------------------ the world moves
@@ -127,16 +130,16 @@ class LadderWalk(RuleBasedStateMachine):
         assert (first.trigger, first.dest, first.rung_index) == ("submit", self.d.ladder.first.state_name, 0)
         jobs = list(self.fake.jobs.values())
         if jobs:
-            assert jobs[0].qos == self.d.ladder.first.qos or first.note or self.d.history[1].note
+            assert jobs[0].submitted_qos == self.d.ladder.first.qos or first.note or self.d.history[1].note
 
     @invariant()
     def rungs_never_go_back_or_repeat(self) -> None:
         """Rung states are entered in strictly increasing ladder order, each at most once."""
         if self.d is None:
             return
-        entered = [s.rung_index for s in self.d.history if s.trigger in ("submit", "resubmit")]
+        entered = [s.rung_index for s in self.d.history if s.trigger in ("submit", "resubmit", "move")]
         assert entered == list(range(len(entered)))
-        qos = [j.qos for j in self.fake.jobs.values()]
+        qos = [j.submitted_qos for j in self.fake.jobs.values()]
         order = self.d.ladder.qos_names
         assert [order.index(q) for q in qos] == sorted({order.index(q) for q in qos})
 
@@ -150,7 +153,7 @@ class LadderWalk(RuleBasedStateMachine):
             cap = self.d.ladder.rungs[step.rung_index].park_cap_seconds
             if step.trigger == "submit":
                 deadline = step.at + cap
-            elif step.trigger == "resubmit":
+            elif step.trigger in ("resubmit", "move"):
                 deadline = min(deadline, step.at) + cap
             elif step.trigger == "park":
                 early_ok = classify_reason(step.reason) in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
