@@ -263,5 +263,5 @@ def test_cancel_of_an_ended_job_is_not_an_error() -> None:
     port, _ = _port({"scancel": [(1, "", "scancel: error: Kill job error on job id 11: Job has already finished\n")]})
     port.cancel(["11"])
     port, _ = _port({"scancel": [(1, "", "scancel: error: Access/permission denied for job 12\n")]})
-    with pytest.raises(SchedulerError, match="scancel 12 failed: .*permission denied"):
+    with pytest.raises(SchedulerError, match=r"scancel 12 failed: .*permission denied"):
         port.cancel(["12"])
