@@ -1,0 +1,123 @@
+"""A scripted slurmctld for the scheduler-load benchmark at sizes the local SLURM cannot hold.
+
+It answers the exact argv the real SlurmScheduler sends (sbatch, squeue, sacct, scontrol, scancel) from an
+in-memory job table, through the CommandRunner interface, so the real port code runs and its command
+counts are real. Jobs only change when the benchmark says so; it never models scheduling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+
+import attrs
+
+from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FORMAT
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+
+
+@attrs.define
+class _Job:
+    job_id: str
+    qos: str
+    comment: str
+    state: str = "PENDING"
+    reason: str = "Resources"
+    purged: bool = False
+
+    def squeue_values(self) -> dict[str, str]:
+        """This job's squeue fields by format code (it never ran: no start, no batch host)."""
+        reason = self.reason if self.state == "PENDING" else "None"
+        return {
+            "%i": self.job_id,
+            "%T": self.state,
+            "%r": reason,
+            "%q": self.qos,
+            "%S": "N/A",
+            "%B": "n/a",
+            "%k": self.comment,
+        }
+
+    def sacct_values(self) -> dict[str, str]:
+        """This job's sacct fields by name."""
+        return {
+            "JobID": self.job_id,
+            "State": self.state,
+            "Reason": "None",
+            "QOS": self.qos,
+            "Start": "None",
+            "NodeList": "None assigned",
+            "Comment": self.comment,
+        }
+
+
+def _option(argv: Sequence[str], prefix: str) -> str:
+    return next((a.removeprefix(prefix) for a in argv if a.startswith(prefix)), "")
+
+
+class ScriptedRunner(CommandRunner):
+    """A CommandRunner whose commands are answered from memory; ``calls`` counts them like the real one."""
+
+    def __init__(self) -> None:
+        super().__init__(sleep=lambda _seconds: None)
+        self.jobs: dict[str, _Job] = {}
+        self.sacct_ids: list[int] = []
+        """How many ids each sacct asked for."""
+        self._ids = itertools.count(5000)
+
+    def purge(self, job_ids: Sequence[str]) -> None:
+        """Make squeue forget jobs (as after MinJobAge); sacct still has them."""
+        for job_id in job_ids:
+            self.jobs[job_id].purged = True
+
+    def run(
+        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+    ) -> CommandResult:
+        argv = tuple(argv)
+        name = os.path.basename(argv[0])
+        self.calls[name] += 1
+        out, err, code = getattr(self, f"_{name}")(argv)
+        return CommandResult(argv, code, out, err, 0.0)
+
+    def _sbatch(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
+        job = _Job(str(next(self._ids)), _option(argv, "--qos="), _option(argv, "--comment="))
+        self.jobs[job.job_id] = job
+        return f"{job.job_id}\n", "", 0
+
+    def _ids_of(self, argv: tuple[str, ...]) -> list[str]:
+        return argv[argv.index("-j") + 1].split(",") if "-j" in argv else list(self.jobs)
+
+    def _squeue(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
+        lines = []
+        for job_id in self._ids_of(argv):
+            job = self.jobs.get(job_id)
+            if job is None or job.purged:
+                continue
+            lines.append("|".join(job.squeue_values()[code] for code in SQUEUE_FORMAT.split("|")) + "\n")
+        return "".join(lines), "", 0
+
+    def _sacct(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
+        ids = self._ids_of(argv)
+        self.sacct_ids.append(len(ids))
+        lines = [
+            "|".join(j.sacct_values()[field] for field in SACCT_FIELDS.split(",")) + "\n"
+            for i in ids
+            if (j := self.jobs.get(i)) is not None
+        ]
+        return "".join(lines), "", 0
+
+    def _scontrol(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
+        ids = _option(argv, "jobid=").split(",")
+        refused = [i for i in ids if i in self.jobs and self.jobs[i].state != "PENDING"]
+        err = "".join(f"scontrol: error: Job is no longer pending execution for job {i}\n" for i in refused)
+        return "", err, 1 if refused else 0
+
+    def _scancel(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
+        if "--version" in argv:
+            return "slurm 22.05.8\n", "", 0
+        for job_id in (a for a in argv[1:] if not a.startswith("-")):
+            job = self.jobs.get(job_id)
+            if job is not None and job.state == "PENDING":
+                job.state = "CANCELLED"
+        return "", "", 0

@@ -1,0 +1,53 @@
+"""fellows_fsm.sim: a discrete-event model of one SLURM cluster, driven by the real Router and Dispatch.
+
+For what-if questions (which strategy, which park cap, how big a cluster): the simulated cluster and
+clock implement the Scheduler and Clock ports; the ladder itself is never re-implemented here.
+"""
+
+from __future__ import annotations
+
+from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
+from fellows_fsm.sim.cluster import FELLOWS_TIERS, SimCluster, SimJob, Tier, parse_tier
+from fellows_fsm.sim.report import RESULT_KEYS, format_table, to_json, to_records
+from fellows_fsm.sim.run import (
+    STRATEGIES,
+    JobOutcome,
+    RunResult,
+    SimParams,
+    parse_park_caps,
+    parse_strategies,
+    run_sweep,
+    simulate,
+    strategy_config,
+)
+from fellows_fsm.sim.trace import ME, TraceError, TraceJob, dump_trace, load_trace, parse_trace, synthetic_trace
+
+__all__ = [
+    "FELLOWS_TIERS",
+    "ME",
+    "RESULT_KEYS",
+    "SIM_EPOCH",
+    "STRATEGIES",
+    "JobOutcome",
+    "RunResult",
+    "SimClock",
+    "SimCluster",
+    "SimJob",
+    "SimParams",
+    "Tier",
+    "TraceError",
+    "TraceJob",
+    "dump_trace",
+    "format_table",
+    "load_trace",
+    "parse_park_caps",
+    "parse_strategies",
+    "parse_tier",
+    "parse_trace",
+    "run_sweep",
+    "simulate",
+    "strategy_config",
+    "synthetic_trace",
+    "to_json",
+    "to_records",
+]
