@@ -8,6 +8,7 @@ recorder that fails aborts the transition: write-ahead). Deadlines are data read
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
@@ -459,7 +460,9 @@ class Dispatch:
         if self.controller_deadline and not self.pinned and self.spec.time_limit_seconds is not None:
             # Only with a time limit: SLURM drops a job that cannot END by the deadline, so without one
             # (the partition's limit, possibly INFINITE) it could drop or truncate a job that would start.
-            deadline = self.deadline + self.spec.time_limit_seconds
+            # SLURM keeps time limits in whole minutes (--time rounds up): judged against the rounded limit,
+            # a deadline that counted the raw seconds would drop the job the moment it is queued.
+            deadline = self.deadline + 60 * math.ceil(self.spec.time_limit_seconds / 60)
         self.submit_uncertain = True
         try:
             job_id = self.scheduler.submit(self.spec, qos=rung.qos, token=self.token(), deadline=deadline)

@@ -242,11 +242,13 @@ class Router:
             sleep(self._next_sleep(backoff))
 
     def _next_sleep(self, interval: float) -> float:
-        """Sleep to the next poll, or to the earliest rung deadline if that comes first."""
+        """Sleep to the next poll, or to the earliest rung deadline, or at once for a dispatch mid-change."""
         now = self.clock.now()
-        deadlines = [d.deadline for d in self.live.values() if d.on_rung and not d.pinned]
         if self.deferred:
-            interval = min(interval, 1.0)  # bounded rung changes wait a short beat, not a whole poll
+            return min(interval, 1.0)  # held back by the per-tick bound: a short beat, never a storm
+        if any(d.state in (PARKED, CANCELLED) and d.walks_ladder() for d in self.live.values()):
+            return 0.05  # parked late in the last tick (e.g. a window that closed during it): cancel now
+        deadlines = [d.deadline for d in self.live.values() if d.on_rung and not d.pinned]
         wake = min([now + interval, *deadlines])
         return max(0.05, wake - now)
 

@@ -558,3 +558,22 @@ def test_in_place_move_to_a_refused_qos_falls_back_to_cancel(
     assert d.state == LOW
     assert "in-place move refused" in d.history[2].note
     assert [j.qos for j in fake.jobs.values()] == ["high-eur", "low-eur"]
+
+
+@pytest.mark.parametrize(("limit", "counted"), [(60, 60), (80, 120), (3600, 3600), (3601, 3660)])
+def test_controller_deadline_counts_the_time_limit_in_whole_minutes(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, limit: int, counted: int
+) -> None:
+    """SLURM rounds --time up to minutes, so the deadline adds the rounded limit (80 s counts as 120 s)."""
+    d = make_dispatch(spec=JobSpec("t", "t.sbatch", gpus=1, time_limit_seconds=limit), controller_deadline=True)
+    d.submit()
+    assert d.job_id is not None
+    assert fake.jobs[d.job_id].deadline == d.deadline + counted
+
+
+def test_no_controller_deadline_without_a_time_limit(make_dispatch: DispatchFactory, fake: FakeScheduler) -> None:
+    """Without --time there is no --deadline: SLURM would judge it against the partition's own limit."""
+    d = make_dispatch(controller_deadline=True)
+    d.submit()
+    assert d.job_id is not None
+    assert fake.jobs[d.job_id].deadline is None

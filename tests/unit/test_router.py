@@ -397,3 +397,22 @@ def test_unknown_change_rung_is_refused() -> None:
     """A change_rung other than 'cancel' or 'in-place' is refused, naming the value."""
     with pytest.raises(ConfigError, match="change_rung='swap' is not known"):
         RouterConfig(change_rung="swap")
+
+
+def test_a_dispatch_parked_late_in_a_tick_wakes_the_loop_at_once(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A dispatch left PARKED at the end of a tick makes the next sleep short, not a whole poll interval."""
+    fake.total_gpus = 0
+    r = make_router(FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=30))
+    h = r.dispatch(SPEC)
+    assert r._next_sleep(30) == pytest.approx(30)
+    d = r.live[h.dispatch_id]
+    assert d.job_id is not None
+    fake.set_pending(d.job_id, "QOSMaxWallDurationPerJobLimit")  # parks on the tick's fresh observation
+    r.poll()
+    assert d.state == "PARKED"
+    assert r._next_sleep(30) == pytest.approx(0.05)
+    r.poll()
+    assert d.state == "RESUBMITTED_normal_eur"
+    assert r._next_sleep(30) == pytest.approx(30)
