@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm import diagram as diagrams
+from fellows_fsm import sim
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
 from fellows_fsm.errors import (
@@ -720,6 +721,64 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 
 # --------------------------------------------------------------------------- demo
 _DEMO_LADDER = ("high-eur", "normal-eur", "low-eur")
+
+
+@main.command(short_help="What-if: strategies and park caps on a simulated cluster.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), help="JSON-lines trace.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the built-in synthetic workload.")
+@click.option("--hours", type=float, default=48.0, show_default=True, help="Length of the synthetic workload.")
+@click.option(
+    "--strategies",
+    default=",".join(sim.STRATEGIES),
+    show_default=True,
+    help="Comma list of static, single-timeout, ladder, reason-aware, oracle.",
+)
+@click.option("--park-caps", default="60,300,600", show_default=True, help="Comma list of park caps (seconds).")
+@click.option("--gpus", type=int, default=64, show_default=True, help="GPUs in the simulated cluster.")
+@click.option(
+    "--tier",
+    "tiers",
+    multiple=True,
+    help="NAME:PRIORITY:CAP (CAP '-' for none), repeatable; default: the fellows tiers.",
+)
+@click.option("--poll-interval", type=float, default=10.0, show_default=True, help="The router's poll (s).")
+@click.option("--gcp-start-seconds", type=float, default=0.0, show_default=True, help="GCP time to start.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of result objects.")
+def simulate(
+    *,
+    trace_path: Path | None,
+    seed: int,
+    hours: float,
+    strategies: str,
+    park_caps: str,
+    gpus: int,
+    tiers: tuple[str, ...],
+    poll_interval: float,
+    gcp_start_seconds: float,
+    as_json: bool,
+) -> None:
+    """Replay a workload through the real router on a simulated cluster, for each strategy and park cap.
+
+    Without --trace it uses the built-in synthetic workload (seeded). Output: free-cluster share of your
+    GPU-hours, p50/p95 time to start, GPU-hours sent to GCP and rung changes.
+    """
+    if trace_path is not None:
+        trace = sim.load_trace(trace_path)
+    else:
+        trace = sim.synthetic_trace(seed=seed, hours=hours, gpus=gpus)
+    params = sim.SimParams(
+        gpus=gpus,
+        tiers=tuple(sim.parse_tier(t) for t in tiers) if tiers else sim.FELLOWS_TIERS,
+        poll_interval_seconds=poll_interval,
+        gcp_start_seconds=gcp_start_seconds,
+    )
+    results = sim.run_sweep(
+        trace,
+        strategies=sim.parse_strategies(strategies),
+        park_caps=sim.parse_park_caps(park_caps),
+        params=params,
+    )
+    click.echo(sim.to_json(results) if as_json else sim.format_table(results))
 
 
 @main.command(short_help="Walk the ladder live on the real SLURM.")

@@ -2,6 +2,7 @@
 
     FellowsError                      exit 1  (root: catch this to catch everything we raise)
     +-- ConfigError (ValueError)      exit 3  a config value, file or environment variable is wrong
+    |   +-- TraceError                exit 3  a simulator trace line is wrong (names the line and the key)
     +-- TransitionNotAllowed          exit 4  a trigger fired from a state, or past a guard, that forbids it
     +-- SchedulerError                exit 5  the scheduler refused or failed a request
     |   +-- SchedulerUnreachable      exit 6  the controller did not answer (retried before this is raised)
@@ -24,6 +25,7 @@ __all__ = [
     "SchedulerError",
     "SchedulerUnreachable",
     "SubmitRejected",
+    "TraceError",
     "TransitionNotAllowed",
 ]
 
@@ -38,6 +40,10 @@ class ConfigError(FellowsError, ValueError):
     """A configuration value is invalid; the message names the key and the bad value."""
 
     exit_code = 3
+
+
+class TraceError(ConfigError):
+    """A simulator trace line is not valid; the message names the file, the line number and the bad key."""
 
 
 class TransitionNotAllowed(FellowsError):

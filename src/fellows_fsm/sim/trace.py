@@ -15,7 +15,7 @@ from pathlib import Path
 
 import attrs
 
-from fellows_fsm.errors import ConfigError
+from fellows_fsm.errors import TraceError
 
 __all__ = [
     "BACKGROUND_QOS",
@@ -36,10 +36,6 @@ BACKGROUND_QOS = "normal-eur"
 TRACE_KEYS = ("submit_at", "gpus", "duration", "user", "intent", "qos")
 _REQUIRED = ("submit_at", "gpus", "duration", "user")
 _INTENTS = ("prod", "debug")
-
-
-class TraceError(ConfigError):
-    """A trace line is not valid; the message names the file, the line number and the bad key."""
 
 
 @attrs.frozen
