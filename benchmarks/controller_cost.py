@@ -47,26 +47,7 @@ class TimedFake(FakeScheduler):
             self.observe_cpu += time.process_time() - t0
 
 
-class QuietRouter(Router):
-    """The router with the proposed filter: a dispatch that cannot move this tick is not advanced at all.
-
-    On a rung with a job, its window still open, no reason that parks it, and the same observation as last
-    tick (or none, in the time-only pass), ``Dispatch.advance`` would fire nothing: skip the call.
-    """
-
-    def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool, failures: list[str]) -> None:
-        if (
-            d.on_rung
-            and d.job_id is not None
-            and self.clock.now() < d.deadline
-            and (obs is None or obs == d.observation)
-            and not d.rung_cannot_start()
-        ):
-            return
-        super()._advance(d, obs, may_change_rung, failures)
-
-
-def worker(size: int, ticks: int, *, proposed: bool = False) -> dict[str, object]:
+def worker(size: int, ticks: int) -> dict[str, object]:
     """One process: build ``size`` live dispatches, then measure ticks, memory and the journal."""
     clock = SimClock()
     gc.collect()
@@ -81,9 +62,7 @@ def worker(size: int, ticks: int, *, proposed: bool = False) -> dict[str, object
         )
         fake = TimedFake(clock)  # schedule() is never called: every job stays pending
         journal = Journal(config.journal_path)
-        router = (QuietRouter if proposed else Router)(
-            config, fake, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)}
-        )
+        router = Router(config, fake, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
 
         # Machine creation: the shared machine once, then bare Dispatch objects (no journal, no submit).
         t0 = time.perf_counter()
@@ -164,12 +143,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per size")
     parser.add_argument("--ticks", type=int, default=10, help="ticks measured per process")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--proposed", action="store_true", help="run the router with the proposed quiet-dispatch filter (QuietRouter)"
-    )
     args = parser.parse_args()
     if args.worker is not None:
-        json.dump(worker(args.worker, args.ticks, proposed=args.proposed), sys.stdout)
+        json.dump(worker(args.worker, args.ticks), sys.stdout)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     figures: dict[str, dict[str, dict[str, float | int]]] = {}
@@ -185,7 +161,6 @@ def main() -> None:
                     str(size),
                     "--ticks",
                     str(args.ticks),
-                    *(["--proposed"] if args.proposed else []),
                 ],
                 check=True,
                 capture_output=True,
@@ -224,12 +199,12 @@ def main() -> None:
         for key, value in figures[str(size)].items():
             print(f"  {key:42s} min {value['min']:>10} median {value['median']:>10} max {value['max']:>10}")
     path = write_result(
-        "controller_cost_proposed" if args.proposed else "controller_cost",
+        "controller_cost",
         {
             "repeats": args.repeats,
             "ticks_per_repeat": args.ticks,
             "park_cap_seconds": CAP,
-            "router": "QuietRouter (proposed filter)" if args.proposed else "Router",
+            "router": "Router",
             "sizes": figures,
         },
         module="controller_cost",

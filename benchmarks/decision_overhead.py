@@ -21,7 +21,7 @@ from benchmarks import realslurm
 from benchmarks.common import percentiles, spread, write_result
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import CANCELLED, PARKED, window_deadline
+from fellows_fsm.lifecycle import window_deadline
 from fellows_fsm.router import Router
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
@@ -85,18 +85,6 @@ def floor(repeats: int) -> dict[str, object]:
     }
 
 
-class WakeRouter(Router):
-    """The router with the proposed fix: a dispatch left PARKED or CANCELLED by a tick wakes the next one soon.
-
-    Today a window that closes while a tick runs parks in the tick's last pass, after the tick chose its
-    movers; nothing counts it as deferred and it is not on a rung, so the router sleeps a whole poll.
-    """
-
-    def _next_sleep(self, interval: float) -> float:
-        waiting = any(d.state in (PARKED, CANCELLED) and d.walks_ladder() for d in self.live.values())
-        return 0.05 if waiting else super()._next_sleep(interval)
-
-
 def scenario(args: argparse.Namespace) -> dict[str, Any]:
     """One run: blockers, ``args.dispatches`` dispatches walking the whole ladder, the lags from the journal."""
     realslurm.cancel(realslurm.live_ids())
@@ -115,7 +103,7 @@ def scenario(args: argparse.Namespace) -> dict[str, Any]:
             state_dir=state_dir,
         )
         journal = Journal(config.journal_path)
-        router = (WakeRouter if args.proposed_wake else Router)(config, port, journal)
+        router = Router(config, port, journal)
         specs = [realslurm.spec(f"ovh-{i}", 8, 300) for i in range(args.dispatches)]
         due = [time.time() + i * args.stagger for i in range(len(specs))]
         sent = 0
@@ -170,9 +158,6 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=0.5, help="seconds between two dispatches (0: a burst)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of the whole scenario, pooled")
     parser.add_argument("--floor-repeats", type=int, default=10)
-    parser.add_argument(
-        "--proposed-wake", action="store_true", help="run the router with the proposed wake-up fix (WakeRouter)"
-    )
     args = parser.parse_args()
     runs = [scenario(args) for _ in range(args.repeats)]
     blocker = realslurm.sbatch("high-eur", 8, 600, name="blocker")
@@ -193,7 +178,7 @@ def main() -> None:
         "park_cap_seconds": args.cap,
         "poll_interval_seconds": args.poll,
         "stagger_seconds": args.stagger,
-        "router": "WakeRouter (proposed fix)" if args.proposed_wake else "Router",
+        "router": "Router",
         "runs": [{k: v for k, v in run.items() if not k.endswith("lag")} for run in runs],
         "rung_deadline_to_next_job_queued_seconds": percentiles(rung_lag),
         "last_deadline_to_gcp_handoff_done_seconds": percentiles(handoff_lag),
@@ -213,7 +198,7 @@ def main() -> None:
     print(f"  last deadline -> GCP handoff done: {result['last_deadline_to_gcp_handoff_done_seconds']}")
     print(f"  target: at most {target} s")
     print(f"  SLURM floor (scancel + sbatch + RUNNING): {slurm_floor['scancel_sbatch_running_seconds']}")
-    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst") + ("_proposed" if args.proposed_wake else "")
+    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst")
     print(f"wrote {write_result(name, result, module='decision_overhead')}")
 
 

@@ -136,6 +136,7 @@ class Journal:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._lock_file: Any = None
+        self._batching = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
@@ -208,7 +209,48 @@ class Journal:
         self._db.close()
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group writes in one transaction, committed on exit (each write is still its own savepoint).
+
+        Only for steps that announce no side effect of their own (parks): a side effect must never run
+        before its row is committed. If the commit fails, JournalError is raised and none of the batch is kept.
+        """
+        if self._batching:
+            yield
+            return
+        self._batching = True
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        finally:
+            self._batching = False
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        if self._batching:
+            # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
+            try:
+                self._db.execute("SAVEPOINT step")
+                yield self._db
+                self._db.execute("RELEASE step")
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK TO step")
+                self._db.execute("RELEASE step")
+                raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+            except BaseException:
+                self._db.execute("ROLLBACK TO step")
+                self._db.execute("RELEASE step")
+                raise
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
             yield self._db

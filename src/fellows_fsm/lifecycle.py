@@ -516,6 +516,13 @@ class Dispatch:
         ``may_change_rung=False`` lets the router bound how many dispatches cancel and resubmit in one
         tick: the dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick.
         """
+        if (
+            self.job_id is not None
+            and (observation is None or observation == self.observation)
+            and self.on_rung
+            and self.clock.now() < self.deadline
+        ):
+            return  # nothing new and the window still open: every guard answers as it did last time
         if observation is not None and observation.job_id == self.job_id:
             self.observation = observation
         # Each step moves one state or stops; a ladder of n rungs needs at most 3n + 1 steps.

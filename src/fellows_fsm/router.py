@@ -160,7 +160,12 @@ class Router:
         failures: list[str] = []
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec, handoffs, failures)
-        # 1. Time alone: every rung whose window closed parks now; a rung without a job gets one.
+        # 1. Time alone: every rung whose window closed parks now; a rung without a job gets one. A park
+        #    announces no side effect of its own (the cancel comes in step 2), so all of them share one commit.
+        expired = [d for d in self.live.values() if d.on_rung and d.job_id is not None and d.rung_expired()]
+        with self.journal.batch():
+            for d in expired:
+                self._advance(d, None, False, failures)
         for d in list(self.live.values()):
             self._advance(d, None, False, failures)
         # 2. At most max_rung_changes_per_tick dispatches change rung; their jobs are cancelled in ONE call,

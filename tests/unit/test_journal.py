@@ -107,3 +107,53 @@ def test_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> No
     with pytest.raises(JournalError, match="not a fellows-fsm journal"):
         Journal(path)
     assert path.read_bytes() == before
+
+
+def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
+    """Inside a batch, steps are invisible to other readers until the batch commits, then all appear."""
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    fake = FakeScheduler()
+
+    def count() -> int:
+        other = sqlite3.connect(path)
+        n = other.execute("SELECT count(*) FROM transitions WHERE trigger='park'").fetchone()[0]
+        other.close()
+        return int(n)
+
+    with freeze_time("2026-11-30 12:00:00") as frozen:
+        ds = [
+            Dispatch(f"b{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(3)
+        ]
+        for d in ds:
+            journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+            d.submit()
+        frozen.tick(60)
+        with journal.batch():
+            for d in ds:
+                d.advance(None, may_change_rung=False)
+            assert count() == 0
+        assert count() == 3
+    journal.close()
+
+
+def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> None:
+    """A step whose write fails inside a batch leaves that dispatch unchanged; the others are committed."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    fake = FakeScheduler()
+    with freeze_time("2026-11-30 12:00:00") as frozen:
+        ds = [
+            Dispatch(f"c{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(2)
+        ]
+        for d in ds:
+            journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+            d.submit()
+        frozen.tick(60)
+        ds[1].id = "not-journaled"  # its rows now violate the foreign key: the write fails
+        with journal.batch():
+            ds[0].advance(None, may_change_rung=False)
+            with pytest.raises(JournalError, match="write failed"):
+                ds[1].advance(None, may_change_rung=False)
+        assert (ds[0].state, ds[1].state) == ("PARKED", "SUBMITTED_high_eur")
+        assert [s.trigger for s in journal.steps("c0")] == ["submit", "park"]
+    journal.close()
