@@ -7,7 +7,7 @@ machine definition and the guards' docstrings; it never runs a dispatch or touch
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Literal
 
 from transitions import State
 from transitions.extensions import GraphMachine
@@ -15,7 +15,7 @@ from transitions.extensions import GraphMachine
 from fellows_fsm.config import FellowsConfig, Ladder
 from fellows_fsm.lifecycle import TABLE, Dispatch, machine_definition
 
-__all__ = ["GUARDS", "DiagramMachine", "mermaid", "state_diagram_page"]
+__all__ = ["GUARDS", "DiagramMachine", "graph_machine", "mermaid", "state_diagram_page"]
 
 GUARDS = ("walks_ladder", "rung_expired", "rung_cannot_start", "job_started", "job_gone")
 """The guard methods of Dispatch that the table names (left_<qos> guards are generated per rung)."""
@@ -39,16 +39,24 @@ class _Drawing:
     """A stand-in model: the diagram machine needs one to draw, and it must never be a real Dispatch."""
 
 
-def _graph_machine(ladder: Ladder, title: str) -> tuple[GraphMachine, _Drawing]:
-    states, transitions = machine_definition(ladder)
+def graph_machine(
+    ladder: Ladder,
+    *,
+    title: str,
+    engine: Literal["mermaid", "graphviz"] = "mermaid",
+    states: list[dict[str, Any]] | None = None,
+    transitions: list[dict[str, Any]] | None = None,
+) -> tuple[GraphMachine, Any]:
+    """A drawing machine for ``ladder`` (its definition, or the given states and transitions) and its model."""
+    default_states, default_transitions = machine_definition(ladder)
     model = _Drawing()
     machine = DiagramMachine(
         model=model,
-        states=states,
-        transitions=transitions,
+        states=default_states if states is None else states,
+        transitions=default_transitions if transitions is None else transitions,
         initial=ladder.first.state_name,
         auto_transitions=False,
-        graph_engine="mermaid",  # explicit: without it transitions silently picks another engine
+        graph_engine=engine,  # explicit: without it transitions silently picks another engine
         show_conditions=True,
         show_state_attributes=False,
         title=title,
@@ -58,8 +66,8 @@ def _graph_machine(ladder: Ladder, title: str) -> tuple[GraphMachine, _Drawing]:
 
 def mermaid(ladder: Ladder, *, title: str = "dispatch lifecycle") -> str:
     """The mermaid ``stateDiagram-v2`` of the machine for ``ladder``, guards on the edges."""
-    _, model = _graph_machine(ladder, title)
-    raw: str = model.get_graph().draw(None)  # type: ignore[attr-defined]  # bound on by GraphMachine
+    _, model = graph_machine(ladder, title=title)
+    raw: str = model.get_graph().draw(None)  # get_graph is bound onto the model by GraphMachine
     lines = []
     for line in raw.splitlines():
         stripped = line.strip()

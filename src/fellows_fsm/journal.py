@@ -220,40 +220,36 @@ class Journal:
             return
         self._batching = True
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            yield
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+            with self._transaction():
+                yield
         finally:
             self._batching = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        if self._batching:
-            # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
-            try:
-                self._db.execute("SAVEPOINT step")
+        if not self._batching:
+            with self._transaction():
                 yield self._db
-                self._db.execute("RELEASE step")
-            except sqlite3.Error as exc:
-                self._db.execute("ROLLBACK TO step")
-                self._db.execute("RELEASE step")
-                raise JournalError(f"journal {self.path}: write failed: {exc}") from None
-            except BaseException:
-                self._db.execute("ROLLBACK TO step")
-                self._db.execute("RELEASE step")
-                raise
             return
+        # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
+        self._db.execute("SAVEPOINT step")
+        try:
+            yield self._db
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK TO step")
+            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+        except BaseException:
+            self._db.execute("ROLLBACK TO step")
+            raise
+        finally:
+            self._db.execute("RELEASE step")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT; any error rolls back, and SQLite's own errors become JournalError."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            yield self._db
+            yield
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self._db.in_transaction:

@@ -420,12 +420,7 @@ class Dispatch:
 
     def resubmit(self) -> None:
         """Submit on the next rung, after the previous rung's job is confirmed gone."""
-        previous_deadline = self.deadline
-        self._fire("resubmit")
-        self.rung_index += 1
-        now = self.clock.now()
-        self.entered_at = now
-        self.deadline = window_deadline(previous_deadline, now, self.rung)
+        self._enter_next_rung("resubmit")
         self.job_id = None
         self.observation = None
         if self.rung_expired():
@@ -437,14 +432,18 @@ class Dispatch:
 
     def move(self) -> None:
         """The parked job was moved in place to the next rung's QoS (same job id); the new window opens."""
+        self._enter_next_rung("move")
+        assert self.job_id is not None
+        self.recorder.attached(self, self.job_id)
+
+    def _enter_next_rung(self, trigger: str) -> None:
+        """Fire ``trigger`` onto the next rung and open its window (chained to the previous one)."""
         previous_deadline = self.deadline
-        self._fire("move")
+        self._fire(trigger)
         self.rung_index += 1
         now = self.clock.now()
         self.entered_at = now
         self.deadline = window_deadline(previous_deadline, now, self.rung)
-        assert self.job_id is not None
-        self.recorder.attached(self, self.job_id)
 
     def give_up(self) -> None:
         """The last rung's job is confirmed gone: hand the dispatch to the next lane (GCP)."""

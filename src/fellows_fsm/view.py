@@ -739,7 +739,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
     """
     if find_spec("graphviz") is None:
         raise FellowsError(GRAPHVIZ_MISSING)
-    from fellows_fsm.diagram import DiagramMachine  # noqa: PLC0415 - only diagrams need transitions' graphs
+    from fellows_fsm.diagram import graph_machine  # noqa: PLC0415 - only diagrams need transitions' graphs
 
     _, transitions = machine_definition(ladder)
     visits, edges = _visits(entries)
@@ -756,21 +756,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
                     {"trigger": entry.trigger, "source": entry.source_name, "dest": entry.dest_name},
                 ]
 
-    class _Drawing:
-        """A stand-in model, never a real Dispatch."""
-
-    model = _Drawing()
-    machine = DiagramMachine(
-        model=model,
-        states=states,
-        transitions=transitions,
-        initial=ladder.first.state_name,
-        auto_transitions=False,
-        graph_engine="graphviz",
-        show_conditions=True,
-        show_state_attributes=False,
-        title=title,
-    )
+    machine, model = graph_machine(ladder, title=title, engine="graphviz", states=states, transitions=transitions)
     graph = machine.model_graphs[id(model)]
     for src, dst in edges:
         if src != "[*]":
@@ -779,7 +765,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
         graph.set_node_style(name, "previous")
     if current is not None:
         graph.set_node_style(current, "active")
-    digraph = model.get_graph()  # type: ignore[attr-defined]  # bound on by GraphMachine
+    digraph = model.get_graph()  # get_graph is bound onto the model by GraphMachine
     for i, line in enumerate(digraph.body):
         match = re.match(r'^\t(\S+) -> (\S+) \[label="(.*?)"(.*)\]$', line.rstrip("\n"))
         if match is None:
