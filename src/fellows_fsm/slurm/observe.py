@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 import attrs
@@ -101,36 +101,30 @@ def _row(job_id: str, state: str, reason: str, qos: str, start: str, *, started:
     return JobRow(job_id, observation, _text_or_none(comment))
 
 
-def parse_squeue(stdout: str) -> dict[str, JobRow]:
-    """Parse ``squeue -h -o SQUEUE_FORMAT`` lines; a job counts as started only if it has a batch host."""
+def _parse_rows(stdout: str, command: str, *, ran: Callable[[str], bool]) -> dict[str, JobRow]:
+    """Parse ``id|state|reason|qos|start|<where it ran>|comment`` lines; ``ran`` reads the where-it-ran field."""
     rows: dict[str, JobRow] = {}
     for line in stdout.splitlines():
         if not line.strip():
             continue
         parts = line.split("|", 6)
         if len(parts) != 7:
-            log.warning("squeue: ignoring a line not in the expected format: %r", line)
+            log.warning("%s: ignoring a line not in the expected format: %r", command, line)
             continue
-        job_id, state, reason, qos, start, batch_host, comment = parts
-        started = _text_or_none(batch_host) is not None and parse_slurm_time(start) is not None
+        job_id, state, reason, qos, start, where, comment = parts
+        started = ran(where) and parse_slurm_time(start) is not None
         rows[job_id.strip()] = _row(job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment)
     return rows
+
+
+def parse_squeue(stdout: str) -> dict[str, JobRow]:
+    """Parse ``squeue -h -o SQUEUE_FORMAT`` lines; a job counts as started only if it has a batch host."""
+    return _parse_rows(stdout, "squeue", ran=lambda batch_host: _text_or_none(batch_host) is not None)
 
 
 def parse_sacct(stdout: str) -> dict[str, JobRow]:
     """Parse ``sacct -P -n -X -o SACCT_FIELDS`` lines; a job counts as started only if it had nodes."""
-    rows: dict[str, JobRow] = {}
-    for line in stdout.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split("|", 6)
-        if len(parts) != 7:
-            log.warning("sacct: ignoring a line not in the expected format: %r", line)
-            continue
-        job_id, state, reason, qos, start, nodes, comment = parts
-        started = _text_or_none(nodes) not in (None, "None assigned") and parse_slurm_time(start) is not None
-        rows[job_id.strip()] = _row(job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment)
-    return rows
+    return _parse_rows(stdout, "sacct", ran=lambda nodes: _text_or_none(nodes) not in (None, "None assigned"))
 
 
 def squeue_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None) -> tuple[str, ...]:
