@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +64,7 @@ def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Pa
     """With 16 high-eur GPUs of the user running, submit parks on QOSMaxGRESPerUser and runs on normal-eur."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    started = time.monotonic()
     out = _json(_cli(config, *_submit_args(slurm, "--json")))
-    assert time.monotonic() - started < CAP + 20
 
     assert (out["state"], out["lane"], out["qos"]) == ("RUNNING", "fellows", "normal-eur")
     jobs = _jobs(slurm, out["dispatch_id"])
@@ -163,12 +160,10 @@ def test_ladder_reads_the_real_grants(slurm: Cluster, tmp_path: Path) -> None:
 
 def test_demo_walks_the_ladder_and_cleans_up(slurm: Cluster) -> None:
     """`fellows-fsm demo` parks on high-eur (QOSMaxGRESPerUser), runs on normal-eur, and leaves no job behind."""
-    started = time.monotonic()
     result = subprocess.run(
         [str(FELLOWS_FSM), "demo", "--cap", "3"], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
-    assert time.monotonic() - started < 60
     assert "QOSMaxGRESPerUser" in result.stdout
     assert "is RUNNING on normal-eur" in result.stdout
     slurm.wait_for(lambda: not slurm.live_ids(), "the demo's jobs to be gone", timeout=20)
