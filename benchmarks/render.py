@@ -202,8 +202,8 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
         "calls per dispatch (pass 1 with no observation, pass 4 with one); `Dispatch.advance` returns at once when "
         "the observation is unchanged and the window still open (nothing can fire), which an earlier run of this "
         "benchmark showed was worth it. In the tick where every window closes, 10,000 dispatches park: the parks "
-        "of that pass now share one journal transaction (a savepoint each, `Journal.batch`), which took this tick "
-        "from about 0.9 s to the figure above; the rest is 10,000 transitions through the machine and their "
+        "of that pass now share one journal transaction (a savepoint each, `Journal.batch`), "
+        "where they were committed one by one before; the rest is 10,000 transitions through the machine and their "
         "savepoints (not profiled further). That tick stays over the 50 ms target.\n"
     )
     return r
