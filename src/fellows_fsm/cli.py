@@ -42,6 +42,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS
+from fellows_fsm.lifecycle import dispatch_token
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
@@ -583,7 +584,7 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
         if not row.final and row.lane == FELLOWS:
             ladder = [str(r["qos"]) for r in row.ladder]
             rung = ladder.index(row.qos) if row.qos in ladder else 0
-            found = scheduler.find_by_token(f"fsm-{row.id}-r{rung}")  # a submit whose reply was lost
+            found = scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
             if found is not None and found.job_id not in job_ids:
                 job_ids.append(found.job_id)
         # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.

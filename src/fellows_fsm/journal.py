@@ -342,11 +342,6 @@ class Journal:
                 (state, label, outcome, at, dispatch_id),
             )
 
-    def set_outcome(self, dispatch_id: str, outcome: str, at: float) -> None:
-        """Record an outcome on a dispatch without changing its state."""
-        with self._write() as db:
-            db.execute("UPDATE dispatches SET outcome=?, updated_at=? WHERE id=?", (outcome, at, dispatch_id))
-
     def start_handoff(self, dispatch_id: str, lane: str, argv: Sequence[str], at: float) -> None:
         """Commit that a handoff command is about to run (before it runs)."""
         with self._write() as db:

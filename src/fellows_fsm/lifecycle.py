@@ -31,6 +31,7 @@ __all__ = [
     "Recorder",
     "Step",
     "build_machine",
+    "dispatch_token",
     "machine_definition",
     "state_label",
     "window_deadline",
@@ -131,6 +132,11 @@ def state_label(ladder: Ladder, state: str) -> str:
         if rung.state_name == state:
             return rung.label
     return state
+
+
+def dispatch_token(dispatch_id: str, rung_index: int) -> str:
+    """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>``."""
+    return f"fsm-{dispatch_id}-r{rung_index}"
 
 
 def window_deadline(previous_deadline: float, entered_at: float, rung: Rung) -> float:
@@ -297,16 +303,9 @@ class Dispatch:
             return True
         return self.state == CANCELLED and self.pinned
 
-    @property
-    def has_live_job(self) -> bool:
-        """True while the dispatch may have a job queued or running on the cluster."""
-        if self.job_id is None:
-            return False
-        return self.observation is None or self.observation.phase is not Phase.GONE
-
-    def token(self, rung_index: int | None = None) -> str:
-        """The tag a rung's job carries on the cluster, so a lost submit reply can be found again."""
-        return f"fsm-{self.id}-r{self.rung_index if rung_index is None else rung_index}"
+    def token(self) -> str:
+        """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""
+        return dispatch_token(self.id, self.rung_index)
 
     # ----------------------------------------------------------------- guards (questions, no side effects)
     def walks_ladder(self, event: Any = None) -> bool:
@@ -581,8 +580,3 @@ class Dispatch:
                 return True
             self.give_up()
         return False
-
-    # ----------------------------------------------------------------- for readers and tests
-    def steps_to(self, states: Sequence[str]) -> list[Step]:
-        """The history steps that entered any of ``states``."""
-        return [s for s in self.history if s.dest in states]
