@@ -470,7 +470,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
     config = _config(ctx)
     with _journal(config) as journal:
         router = Router(config, make_scheduler(config), journal)
-        ids = [*router.live, *router.pending_handoffs]
+        ids = router.driven
         if not ids:
             if as_json:
                 _echo_json([])
@@ -491,7 +491,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
 
             def render() -> RenderableType:
                 snaps = [Snapshot.of_dispatch(d) for d in router.live.values()]
-                if not snaps and not router.pending_handoffs:
+                if not snaps and not router.busy:
                     return Text("every dispatch is final:", style="dim")
                 parts: list[RenderableType] = [watch_table(snaps, now=router.clock.now(), next_lane=next_lane)]
                 if seen["unreachable_since"] is not None:

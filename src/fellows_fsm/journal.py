@@ -30,7 +30,12 @@ HANDED_OFF = "HANDED_OFF"
 HANDOFF_FAILED = "HANDOFF_FAILED"
 """States of a dispatch pinned straight to a command lane (it never enters the ladder machine)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Each step from version N to N + 1, applied in one transaction when an older journal is opened.
+_MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
+    " ALTER TABLE dispatches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';",
+}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dispatches (
@@ -47,7 +52,8 @@ CREATE TABLE IF NOT EXISTS dispatches (
     job_id TEXT,
     final INTEGER NOT NULL DEFAULT 0,
     outcome TEXT NOT NULL DEFAULT '',
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    settings TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS transitions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -79,7 +85,8 @@ CREATE TABLE IF NOT EXISTS handoffs (
     exit_status INTEGER,
     stdout TEXT,
     stderr TEXT,
-    status TEXT NOT NULL
+    status TEXT NOT NULL,
+    pid INTEGER
 );
 """
 
@@ -102,6 +109,8 @@ class DispatchRow:
     final: bool
     outcome: str
     updated_at: float
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    """What the dispatch was created with beyond its ladder (fallback lane, router options, config file)."""
 
 
 @attrs.frozen
@@ -128,6 +137,8 @@ class HandoffRow:
     stderr: str | None
     status: str
     """``started`` (written before the command runs), ``done``, or ``failed``."""
+    pid: int | None = None
+    """The process group of the running command (journaled right after it starts), to adopt it after a crash."""
 
 
 class Journal:
@@ -143,7 +154,7 @@ class Journal:
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in (0, SCHEMA_VERSION, *_MIGRATIONS):
                 self._db.close()
                 raise JournalError(
                     f"journal {self.path} has schema version {version}, this fellows-fsm reads "
@@ -161,6 +172,8 @@ class Journal:
             self._db.execute("PRAGMA foreign_keys=ON")
             if version == 0:
                 self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+            for old in range(version, SCHEMA_VERSION) if version else ():
+                self._db.executescript(f"BEGIN; {_MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
         except sqlite3.DatabaseError as exc:
             raise JournalError(
@@ -261,14 +274,16 @@ class Journal:
             raise
 
     # ----------------------------------------------------------------- writes
-    def add_dispatch(self, dispatch: Dispatch, *, intent: str, lane: str, at: float) -> None:
-        """Journal a new dispatch (before anything is submitted for it)."""
+    def add_dispatch(
+        self, dispatch: Dispatch, *, intent: str, lane: str, at: float, settings: dict[str, Any] | None = None
+    ) -> None:
+        """Journal a new dispatch (before anything is submitted for it), with what it needs to finish."""
         spec = attrs.asdict(dispatch.spec)
         ladder = [attrs.asdict(r) for r in dispatch.ladder.rungs]
         with self._write() as db:
             db.execute(
                 "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
-                " job_id, final, outcome, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,0,'',?)",
+                " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,?,0,'',?,?)",
                 (
                     dispatch.id,
                     at,
@@ -282,16 +297,36 @@ class Journal:
                     dispatch.rung.qos if lane == "fellows" else None,
                     None,
                     at,
+                    json.dumps(settings or {}),
                 ),
             )
 
-    def add_lane_dispatch(self, dispatch_id: str, spec: JobSpec, *, intent: str, lane: str, at: float) -> None:
+    def add_lane_dispatch(
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        *,
+        intent: str,
+        lane: str,
+        at: float,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         """Journal a dispatch pinned straight to a command lane (before its command runs)."""
         with self._write() as db:
             db.execute(
                 "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
-                " job_id, final, outcome, updated_at) VALUES (?,?,?,?,1,?,'[]',?,?,NULL,NULL,0,'',?)",
-                (dispatch_id, at, intent, lane, json.dumps(attrs.asdict(spec)), HANDING_OFF, HANDING_OFF, at),
+                " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,1,?,'[]',?,?,NULL,NULL,0,'',?,?)",
+                (
+                    dispatch_id,
+                    at,
+                    intent,
+                    lane,
+                    json.dumps(attrs.asdict(spec)),
+                    HANDING_OFF,
+                    HANDING_OFF,
+                    at,
+                    json.dumps(settings or {}),
+                ),
             )
 
     def transition(self, dispatch: Dispatch, step: Step) -> None:
@@ -349,6 +384,11 @@ class Journal:
                 "INSERT INTO handoffs (dispatch_id, lane, argv, started_at, status) VALUES (?,?,?,?,'started')",
                 (dispatch_id, lane, json.dumps(list(argv)), at),
             )
+
+    def set_handoff_pid(self, dispatch_id: str, pid: int) -> None:
+        """Commit the process group of a handoff command that just started (to adopt it after a crash)."""
+        with self._write() as db:
+            db.execute("UPDATE handoffs SET pid=? WHERE dispatch_id=?", (pid, dispatch_id))
 
     def finish_handoff(
         self, dispatch_id: str, *, exit_status: int, stdout: str, stderr: str, at: float, ok: bool
@@ -416,4 +456,5 @@ def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
     values["final"] = bool(values["final"])
     values["spec"] = json.loads(values["spec"])
     values["ladder"] = json.loads(values["ladder"])
+    values["settings"] = json.loads(values.get("settings") or "{}")
     return DispatchRow(**values)

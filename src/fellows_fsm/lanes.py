@@ -1,14 +1,21 @@
 """Command lanes: where a dispatch goes when the free ladder cannot start it (GCP), or when pinned.
 
-A lane renders its configured argv template for one dispatch and runs it once, with a timeout and
-never through a shell. It knows nothing of the lifecycle machine; the router decides when to call it.
+A lane renders its configured argv template for one dispatch and starts it once, never through a shell,
+in a process group of its own: the router polls it between ticks (a slow command never blocks the poll
+loop) and a timeout kills the whole group, so no grandchild finishes a handoff reported as failed. A tiny
+wrapper writes the command's exit status to a file, so a router restarted while the command runs adopts
+it instead of running it twice. It knows nothing of the lifecycle machine; the router decides when.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -17,10 +24,37 @@ from fellows_fsm.config import LaneConfig
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["FELLOWS", "CommandLane", "HandoffResult", "Lane"]
+__all__ = [
+    "FELLOWS",
+    "CommandLane",
+    "CompletedHandoff",
+    "Handoff",
+    "HandoffFiles",
+    "HandoffResult",
+    "Lane",
+    "ProcessHandoff",
+]
 
 FELLOWS = "fellows"
 """The name of the SLURM ladder lane."""
+
+KILL_GRACE_SECONDS = 5.0
+"""After a timeout the group gets SIGTERM, then SIGKILL this much later if anything of it is left."""
+
+# The wrapper runs the command as its child (same process group) and writes its exit status, atomically,
+# when it ends. Killed with its group on a timeout, it writes nothing: the router records the timeout.
+_WRAPPER = """\
+import os, subprocess, sys
+status = sys.argv[1]
+try:
+    code = subprocess.call(sys.argv[2:], stdin=subprocess.DEVNULL)
+except OSError as exc:
+    sys.stderr.write(f"{sys.argv[2]}: {exc.strerror}\\n")
+    code = 127
+with open(status + ".tmp", "w") as f:
+    f.write(str(code))
+os.replace(status + ".tmp", status)
+"""
 
 
 class Lane(Protocol):
@@ -50,6 +84,147 @@ class HandoffResult:
     def ok(self) -> bool:
         """True when the command exited 0."""
         return self.exit_status == 0
+
+
+class Handoff(Protocol):
+    """A handoff command under way; the router asks it, without blocking, whether it has ended."""
+
+    @property
+    def pid(self) -> int | None:
+        """The process (group) id of the running command, if it runs as a process."""
+        ...
+
+    def result(self, now: float) -> HandoffResult | None:
+        """The result once the command ended (or timed out and was killed); None while it runs."""
+        ...
+
+
+@attrs.frozen
+class CompletedHandoff:
+    """A handoff that ended as soon as it began (an in-process lane, or one found done by its probe)."""
+
+    done: HandoffResult
+    pid: int | None = None
+
+    def result(self, now: float) -> HandoffResult | None:
+        """The result, at once."""
+        return self.done
+
+
+@attrs.frozen
+class HandoffFiles:
+    """Where one dispatch's handoff keeps its output and exit status (next to the journal)."""
+
+    directory: Path
+    dispatch_id: str
+
+    @property
+    def stdout(self) -> Path:
+        """The command's standard output."""
+        return self.directory / f"{self.dispatch_id}.out"
+
+    @property
+    def stderr(self) -> Path:
+        """The command's standard error."""
+        return self.directory / f"{self.dispatch_id}.err"
+
+    @property
+    def status(self) -> Path:
+        """The command's exit status, written by the wrapper when it ends."""
+        return self.directory / f"{self.dispatch_id}.status"
+
+    def read_status(self) -> int | None:
+        """The exit status the wrapper wrote, or None if it has not (yet)."""
+        try:
+            return int(self.status.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def read(self, path: Path) -> str:
+        """One output file's text ('' if missing), with undecodable bytes replaced."""
+        try:
+            return path.read_bytes().decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def _group_alive(pid: int, files: HandoffFiles) -> bool:
+    """True while the process group ``pid`` exists and its leader is still our wrapper (not a reused pid)."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # the leader is gone but the group lives on: the command's children still run
+    return str(files.status).encode() in cmdline
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+@attrs.define(eq=False)
+class ProcessHandoff:
+    """A lane command running in its own session, started by this process or adopted after a restart."""
+
+    argv: tuple[str, ...]
+    files: HandoffFiles
+    started_at: float
+    timeout_seconds: float
+    pid: int | None
+    own: bool = False
+    """True when this process started the command (its child, reaped here); False for an adopted one."""
+    terminated_at: float | None = None
+    reaped: bool = False
+
+    def _leader_running(self) -> bool:
+        if self.pid is None:
+            return False
+        if not self.own:
+            return _group_alive(self.pid, self.files)
+        if not self.reaped:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                done = self.pid
+            self.reaped = done == self.pid
+        return not self.reaped
+
+    def result(self, now: float) -> HandoffResult | None:
+        """The result once the wrapper wrote the exit status; on timeout, kill the group and report 124."""
+        alive = self._leader_running()  # first: a status written just after this look is seen next time
+        status = self.files.read_status()
+        if status is not None:
+            return self._result(status, "")
+        if not alive:
+            # Gone without a status: killed from outside, or the wrapper itself failed.
+            return self._result(125, "the handoff command ended without an exit status (killed from outside?)")
+        if now < self.started_at + self.timeout_seconds:
+            return None
+        assert self.pid is not None
+        if self.terminated_at is None:
+            self.terminated_at = now
+            _kill_group(self.pid, signal.SIGTERM)
+            return None
+        if now < self.terminated_at + KILL_GRACE_SECONDS:
+            return None
+        _kill_group(self.pid, signal.SIGKILL)
+        if self.own and not self.reaped:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.reaped = True
+        return self._result(124, f"timed out after {self.timeout_seconds:g} s; its process group was killed")
+
+    def _result(self, status: int, extra: str) -> HandoffResult:
+        stderr = self.files.read(self.files.stderr)
+        if extra:
+            stderr = f"{stderr.rstrip()}\n{extra}".lstrip("\n")
+        return HandoffResult(self.argv, status, self.files.read(self.files.stdout), stderr)
 
 
 def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
@@ -98,31 +273,54 @@ class CommandLane:
         """Run the probe, if configured: True if the lane already has this dispatch, None if unknowable."""
         if self.config.probe is None:
             return None
-        result = self._run(self.render(self.config.probe, dispatch_id, spec))
-        return result.ok
+        return run_once(self.render(self.config.probe, dispatch_id, spec), self.config.timeout_seconds).ok
 
-    def hand_off(self, argv: tuple[str, ...]) -> HandoffResult:
-        """Run the handoff command once and return what it did (a failure is a result, not an exception)."""
-        return self._run(argv)
+    def start(self, argv: tuple[str, ...], files: HandoffFiles, *, now: float) -> Handoff:
+        """Start the handoff command in a session of its own and return at once."""
+        files.directory.mkdir(parents=True, exist_ok=True)
+        for path in (files.status, files.stdout, files.stderr):
+            path.unlink(missing_ok=True)
+        # posix_spawn, not Popen: the router reaps the child itself (waitpid) whenever it next looks, and a
+        # router that exits while the command runs leaves no Popen behind to complain.
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(files.stdout), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+            (os.POSIX_SPAWN_OPEN, 2, str(files.stderr), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+        ]
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-c", _WRAPPER, str(files.status), *argv],
+            dict(os.environ),
+            file_actions=actions,
+            setsid=True,
+        )
+        return ProcessHandoff(argv, files, now, self.config.timeout_seconds, pid, own=True)
 
-    def _run(self, argv: tuple[str, ...]) -> HandoffResult:
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=self.config.timeout_seconds,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except FileNotFoundError:
-            return HandoffResult(argv, 127, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired as exc:
-            return HandoffResult(argv, 124, _text(exc.stdout), f"timed out after {exc.timeout:g} s")
-        return HandoffResult(argv, done.returncode, done.stdout, done.stderr)
+    def adopt(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+    ) -> Handoff | None:
+        """The handoff a previous router started, if it can still be followed (running, or its status written).
+
+        None when nothing can tell whether it ran: no pid was journaled and no status was written.
+        """
+        if files.read_status() is None and (pid is None or not _group_alive(pid, files)):
+            return None
+        return ProcessHandoff(argv, files, started_at, self.config.timeout_seconds, pid)
 
 
-def _text(value: str | bytes | None) -> str:
-    if value is None:
-        return ""
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
+def run_once(argv: tuple[str, ...], timeout: float) -> HandoffResult:
+    """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
+    try:
+        # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+    except OSError as exc:
+        return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        return HandoffResult(argv, 124, out.decode(errors="replace"), f"timed out after {timeout:g} s")
+    return HandoffResult(argv, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))

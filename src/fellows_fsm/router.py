@@ -11,14 +11,15 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, Ladder, Rung
+from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.lanes import FELLOWS, CommandLane, HandoffResult
+from fellows_fsm.lanes import FELLOWS, CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, Dispatch
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
 
@@ -27,6 +28,8 @@ __all__ = ["Handle", "Router", "TickReport"]
 log = logging.getLogger(__name__)
 
 INTENTS = ("prod", "debug")
+HANDOFF_CHECK_SECONDS = 0.2
+"""Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
 _LADDER_MOVES = frozenset({"drop", "cancel", "resubmit", "move", "give_up"})
 
 
@@ -89,9 +92,28 @@ class Router:
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
         self.pending_handoffs: dict[str, tuple[str, JobSpec]] = {}
-        """Dispatches pinned to a command lane whose command has not run (or not been recorded) yet."""
+        """Dispatches pinned to a command lane whose command has not been started yet."""
+        self.settings: dict[str, dict[str, Any]] = {}
+        """What each driven dispatch was created with (fallback lane, router options, config file)."""
+        self._pinned_lanes: dict[str, CommandLane] = {}
+        """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
+        self.running: dict[str, tuple[str, Handoff]] = {}
+        """Handoff commands under way (lane name, handle), by dispatch id: polled, never waited for."""
+        self._ended: list[str] = []
+        self._failed: list[str] = []
+        """Handoffs that ended, and failure lines, since the last TickReport."""
         journal.acquire_driver()
         self.recover()
+
+    @property
+    def busy(self) -> bool:
+        """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
+        return bool(self.live or self.pending_handoffs or self.running)
+
+    @property
+    def driven(self) -> list[str]:
+        """The ids of every dispatch this router still drives."""
+        return list(dict.fromkeys([*self.live, *self.pending_handoffs, *self.running]))
 
     # ----------------------------------------------------------------- taking jobs
     def dispatch(self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None) -> Handle:
@@ -108,7 +130,8 @@ class Router:
         dispatch_id = uuid.uuid4().hex[:12]
         now = self.clock.now()
         if pin is not None and pin != FELLOWS:
-            self.journal.add_lane_dispatch(dispatch_id, spec, intent=intent, lane=pin, at=now)
+            settings = self._settings(pin)
+            self.journal.add_lane_dispatch(dispatch_id, spec, intent=intent, lane=pin, at=now, settings=settings)
             self.pending_handoffs[dispatch_id] = (pin, spec)
             self._hand_off(dispatch_id, pin, spec)
             return self.handle(dispatch_id)
@@ -116,7 +139,10 @@ class Router:
         if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
             spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
         d = self._new(dispatch_id, spec, intent, pinned=pin == FELLOWS)
-        self.journal.add_dispatch(d, intent=intent, lane=FELLOWS, at=now)
+        following = self.config.auto_order[1:]
+        settings = self._settings(following[0] if following and pin is None else None)
+        self.journal.add_dispatch(d, intent=intent, lane=FELLOWS, at=now, settings=settings)
+        self.settings[d.id] = settings
         try:
             d.submit()
         except SubmitRejected as exc:
@@ -126,6 +152,16 @@ class Router:
             log.warning("dispatch %s: first submit did not get an answer (%s); retrying by token", d.id, exc)
         self.live[d.id] = d
         return self.handle(d.id)
+
+    def _settings(self, lane: str | None) -> dict[str, Any]:
+        """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
+        lane_config = self.config.lane(lane) if lane is not None else None
+        return {
+            "fallback": None if lane_config is None else _lane_json(lane_config),
+            "controller_deadline": self.config.router.controller_deadline,
+            "in_place": self.config.router.change_rung == "in-place",
+            "config": self.config.source,
+        }
 
     def _new(self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool) -> Dispatch:
         return Dispatch(
@@ -156,10 +192,10 @@ class Router:
         that started before its cancel landed shows up STARTED and wins.
         """
         now = self.clock.now()
-        handoffs: list[str] = []
-        failures: list[str] = []
+        self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
-            self._hand_off(dispatch_id, lane, spec, handoffs, failures)
+            self._hand_off(dispatch_id, lane, spec)
+        failures = self._failed
         # 1. Time alone: every rung whose window closed parks now; a rung without a job gets one. A park
         #    announces no side effect of its own (the cancel comes in step 2), so all of them share one commit.
         expired = [d for d in self.live.values() if d.on_rung and d.job_id is not None and d.rung_expired()]
@@ -190,7 +226,7 @@ class Router:
             observations = self.scheduler.observe(job_ids) if job_ids else {}
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
-            return TickReport(now, len(self.live), 0, 0, deferred, tuple(handoffs), tuple(failures), True)
+            return self._report(now, 0, 0, deferred, unreachable=True)
         # 4. Every machine moves on fresh state; only the chosen may change rung, and a parked one only
         #    once the observation confirms its job gone (or started: the late start wins).
         chosen_ids = {d.id for d in chosen}
@@ -205,11 +241,17 @@ class Router:
                 changes += 1
         for d in list(self.live.values()):
             if d.state == FAILED_TO_GCP:
-                self._hand_off_after_ladder(d, handoffs, failures)
+                self._hand_off_after_ladder(d)
             elif d.is_final:
                 del self.live[d.id]
         self.deferred = deferred
-        return TickReport(now, len(self.live), len(job_ids), changes, deferred, tuple(handoffs), tuple(failures), False)
+        self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
+        return self._report(now, len(job_ids), changes, deferred, unreachable=False)
+
+    def _report(self, now: float, observed: int, changes: int, deferred: int, *, unreachable: bool) -> TickReport:
+        ended, failed = tuple(self._ended), tuple(self._failed)
+        self._ended, self._failed = [], []
+        return TickReport(now, len(self.live), observed, changes, deferred, ended, failed, unreachable)
 
     def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool, failures: list[str]) -> None:
         """Advance one dispatch; a scheduler error fails this dispatch's step, never the whole tick."""
@@ -228,85 +270,134 @@ class Router:
         on_tick: Callable[[TickReport], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> TickReport:
-        """Poll until every dispatch is final (or ``until`` says stop), sleeping to the next poll or deadline.
+        """Poll until every dispatch is final (or ``until`` says stop): ONE poll per poll interval.
 
-        A slow or unreachable controller stretches the interval (doubling, up to 8 polls).
+        The cadence is the promise to a shared slurmctld: at most one observe (one squeue) and one cancel
+        call per interval, whatever the number of dispatches or the spread of their deadlines; a window
+        that closes between polls is acted on at the next one (so within one interval). A slow or
+        unreachable controller stretches the interval (doubling, up to 8 polls). Between polls only
+        running handoff commands are looked at (no SLURM call), so a slow GCP command blocks nothing.
         """
         interval = self.config.fellows.poll_interval_seconds
         backoff = interval
+        clock = self.clock  # the cadence runs on the injected clock, so a simulation's time drives it too
+        report = self._report(clock.now(), 0, 0, 0, unreachable=False)
+        next_poll = clock.now()
         while True:
-            started = time.monotonic()
-            report = self.poll()
+            if clock.now() >= next_poll:
+                started = clock.now()
+                report = self.poll()
+                took = clock.now() - started
+                # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost.
+                backoff = min(backoff * 2, 8 * interval) if report.unreachable else max(interval, 2 * took)
+                next_poll = started + backoff
+            elif self.running:
+                before = len(self.running)
+                self.reap_handoffs()
+                if len(self.running) != before:
+                    report = self._report(clock.now(), 0, 0, self.deferred, unreachable=report.unreachable)
+                else:
+                    report = attrs.evolve(report, handoffs=(), failures=())
             if on_tick is not None:
                 on_tick(report)
-            if (until is not None and until(report)) or not (self.live or self.pending_handoffs):
+            if (until is not None and until(report)) or not self.busy:
                 return report
-            took = time.monotonic() - started
-            # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost.
-            backoff = min(backoff * 2, 8 * interval) if report.unreachable else max(interval, 2 * took)
-            sleep(self._next_sleep(backoff))
-
-    def _next_sleep(self, interval: float) -> float:
-        """Sleep to the next poll, or to the earliest rung deadline, or at once for a dispatch mid-change."""
-        now = self.clock.now()
-        if self.deferred:
-            return min(interval, 1.0)  # held back by the per-tick bound: a short beat, never a storm
-        if any(d.state in (PARKED, CANCELLED) and d.walks_ladder() for d in self.live.values()):
-            return 0.05  # parked late in the last tick (e.g. a window that closed during it): cancel now
-        deadlines = [d.deadline for d in self.live.values() if d.on_rung and not d.pinned]
-        wake = min([now + interval, *deadlines])
-        return max(0.05, wake - now)
+            wait = next_poll - clock.now()
+            if self.running:
+                wait = min(wait, HANDOFF_CHECK_SECONDS)
+            sleep(max(0.0, wait))
 
     # ----------------------------------------------------------------- handing off
-    def _hand_off_after_ladder(self, d: Dispatch, handoffs: list[str], failures: list[str]) -> None:
-        """Hand a dispatch that parked out of the whole ladder to the next lane in the auto order."""
-        following = self.config.auto_order[1:]
-        if not following:
-            self.journal.finish(d.id, state=d.state, label=d.label, outcome="no-fallback-lane", at=self.clock.now())
-            del self.live[d.id]
-            return
-        self._hand_off(d.id, following[0], d.spec, handoffs, failures)
+    def _hand_off_after_ladder(self, d: Dispatch) -> None:
+        """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with."""
+        settings = self.settings.get(d.id, {})
+        fallback = settings.get("fallback")
+        if "fallback" not in settings:
+            # A journal written before dispatches carried their lanes: use this router's configuration.
+            following = self.config.auto_order[1:]
+            fallback = _lane_json(self.config.lane(following[0])) if following else None
         del self.live[d.id]
+        if fallback is None:
+            self.journal.finish(d.id, state=d.state, label=d.label, outcome="no-fallback-lane", at=self.clock.now())
+            return
+        lane = _lane_from_json(fallback)
+        self._hand_off(d.id, lane.name, d.spec, lane=self._lane_for(lane))
 
-    def _hand_off(
-        self,
-        dispatch_id: str,
-        lane_name: str,
-        spec: JobSpec,
-        handoffs: list[str] | None = None,
-        failures: list[str] | None = None,
-    ) -> None:
-        """Run a lane's command for a dispatch exactly once (journaled before it runs)."""
-        lane = self.lanes[lane_name]
+    def _files(self, dispatch_id: str) -> HandoffFiles:
+        return HandoffFiles(self.journal.path.parent / "handoffs", dispatch_id)
+
+    def _lane_for(self, config: LaneConfig) -> CommandLane:
+        """The lane to run ``config`` with: this router's own if it is the same lane, else one built for it."""
+        mine = self.lanes.get(config.name)
+        if mine is not None and mine.config == config:
+            return mine
+        return CommandLane(config)
+
+    def _hand_off(self, dispatch_id: str, lane_name: str, spec: JobSpec, *, lane: CommandLane | None = None) -> None:
+        """Start a lane's command for a dispatch exactly once (journaled before it starts); never wait for it."""
+        self.pending_handoffs.pop(dispatch_id, None)
+        if dispatch_id in self.running:
+            return
+        if lane is None:
+            lane = self._pinned_lanes.pop(dispatch_id, None) or self.lanes[lane_name]
         previous = self.journal.handoff(dispatch_id)
         if previous is not None and previous.status != "started":
-            self.pending_handoffs.pop(dispatch_id, None)
             return  # already done or failed: never twice
         argv = lane.command(dispatch_id, spec)
+        files = self._files(dispatch_id)
+        now = self.clock.now()
+        handoff: Handoff | None
         if previous is None:
-            self.journal.start_handoff(dispatch_id, lane_name, argv, self.clock.now())
-            result = lane.hand_off(argv)
-        elif lane.already_has(dispatch_id, spec):
-            # A crash came during the command; the lane's probe says it took the job.
-            result = HandoffResult(argv, 0, "", "(handoff found by the lane's probe after a restart)")
+            self.journal.start_handoff(dispatch_id, lane_name, argv, now)
+            handoff = lane.start(argv, files, now=now)
+            if handoff.pid is not None:
+                self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         else:
-            # A crash came during the command and nothing can tell whether it ran: run it again
-            # (exactly-once needs an idempotent command or a probe; see docs/configuration.md).
-            result = lane.hand_off(argv)
-        self.journal.finish_handoff(
-            dispatch_id,
-            exit_status=result.exit_status,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            at=self.clock.now(),
-            ok=result.ok,
-        )
-        self.pending_handoffs.pop(dispatch_id, None)
-        if handoffs is not None:
-            handoffs.append(dispatch_id)
-        if not result.ok and failures is not None:
-            last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-            failures.append(f"dispatch {dispatch_id}: {lane_name} command exited {result.exit_status}: {last}")
+            # A router died while the command ran: follow it if it still runs or wrote its status.
+            handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
+            if handoff is None and lane.already_has(dispatch_id, spec):
+                handoff = CompletedHandoff(
+                    HandoffResult(argv, 0, "", "(handoff found by the lane's probe after a restart)")
+                )
+            if handoff is None:
+                # Nothing can tell whether it ran (the router died before the command's pid was journaled,
+                # and no probe is configured): run it again. Exactly-once needs an idempotent command or a
+                # probe; see docs/configuration.md.
+                handoff = lane.start(argv, files, now=now)
+                if handoff.pid is not None:
+                    self.journal.set_handoff_pid(dispatch_id, handoff.pid)
+        self.running[dispatch_id] = (lane_name, handoff)
+
+    def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""
+        while self.running:
+            self.reap_handoffs()
+            if self.running:
+                sleep(HANDOFF_CHECK_SECONDS)
+
+    def reap_handoffs(self) -> list[str]:
+        """Record every handoff command that has ended (or timed out: its group is killed); no SLURM call."""
+        now = self.clock.now()
+        ended = []
+        for dispatch_id, (lane_name, handoff) in list(self.running.items()):
+            result = handoff.result(now)
+            if result is None:
+                continue
+            self.journal.finish_handoff(
+                dispatch_id,
+                exit_status=result.exit_status,
+                stdout=result.stdout,
+                stderr=result.stderr,
+                at=self.clock.now(),
+                ok=result.ok,
+            )
+            del self.running[dispatch_id]
+            ended.append(dispatch_id)
+            self._ended.append(dispatch_id)
+            if not result.ok:
+                last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+                self._failed.append(f"dispatch {dispatch_id}: {lane_name} command exited {result.exit_status}: {last}")
+        return ended
 
     # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
@@ -314,7 +405,16 @@ class Router:
         recovered = []
         for row in self.journal.dispatches(live_only=True):
             spec = _spec(row)
+            settings = row.settings
             if row.lane != FELLOWS:
+                fallback = settings.get("fallback")
+                if fallback is not None:
+                    self._pinned_lanes[row.id] = self._lane_for(_lane_from_json(fallback))
+                elif row.lane not in self.lanes:
+                    raise ConfigError(
+                        f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({self.config.source}) "
+                        "does not define; run watch with the config it was submitted with"
+                    )
                 self.pending_handoffs[row.id] = (row.lane, spec)
                 recovered.append(row.id)
                 continue
@@ -330,16 +430,39 @@ class Router:
                 clock=self.clock,
                 recorder=self.journal,
                 pinned=row.pinned,
-                controller_deadline=self.config.router.controller_deadline,
-                in_place=self.config.router.change_rung == "in-place",
+                controller_deadline=bool(settings.get("controller_deadline", self.config.router.controller_deadline)),
+                in_place=bool(settings.get("in_place", self.config.router.change_rung == "in-place")),
             )
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
+            self.settings[d.id] = settings
             recovered.append(d.id)
         return recovered
 
     def is_done(self, dispatch_id: str) -> bool:
         """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""
         return self.handle(dispatch_id).final
+
+
+def _lane_json(lane: LaneConfig) -> dict[str, Any]:
+    """A lane's config as the journal keeps it with each dispatch."""
+    return {
+        "name": lane.name,
+        "command": list(lane.command),
+        "probe": None if lane.probe is None else list(lane.probe),
+        "manual_only": lane.manual_only,
+        "timeout_seconds": lane.timeout_seconds,
+    }
+
+
+def _lane_from_json(data: Mapping[str, Any]) -> LaneConfig:
+    probe = data.get("probe")
+    return LaneConfig(
+        name=str(data["name"]),
+        command=tuple(data["command"]),
+        probe=None if probe is None else tuple(probe),
+        manual_only=bool(data.get("manual_only", False)),
+        timeout_seconds=float(data.get("timeout_seconds", 600.0)),
+    )
 
 
 def _spec(row: DispatchRow) -> JobSpec:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, Jour
 from fellows_fsm.config import Config, LaneConfig, RouterConfig
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
+from fellows_fsm.scheduler import Observation
 
 CAP = 60.0
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
@@ -87,8 +90,10 @@ def drive(
         fake.schedule()
         frozen.tick(step)
         router.poll()
-        if not router.live and not router.pending_handoffs:
+        if not router.busy:
             return
+        if router.running:
+            time.sleep(0.02)  # a handoff command runs in real time while the router's clock is frozen
     raise AssertionError("dispatches still live after the tick budget")
 
 
@@ -155,9 +160,12 @@ def test_pinned_fellows_stays_pending_on_high_eur(
 def test_pinned_gcp_goes_straight_to_gcp(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
 ) -> None:
-    """--pin gcp runs the gcp command at once and never touches SLURM."""
+    """--pin gcp starts the gcp command at once and never touches SLURM."""
     r = make_router()
     h = r.dispatch(SPEC, pin="gcp")
+    assert (h.lane, h.state, h.final) == ("gcp", "HANDING_OFF", False)
+    r.wait_for_handoffs()
+    h = r.handle(h.dispatch_id)
     assert ledger(tmp_path, "gcp") == [h.dispatch_id]
     assert (h.lane, h.state, h.final) == ("gcp", "HANDED_OFF", True)
     assert fake.calls["submit"] == 0
@@ -176,6 +184,7 @@ def test_manual_only_lane_runs_only_when_pinned(
     assert ledger(tmp_path, "runpod") == []
     assert ledger(tmp_path, "gcp") == [auto.dispatch_id]
     pinned = r.dispatch(SPEC, pin="runpod")
+    r.wait_for_handoffs()
     assert ledger(tmp_path, "runpod") == [pinned.dispatch_id]
 
 
@@ -266,6 +275,8 @@ def test_failing_gcp_command_is_a_visible_failure(
         failures += r.poll().failures
         if not r.live:
             break
+    r.wait_for_handoffs()
+    failures += r.poll().failures
     assert failures == [f"dispatch {h.dispatch_id}: gcp command exited 1: quota exceeded in europe-west4"]
     assert r.handle(h.dispatch_id).outcome == "handoff-failed"
     handoff = r.journal.handoff(h.dispatch_id)
@@ -399,20 +410,59 @@ def test_unknown_change_rung_is_refused() -> None:
         RouterConfig(change_rung="swap")
 
 
-def test_a_dispatch_parked_late_in_a_tick_wakes_the_loop_at_once(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+class TimedFake(FakeScheduler):
+    """The fake cluster, remembering when (on the frozen clock) each observe and each cancel call came."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.observed_at: list[float] = []
+        self.cancelled_at: list[float] = []
+
+    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
+        self.observed_at.append(time.time())
+        return super().observe(job_ids)
+
+    def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
+        self.cancelled_at.append(time.time())
+        return super().cancel_if_pending(job_ids, read_back=read_back)
+
+
+def test_run_observes_once_per_poll_interval_whatever_the_spread_of_deadlines(
+    tmp_path: Path, frozen: FrozenDateTimeFactory
 ) -> None:
-    """A dispatch left PARKED at the end of a tick makes the next sleep short, not a whole poll interval."""
-    fake.total_gpus = 0
-    r = make_router(FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=30))
-    h = r.dispatch(SPEC)
-    assert r._next_sleep(30) == pytest.approx(30)
-    d = r.live[h.dispatch_id]
-    assert d.job_id is not None
-    fake.set_pending(d.job_id, "QOSMaxWallDurationPerJobLimit")  # parks on the tick's fresh observation
-    r.poll()
-    assert d.state == "PARKED"
-    assert r._next_sleep(30) == pytest.approx(0.05)
-    r.poll()
-    assert d.state == "RESUBMITTED_normal_eur"
-    assert r._next_sleep(30) == pytest.approx(30)
+    """30 dispatches submitted 0.3 s apart with 4 s caps and a 10 s poll: no two observes or cancel calls
+    come less than one poll interval apart, and every park is acted on within one interval of its deadline."""
+    fake = TimedFake(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16}, total_gpus=0)
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=4, poll_interval_seconds=10),
+        lanes=(ledger_lane("gcp", tmp_path / "gcp.ledger"),),
+        state_dir=tmp_path,
+    )
+    r = Router(config, fake, Journal(config.journal_path))
+    ids = []
+    for _ in range(30):
+        ids.append(r.dispatch(SPEC).dispatch_id)
+        frozen.tick(0.3)
+
+    def sleep(seconds: float) -> None:
+        frozen.tick(max(seconds, 0.01))
+        fake.schedule()
+        if not seconds and r.running:
+            time.sleep(0.02)  # the gcp commands run in real time
+
+    r.run(sleep=sleep)
+    r.journal.close()
+    gaps = [b - a for a, b in itertools.pairwise(fake.observed_at)]
+    assert gaps and min(gaps) >= 10 - 1e-6
+    cancel_gaps = [b - a for a, b in itertools.pairwise(fake.cancelled_at)]
+    assert not cancel_gaps or min(cancel_gaps) >= 10 - 1e-6
+    assert sorted(ledger(tmp_path, "gcp")) == sorted(ids)
+    journal = Journal(config.journal_path)
+    for dispatch_id in ids:
+        steps = journal.steps(dispatch_id)
+        parks = [st for st in steps if st.trigger == "park"]
+        assert len(parks) == 3
+        rung_entries = [st.at for st in steps if st.trigger in ("submit", "resubmit")]
+        for entered, park in zip(rung_entries, parks, strict=True):
+            assert park.at - (entered + 4) <= 10 + 1e-6  # decision overhead within one poll interval
+    journal.close()

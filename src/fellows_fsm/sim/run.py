@@ -18,7 +18,7 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, HandoffResult
+from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.lifecycle import RUNNING, Dispatch
 from fellows_fsm.router import Router
 from fellows_fsm.scheduler import JobSpec, Phase, ReasonGroup
@@ -228,10 +228,16 @@ class InProcessLane(CommandLane):
         self.handed: dict[str, float] = {}
         """When each dispatch was handed over, by dispatch id."""
 
-    def hand_off(self, argv: tuple[str, ...]) -> HandoffResult:
-        """Record the handoff (the dispatch id is the argv's last item) and succeed."""
+    def start(self, argv: tuple[str, ...], files: HandoffFiles, *, now: float) -> Handoff:
+        """Record the handoff (the dispatch id is the argv's last item) and succeed at once."""
         self.handed[argv[-1]] = self.clock.now()
-        return HandoffResult(argv, 0, "", "")
+        return CompletedHandoff(HandoffResult(argv, 0, "", ""))
+
+    def adopt(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+    ) -> Handoff | None:
+        """Nothing runs out of process: a handoff is adopted only if it was recorded."""
+        return self.start(argv, files, now=started_at) if argv[-1] in self.handed else None
 
     def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
         """True once this dispatch was handed over."""
@@ -316,7 +322,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
             )
             feeder = _Feeder(mine, cluster, origin, router)
             while clock.now() < limit:
-                if not (router.live or router.pending_handoffs):
+                if not router.busy:
                     at = feeder.next_time()
                     if at is None:
                         break
