@@ -58,6 +58,7 @@ class FakeJob:
         """This job as an Observation."""
         if self.forgotten:
             return Observation(self.job_id, Phase.UNKNOWN)
+        token = self.token or None
         return Observation(
             job_id=self.job_id,
             phase=self.phase,
@@ -65,6 +66,7 @@ class FakeJob:
             reason=self.reason if self.state == "PENDING" else None,
             qos=self.qos,
             start_time=self.start_time,
+            token=token,
         )
 
 

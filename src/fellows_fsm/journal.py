@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import JournalError
-from fellows_fsm.lifecycle import RUNNING, Dispatch, Step, state_label
+from fellows_fsm.lifecycle import RUNNING, WITHDRAWN, Dispatch, Step, state_label
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = ["HANDED_OFF", "HANDING_OFF", "HANDOFF_FAILED", "DispatchRow", "HandoffRow", "JobRow", "Journal"]
@@ -333,7 +333,7 @@ class Journal:
         """Recorder: commit ``step`` (and the dispatch's new state) before the state changes."""
         label = state_label(dispatch.ladder, step.dest)
         # FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
-        final = step.dest == RUNNING or (step.dest == "CANCELLED" and dispatch.pinned)
+        final = step.dest in (RUNNING, WITHDRAWN) or (step.dest == "CANCELLED" and dispatch.pinned)
         with self._write() as db:
             db.execute(
                 "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
@@ -352,8 +352,8 @@ class Journal:
                 ),
             )
             db.execute(
-                "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, updated_at=? WHERE id=?",
-                (step.dest, label, step.qos, step.job_id, int(final), step.at, dispatch.id),
+                "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, outcome=?, updated_at=? WHERE id=?",
+                (step.dest, label, step.qos, step.job_id, int(final), _outcome(step), step.at, dispatch.id),
             )
 
     def attached(self, dispatch: Dispatch, job_id: str) -> None:
@@ -448,6 +448,15 @@ class Journal:
         values = dict(row)
         values["argv"] = json.loads(values["argv"])
         return HandoffRow(**values)
+
+
+def _outcome(step: Step) -> str:
+    """The outcome a step leaves on the dispatch row: why it is held or withdrawn, else nothing yet."""
+    if step.dest == WITHDRAWN:
+        return "withdrawn-outside"
+    if step.trigger == "hold":
+        return "held"
+    return ""
 
 
 def _dispatch_row(row: sqlite3.Row) -> DispatchRow:

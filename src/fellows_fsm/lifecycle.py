@@ -26,6 +26,7 @@ __all__ = [
     "FAILED_TO_GCP",
     "PARKED",
     "RUNNING",
+    "WITHDRAWN",
     "Dispatch",
     "NullRecorder",
     "Recorder",
@@ -44,17 +45,26 @@ PARKED = "PARKED"
 CANCELLED = "CANCELLED"
 RUNNING = "RUNNING"
 FAILED_TO_GCP = "FAILED_TO_GCP"
-_FIXED_STATES = (PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)
+WITHDRAWN = "WITHDRAWN"
+"""Final: the job was cancelled by someone else (its owner, an admin) or by ``fellows-fsm cancel``."""
+_FIXED_STATES = (PARKED, CANCELLED, RUNNING, FAILED_TO_GCP, WITHDRAWN)
+LOST_AFTER_SECONDS = 120.0
+"""A job unknown to squeue and sacct for this long is gone (a controller that restarted and lost it)."""
 
 # The transition table, top to bottom in the order a dispatch lives it. RUNG stands for every rung
-# state; NEXT_RUNG for the rung after the one the dispatch just left. Guards are questions asked of
-# the Dispatch; edges that share a trigger and source are tried in order (an OR of their guards).
+# state; NEXT_RUNG for the rung after the one the dispatch just left; SAME stays in the state (a step
+# that is journaled but moves nowhere). Guards are questions asked of the Dispatch; edges that share a
+# trigger and source are tried in order (an OR of their guards).
 RUNG = "ANY_RUNG"
 NEXT_RUNG = "NEXT_RUNG"
+SAME = "SAME"
 TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     # trigger    source     dest           guards
     ("start", RUNG, RUNNING, ("job_started",)),
-    ("park", RUNG, PARKED, ("walks_ladder", "rung_expired")),
+    ("withdraw", RUNG, WITHDRAWN, ("job_ended_by_others",)),  # someone's scancel is a decision, not a rung
+    ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
+    ("release", RUNG, SAME, ("job_released",)),
+    ("park", RUNG, PARKED, ("walks_ladder", "job_not_held", "rung_expired")),
     ("park", RUNG, PARKED, ("walks_ladder", "rung_cannot_start")),
     ("drop", RUNG, CANCELLED, ("job_gone",)),
     ("start", PARKED, RUNNING, ("job_started",)),  # late start wins over the cancel
@@ -63,7 +73,7 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("move", PARKED, NEXT_RUNG, ("walks_ladder", "left_previous_rung")),  # in place: scontrol, same job
     ("give_up", CANCELLED, FAILED_TO_GCP, ("walks_ladder", "left_last_rung")),
 )
-TRIGGERS = ("submit", "start", "park", "drop", "cancel", "resubmit", "move", "give_up")
+TRIGGERS = ("submit", "start", "withdraw", "hold", "release", "park", "drop", "cancel", "resubmit", "move", "give_up")
 
 
 def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
@@ -100,7 +110,8 @@ def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[
             continue
         sources = [r.state_name for r in ladder.rungs] if source == RUNG else [source]
         for src in sources:
-            transitions.append({"trigger": trigger, "source": src, "dest": dest, "conditions": list(guards)})
+            target = None if dest == SAME else dest  # None: an internal transition (journaled, no state change)
+            transitions.append({"trigger": trigger, "source": src, "dest": target, "conditions": list(guards)})
     return states, transitions
 
 
@@ -220,6 +231,10 @@ class Dispatch:
     note: str = attrs.field(init=False, default="")
     submit_uncertain: bool = attrs.field(init=False, default=False)
     """A submit may have reached the cluster without its reply: look the token up before submitting again."""
+    held: bool = attrs.field(init=False, default=False)
+    """The current job was last seen held (JobHeldUser/JobHeldAdmin): its window does not walk it away."""
+    unknown_since: float | None = attrs.field(init=False, default=None)
+    """Since when the current job has been unknown to the scheduler (None while it is known)."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -268,6 +283,8 @@ class Dispatch:
                 d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
             elif step.trigger in ("resubmit", "move"):
                 d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
+        for step in history:
+            d.held = step.trigger == "hold" or (d.held and step.trigger not in ("release", "resubmit", "move"))
         last = history[-1]
         d.state = last.dest
         d.rung_index = last.rung_index
@@ -299,7 +316,7 @@ class Dispatch:
     @property
     def is_final(self) -> bool:
         """True once nothing more will happen: RUNNING, FAILED_TO_GCP, or a pinned dispatch's job gone."""
-        if self.state in (RUNNING, FAILED_TO_GCP):
+        if self.state in (RUNNING, FAILED_TO_GCP, WITHDRAWN):
             return True
         return self.state == CANCELLED and self.pinned
 
@@ -331,6 +348,34 @@ class Dispatch:
         obs = self.observation
         return obs is not None and obs.job_id == self.job_id and obs.phase is Phase.STARTED
 
+    def job_ended_by_others(self, event: Any = None) -> bool:
+        """Was the current job cancelled outside the router, or dropped while someone held it?"""
+        obs = self._current()
+        return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or self.held)
+
+    def job_held(self, event: Any = None) -> bool:
+        """Is the current job newly seen held by its owner or an admin?"""
+        obs = self._current()
+        return not self.held and obs is not None and obs.phase is Phase.PENDING and obs.reason_group is ReasonGroup.HELD
+
+    def job_released(self, event: Any = None) -> bool:
+        """Was the current job held, and is it now seen pending without the hold (or started)?"""
+        obs = self._current()
+        return (
+            self.held
+            and obs is not None
+            and obs.phase in (Phase.PENDING, Phase.STARTED)
+            and obs.reason_group is not ReasonGroup.HELD
+        )
+
+    def job_not_held(self, event: Any = None) -> bool:
+        """Is the current job free of any hold (so its window may walk it to the next rung)?"""
+        return not self.held
+
+    def _current(self) -> Observation | None:
+        obs = self.observation
+        return obs if obs is not None and obs.job_id == self.job_id else None
+
     def job_gone(self, event: Any = None) -> bool:
         """Is the current job confirmed gone without ever starting (or was it never queued)?"""
         if self.job_id is None:
@@ -341,7 +386,7 @@ class Dispatch:
     # ----------------------------------------------------------------- the journal hook
     def record_step(self, event: Any) -> None:
         """Journal the transition about to happen (before_state_change: a failure aborts it)."""
-        dest = event.transition.dest
+        dest = event.transition.dest or self.state  # an internal transition stays where it is
         if event.event.name == "resubmit":
             # The step announces the next rung's submit; its job id is journaled once sbatch answers.
             self._record("resubmit", self.state, dest, self.rung_index + 1, job_id=None)
@@ -404,6 +449,26 @@ class Dispatch:
     def start(self) -> None:
         """The job was seen running: the dispatch is RUNNING, whatever rung it was on."""
         self._fire("start")
+
+    def withdraw(self) -> None:
+        """The job was cancelled by someone else (or dropped while held): respect it, walk no further."""
+        obs = self._current()
+        state = obs.state if obs is not None else "gone"
+        if self.held and (obs is None or not obs.ended_by_others):
+            self.note = f"job {self.job_id} ended ({state}) while held; a hold is someone's decision: not resubmitted"
+        else:
+            self.note = f"job {self.job_id} was cancelled outside fellows-fsm ({state}); not resubmitted"
+        self._fire("withdraw")
+
+    def hold(self) -> None:
+        """The job is held by its owner or an admin: it waits on its rung, however long its window."""
+        self._fire("hold")
+        self.held = True
+
+    def release(self) -> None:
+        """The hold was lifted: the rung's window applies again (a window that closed meanwhile parks now)."""
+        self._fire("release")
+        self.held = False
 
     def park(self) -> None:
         """Stop waiting on the current rung (its window closed, or it can never start the job)."""
@@ -516,17 +581,35 @@ class Dispatch:
         """
         if (
             self.job_id is not None
-            and (observation is None or observation == self.observation)
+            and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
             and self.on_rung
             and self.clock.now() < self.deadline
         ):
             return  # nothing new and the window still open: every guard answers as it did last time
         if observation is not None and observation.job_id == self.job_id:
-            self.observation = observation
+            self.observation = self._checked(observation)
         # Each step moves one state or stops; a ladder of n rungs needs at most 3n + 1 steps.
         for _ in range(3 * len(self.ladder.rungs) + 1):
             if not self._step(may_change_rung):
                 return
+
+    def _checked(self, obs: Observation) -> Observation:
+        """``obs`` as it bears on this dispatch: a stranger's job under our id, or a job unknown for too long, is
+        our job gone (a controller that restarted lost it and reused its id); nothing else is changed."""
+        prefix = dispatch_token(self.id, 0)[:-1]
+        if obs.token is not None and not obs.token.startswith(prefix):
+            self.note = f"job id {obs.job_id} now belongs to another job ({obs.token}); ours was lost by the controller"
+            return Observation(obs.job_id, Phase.GONE, state="LOST")
+        if obs.phase is not Phase.UNKNOWN:
+            self.unknown_since = None
+            return obs
+        now = self.clock.now()
+        if self.unknown_since is None:
+            self.unknown_since = now
+        if now - self.unknown_since < LOST_AFTER_SECONDS:
+            return obs
+        self.note = f"job {obs.job_id} unknown to squeue and sacct for {now - self.unknown_since:.0f} s; taken as lost"
+        return Observation(obs.job_id, Phase.GONE, state="LOST")
 
     def _step(self, may_change_rung: bool) -> bool:
         """Fire the one move the guards allow now; True if another may follow without a new observation."""
@@ -547,10 +630,19 @@ class Dispatch:
             if self.job_started():
                 self.start()
                 return False
+            if self.job_ended_by_others():
+                self.withdraw()
+                return False
             if self.job_gone():
                 self.drop()
                 return True
-            if self.walks_ladder() and (self.rung_expired() or self.rung_cannot_start()):
+            if self.job_held():
+                self.hold()
+                return False
+            if self.job_released():
+                self.release()
+                return True
+            if self.walks_ladder() and ((self.job_not_held() and self.rung_expired()) or self.rung_cannot_start()):
                 self.park()
                 return True
             return False

@@ -130,6 +130,13 @@ class Observation:
     """The pending reason, or None when not evaluated yet or not pending."""
     qos: str | None = None
     start_time: float | None = None
+    token: str | None = None
+    """The job's comment as the scheduler reports it (the dispatch token); None when not reported."""
+
+    @property
+    def ended_by_others(self) -> bool:
+        """True for a job cancelled outside the router (an scancel by its owner or an admin)."""
+        return self.phase is Phase.GONE and self.state.split(" ", 1)[0] == "CANCELLED"
 
     @property
     def reason_group(self) -> ReasonGroup:

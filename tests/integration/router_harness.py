@@ -25,12 +25,13 @@ from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
 POINTS = ("none", "before-sbatch", "after-sbatch", "after-cancel")
 
-# The GCP "command": record the dispatch in a ledger; in crash mode, kill the router mid-command.
+# The GCP "command": record the dispatch in a ledger; in crash mode, kill the router (whose pid the harness
+# exports) mid-command, and go on for a while after it.
 GCP_COMMAND = (
     "import os, signal, sys, time\n"
     "open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')\n"
     "if os.environ.get('HARNESS_KILL_IN_HANDOFF') == '1':\n"
-    "    os.kill(os.getppid(), signal.SIGKILL)\n"
+    "    os.kill(int(os.environ['HARNESS_ROUTER_PID']), signal.SIGKILL)\n"
     "    time.sleep(0.5)\n"
 )
 GCP_PROBE = "import sys; sys.exit(0 if sys.argv[2] in open(sys.argv[1]).read().split() else 1)"
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--crash-at", choices=POINTS, default="none")
     parser.add_argument("--cap", type=float, default=2.0)
     args = parser.parse_args()
+    os.environ["HARNESS_ROUTER_PID"] = str(os.getpid())
     router = build(args.state_dir, args.cap, args.crash_at)
     if args.mode == "dispatch":
         spec = JobSpec(**json.loads(args.spec))

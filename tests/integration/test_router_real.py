@@ -128,7 +128,7 @@ def test_kill_between_cancel_and_resubmit_then_restart(slurm: Cluster, tmp_path:
 
 def test_kill_during_the_gcp_handoff_then_restart(slurm: Cluster, tmp_path: Path) -> None:
     """kill -9 while the GCP command runs: after a restart the handoff is recorded once, never repeated."""
-    spec = slurm.spec(gpus=8, extra=("--hold",))  # held: no rung can ever start it
+    spec = slurm.spec(gpus=8, extra=("--time=15-00:00:00",))  # over every rung's MaxWall: none can start it
     first = harness(tmp_path, "dispatch", spec_json(spec), "--cap", "1", kill_in_handoff=True)
     assert first.returncode == -9, first.stderr
     dispatch_id = only_dispatch(tmp_path)

@@ -153,11 +153,11 @@ def test_pinned_dispatch_never_walks(
 def test_pinned_dispatch_whose_job_vanishes_ends_without_walking(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """A pinned dispatch whose job ends unstarted stops in CANCELLED and never goes to another rung."""
+    """A pinned dispatch whose job ends unstarted (its deadline) stops in CANCELLED and never goes to another rung."""
     d = make_dispatch(pinned=True)
     d.submit()
     assert d.job_id is not None
-    fake.end(d.job_id, "CANCELLED")
+    fake.end(d.job_id, "DEADLINE")
     poll(d, fake)
     assert d.state == CANCELLED
     assert d.is_final

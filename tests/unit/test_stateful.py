@@ -26,6 +26,7 @@ from fellows_fsm import (
     SystemClock,
     classify_reason,
 )
+from fellows_fsm.lifecycle import LOST_AFTER_SECONDS
 
 POLL = 10.0
 REASONS = [
@@ -40,6 +41,18 @@ REASONS = [
 ]
 
 
+def held_seconds(d: Dispatch) -> float:
+    """How long the dispatch's jobs were held by someone (hold to release steps, each plus one poll to notice)."""
+    total, since = 0.0, None
+    for step in d.history:
+        if step.trigger == "hold":
+            since = step.at
+        elif since is not None and step.trigger in ("release", "withdraw", "start", "drop"):
+            total += step.at - since + POLL
+            since = None
+    return total
+
+
 class LadderWalk(RuleBasedStateMachine):
     """One dispatch on the fake port; the cluster and the clock move at random between polls."""
 
@@ -49,6 +62,7 @@ class LadderWalk(RuleBasedStateMachine):
         self.frozen: Any = self.freezer.start()
         self.fake = FakeScheduler(SystemClock())
         self.d: Dispatch | None = None
+        self.lost_jobs = 0
 
     def teardown(self) -> None:
         self.freezer.stop()
@@ -96,9 +110,10 @@ class LadderWalk(RuleBasedStateMachine):
 
     @rule()
     def job_is_forgotten(self) -> None:
-        """squeue and sacct both lose the job: it reads UNKNOWN."""
+        """squeue and sacct both lose the job: it reads UNKNOWN (until the dispatch takes it as lost)."""
         if (job_id := self._pending_job()) is not None:
             self.fake.forget(job_id)
+            self.lost_jobs += 1
 
     @rule()
     def next_cancel_races_a_start(self) -> None:
@@ -175,11 +190,13 @@ class LadderWalk(RuleBasedStateMachine):
 
     @invariant()
     def gcp_within_worst_case_plus_one_poll(self) -> None:
-        """The time from submit to FAILED_TO_GCP never exceeds the ladder's worst case plus one poll."""
+        """The time from submit to FAILED_TO_GCP never exceeds the ladder's worst case plus one poll, plus, for each
+        job the controller lost, the bound on how long an unknown job is waited for before it is taken as gone."""
         if self.d is None or self.d.state != FAILED_TO_GCP:
             return
         waited = self.d.history[-1].at - self.d.history[0].at
-        assert waited <= self.d.ladder.worst_case_seconds + POLL
+        allowance = self.lost_jobs * (LOST_AFTER_SECONDS + POLL) + held_seconds(self.d)
+        assert waited <= self.d.ladder.worst_case_seconds + POLL + allowance
 
     @invariant()
     def running_only_when_the_job_started(self) -> None:

@@ -97,8 +97,9 @@ def _row(job_id: str, state: str, reason: str, qos: str, start: str, *, started:
         reason=_text_or_none(reason) if phase is Phase.PENDING else None,
         qos=_text_or_none(qos),
         start_time=start_time,
+        token=_text_or_none(comment),
     )
-    return JobRow(job_id, observation, _text_or_none(comment))
+    return JobRow(job_id, observation, observation.token)
 
 
 def _parse_rows(stdout: str, command: str, *, ran: Callable[[str], bool]) -> dict[str, JobRow]:
