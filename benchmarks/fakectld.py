@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FORMAT
+from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FIELDS
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner
 
 
@@ -27,16 +27,17 @@ class _Job:
     purged: bool = False
 
     def squeue_values(self) -> dict[str, str]:
-        """This job's squeue fields by format code (it never ran: no start, no batch host)."""
+        """This job's squeue fields by name (it never ran: no start, no batch host, no restart)."""
         reason = self.reason if self.state == "PENDING" else "None"
         return {
-            "%i": self.job_id,
-            "%T": self.state,
-            "%r": reason,
-            "%q": self.qos,
-            "%S": "N/A",
-            "%B": "n/a",
-            "%k": self.comment,
+            "JobID": self.job_id,
+            "State": self.state,
+            "Reason": reason,
+            "QOS": self.qos,
+            "StartTime": "N/A",
+            "BatchHost": "n/a",
+            "RestartCnt": "0",
+            "Comment": self.comment,
         }
 
     def sacct_values(self) -> dict[str, str]:
@@ -94,7 +95,8 @@ class ScriptedRunner(CommandRunner):
             job = self.jobs.get(job_id)
             if job is None or job.purged:
                 continue
-            lines.append("|".join(job.squeue_values()[code] for code in SQUEUE_FORMAT.split("|")) + "\n")
+            values = job.squeue_values()
+            lines.append("".join(values[field] + "|" for field in SQUEUE_FIELDS) + "\n")
         return "".join(lines), "", 0
 
     def _sacct(self, argv: tuple[str, ...]) -> tuple[str, str, int]:

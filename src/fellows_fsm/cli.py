@@ -154,8 +154,8 @@ def _config(ctx: click.Context) -> Config:
 
 
 @contextmanager
-def _journal(config: Config) -> Iterator[Journal]:
-    journal = Journal(config.journal_path)
+def _journal(config: Config, *, readonly: bool = False) -> Iterator[Journal]:
+    journal = Journal(config.journal_path, readonly=readonly)
     try:
         yield journal
     finally:
@@ -351,27 +351,30 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     config = _config(ctx)
     with _journal(config) as journal:
         router = Router(config, make_scheduler(config), journal)
+        # Ctrl-C until the first job is queued withdraws the dispatch (Interrupted, exit 130); after, it detaches.
         handle = router.dispatch(spec, intent=intent, pin=pin)
-        for note in getattr(router.scheduler, "last_notes", ()):
-            click.echo(f"fellows-fsm: note: {note}", err=True)
-        dispatch = router.live.get(handle.dispatch_id)
-        if dispatch is not None and dispatch.submit_uncertain:
-            raise SchedulerUnreachable(
-                f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
-                "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
-            )
-        if not detach and not handle.final:
-            # With --json the live view goes to stderr, and only when that is a terminal.
-            console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
-            try:
-                _follow(router, handle.dispatch_id, console)
-            except KeyboardInterrupt:
-                click.echo(
-                    f"detached: dispatch {handle.dispatch_id} goes on; `fellows-fsm watch` drives it, "
-                    f"`fellows-fsm cancel {handle.dispatch_id}` withdraws it",
-                    err=True,
+        try:
+            for note in getattr(router.scheduler, "last_notes", ()):
+                click.echo(f"fellows-fsm: note: {note}", err=True)
+            dispatch = router.live.get(handle.dispatch_id)
+            if dispatch is not None and dispatch.submit_uncertain:
+                raise SchedulerUnreachable(
+                    f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
+                    "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
                 )
-                ctx.exit(INTERRUPTED)
+            if pin is not None and pin in router.lanes and detach:
+                router.wait_for_handoffs()  # a pinned lane's command IS the submit: its result is the answer
+            elif not detach and not handle.final:
+                # With --json the live view goes to stderr, and only when that is a terminal.
+                console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
+                _follow(router, handle.dispatch_id, console)
+        except KeyboardInterrupt:
+            click.echo(
+                f"detached: dispatch {handle.dispatch_id} goes on; `fellows-fsm watch` drives it, "
+                f"`fellows-fsm cancel {handle.dispatch_id}` withdraws it",
+                err=True,
+            )
+            ctx.exit(INTERRUPTED)
         row = journal.dispatch(handle.dispatch_id)
         assert row is not None  # the router journaled it before submitting
         handoff = journal.handoff(row.id)
@@ -529,7 +532,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
 def status(ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool) -> None:
     """Where every dispatch (or DISPATCH_ID) stands; reads the journal, even while a router drives it."""
     config = _config(ctx)
-    with _journal(config) as journal:  # read-only use: never the driver lock
+    with _journal(config, readonly=True) as journal:  # read-only use: never the driver lock
         rows = [_find(journal, dispatch_id)] if dispatch_id else journal.dispatches(live_only=live_only)
         handoffs = {r.id: journal.handoff(r.id) for r in rows}
         if as_json:
@@ -550,7 +553,7 @@ def status(ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only
 def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
     """Every transition of DISPATCH_ID: time, from, to, trigger, QoS, SLURM job and pending reason."""
     config = _config(ctx)
-    with _journal(config) as journal:
+    with _journal(config, readonly=True) as journal:
         row = _find(journal, dispatch_id)
         entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
     if as_json:
@@ -697,7 +700,7 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
                 "--dispatch draws mermaid, dot or svg, not the markdown page", param_hint="--format"
             )
         config = _config(ctx)
-        with _journal(config) as journal:
+        with _journal(config, readonly=True) as journal:
             row = _find(journal, dispatch_id)
             entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
         if not row.ladder:

@@ -10,6 +10,7 @@
     |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
+    +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
 Usage errors are click's (exit 2). Nothing here prints; the CLI turns these into one line on stderr.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "FellowsError",
+    "Interrupted",
     "JournalError",
     "LaneError",
     "QosRejected",
@@ -86,3 +88,12 @@ class LaneError(FellowsError):
     """A lane (such as the GCP command) failed to take a job."""
 
     exit_code = 8
+
+
+class Interrupted(FellowsError, KeyboardInterrupt):
+    """Ctrl-C came while a dispatch was being queued; the message says what was left (withdrawn, or not).
+
+    It is also a KeyboardInterrupt, so a program embedding the router still sees the interrupt as one.
+    """
+
+    exit_code = 130

@@ -127,8 +127,8 @@ class FakeScheduler:
         self._check_reachable()
         for job_id in job_ids:
             job = self.jobs.get(job_id)
-            if job is None:
-                continue
+            if job is None or job.forgotten:
+                continue  # a job the controller lost is not there to cancel (nor to start)
             if job.start_on_cancel and job.state == "PENDING":
                 self.start(job_id)
             if job.state == "PENDING":
@@ -221,7 +221,8 @@ class FakeScheduler:
         job.reason = None
 
     def forget(self, job_id: str) -> None:
-        """Make the scheduler lose track of a job (purged from every record): it reads UNKNOWN."""
+        """Make the scheduler lose track of a job (purged from every record): it reads UNKNOWN, and as for a real
+        controller that lost a job, it never runs (slurmctld kills jobs it does not know when their node registers)."""
         self.jobs[job_id].forgotten = True
 
     def live_jobs(self, *, token_prefix: str = "") -> list[FakeJob]:

@@ -144,21 +144,37 @@ class HandoffRow:
 class Journal:
     """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+        """Open (or create) the journal at ``path``; ``readonly`` opens an existing one to read only.
+
+        A journal this user cannot write is refused for driving with a message that says so (not "corrupt":
+        that advice would orphan its live jobs), and still opens read-only for status and history.
+        """
         self.path = Path(path)
+        readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
+        self.readonly = readonly
         self._lock_file: Any = None
         self._batching = False
+        self._identity: tuple[int, int] | None = None
+        if not readonly and self.path.exists() and not _writable(self.path):
+            raise JournalError(
+                f"journal {self.path} is read-only for this user; its dispatches can be read (status, history) but "
+                "not driven: fix the permissions of the file and its folder, or run as the user who owns it"
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            if readonly:
+                self._db = _open_readonly(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION, *_MIGRATIONS):
+            if version not in (0, SCHEMA_VERSION, *_MIGRATIONS) or (readonly and version == 0):
                 self._db.close()
                 raise JournalError(
                     f"journal {self.path} has schema version {version}, this fellows-fsm reads "
-                    f"{SCHEMA_VERSION}; use the fellows-fsm that wrote it or move the file aside"
+                    f"{SCHEMA_VERSION}; use the fellows-fsm that wrote it, or drive it once with this one to upgrade it"
                 )
             tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
             if version == 0 and tables:
@@ -167,20 +183,35 @@ class Journal:
                     f"journal {self.path} is an SQLite file but not a fellows-fsm journal; "
                     "point state_dir elsewhere or move the file aside"
                 )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            if version == 0:
-                self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
-            for old in range(version, SCHEMA_VERSION) if version else ():
-                self._db.executescript(f"BEGIN; {_MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
+            if not readonly:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                if version == 0:
+                    self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+                for old in range(version, SCHEMA_VERSION) if version else ():
+                    self._db.executescript(f"BEGIN; {_MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
+            self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
-            raise JournalError(
-                f"journal {self.path} is unreadable or corrupt ({exc}); move it aside to start a new one"
-            ) from None
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            raise _damaged(self.path, exc) from None
         except OSError as exc:
             raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
+
+    def check_intact(self) -> None:
+        """Raise JournalError if the journal file was deleted or replaced since it was opened.
+
+        SQLite would go on writing into the unlinked file, and every later reader would see nothing.
+        """
+        if self._identity is not None and _identity(self.path) != self._identity:
+            live = [f"{r.id} (SLURM job {r.job_id or '-'})" for r in self.dispatches(live_only=True)]
+            jobs = "; its live dispatches were " + ", ".join(live) if live else ""
+            raise JournalError(
+                f"journal {self.path} was deleted or replaced while this router drove it; stopped without touching "
+                f"the cluster{jobs}: restore the file, or cancel those jobs with scancel"
+            )
 
     # ----------------------------------------------------------------- the driver lock
     @property
@@ -411,21 +442,28 @@ class Journal:
             )
 
     # ----------------------------------------------------------------- reads
+    def _read(self, query: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
+        try:
+            return self._db.execute(query, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+
     def dispatches(self, *, live_only: bool = False) -> list[DispatchRow]:
         """Every dispatch, oldest first (only those not final with ``live_only``)."""
         query = "SELECT * FROM dispatches"
         if live_only:
             query += " WHERE final=0"
-        return [_dispatch_row(r) for r in self._db.execute(query + " ORDER BY created_at, id")]
+        return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
     def dispatch(self, dispatch_id: str) -> DispatchRow | None:
         """One dispatch, or None."""
-        row = self._db.execute("SELECT * FROM dispatches WHERE id=?", (dispatch_id,)).fetchone()
-        return _dispatch_row(row) if row is not None else None
+        rows = self._read("SELECT * FROM dispatches WHERE id=?", (dispatch_id,))
+        return _dispatch_row(rows[0]) if rows else None
 
     def steps(self, dispatch_id: str) -> list[Step]:
         """A dispatch's transitions, in the order they were journaled."""
-        rows = self._db.execute(
+        rows = self._read(
             "SELECT at, source, dest, trigger, rung_index, qos, job_id, reason, note FROM transitions "
             "WHERE dispatch_id=? ORDER BY seq",
             (dispatch_id,),
@@ -434,7 +472,7 @@ class Journal:
 
     def jobs(self, dispatch_id: str) -> list[JobRow]:
         """The SLURM jobs a dispatch's rungs got, by rung."""
-        rows = self._db.execute(
+        rows = self._read(
             "SELECT dispatch_id, rung_index, job_id, at FROM jobs WHERE dispatch_id=? ORDER BY rung_index",
             (dispatch_id,),
         )
@@ -442,12 +480,41 @@ class Journal:
 
     def handoff(self, dispatch_id: str) -> HandoffRow | None:
         """A dispatch's handoff, or None."""
-        row = self._db.execute("SELECT * FROM handoffs WHERE dispatch_id=?", (dispatch_id,)).fetchone()
-        if row is None:
+        rows = self._read("SELECT * FROM handoffs WHERE dispatch_id=?", (dispatch_id,))
+        if not rows:
             return None
-        values = dict(row)
+        values = dict(rows[0])
         values["argv"] = json.loads(values["argv"])
         return HandoffRow(**values)
+
+
+def _writable(path: Path) -> bool:
+    """True if this user may write the journal and create its -wal and -shm files beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; ``immutable`` when SQLite cannot keep its -shm file beside the journal."""
+    uri = path.resolve().as_uri()
+    if _writable(path) or (path.with_name(path.name + "-shm").exists() and os.access(path.parent, os.R_OK)):
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, timeout=10.0)
+
+
+def _damaged(path: Path, exc: Exception) -> JournalError:
+    return JournalError(
+        f"journal {path} is unreadable or damaged ({exc}); its live jobs are still on the cluster (their comments "
+        "are fsm-<dispatch>-r<rung>, see `squeue --me -O JobID,Comment`): keep the file, and start a new one by "
+        "pointing state_dir elsewhere"
+    )
 
 
 def _outcome(step: Step) -> str:

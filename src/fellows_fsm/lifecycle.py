@@ -277,12 +277,17 @@ class Dispatch:
             return d  # journaled but never submitted: the submit step is written before sbatch runs
         d.history = list(history)
         d.created_at = history[0].at
+        held_since = 0.0
         for step in history:
             rung = ladder.rungs[step.rung_index]
             if step.trigger == "submit":
                 d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
             elif step.trigger in ("resubmit", "move"):
                 d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
+            elif step.trigger == "hold":
+                held_since = step.at
+            elif step.trigger == "release":
+                d.deadline += step.at - held_since
         for step in history:
             d.held = step.trigger == "hold" or (d.held and step.trigger not in ("release", "resubmit", "move"))
         last = history[-1]
@@ -466,9 +471,12 @@ class Dispatch:
         self.held = True
 
     def release(self) -> None:
-        """The hold was lifted: the rung's window applies again (a window that closed meanwhile parks now)."""
+        """The hold was lifted: the rung's window resumes where the hold stopped it (time held is not counted,
+        so a long hold never makes the later rungs' windows close before they open)."""
         self._fire("release")
         self.held = False
+        held_since = next((step.at for step in reversed(self.history) if step.trigger == "hold"), self.history[-1].at)
+        self.deadline += self.history[-1].at - held_since
 
     def park(self) -> None:
         """Stop waiting on the current rung (its window closed, or it can never start the job)."""

@@ -8,6 +8,8 @@ exactly once. Everything is journaled ahead, and ``recover`` resumes after a cra
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,11 +19,11 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
-from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
-from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, Dispatch
-from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
+from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, WITHDRAWN, Dispatch
+from fellows_fsm.scheduler import JobSpec, Observation, Scheduler
 
 __all__ = ["Handle", "Router", "TickReport"]
 
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 INTENTS = ("prod", "debug")
 HANDOFF_CHECK_SECONDS = 0.2
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
-_LADDER_MOVES = frozenset({"drop", "cancel", "resubmit", "move", "give_up"})
+_ENTERED = frozenset({"resubmit", "move", "give_up"})
+"""The steps that complete a rung change (onto the next rung, or off the ladder)."""
 
 
 @attrs.frozen
@@ -141,10 +144,12 @@ class Router:
         d = self._new(dispatch_id, spec, intent, pinned=pin == FELLOWS)
         following = self.config.auto_order[1:]
         settings = self._settings(following[0] if following and pin is None else None)
-        self.journal.add_dispatch(d, intent=intent, lane=FELLOWS, at=now, settings=settings)
-        self.settings[d.id] = settings
         try:
+            self.journal.add_dispatch(d, intent=intent, lane=FELLOWS, at=now, settings=settings)
+            self.settings[d.id] = settings
             d.submit()
+        except KeyboardInterrupt:
+            raise self._withdraw_interrupted(d) from None
         except SubmitRejected as exc:
             self.journal.finish(d.id, state=d.state, label=d.label, outcome=f"rejected: {exc}", at=self.clock.now())
             raise
@@ -152,6 +157,35 @@ class Router:
             log.warning("dispatch %s: first submit did not get an answer (%s); retrying by token", d.id, exc)
         self.live[d.id] = d
         return self.handle(d.id)
+
+    def _withdraw_interrupted(self, d: Dispatch) -> Interrupted:
+        """Ctrl-C while ``d`` was being queued: cancel whatever reached the cluster and withdraw it.
+
+        The cleanup itself ignores further Ctrl-C. If SLURM cannot be asked (it does not answer), the
+        dispatch is left live for `watch` (which looks its token up first, so never twice) and says so.
+        """
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+        try:
+            if self.journal.dispatch(d.id) is None:
+                return Interrupted("interrupted before anything was journaled or queued; nothing to undo")
+            try:
+                job_id = d.job_id
+                if job_id is None:
+                    found = self.scheduler.find_by_token(d.token())
+                    job_id = found.job_id if found is not None else None
+                self.journal.finish(d.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=self.clock.now())
+                if job_id is not None:
+                    self.scheduler.cancel([job_id])
+            except SchedulerError as exc:
+                return Interrupted(
+                    f"interrupted while dispatch {d.id} was being queued, and SLURM did not answer ({exc}); it is "
+                    f"left to `fellows-fsm watch` (never queued twice) or `fellows-fsm cancel {d.id}`"
+                )
+            queued = f"its job {job_id} cancelled" if job_id is not None else "nothing was queued"
+            return Interrupted(f"interrupted: dispatch {d.id} withdrawn ({queued})")
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
     def _settings(self, lane: str | None) -> dict[str, Any]:
         """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
@@ -185,60 +219,59 @@ class Router:
 
     # ----------------------------------------------------------------- the poll loop
     def poll(self) -> TickReport:
-        """One tick: park on time, cancel in one call, observe every live job in ONE call, then move on.
+        """One tick: ONE observe of every live job, every dispatch moves on that fresh state, ONE cancel call.
 
-        The park decision needs no observation (a window closes on the clock; the last observation showed
-        the job pending), so the tick's single observe also reads back the cancels it just sent: a job
-        that started before its cancel landed shows up STARTED and wins.
+        Parks are decided on the tick's fresh observation, never on an older one: a job held (or cancelled,
+        or started) since the last look is seen before anything is done to it. The cancels this tick sends
+        are read back by the next tick's observe (a job that started before its cancel landed shows up
+        STARTED and wins), and only then does the dispatch resubmit on the next rung.
         """
         now = self.clock.now()
+        self.journal.check_intact()
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec)
         failures = self._failed
-        # 1. Time alone: every rung whose window closed parks now; a rung without a job gets one. A park
-        #    announces no side effect of its own (the cancel comes in step 2), so all of them share one commit.
-        expired = [d for d in self.live.values() if d.on_rung and d.job_id is not None and d.rung_expired()]
-        with self.journal.batch():
-            for d in expired:
-                self._advance(d, None, False, failures)
-        for d in list(self.live.values()):
-            self._advance(d, None, False, failures)
-        # 2. At most max_rung_changes_per_tick dispatches change rung; their jobs are cancelled in ONE call,
-        #    each only if still pending.
-        movers = [d for d in self.live.values() if d.state in (PARKED, CANCELLED) and d.walks_ladder()]
-        budget = self.config.router.max_rung_changes_per_tick
-        chosen, deferred = movers[:budget], max(0, len(movers) - budget)
-        to_cancel = [
-            d.job_id
-            for d in chosen
-            if d.state == PARKED and d.job_id is not None and not d.job_gone() and not d.in_place
-        ]
-        try:
-            if to_cancel:
-                self.scheduler.cancel_if_pending(to_cancel, read_back=False)
-        except SchedulerUnreachable as exc:
-            log.warning("cancels deferred to the next tick: %s", exc)
-            chosen = []
-        # 3. ONE observe of every live job; for the jobs just cancelled it is their read-back.
+        # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
         try:
             observations = self.scheduler.observe(job_ids) if job_ids else {}
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
-            return self._report(now, 0, 0, deferred, unreachable=True)
-        # 4. Every machine moves on fresh state; only the chosen may change rung, and a parked one only
-        #    once the observation confirms its job gone (or started: the late start wins).
-        chosen_ids = {d.id for d in chosen}
-        changes = 0
+            return self._report(now, 0, 0, self.deferred, unreachable=True)
+        # 2. Every dispatch moves on fresh state without touching the cluster: starts, withdrawals, holds,
+        #    parks, confirmed cancels. None of these announces a side effect, so they share one commit.
+        before = {d.id: len(d.history) for d in self.live.values()}
+        with self.journal.batch():
+            for d in list(self.live.values()):
+                if d.job_id is not None:
+                    self._advance(d, observations.get(d.job_id), False, failures)
         for d in list(self.live.values()):
-            obs = observations.get(d.job_id) if d.job_id is not None else None
-            # An in-place dispatch moves its still-pending job with scontrol in this step instead.
-            confirmed = d.state != PARKED or obs is None or obs.phase in (Phase.STARTED, Phase.GONE) or d.in_place
-            before = len(d.history)
-            self._advance(d, obs, d.id in chosen_ids and confirmed, failures)
-            if {s.trigger for s in d.history[before:]} & _LADDER_MOVES:
-                changes += 1
+            if d.job_id is None:
+                self._advance(d, None, False, failures)  # a rung without a job gets one (its step is committed first)
+        # 3. At most max_rung_changes_per_tick dispatches resubmit (or move in place) this tick.
+        budget = self.config.router.max_rung_changes_per_tick
+        movers = [
+            d
+            for d in self.live.values()
+            if d.walks_ladder() and (d.state == CANCELLED or (d.state == PARKED and d.in_place))
+        ]
+        for d in movers[:budget]:
+            self._advance(d, None, True, failures)
+        # 4. At most as many parked jobs are cancelled, in ONE call, each only if still pending.
+        parked = [
+            d
+            for d in self.live.values()
+            if d.state == PARKED and not d.in_place and d.job_id is not None and not (d.job_gone() or d.job_started())
+        ]
+        deferred = max(0, len(movers) - budget) + max(0, len(parked) - budget)
+        to_cancel = [d.job_id for d in parked[:budget] if d.job_id is not None]
+        try:
+            if to_cancel:
+                self.scheduler.cancel_if_pending(to_cancel, read_back=False)
+        except SchedulerUnreachable as exc:
+            log.warning("cancels deferred to the next tick: %s", exc)
+        changes = sum(1 for d in self.live.values() if {s.trigger for s in d.history[before.get(d.id, 0) :]} & _ENTERED)
         for d in list(self.live.values()):
             if d.state == FAILED_TO_GCP:
                 self._hand_off_after_ladder(d)
@@ -441,6 +474,10 @@ class Router:
     def is_done(self, dispatch_id: str) -> bool:
         """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""
         return self.handle(dispatch_id).final
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _lane_json(lane: LaneConfig) -> dict[str, Any]:

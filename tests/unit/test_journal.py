@@ -19,7 +19,7 @@ def test_corrupt_journal_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite3"
     garbage = b"this is not a database\x00\x01" * 100
     path.write_bytes(garbage)
-    with pytest.raises(JournalError, match=rf"journal {path} is unreadable or corrupt .*move it aside"):
+    with pytest.raises(JournalError, match=rf"journal {path} is unreadable or damaged .*point.* state_dir elsewhere"):
         Journal(path)
     assert path.read_bytes() == garbage
 
@@ -157,3 +157,91 @@ def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> N
         assert (ds[0].state, ds[1].state) == ("PARKED", "SUBMITTED_high_eur")
         assert [s.trigger for s in journal.steps("c0")] == ["submit", "park"]
     journal.close()
+
+
+def _journal_with_a_dispatch(tmp_path: Path) -> tuple[Journal, Dispatch]:
+    journal = Journal(tmp_path / "journal.sqlite3")
+    with freeze_time("2026-11-30 12:00:00"):
+        d = Dispatch("d1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, FakeScheduler(), recorder=journal)
+        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        d.submit()
+    return journal, d
+
+
+def test_a_deleted_journal_is_noticed_by_the_next_tick(tmp_path: Path) -> None:
+    """Deleting the journal under a driving router makes check_intact raise, naming the live dispatch and its job."""
+    journal, d = _journal_with_a_dispatch(tmp_path)
+    journal.check_intact()  # intact: no error
+    journal.path.unlink()
+    with pytest.raises(
+        JournalError, match=rf"journal {journal.path} was deleted or replaced.*d1 \(SLURM job {d.job_id}\)"
+    ):
+        journal.check_intact()
+    journal.close()
+
+
+def test_a_replaced_journal_is_noticed(tmp_path: Path) -> None:
+    """A journal file swapped for another one (same path, new inode) is refused like a deleted one."""
+    journal, _ = _journal_with_a_dispatch(tmp_path)
+    replacement = tmp_path / "other.sqlite3"
+    Journal(replacement).close()
+    replacement.replace(journal.path)
+    with pytest.raises(JournalError, match="was deleted or replaced"):
+        journal.check_intact()
+    journal.close()
+
+
+def test_readonly_journal_reads_without_writing(tmp_path: Path) -> None:
+    """A read-only open sees every dispatch and refuses writes; the file's bytes do not change."""
+    journal, _ = _journal_with_a_dispatch(tmp_path)
+    journal.close()
+    before = (tmp_path / "journal.sqlite3").read_bytes()
+    reader = Journal(tmp_path / "journal.sqlite3", readonly=True)
+    assert [r.id for r in reader.dispatches()] == ["d1"]
+    with pytest.raises(JournalError, match="write failed"):
+        reader.finish("d1", state="X", label="X", outcome="x", at=1.0)
+    reader.close()
+    assert (tmp_path / "journal.sqlite3").read_bytes() == before
+
+
+def test_a_damaged_page_is_a_journal_error_not_a_traceback(tmp_path: Path) -> None:
+    """Garbage over the journal's later pages turns a read into a JournalError that says to keep the file."""
+    journal, _ = _journal_with_a_dispatch(tmp_path)
+    for i in range(200):
+        journal.add_lane_dispatch(f"x{i:03d}", SPEC, intent="prod", lane="gcp", at=float(i))
+    journal.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite3")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    path = tmp_path / "journal.sqlite3"
+    data = bytearray(path.read_bytes())
+    data[3 * page :] = b"\xff" * (len(data) - 3 * page)
+    path.write_bytes(bytes(data))
+    with pytest.raises(JournalError, match=r"unreadable or damaged .*keep the file"):
+        _read_everything(path)
+
+
+def test_a_version_1_journal_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A journal written by schema 1 opens for driving, gains the new columns, and keeps its rows."""
+    journal, _ = _journal_with_a_dispatch(tmp_path)
+    journal.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite3")
+    db.executescript(
+        "ALTER TABLE handoffs DROP COLUMN pid; ALTER TABLE dispatches DROP COLUMN settings; PRAGMA user_version=1;"
+    )
+    db.close()
+    upgraded = Journal(tmp_path / "journal.sqlite3")
+    [row] = upgraded.dispatches()
+    assert (row.id, row.settings) == ("d1", {})
+    assert upgraded._db.execute("PRAGMA user_version").fetchone()[0] == 2
+    upgraded.close()
+
+
+def _read_everything(path: Path) -> None:
+    """Open the journal read-only and read every dispatch (closing it whatever happens)."""
+    reader = Journal(path, readonly=True)
+    try:
+        reader.dispatches()
+    finally:
+        reader.close()

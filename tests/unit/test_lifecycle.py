@@ -393,7 +393,7 @@ ALLOWED = {
         for s in event.transitions
     )
 }
-ALL_STATES = (*RUNGS, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)
+ALL_STATES = (*RUNGS, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP)  # WITHDRAWN: final like RUNNING
 FORBIDDEN = [(s, t) for s in ALL_STATES for t in TRIGGERS if t != "submit" and (s, t) not in ALLOWED]
 
 

@@ -254,12 +254,14 @@ def test_rung_changes_per_tick_are_bounded(
     for _ in range(50):
         r.dispatch(SPEC)
     frozen.tick(CAP)
-    report = r.poll()
-    assert report.rung_changes == 10
-    assert report.deferred == 40
-    assert fake.calls["cancel_if_pending"] == 1  # one batched cancel (and read-back) for the whole tick
+    report = r.poll()  # all 50 park; 10 of their jobs are cancelled, in one call
+    assert (report.rung_changes, report.deferred) == (0, 40)
+    assert fake.calls["cancel_if_pending"] == 1
     assert sum(1 for j in fake.jobs.values() if j.state == "CANCELLED") == 10
-    assert sum(1 for d in r.live.values() if d.rung_index == 1) == 10
+    report = r.poll()  # those 10 are read back gone and resubmit; 10 more are cancelled
+    assert (report.rung_changes, report.deferred) == (10, 30)
+    assert fake.calls["cancel_if_pending"] == 2
+    assert sum(1 for d in r.live.values() if d.rung_index == 1 and d.on_rung) == 10
 
 
 def test_failing_gcp_command_is_a_visible_failure(
@@ -325,6 +327,9 @@ def test_recovery_continues_where_the_journal_stood(
     r2.poll()
     fake.schedule()
     frozen.tick(1)
+    r2.poll()  # the cancel read back: resubmitted on low-eur
+    fake.schedule()
+    frozen.tick(1)
     r2.poll()
     assert r2.handle(h.dispatch_id).state == "RUNNING"
     assert r2.handle(h.dispatch_id).qos == "low-eur"
@@ -347,24 +352,29 @@ def test_deferred_dispatches_move_on_in_later_ticks(
     for _ in range(30):
         r.dispatch(SPEC)
     frozen.tick(CAP)
-    moved = [r.poll().rung_changes for _ in range(4)]
-    assert moved == [10, 10, 10, 0]
+    moved = [r.poll().rung_changes for _ in range(5)]
+    assert moved == [0, 10, 10, 10, 0]
     assert all(d.rung_index == 1 for d in r.live.values())
 
 
 def test_tick_with_cancels_still_observes_once(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """A tick that parks, cancels and resubmits 20 dispatches makes one cancel call and one observe call."""
+    """20 dispatches park and are cancelled with one observe and one cancel call; the next tick reads the cancels
+    back in its one observe and resubmits all 20."""
     fake.total_gpus = 0
     r = make_router(max_rung_changes_per_tick=50)
     for _ in range(20):
         r.dispatch(SPEC)
     frozen.tick(CAP)
     before = dict(fake.calls)
+    r.poll()
+    assert fake.calls["observe"] - before.get("observe", 0) == 1
+    assert fake.calls["cancel_if_pending"] - before.get("cancel_if_pending", 0) == 1
+    assert fake.calls["submit"] - before.get("submit", 0) == 0
     report = r.poll()
     assert report.rung_changes == 20
-    assert fake.calls["observe"] - before.get("observe", 0) == 1
+    assert fake.calls["observe"] - before.get("observe", 0) == 2
     assert fake.calls["cancel_if_pending"] - before.get("cancel_if_pending", 0) == 1
     assert fake.calls["submit"] - before.get("submit", 0) == 20
 
@@ -379,7 +389,8 @@ def test_late_start_during_the_batched_cancel_wins(
     assert h.slurm_job_id is not None
     fake.jobs[h.slurm_job_id].start_on_cancel = True
     frozen.tick(CAP)
-    r.poll()
+    r.poll()  # parks and sends the cancel, which the start beats
+    r.poll()  # reads it back STARTED
     final = r.handle(h.dispatch_id)
     assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "high-eur", h.slurm_job_id)
     assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "park", "start"]
@@ -467,3 +478,124 @@ def test_run_observes_once_per_poll_interval_whatever_the_spread_of_deadlines(
         for entered, park in zip(rung_entries, parks, strict=True):
             assert park.at - (entered + 4) <= 10 + 1e-6  # decision overhead within one poll interval
     journal.close()
+
+
+def test_a_job_cancelled_from_outside_withdraws_its_dispatch(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """Someone's scancel of the pending job ends the dispatch WITHDRAWN: nothing resubmitted, no GCP."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC)
+    job_id = r.live[h.dispatch_id].job_id
+    assert job_id is not None
+    fake.end(job_id, "CANCELLED")
+    drive(r, fake, frozen)
+    row = r.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert (row.state, row.final, row.outcome) == ("WITHDRAWN", True, "withdrawn-outside")
+    assert fake.calls["submit"] == 1
+    assert ledger(tmp_path, "gcp") == []
+    assert "cancelled outside fellows-fsm" in r.journal.steps(h.dispatch_id)[-1].note
+
+
+def test_a_held_job_waits_on_its_rung_until_released(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A held job is never parked, however long its window; once released past its window it walks on."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC)
+    d = r.live[h.dispatch_id]
+    assert d.job_id is not None
+    fake.set_pending(d.job_id, "JobHeldUser")
+    for _ in range(10):
+        frozen.tick(CAP)
+        r.poll()
+    assert (d.state, fake.calls["submit"]) == ("SUBMITTED_high_eur", 1)
+    fake.set_pending(d.job_id, "QOSMaxGRESPerUser")
+    drive(r, fake, frozen)
+    triggers = [s.trigger for s in r.journal.steps(h.dispatch_id)]
+    assert triggers[:4] == ["submit", "hold", "release", "park"]
+    assert r.handle(h.dispatch_id).qos == "normal-eur"
+
+
+def test_a_reused_job_id_is_our_job_lost(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """When our job id shows another job's comment, the dispatch never adopts or cancels it: it moves on."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC)
+    d = r.live[h.dispatch_id]
+    assert d.job_id is not None
+    stranger = fake.jobs[d.job_id]
+    stranger.token = "someone-elses-job"
+    fake.start(d.job_id)  # the stranger runs: never read as our start
+    drive(r, fake, frozen)
+    assert stranger.state == "RUNNING"  # never cancelled
+    handle = r.handle(h.dispatch_id)
+    assert (handle.state, handle.qos) == ("RUNNING", "normal-eur")
+    assert "belongs to another job" in r.journal.steps(h.dispatch_id)[1].note
+
+
+def test_watch_elsewhere_hands_off_with_the_lane_the_dispatch_was_created_with(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A router whose config has no gcp lane still hands a dispatch created with one to that gcp lane, once."""
+    fake.total_gpus = 0
+    first = make_router()
+    h = first.dispatch(SPEC)
+    first.journal.close()
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)  # no lanes at all
+    second = Router(config, fake, Journal(config.journal_path))
+    drive(second, fake, frozen)
+    second.journal.close()
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+
+
+def test_a_timed_out_handoff_kills_its_whole_process_group(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A lane command whose child would finish the handoff after the timeout is killed with that child (exit 124)."""
+    marker = tmp_path / "late.ledger"
+    child = f"import time; time.sleep(2); open({str(marker)!r}, 'a').write('late')"
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
+    lane = LaneConfig(name="slow", command=(sys.executable, "-c", parent), timeout_seconds=1)
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(lane,), state_dir=tmp_path)
+    r = Router(config, fake, Journal(config.journal_path))
+    h = r.dispatch(SPEC, pin="slow")
+    time.sleep(0.5)  # the command and its child are up
+    frozen.tick(2)  # past the timeout: SIGTERM to the group
+    r.reap_handoffs()
+    frozen.tick(10)  # past the grace: SIGKILL if anything is left, and the result
+    r.wait_for_handoffs()
+    time.sleep(2.5)  # longer than the child would have taken
+    handoff = r.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.exit_status) == ("failed", 124)
+    assert not marker.exists()
+    r.journal.close()
+
+
+def test_a_slow_handoff_does_not_hold_up_other_dispatches(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """While one dispatch's gcp command runs, the poll loop walks another dispatch on time."""
+    lane = LaneConfig(name="gcp", command=(sys.executable, "-c", "import time; time.sleep(3)"), timeout_seconds=600)
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(lane,), state_dir=tmp_path)
+    r = Router(config, fake, Journal(config.journal_path))
+    slow = r.dispatch(SPEC, pin="gcp")
+    fill(fake, "high-eur")
+    walker = r.dispatch(SPEC)
+    frozen.tick(CAP + 1)
+    for _ in range(3):  # park and cancel; read back and resubmit; read back running
+        r.poll()
+        fake.schedule()
+        frozen.tick(1)
+    assert (r.handle(walker.dispatch_id).state, r.handle(walker.dispatch_id).qos) == ("RUNNING", "normal-eur")
+    handoff = r.journal.handoff(slow.dispatch_id)
+    assert handoff is not None
+    assert handoff.status == "started"  # the slow command is still running
+    r.wait_for_handoffs()
+    r.journal.close()

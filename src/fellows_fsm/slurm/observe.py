@@ -18,6 +18,7 @@ from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
     "SACCT_FIELDS",
+    "SQUEUE_FIELDS",
     "SQUEUE_FORMAT",
     "JobRow",
     "Observer",
@@ -31,9 +32,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# %B (the batch host) tells a real start from the start time SLURM stamps on a job cancelled while
-# pending (it is the cancel time); the comment (the dispatch token) comes last since it may hold '|'.
-SQUEUE_FORMAT = "%i|%T|%r|%q|%S|%B|%k"
+# squeue -O with a '|' suffix on every field: no padding, no truncation (measured on 22.05). BatchHost tells a
+# real start from the start time SLURM stamps on a job cancelled while pending (the cancel time); RestartCnt
+# tells a job that ran and was requeued (it reads PENDING, no batch host, a future start) from one that never
+# ran; the comment (the dispatch token) comes last since it may hold '|'.
+SQUEUE_FIELDS = ("JobID", "State", "Reason", "QOS", "StartTime", "BatchHost", "RestartCnt", "Comment")
+SQUEUE_FORMAT = ",".join(f"{field}:|" for field in SQUEUE_FIELDS)
 # NodeList ("None assigned" for a job that never ran) plays %B's part: sacct's Start of a job cancelled
 # while pending is sometimes None and sometimes the cancel time.
 SACCT_FIELDS = "JobID,State,Reason,QOS,Start,NodeList,Comment"
@@ -86,8 +90,19 @@ def _text_or_none(text: str) -> str | None:
     return None if text in _NO_VALUE else text
 
 
-def _row(job_id: str, state: str, reason: str, qos: str, start: str, *, started: bool, comment: str) -> JobRow:
-    phase = phase_of(state, started=started)
+def _row(
+    job_id: str,
+    state: str,
+    reason: str,
+    qos: str,
+    start: str,
+    *,
+    started: bool,
+    comment: str,
+    restarted: bool = False,
+) -> JobRow:
+    # A requeued job ran once: for the dispatch it started, whatever it reads now (PENDING, a future start).
+    phase = Phase.STARTED if restarted else phase_of(state, started=started)
     start_time = parse_slurm_time(start) if started else None
     observation = Observation(
         job_id=job_id,
@@ -119,8 +134,20 @@ def _parse_rows(stdout: str, command: str, *, ran: Callable[[str], bool]) -> dic
 
 
 def parse_squeue(stdout: str) -> dict[str, JobRow]:
-    """Parse ``squeue -h -o SQUEUE_FORMAT`` lines; a job counts as started only if it has a batch host."""
-    return _parse_rows(stdout, "squeue", ran=lambda batch_host: _text_or_none(batch_host) is not None)
+    """Parse ``squeue -h -O SQUEUE_FORMAT`` lines; a job started if it has a batch host or was ever restarted."""
+    rows: dict[str, JobRow] = {}
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        parts = line.removesuffix("|").split("|", len(SQUEUE_FIELDS) - 1)
+        if len(parts) != len(SQUEUE_FIELDS):
+            log.warning("squeue: ignoring a line not in the expected format: %r", line)
+            continue
+        job_id, state, reason, qos, start, host, restarts, comment = (part.strip() for part in parts)
+        started = _text_or_none(host) is not None and parse_slurm_time(start) is not None
+        restarted = restarts.isdigit() and int(restarts) > 0
+        rows[job_id] = _row(job_id, state, reason, qos, start, started=started, comment=comment, restarted=restarted)
+    return rows
 
 
 def parse_sacct(stdout: str) -> dict[str, JobRow]:
@@ -135,7 +162,7 @@ def squeue_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None
         argv += ["-j", ",".join(job_ids)]
     if user is not None:
         argv += ["-u", user]
-    return (*argv, "-o", SQUEUE_FORMAT)
+    return (*argv, "-O", SQUEUE_FORMAT)
 
 
 def sacct_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None, since: float) -> tuple[str, ...]:
