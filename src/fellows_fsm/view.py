@@ -582,8 +582,8 @@ def ladder_report(config: Config, grants: Grants, spec: JobSpec) -> LadderReport
     for rung in ladder.rungs:
         if rung.qos not in granted_names:
             warnings.append(
-                f"{rung.qos} is in qos_ladder but not granted to {grants.user}: sbatch refuses it, so that rung is "
-                "skipped at once; remove it from qos_ladder or ask an admin to grant it"
+                f"{rung.qos} is on the ladder but not granted to {grants.user}: fellows-fsm submit refuses every "
+                "dispatch (exit 3) until you remove it from [fellows] or an admin grants it"
             )
     skipped: dict[str, str] = {}
     if usable:
@@ -593,9 +593,12 @@ def ladder_report(config: Config, grants: Grants, spec: JobSpec) -> LadderReport
         skipped = {s.rung.qos: s.why for s in checked.skipped}
         warnings.extend(checked.messages)
         if not checked.rungs:
-            warnings.append("no rung of the ladder can ever start this job: it goes straight to the next lane")
+            warnings.append(
+                "no rung of the ladder can ever start this job: fellows-fsm submit refuses it (exit 5) and hands "
+                "nothing to a paid lane; --pin <lane> sends it there on purpose"
+            )
     else:
-        warnings.append(f"no QoS of the ladder is granted to {grants.user}: every dispatch goes to the next lane")
+        warnings.append(f"no QoS of the ladder is granted to {grants.user}: fellows-fsm submit refuses (exit 3)")
     debug = config.fellows.debug_qos
     if debug is not None and debug not in granted_names:
         warnings.append(f"debug_qos {debug} is not granted to {grants.user}: debug dispatches skip it")

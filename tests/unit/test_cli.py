@@ -304,11 +304,11 @@ def test_watch_once_exits_6_when_slurm_does_not_answer(env: Path, fake: Scheduli
     ("toml", "words"),
     [
         ('[fellows]\npark_cap_seconds = "ten"\n', ["fellows.toml", "park_cap_seconds", "'ten'"]),
-        ("[fellows]\nqos_ladder = ['normal-eur']\n", ["fellows.toml", "qos_ladder", "high-eur"]),
+        ("[fellows]\nqos_ladder = ['high-eur', 'low-eur']\n", ["fellows.toml", "qos_ladder", "'high-eur'", "remove"]),
         ("[fellows\n", ["fellows.toml", "not valid TOML"]),
         ("[fellows]\nbogus = 1\n", ["fellows.toml", "unknown key 'bogus'"]),
     ],
-    ids=["not-a-number", "ladder-not-starting-on-qos", "bad-toml", "unknown-key"],
+    ids=["not-a-number", "ladder-repeats-qos", "bad-toml", "unknown-key"],
 )
 def test_config_errors_exit_3_naming_file_key_and_value(env: Path, toml: str, words: list[str]) -> None:
     """A wrong config exits 3 with one line naming the file, the key and the bad value."""
@@ -498,12 +498,12 @@ def test_ladder_warns_about_an_ungranted_qos(env: Path) -> None:
     toml = (
         (env / "fellows.toml")
         .read_text()
-        .replace("[fellows]\n", "[fellows]\nqos_ladder = ['high-eur', 'normal-eur', 'gold-eur']\n")
+        .replace("[fellows]\n", "[fellows]\nqos_ladder = ['normal-eur', 'gold-eur']\n")
     )
     (env / "fellows.toml").write_text(toml)
     result = run("ladder")
     assert result.exit_code == 0, result.output
-    assert "gold-eur is in qos_ladder but not granted" in " ".join(result.stdout.split())
+    assert "gold-eur is on the ladder but not granted" in " ".join(result.stdout.split())
 
 
 # --------------------------------------------------------------------------- diagram

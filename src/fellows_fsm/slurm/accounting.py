@@ -226,11 +226,17 @@ def check_ladder(ladder: Ladder, grants: Grants, spec: JobSpec) -> LadderCheck:
     """
     granted = grants.granted
     for rung in ladder.rungs:
+        if grants.qos and rung.qos not in grants.qos:
+            known = ", ".join(sorted(grants.qos))
+            raise ConfigError(
+                f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} does not exist on this cluster "
+                f"(its QoS: {known}); fix the name in [fellows] or remove it"
+            )
         if rung.qos not in granted:
             listed = ", ".join(sorted(granted)) or "none"
             raise ConfigError(
                 f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} is not granted to user "
-                f"{grants.user!r} (granted: {listed}); remove it from qos_ladder or ask an admin to grant it"
+                f"{grants.user!r} (granted: {listed}); remove it from [fellows] or ask an admin to grant it"
             )
     kept: list[Rung] = []
     skipped: list[SkippedRung] = []
