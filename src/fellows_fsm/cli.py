@@ -475,6 +475,10 @@ def _summary(dispatch_id: str, journal: Journal) -> str:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if not row.final:
         return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); `fellows-fsm watch` drives it"
+    if row.outcome.startswith("rejected"):
+        return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix('rejected: ')})"
+    if row.outcome == "no-fallback-lane":
+        return f"dispatch {row.id} parked out of every rung, and no lane follows fellows in [router] order"
     return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
 
 

@@ -215,21 +215,51 @@ def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[s
     }
 
 
+def gpu_words(count: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
+def shown_state(snap: Snapshot) -> str:
+    """The state as a user should read it: what happened, not the machine's last state.
+
+    The journal and ``--json`` keep the machine's label (``FAILED_TO_GCP`` with outcome ``handed-off``); the
+    tables and the live view say ``HANDED_OFF``; a first submit SLURM refused reads ``REFUSED``, not the
+    ``SUBMITTED(...)`` it never reached.
+    """
+    if snap.label == FAILED_TO_GCP:
+        return {
+            "handed-off": HANDED_OFF,
+            "handoff-failed": HANDOFF_FAILED,
+            "no-fallback-lane": "NO_LANE_LEFT",
+        }.get(snap.outcome, "HANDING_OFF")
+    if snap.final and snap.outcome.startswith("rejected"):
+        return "REFUSED"
+    return snap.label
+
+
+def _left_ladder(snap: Snapshot) -> bool:
+    """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
+    return snap.label == FAILED_TO_GCP or snap.lane != "fellows" or (snap.final and snap.outcome.startswith("rej"))
+
+
 def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
     """``high-eur ✗ → normal-eur ● → low-eur → gcp``: the rungs left behind, the current one, those ahead."""
     text = Text()
+    current = len(snap.ladder) if _left_ladder(snap) else snap.rung_index
     for i, qos in enumerate(snap.ladder):
         if i:
             text.append(" → ", style="dim")
-        if i < snap.rung_index:
+        if i < current:
             text.append(f"{qos} ✗", style="dim strike")
-        elif i == snap.rung_index:
+        elif i == current:
             text.append(f"{qos} ●", style="bold cyan")
         else:
             text.append(qos)
-    if next_lane is not None and not snap.pinned:
+    lane = snap.lane if snap.lane != "fellows" else next_lane
+    if lane is not None and not snap.pinned:
         text.append(" → ", style="dim")
-        text.append(next_lane, style="yellow")
+        text.append(f"{lane} ●" if current == len(snap.ladder) else lane, style="bold yellow" if current else "yellow")
     return text
 
 
@@ -244,13 +274,13 @@ def _job_words(snap: Snapshot) -> Text:
 
 def _headline(snap: Snapshot) -> str:
     limit = f", --time {span(snap.time_limit_seconds)}" if snap.time_limit_seconds else ""
-    return f"dispatch {snap.dispatch_id} · {snap.name} ({snap.gpus} GPUs{limit})"
+    return f"dispatch {snap.dispatch_id} · {snap.name} ({gpu_words(snap.gpus)}{limit})"
 
 
 def _state_style(label: str) -> str:
     if label in (RUNNING, HANDED_OFF):
         return "bold green"
-    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN):
+    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, "REFUSED", "NO_LANE_LEFT", "HANDING_OFF"):
         return "bold yellow"
     return "bold cyan"
 
@@ -268,11 +298,13 @@ def dispatch_panel(
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
-    rung = f"   rung {snap.rung_index + 1} of {len(snap.ladder)}" if snap.ladder and snap.lane == "fellows" else ""
-    grid.add_row("state", Text(snap.label, style=_state_style(snap.label)).append(rung, style="dim"))
+    on_ladder = snap.ladder and not _left_ladder(snap)
+    rung = f"   rung {snap.rung_index + 1} of {len(snap.ladder)}" if on_ladder else ""
+    state = shown_state(snap)
+    grid.add_row("state", Text(state, style=_state_style(state)).append(rung, style="dim"))
     if snap.ladder:
         grid.add_row("ladder", _ladder_line(snap, next_lane))
-    grid.add_row("QoS", Text(snap.qos or "-"))
+    grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == RUNNING else None) or "-"))
     grid.add_row("SLURM job", _job_words(snap))
     if not snap.final:
         if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):
@@ -337,7 +369,7 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
         table.add_row(
             snap.dispatch_id,
             snap.name,
-            Text(snap.label, style=_state_style(snap.label)),
+            Text(shown_state(snap), style=_state_style(shown_state(snap))),
             snap.qos or "-",
             snap.job_id or "-",
             waiting,
@@ -357,9 +389,9 @@ def status_table(rows: Sequence[Snapshot], *, updated: Mapping[str, float]) -> R
         table.add_row(
             snap.dispatch_id,
             snap.name,
-            Text(snap.label, style=_state_style(snap.label) if snap.final else "cyan"),
+            Text(shown_state(snap), style=_state_style(shown_state(snap)) if snap.final else "cyan"),
             snap.lane,
-            snap.qos or "-",
+            (snap.qos if not _left_ladder(snap) else None) or "-",
             snap.job_id or "-",
             snap.outcome or ("live" if not snap.final else ""),
             _when(at) if at is not None else "",
@@ -636,7 +668,7 @@ def ladder_table(report: LadderReport) -> RenderableType:
             _limit(info.max_gpus_per_user),
             _limit(info.grp_gpus),
         )
-    job = f"{report.spec.gpus} GPUs" + (
+    job = gpu_words(report.spec.gpus) + (
         f", --time {span(report.spec.time_limit_seconds)}" if report.spec.time_limit_seconds else ""
     )
     ladder = Table(title=f"effective ladder for a job of {job}", title_justify="left")

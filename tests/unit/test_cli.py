@@ -925,3 +925,33 @@ def test_a_hostile_job_name_is_never_run_by_the_safe_sh_c_form(env: Path, fake: 
     assert result.exit_code == 0, result.output
     assert out.read_text() == name + "\n"
     assert not pwned.exists()
+
+
+# --------------------------------------------------------------------------- words a user sees
+def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """status says HANDED_OFF on lane gcp with no current QoS; --json keeps the machine's label and outcome."""
+    fake.scheduling = False
+    out = json.loads(run("submit", "--json", str(script)).stdout)
+    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handed-off")
+    table = run("status").stdout
+    assert "HANDED_OFF" in table
+    assert "FAILED_TO_GCP" not in table
+    assert "low-eur" not in table
+
+
+def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A first submit SLURM refuses exits 5, and status then says REFUSED, not SUBMITTED(high-eur)."""
+    fake.fail_next_submit(cli.SubmitRejected("Requested node configuration is not available"))
+    result = run("submit", str(script))
+    refused(result, 5, "Requested node configuration is not available")
+    table = run("status").stdout
+    assert "REFUSED" in table
+    assert "SUBMITTED(high-eur)" not in table
+
+
+@pytest.mark.parametrize(("gpus", "words"), [(1, "(1 GPU,"), (8, "(8 GPUs,")], ids=["one", "eight"])
+def test_gpu_counts_read_as_english(env: Path, fake: SchedulingFake, script: Path, gpus: int, words: str) -> None:
+    """The live view says "1 GPU" and "8 GPUs"."""
+    result = run("submit", "--gpus", str(gpus), str(script))
+    assert result.exit_code == 0, result.output
+    assert words in result.stdout

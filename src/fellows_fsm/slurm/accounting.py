@@ -275,12 +275,14 @@ def _never_fits(info: QosInfo, spec: JobSpec) -> str | None:
         )
     if info.max_gpus_per_user is not None and spec.gpus > info.max_gpus_per_user:
         return (
-            f"the job asks for {spec.gpus} GPUs, over its per-user cap of {info.max_gpus_per_user} "
+            f"the job asks for {spec.gpus} GPU{'s' if spec.gpus != 1 else ''}, over its per-user cap of "
+            f"{info.max_gpus_per_user} "
             "(MaxTRESPerUser gres/gpu), so it would pend forever (QOSMaxGRESPerUser)"
         )
     if info.grp_gpus is not None and spec.gpus > info.grp_gpus:
         return (
-            f"the job asks for {spec.gpus} GPUs, over its group cap of {info.grp_gpus} (GrpTRES gres/gpu), "
+            f"the job asks for {spec.gpus} GPU{'s' if spec.gpus != 1 else ''}, over its group cap of "
+            f"{info.grp_gpus} (GrpTRES gres/gpu), "
             "so it would pend forever"
         )
     return None
