@@ -169,7 +169,7 @@ def _find(journal: Journal, dispatch_id: str) -> DispatchRow:
     row = journal.dispatch(dispatch_id)
     if row is not None:
         return row
-    matches = [r for r in journal.dispatches() if r.id.startswith(dispatch_id)]
+    matches = journal.with_prefix(dispatch_id)
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -603,26 +603,52 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- status, history
-@main.command(short_help="Where every dispatch stands.")
+_RECENT = 20
+"""How many of the most recent dispatches `status` shows besides the live ones, unless --all or --last."""
+
+
+@main.command(short_help="Where the live and recent dispatches stand.")
 @click.argument("dispatch_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of dispatches.")
 @click.option("--live", "live_only", is_flag=True, help="Only dispatches that are not final yet.")
+@click.option("--all", "show_all", is_flag=True, help="Every dispatch in the journal, however many.")
+@click.option(
+    "--last", type=click.IntRange(min=0), default=_RECENT, show_default=True, metavar="N", help="Recent ones shown."
+)
 @_config_option
 @click.pass_context
-def status(ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool) -> None:
-    """Where every dispatch (or DISPATCH_ID) stands; reads the journal, even while a router drives it."""
+def status(  # noqa: PLR0917 - click passes every option as an argument
+    ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool, show_all: bool, last: int
+) -> None:
+    """Where the live dispatches and the N most recent ones stand (or DISPATCH_ID, or --all of them).
+
+    It only reads the journal, so it is safe while a router drives it.
+    """
     config = _config(ctx)
     with _journal(config) as journal:  # read-only use: never the driver lock
-        rows = [_find(journal, dispatch_id)] if dispatch_id else journal.dispatches(live_only=live_only)
+        total = journal.count()
+        if dispatch_id:
+            rows = [_find(journal, dispatch_id)]
+        elif show_all:
+            rows = journal.dispatches(live_only=live_only)
+        else:
+            live = journal.dispatches(live_only=True)
+            recent = [] if live_only else journal.recent(last)
+            chosen = {r.id: r for r in [*recent, *live]}
+            rows = sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
         handoffs = {r.id: journal.handoff(r.id) for r in rows}
         if as_json:
             _echo_json([dispatch_json(r, handoffs[r.id]) for r in rows])
             return
         if not rows:
-            click.echo(f"no dispatches in {journal.path}")
+            click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
             return
         snaps = [Snapshot.of_row(r, handoffs[r.id]) for r in rows]
-        _console().print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        console = _console()
+        console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        if not dispatch_id and not show_all and len(rows) < total:
+            which = "the live ones" if live_only else f"the live ones and the {last} most recent"
+            console.print(f"{len(rows)} of {total:,} dispatches shown ({which}); --all shows every one", style="dim")
 
 
 @main.command(short_help="Every transition of one dispatch.")

@@ -15,6 +15,7 @@ from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, v
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
+from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
 
@@ -955,3 +956,51 @@ def test_gpu_counts_read_as_english(env: Path, fake: SchedulingFake, script: Pat
     result = run("submit", "--gpus", str(gpus), str(script))
     assert result.exit_code == 0, result.output
     assert words in result.stdout
+
+
+def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
+    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
+    clock = SystemClock()
+    fake = FakeScheduler(clock)
+    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    journal = Journal(env / "state" / "journal.sqlite3")
+    ids = []
+    try:
+        for i in range(dispatches):
+            d = Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder, fake, clock, journal)
+            journal.add_dispatch(d, intent="prod", lane="fellows", at=1_700_000_000.0 + i)
+            d.submit()
+            if i >= live:
+                assert d.job_id is not None
+                fake.start(d.job_id)
+                d.advance(fake.observe([d.job_id])[d.job_id])
+            ids.append(d.id)
+    finally:
+        journal.close()
+    return ids
+
+
+def test_status_shows_the_live_and_the_recent_dispatches_by_default(env: Path) -> None:
+    """By default status lists every live dispatch and the 20 most recent, and says how many it left out."""
+    ids = _journal_of(env, 30, live=2)
+    rows = json.loads(run("status", "--json").stdout)
+    assert [r["dispatch_id"] for r in rows] == ids[:2] + ids[-20:]
+    table = run("status")
+    assert table.exit_code == 0, table.output
+    assert "22 of 30 dispatches shown (the live ones and the 20 most recent); --all shows every one" in table.stdout
+    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--last", "3").stdout)] == [
+        *ids[:2],
+        *ids[-3:],
+    ]
+    assert len(json.loads(run("status", "--json", "--all").stdout)) == 30
+    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--live").stdout)] == ids[:2]
+
+
+def test_status_finds_a_dispatch_by_a_prefix_of_its_id(env: Path) -> None:
+    """A unique prefix of an id selects that dispatch; a shared prefix is a usage error listing the matches."""
+    ids = _journal_of(env, 12, live=0)
+    [row] = json.loads(run("status", "11", "--json").stdout)
+    assert row["dispatch_id"] == ids[11]
+    result = run("status", "0")
+    assert result.exit_code == 2
+    assert "matches several dispatches" in result.stderr
