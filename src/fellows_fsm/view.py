@@ -379,22 +379,40 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
     return table
 
 
+def status_words(snap: Snapshot) -> str:
+    """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
+    state = shown_state(snap)
+    if state == RUNNING and snap.qos:
+        return f"{RUNNING}({snap.qos})"
+    if state in (HANDED_OFF, HANDOFF_FAILED, "HANDING_OFF") and snap.lane != "fellows":
+        return f"{state}({snap.lane})"
+    return state
+
+
+def _short_when(at: float, today: str) -> str:
+    """``23:37:24`` today, ``11-30 23:37`` on another day."""
+    moment = datetime.fromtimestamp(at)
+    return moment.strftime("%H:%M:%S") if moment.strftime("%Y-%m-%d") == today else moment.strftime("%m-%d %H:%M")
+
+
 def status_table(rows: Sequence[Snapshot], *, updated: Mapping[str, float]) -> RenderableType:
-    """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change)."""
-    table = Table(title_justify="left")
-    for header in ("dispatch", "name", "state", "lane", "QoS", "job", "outcome", "updated"):
-        table.add_column(header, no_wrap=True)
+    """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change); fits 80 columns."""
+    today = datetime.now().strftime("%Y-%m-%d")
+    table = Table(box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("dispatch", no_wrap=True)
+    table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=24)
+    table.add_column("state", no_wrap=True)
+    table.add_column("job", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
     for snap in rows:
         at = updated.get(snap.dispatch_id)
+        words = status_words(snap)
         table.add_row(
             snap.dispatch_id,
             snap.name,
-            Text(shown_state(snap), style=_state_style(shown_state(snap)) if snap.final else "cyan"),
-            snap.lane,
-            (snap.qos if not _left_ladder(snap) else None) or "-",
+            Text(words, style=_state_style(shown_state(snap)) if snap.final else "cyan"),
             snap.job_id or "-",
-            snap.outcome or ("live" if not snap.final else ""),
-            _when(at) if at is not None else "",
+            _short_when(at, today) if at is not None else "",
         )
     return table
 
@@ -522,12 +540,11 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
         box=box.SIMPLE_HEAD,
     )
     table.add_column("time", no_wrap=True)
-    table.add_column("from", min_width=9, overflow="fold")
-    table.add_column("to", style="cyan", min_width=9, overflow="fold")
     table.add_column("trigger", no_wrap=True)
+    table.add_column("to", style="cyan", no_wrap=True)
     table.add_column("QoS", no_wrap=True)
     table.add_column("job", no_wrap=True)
-    table.add_column("reason", overflow="fold")
+    table.add_column("reason, note", min_width=20, ratio=1, overflow="fold")
     for entry in entries:
         reason = Text()
         if entry.reason:
@@ -538,9 +555,8 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
             reason.append(("  " if entry.reason else "") + entry.note, style="italic dim")
         table.add_row(
             _clock(entry.at),
-            entry.source or "",
-            entry.dest,
             entry.trigger,
+            entry.dest.split("(", 1)[0] if entry.qos and f"({entry.qos})" in entry.dest else entry.dest,
             entry.qos or "",
             entry.slurm_job_id or "",
             reason,
@@ -652,13 +668,28 @@ def _limit(value: int | None, unit: str = "") -> str:
 
 
 def _wall(seconds: int | None) -> str:
-    return "-" if seconds is None else span(seconds)
+    """A limit in the largest whole units: ``7d``, ``1d 12h``, ``4h``, else the full span."""
+    if seconds is None:
+        return "-"
+    days, rest = divmod(seconds, 86_400)
+    if days and rest % 3600 == 0:
+        return f"{days}d" + (f" {rest // 3600}h" if rest else "")
+    if not days and rest % 3600 == 0:
+        return f"{rest // 3600}h"
+    return span(seconds)
+
+
+_SKIP_WORDS = (
+    ("MaxWall", "skipped: --time over max wall"),
+    ("per-user cap", "skipped: over GPUs/user"),
+    ("group cap", "skipped: over group GPUs"),
+)
 
 
 def ladder_table(report: LadderReport) -> RenderableType:
     """What the cluster grants this user, the effective ladder with its caps, and the warnings."""
     grants = Table(title=f"QoS granted to {report.user}", title_justify="left")
-    for header in ("QoS", "priority", "max wall", "GPUs per user", "group GPUs"):
+    for header in ("QoS", "priority", "max wall", "GPUs/user", "group GPUs"):
         grants.add_column(header, no_wrap=True)
     for info in report.granted:
         grants.add_row(
@@ -672,22 +703,26 @@ def ladder_table(report: LadderReport) -> RenderableType:
         f", --time {span(report.spec.time_limit_seconds)}" if report.spec.time_limit_seconds else ""
     )
     ladder = Table(title=f"effective ladder for a job of {job}", title_justify="left")
-    for header in ("rung", "QoS", "park cap", "granted", "priority", "max wall", "GPUs per user", "verdict"):
-        ladder.add_column(header, no_wrap=header != "verdict")
+    for header in ("rung", "QoS", "park cap", "max wall", "GPUs/user", "verdict"):
+        ladder.add_column(
+            header, no_wrap=header != "verdict", ratio=1 if header == "verdict" else None, overflow="fold"
+        )
     for row in report.rows:
         rung_info = row.info
         if not row.granted:
             verdict = Text("not granted: skipped", style="red")
         elif row.skipped:
-            verdict = Text(row.skipped, style="yellow")
+            # The full reason is in the warnings under the table; the cell says which limit, short.
+            short = next(
+                (words for key, words in _SKIP_WORDS if key in row.skipped), "skipped: it can never start here"
+            )
+            verdict = Text(short, style="yellow")
         else:
             verdict = Text("usable", style="green")
         ladder.add_row(
             str(row.rung.index + 1),
             row.rung.qos,
             span(row.rung.park_cap_seconds),
-            "yes" if row.granted else "no",
-            str(rung_info.priority) if rung_info else "-",
             _wall(rung_info.max_wall_seconds if rung_info else None),
             _limit(rung_info.max_gpus_per_user if rung_info else None),
             verdict,

@@ -1004,3 +1004,24 @@ def test_status_finds_a_dispatch_by_a_prefix_of_its_id(env: Path) -> None:
     result = run("status", "0")
     assert result.exit_code == 2
     assert "matches several dispatches" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "history", "ladder"], ids=["status", "history", "ladder"])
+def test_views_fit_80_columns(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """At 80 columns the status, history and ladder views keep every line within 80 and cut no word."""
+    fill(fake, "high-eur")
+    walked = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    skipped = json.loads(run("submit", "--json", "--time", "10-00:00:00", str(script)).stdout)["dispatch_id"]
+    monkeypatch.setenv("COLUMNS", "80")
+    outputs = {
+        "status": [run("status")],
+        "history": [run("history", walked), run("history", skipped)],
+        "ladder": [run("ladder", "--gpus", "32", "--time", "10-00:00:00")],
+    }[command]
+    for result in outputs:
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, result.stdout
+        assert "…" not in result.stdout, result.stdout
