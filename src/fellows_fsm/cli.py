@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -32,21 +31,24 @@ from rich.text import Text
 from fellows_fsm import diagram as diagrams
 from fellows_fsm import sim
 from fellows_fsm.clock import SystemClock
-from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
+from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings, load_config
 from fellows_fsm.errors import (
     FellowsError,
     LaneError,
     SchedulerError,
     SchedulerUnreachable,
     SubmitRejected,
+    UsageError,
 )
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS
 from fellows_fsm.lifecycle import dispatch_token
+from fellows_fsm.preflight import GrantsCache, Preflight, preflight
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.view import (
     WITHDRAWN,
     Snapshot,
@@ -167,7 +169,7 @@ def _find(journal: Journal, dispatch_id: str) -> DispatchRow:
     row = journal.dispatch(dispatch_id)
     if row is not None:
         return row
-    matches = [r for r in journal.dispatches() if r.id.startswith(dispatch_id)]
+    matches = journal.with_prefix(dispatch_id)
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -253,19 +255,39 @@ class ScriptDefaults:
 
 _OPTION_NAMES = {"--gres": "gres", "--gpus": "gpus", "-G": "gpus", "--time": "time", "-t": "time"}
 _OPTION_NAMES |= {"--job-name": "name", "-J": "name"}
-_GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:,=]+)?:(\d+)(?:\(|,|$)")
 
 
 def _time_seconds(text: str, where: str) -> int | None:
     try:
         seconds = parse_duration(text)
     except ValueError:
-        raise click.BadParameter(
+        raise UsageError(
             f"{where}: {text!r} is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS (e.g. 1:00:00)"
         ) from None
     if seconds is not None and seconds <= 0:
-        raise click.BadParameter(f"{where}: {text!r} must be longer than zero")
+        raise UsageError(f"{where}: {text!r} must be longer than zero")
     return seconds
+
+
+def _gres_gpus(gres: str, where: str) -> int | None:
+    """The GPU count of a ``--gres`` value (``gpu``, ``gpu:8``, ``gpu:a100:8``), None when it asks for no GPU.
+
+    A count that is not a number (``gpu:abc``, or a type without a count) is refused rather than read as 0.
+    """
+    for item in gres.split(","):
+        parts = item.strip().split(":")
+        if parts[0] != "gpu":
+            continue
+        if len(parts) == 1:
+            return 1
+        count = parts[-1].split("(")[0]
+        if len(parts) > 3 or not count.isdigit():
+            raise UsageError(
+                f"{where}: --gres={gres!r} has no GPU count fellows-fsm can read; give it as gpu:N or gpu:TYPE:N, "
+                "e.g. --gres=gpu:8"
+            )
+        return int(count)
+    return None
 
 
 def read_script_defaults(script: Path) -> ScriptDefaults:
@@ -298,12 +320,12 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
                 found[f"{key}@"] = f"{script.name}:{number}"
             i += 1
     gpus: int | None = None
-    if "gres" in found and (match := _GPU_GRES.search(found["gres"])):
-        gpus = int(match[1])
+    if "gres" in found:
+        gpus = _gres_gpus(found["gres"], found["gres@"])
     if "gpus" in found:
         count = found["gpus"].rsplit(":", 1)[-1]
         if not count.isdigit():
-            raise click.BadParameter(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count")
+            raise UsageError(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count; give e.g. --gpus=8")
         gpus = int(count)
     limit = _time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
     return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"))
@@ -315,6 +337,7 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
 @click.option("--intent", type=click.Choice(["prod", "debug"]), default="prod", help="debug starts on debug_qos.")
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
 @click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
+@click.option("--follow", is_flag=True, help="With --pin fellows: stay in the foreground until the job runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the live view goes to stderr).")
 @click.option(
     "--gpus", type=click.IntRange(min=0), metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N)."
@@ -330,6 +353,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     intent: str,
     pin: str | None,
     detach: bool,
+    follow: bool,
     as_json: bool,
     gpus: int | None,
     time_limit: str | None,
@@ -337,8 +361,13 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
 ) -> None:
     """Dispatch an sbatch SCRIPT through the router and follow it until it runs or reaches GCP.
 
-    Options after `--` go to sbatch unchanged. Ctrl-C detaches: the dispatch goes on, `watch` drives it.
+    Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
+    --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before the first sbatch the
+    ladder is checked against what the cluster grants. `--pin fellows` returns once the job is queued
+    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it.
     """
+    if (owned := owned_option(sbatch_args)) is not None:
+        raise UsageError(f"sbatch option {owned[0]!r} after `--` is set by fellows-fsm itself: {owned[1]}")
     defaults = read_script_defaults(script)
     limit = _time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
     spec = _job_spec(
@@ -349,10 +378,18 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         extra_args=sbatch_args,
     )
     config = _config(ctx)
+    scheduler = make_scheduler(config)
+    checked = _preflight(config, scheduler, spec, intent=intent, pin=pin)
     with _journal(config) as journal:
-        router = Router(config, make_scheduler(config), journal)
+        router = Router(config, scheduler, journal)
         # Ctrl-C until the first job is queued withdraws the dispatch (Interrupted, exit 130); after, it detaches.
-        handle = router.dispatch(spec, intent=intent, pin=pin)
+        handle = router.dispatch(
+            spec,
+            intent=intent,
+            pin=pin,
+            ladder=checked.ladder if checked is not None else None,
+            note=checked.note if checked is not None else "",
+        )
         try:
             for note in getattr(router.scheduler, "last_notes", ()):
                 click.echo(f"fellows-fsm: note: {note}", err=True)
@@ -362,9 +399,10 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
                     f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
                     "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
                 )
+            queued_only = pin == FELLOWS and not follow
             if pin is not None and pin in router.lanes and detach:
                 router.wait_for_handoffs()  # a pinned lane's command IS the submit: its result is the answer
-            elif not detach and not handle.final:
+            elif not detach and not queued_only and not handle.final:
                 # With --json the live view goes to stderr, and only when that is a terminal.
                 console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
                 _follow(router, handle.dispatch_id, console)
@@ -382,11 +420,52 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             _echo_json(dispatch_json(row, handoff))
         elif detach and not row.final:
             click.echo(row.id)
+        elif queued_only and not row.final:
+            click.echo(
+                f"dispatch {row.id} is queued on {row.qos} as SLURM job {row.job_id or '-'} (pinned: it stays "
+                f"there); `fellows-fsm watch` follows it, `fellows-fsm cancel {row.id}` withdraws it"
+            )
         else:
             click.echo(_summary(row.id, journal))
         error = _outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+def _preflight(
+    config: Config, scheduler: Scheduler, spec: JobSpec, *, intent: str, pin: str | None
+) -> Preflight | None:
+    """Check the dispatch against the cluster's grants before anything is queued; None when it is not checked.
+
+    Refuses (raises) an unknown or ungranted QoS and a job no rung can start; notes skipped rungs and
+    warnings on stderr. Grants come from a cache beside the journal (one sacctmgr round per few minutes).
+    """
+    fellows = config.fellows
+    if intent == "debug" and fellows.debug_qos is None:
+        click.echo(
+            "fellows-fsm: warning: --intent debug, but [fellows] debug_qos is not set: this dispatch walks the "
+            f"production ladder and its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos "
+            "(e.g. 'dev-eur') to start debug jobs there",
+            err=True,
+        )
+    if pin is not None and pin != FELLOWS:
+        return None  # straight to a command lane: nothing is queued on SLURM
+    user = str(getattr(scheduler, "user", "") or os.environ.get("USER", ""))
+    cache = GrantsCache(config.state_dir / "grants.json", key=f"{user}@{os.environ.get('SLURM_CONF', '')}")
+    try:
+        grants = cache.get(SystemClock().now(), lambda: read_grants(scheduler))
+    except SchedulerError as exc:
+        click.echo(
+            f"fellows-fsm: warning: could not read what the cluster grants ({exc}); submitting without the "
+            "check (a refused rung is still skipped when sbatch refuses it)",
+            err=True,
+        )
+        return None
+    ladder = fellows.ladder_for(intent)
+    checked = preflight(ladder, grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(config))
+    for line in [*(f"{s}" for s in checked.note.split("; ") if s), *checked.warnings]:
+        click.echo(f"fellows-fsm: note: {line}", err=True)
+    return checked
 
 
 def _summary(dispatch_id: str, journal: Journal) -> str:
@@ -399,6 +478,10 @@ def _summary(dispatch_id: str, journal: Journal) -> str:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if not row.final:
         return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); `fellows-fsm watch` drives it"
+    if row.outcome.startswith("rejected"):
+        return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix('rejected: ')})"
+    if row.outcome == "no-fallback-lane":
+        return f"dispatch {row.id} parked out of every rung, and no lane follows fellows in [router] order"
     return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
 
 
@@ -523,26 +606,52 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- status, history
-@main.command(short_help="Where every dispatch stands.")
+_RECENT = 20
+"""How many of the most recent dispatches `status` shows besides the live ones, unless --all or --last."""
+
+
+@main.command(short_help="Where the live and recent dispatches stand.")
 @click.argument("dispatch_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of dispatches.")
 @click.option("--live", "live_only", is_flag=True, help="Only dispatches that are not final yet.")
+@click.option("--all", "show_all", is_flag=True, help="Every dispatch in the journal, however many.")
+@click.option(
+    "--last", type=click.IntRange(min=0), default=_RECENT, show_default=True, metavar="N", help="Recent ones shown."
+)
 @_config_option
 @click.pass_context
-def status(ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool) -> None:
-    """Where every dispatch (or DISPATCH_ID) stands; reads the journal, even while a router drives it."""
+def status(  # noqa: PLR0917 - click passes every option as an argument
+    ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool, show_all: bool, last: int
+) -> None:
+    """Where the live dispatches and the N most recent ones stand (or DISPATCH_ID, or --all of them).
+
+    It only reads the journal, so it is safe while a router drives it.
+    """
     config = _config(ctx)
     with _journal(config, readonly=True) as journal:  # read-only use: never the driver lock
-        rows = [_find(journal, dispatch_id)] if dispatch_id else journal.dispatches(live_only=live_only)
+        total = journal.count()
+        if dispatch_id:
+            rows = [_find(journal, dispatch_id)]
+        elif show_all:
+            rows = journal.dispatches(live_only=live_only)
+        else:
+            live = journal.dispatches(live_only=True)
+            recent = [] if live_only else journal.recent(last)
+            chosen = {r.id: r for r in [*recent, *live]}
+            rows = sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
         handoffs = {r.id: journal.handoff(r.id) for r in rows}
         if as_json:
             _echo_json([dispatch_json(r, handoffs[r.id]) for r in rows])
             return
         if not rows:
-            click.echo(f"no dispatches in {journal.path}")
+            click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
             return
         snaps = [Snapshot.of_row(r, handoffs[r.id]) for r in rows]
-        _console().print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        console = _console()
+        console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        if not dispatch_id and not show_all and len(rows) < total:
+            which = "the live ones" if live_only else f"the live ones and the {last} most recent"
+            console.print(f"{len(rows)} of {total:,} dispatches shown ({which}); --all shows every one", style="dim")
 
 
 @main.command(short_help="Every transition of one dispatch.")
@@ -628,8 +737,13 @@ def config_group() -> None:
 @_config_option
 @click.pass_context
 def config_check(ctx: click.Context) -> None:
-    """Load the config and print the effective ladder, caps, lanes and worst case (exit 3 if it is wrong)."""
+    """Load the config and print the effective ladder, caps, lanes and worst case (exit 3 if it is wrong).
+
+    Warnings (a lane program not found here, a very fast poll) go to stderr and leave the exit status 0.
+    """
     config = _config(ctx)
+    for warning in config_warnings(config):
+        click.echo(f"fellows-fsm: warning: {warning}", err=True)
     _console().print(_config_view(config))
 
 
@@ -659,7 +773,9 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_column(style="dim")
     facts.add_column()
     facts.add_row("worst case", f"{span(fellows.worst_case_seconds)} on the ladder before {_next_lane(config) or '-'}")
-    facts.add_row("poll", f"every {span(fellows.poll_interval_seconds)} (one squeue for every live job)")
+    poll = fellows.poll_interval_seconds
+    every = span(poll) if poll >= 1 else f"{poll:g}s"
+    facts.add_row("poll", f"every {every} (one squeue for every live job)")
     facts.add_row("debug intent", debug)
     facts.add_row("order", " -> ".join(config.auto_order))
     facts.add_row("rung changes", f"at most {config.router.max_rung_changes_per_tick} per poll")
@@ -797,10 +913,15 @@ def demo(cap: float, keep: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="fellows-fsm-demo-"))
     gcp = LaneConfig(
         name="gcp",
-        command=(sys.executable, "-c", "print('demo: here the job would go to GCP as fsm-{dispatch_id}')"),
+        command=(
+            sys.executable,
+            "-c",
+            "import sys; print('demo: here the job would go to GCP as', sys.argv[1])",
+            "fsm-{dispatch_id}",
+        ),
     )
     fellows = FellowsConfig(
-        qos=_DEMO_LADDER[0], qos_ladder=_DEMO_LADDER, park_cap_seconds=cap, poll_interval_seconds=1.0
+        qos=_DEMO_LADDER[0], qos_ladder=_DEMO_LADDER[1:], park_cap_seconds=cap, poll_interval_seconds=1.0
     )
     config = Config(fellows=fellows, lanes=(gcp,), state_dir=workdir / "state", source="demo")
     scheduler = make_scheduler(config)

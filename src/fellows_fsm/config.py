@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +22,9 @@ from fellows_fsm.errors import ConfigError
 __all__ = [
     "CONFIG_ENV",
     "DEFAULT_LADDER",
+    "DEFAULT_LATER_RUNGS",
     "DEFAULT_PARK_CAP_SECONDS",
+    "DEFAULT_QOS",
     "PARK_CAP_ENV",
     "STATE_DIR_ENV",
     "Config",
@@ -30,23 +33,32 @@ __all__ = [
     "LaneConfig",
     "RouterConfig",
     "Rung",
+    "config_warnings",
     "default_park_cap",
     "load_config",
 ]
 
 PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
 DEFAULT_PARK_CAP_SECONDS = 600.0
-DEFAULT_LADDER = ("high-eur", "normal-eur", "low-eur")
+DEFAULT_QOS = "high-eur"
+DEFAULT_LATER_RUNGS = ("normal-eur", "low-eur")
+DEFAULT_LADDER = (DEFAULT_QOS, *DEFAULT_LATER_RUNGS)
+MAX_CAP_SECONDS = 30 * 86_400.0
+"""The longest park cap (or lane timeout) accepted: 30 days; beyond it deadlines stop being dates sbatch takes."""
+MIN_POLL_SECONDS = 0.05
+MAX_POLL_SECONDS = 3600.0
 _QOS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def _positive_seconds(key: str, value: object) -> float:
+def _positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
     """Return ``value`` as seconds, or raise a ConfigError naming ``key`` and the value."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key}={value!r} is not a number of seconds; give a positive number such as 600")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"{key}={value!r} must be a positive, finite number of seconds, such as 600")
+    if seconds > most:
+        raise ConfigError(f"{key}={value!r} is over the maximum of {most:g} seconds; give at most {most:g}")
     return seconds
 
 
@@ -138,10 +150,10 @@ def _ladder_tuple(value: object) -> tuple[str, ...]:
 class FellowsConfig:
     """The ``[fellows]`` table: which QoS to try, in which order, and for how long each."""
 
-    qos: str = attrs.field(default="high-eur")
+    qos: str = attrs.field(default=DEFAULT_QOS)
     """The preferred QoS: every non-debug dispatch is submitted on it first."""
-    qos_ladder: tuple[str, ...] = attrs.field(default=DEFAULT_LADDER, converter=_ladder_tuple)
-    """The rungs in order; must start with ``qos``."""
+    qos_ladder: tuple[str, ...] = attrs.field(default=DEFAULT_LATER_RUNGS, converter=_ladder_tuple)
+    """The rungs tried after ``qos``, in order (``qos`` itself is not repeated here); may be empty."""
     park_cap_seconds: float = attrs.field(factory=default_park_cap)
     """How long a job may stay pending on a rung; default from EPS_FELLOWS_QUEUE_WAIT_SECONDS, else 600."""
     later_park_cap_seconds: float | None = None
@@ -160,19 +172,22 @@ class FellowsConfig:
         for i, name in enumerate(self.qos_ladder):
             _check_qos_name(f"qos_ladder[{i}]", name)
         _positive_seconds("park_cap_seconds", self.park_cap_seconds)
-        _positive_seconds("poll_interval_seconds", self.poll_interval_seconds)
+        _positive_seconds("poll_interval_seconds", self.poll_interval_seconds, most=MAX_POLL_SECONDS)
+        if self.poll_interval_seconds < MIN_POLL_SECONDS:
+            raise ConfigError(
+                f"poll_interval_seconds={self.poll_interval_seconds!r} is under the minimum of "
+                f"{MIN_POLL_SECONDS:g} seconds; give 10 (one squeue per poll)"
+            )
         if self.later_park_cap_seconds is not None:
             _positive_seconds("later_park_cap_seconds", self.later_park_cap_seconds)
         if self.debug_park_cap_seconds is not None:
             _positive_seconds("debug_park_cap_seconds", self.debug_park_cap_seconds)
-        if not self.qos_ladder:
-            raise ConfigError("qos_ladder=[] is empty; list at least the preferred QoS, e.g. ['high-eur']")
-        if self.qos_ladder[0] != self.qos:
+        if self.qos in self.qos_ladder:
             raise ConfigError(
-                f"qos_ladder={list(self.qos_ladder)!r} starts with {self.qos_ladder[0]!r}, "
-                f"but every dispatch must start on qos={self.qos!r}; put {self.qos!r} first"
+                f"qos_ladder={list(self.qos_ladder)!r} repeats qos={self.qos!r}; qos_ladder lists only the rungs "
+                f"after qos, so remove {self.qos!r} from it"
             )
-        seen: set[str] = set()
+        seen: set[str] = {self.qos}
         for name in self.qos_ladder:
             if name in seen:
                 raise ConfigError(f"qos_ladder={list(self.qos_ladder)!r} lists {name!r} twice; list each QoS once")
@@ -181,8 +196,8 @@ class FellowsConfig:
             _check_qos_name("debug_qos", self.debug_qos)
             if self.debug_qos in seen:
                 raise ConfigError(
-                    f"debug_qos={self.debug_qos!r} is also in qos_ladder; the debug QoS is tried before "
-                    "the ladder, so remove it from qos_ladder"
+                    f"debug_qos={self.debug_qos!r} is also on the ladder (qos or qos_ladder); the debug QoS is "
+                    "tried before the ladder, so give a QoS of its own, e.g. 'dev-eur'"
                 )
         if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
             raise ConfigError(f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'")
@@ -194,9 +209,14 @@ class FellowsConfig:
         return self.park_cap_seconds
 
     @property
+    def rung_names(self) -> tuple[str, ...]:
+        """The production ladder's QoS, in order: ``qos``, then ``qos_ladder``."""
+        return (self.qos, *self.qos_ladder)
+
+    @property
     def ladder(self) -> Ladder:
-        """The production ladder: ``qos_ladder`` with its caps."""
-        return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.qos_ladder)))
+        """The production ladder: ``qos`` then ``qos_ladder``, with their caps."""
+        return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)))
 
     def ladder_for(self, intent: str) -> Ladder:
         """The ladder for a dispatch of this intent: debug intent starts on ``debug_qos`` when configured."""
@@ -206,7 +226,7 @@ class FellowsConfig:
             return self.ladder
         debug_cap = self.debug_park_cap_seconds or self.park_cap_seconds
         rungs = [Rung(0, self.debug_qos, debug_cap)]
-        rungs += [Rung(i + 1, qos, self.cap_for(i)) for i, qos in enumerate(self.qos_ladder)]
+        rungs += [Rung(i + 1, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)]
         return Ladder(tuple(rungs))
 
     @property
@@ -235,6 +255,50 @@ PLACEHOLDERS = frozenset(
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
+_SAMPLE_VALUES = dict.fromkeys(PLACEHOLDERS, "x")
+# Programs that run their argument after -c/-e as code: a placeholder there is code a job name can inject into.
+_INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "python", "python3"})
+_INTERPRETERS |= frozenset({"perl", "ruby", "node"})
+_CODE_FLAG = re.compile(r"^-[A-Za-z]*[ce]$")
+
+
+def _check_template_item(key: str, item: str) -> None:
+    """Refuse an argv item whose ``{...}`` fields are malformed or unknown (it must fill for every dispatch)."""
+    for name in _PLACEHOLDER.findall(item):
+        if name not in PLACEHOLDERS:
+            raise ConfigError(
+                f"{key} uses placeholder {{{name}}}, which is not known; "
+                f"use one of {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+            )
+    try:
+        item.format_map(_SAMPLE_VALUES)
+    except (KeyError, ValueError, IndexError, AttributeError) as exc:
+        raise ConfigError(
+            f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{dispatch_id}} "
+            "and a literal brace as {{ or }}"
+        ) from None
+
+
+def _check_no_code_placeholders(key: str, argv: tuple[str, ...]) -> None:
+    """Refuse placeholders inside the code argument of ``sh -c``, ``bash -c``, ``python -c``, ``perl -e``..."""
+    for i, item in enumerate(argv):
+        program = re.sub(r"[0-9.]+$", "", item.rsplit("/", 1)[-1])
+        if program not in _INTERPRETERS:
+            continue
+        for j in range(i + 1, len(argv) - 1):
+            if not argv[j].startswith("-"):
+                break
+            if _CODE_FLAG.match(argv[j]):
+                code = argv[j + 1]
+                if _PLACEHOLDER.search(code.replace("{{", "").replace("}}", "")):
+                    raise ConfigError(
+                        f"{key} puts a placeholder inside the code of {item} {argv[j]} ({code!r}), where a job "
+                        "name could run as code; pass it as an argument after the code instead, e.g. "
+                        "['sh', '-c', 'sky status \"$1\"', 'sh', 'fsm-{dispatch_id}']"
+                    )
+                break
+
+
 def _argv(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
         raise ConfigError(
@@ -244,13 +308,10 @@ def _argv(key: str, value: object) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str):
             raise ConfigError(f"{key} item {item!r} must be a string")
-        for name in _PLACEHOLDER.findall(item):
-            if name not in PLACEHOLDERS:
-                raise ConfigError(
-                    f"{key} uses placeholder {{{name}}}, which is not known; "
-                    f"use one of {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
-                )
-    return tuple(value)
+        _check_template_item(key, item)
+    argv = tuple(value)
+    _check_no_code_placeholders(key, argv)
+    return argv
 
 
 @attrs.frozen(kw_only=True)
@@ -306,6 +367,15 @@ class RouterConfig:
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
             )
+        if self.order is not None:
+            for name in self.order:
+                if not isinstance(name, str):
+                    raise ConfigError(f"[router] order={list(self.order)!r}: {name!r} is not a lane name")
+                if self.order.count(name) > 1:
+                    raise ConfigError(
+                        f"[router] order={list(self.order)!r} lists {name!r} twice; a dispatch goes to each lane "
+                        "once, so list it once"
+                    )
 
 
 def _default_state_dir() -> Path:
@@ -361,8 +431,11 @@ class Config:
         return self.state_dir / "journal.sqlite3"
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "defaults") -> Config:
-        """Build from parsed TOML; every error names ``source``, the table, the key and the value."""
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "defaults", base: Path | None = None) -> Config:
+        """Build from parsed TOML; every error names ``source``, the table, the key and the value.
+
+        A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
+        """
         known = {"fellows", "lanes", "router", "state_dir"}
         for key in data:
             if key not in known:
@@ -389,7 +462,11 @@ class Config:
             router = RouterConfig(**dict(router_table))
             extra: dict[str, Any] = {}
             if "state_dir" in data:
-                extra["state_dir"] = Path(str(data["state_dir"])).expanduser()
+                if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
+                    raise ConfigError(f"state_dir={data['state_dir']!r} must be a directory path (a string)")
+                state_dir = Path(data["state_dir"]).expanduser()
+                # A relative state_dir is the config file's neighbour, wherever the command runs from.
+                extra["state_dir"] = state_dir if base is None else base / state_dir
             return cls(fellows=fellows, lanes=tuple(lanes), router=router, source=source, **extra)
         except ConfigError as exc:
             message = str(exc)
@@ -421,4 +498,24 @@ def load_config(path: Path | str | None = None) -> Config:
         raise ConfigError(f"config file {candidate} does not exist; create it or pass --config") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
-    return Config.from_mapping(data, source=str(candidate))
+    return Config.from_mapping(data, source=str(candidate), base=candidate.absolute().parent)
+
+
+def config_warnings(config: Config) -> tuple[str, ...]:
+    """What is allowed but probably wrong: a lane program not on PATH here, a poll faster than once a second."""
+    warnings: list[str] = []
+    for lane in config.lanes:
+        for what, argv in (("command", lane.command), ("probe", lane.probe)):
+            if argv is None or "{" in argv[0]:
+                continue
+            if shutil.which(argv[0]) is None:
+                warnings.append(
+                    f"[lanes.{lane.name}] {what}: {argv[0]!r} is not found on PATH here; the handoff fails "
+                    "unless it exists where fellows-fsm runs the dispatch"
+                )
+    if config.fellows.poll_interval_seconds < 1:
+        warnings.append(
+            f"[fellows] poll_interval_seconds={config.fellows.poll_interval_seconds:g} asks SLURM more than once "
+            "a second; 10 is kind to a shared controller"
+        )
+    return tuple(warnings)

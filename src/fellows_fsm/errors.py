@@ -1,6 +1,8 @@
 """The one error tree of fellows_fsm; every message names the offending value and what to do.
 
     FellowsError                      exit 1  (root: catch this to catch everything we raise)
+    +-- UsageError                    exit 2  a command-line value click cannot check (a script's #SBATCH line,
+    |                                         an sbatch option after `--` that fellows-fsm owns)
     +-- ConfigError (ValueError)      exit 3  a config value, file or environment variable is wrong
     |   +-- TraceError                exit 3  a simulator trace line is wrong (names the line and the key)
     +-- TransitionNotAllowed          exit 4  a trigger fired from a state, or past a guard, that forbids it
@@ -12,7 +14,8 @@
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
-Usage errors are click's (exit 2). Nothing here prints; the CLI turns these into one line on stderr.
+Usage errors click finds itself are click's (exit 2, with its usage text). Nothing here prints; the CLI
+turns these into one line on stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "SubmitRejected",
     "TraceError",
     "TransitionNotAllowed",
+    "UsageError",
 ]
 
 
@@ -36,6 +40,12 @@ class FellowsError(Exception):
     """Root of every error fellows_fsm raises on purpose."""
 
     exit_code: int = 1
+
+
+class UsageError(FellowsError, ValueError):
+    """A command-line value is wrong in a way click cannot see; the message names it and what to give instead."""
+
+    exit_code = 2
 
 
 class ConfigError(FellowsError, ValueError):

@@ -456,6 +456,24 @@ class Journal:
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
+    def recent(self, limit: int) -> list[DispatchRow]:
+        """The ``limit`` most recently created dispatches, oldest first (reads only those rows)."""
+        rows = self._db.execute("SELECT * FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))
+        return [_dispatch_row(r) for r in rows][::-1]
+
+    def count(self) -> int:
+        """How many dispatches the journal holds."""
+        return int(self._db.execute("SELECT COUNT(*) FROM dispatches").fetchone()[0])
+
+    def with_prefix(self, prefix: str, limit: int = 10) -> list[DispatchRow]:
+        """Up to ``limit`` dispatches whose id starts with ``prefix`` (letters and digits only are matched)."""
+        if not prefix.isalnum():
+            return []
+        rows = self._db.execute(
+            "SELECT * FROM dispatches WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\uffff", limit)
+        )
+        return [_dispatch_row(r) for r in rows]
+
     def dispatch(self, dispatch_id: str) -> DispatchRow | None:
         """One dispatch, or None."""
         rows = self._read("SELECT * FROM dispatches WHERE id=?", (dispatch_id,))

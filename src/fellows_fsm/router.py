@@ -119,11 +119,20 @@ class Router:
         return list(dict.fromkeys([*self.live, *self.pending_handoffs, *self.running]))
 
     # ----------------------------------------------------------------- taking jobs
-    def dispatch(self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None) -> Handle:
+    def dispatch(
+        self,
+        spec: JobSpec,
+        *,
+        intent: str = "prod",
+        pin: str | None = None,
+        ladder: Ladder | None = None,
+        note: str = "",
+    ) -> Handle:
         """Start a dispatch and return its handle at once (the poll loop drives it from here).
 
         ``pin="fellows"`` submits on the first rung and never walks; ``pin=<lane>`` goes straight to that
-        command lane. A refused first submit raises SubmitRejected and leaves nothing queued.
+        command lane. A refused first submit raises SubmitRejected and leaves nothing queued. ``ladder``
+        replaces the intent's ladder (the preflight's kept rungs); ``note`` is journaled on the first step.
         """
         if intent not in INTENTS:
             raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
@@ -141,7 +150,8 @@ class Router:
         fellows = self.config.fellows
         if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
             spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-        d = self._new(dispatch_id, spec, intent, pinned=pin == FELLOWS)
+        d = self._new(dispatch_id, spec, intent, pinned=pin == FELLOWS, ladder=ladder)
+        d.note = note
         following = self.config.auto_order[1:]
         settings = self._settings(following[0] if following and pin is None else None)
         try:
@@ -197,11 +207,13 @@ class Router:
             "config": self.config.source,
         }
 
-    def _new(self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool) -> Dispatch:
+    def _new(
+        self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
+    ) -> Dispatch:
         return Dispatch(
             dispatch_id,
             spec,
-            self.config.fellows.ladder_for(intent),
+            ladder or self.config.fellows.ladder_for(intent),
             self.scheduler,
             self.clock,
             self.journal,

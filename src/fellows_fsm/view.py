@@ -215,21 +215,51 @@ def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[s
     }
 
 
+def gpu_words(count: int) -> str:
+    """``1 GPU``, ``8 GPUs``."""
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"
+
+
+def shown_state(snap: Snapshot) -> str:
+    """The state as a user should read it: what happened, not the machine's last state.
+
+    The journal and ``--json`` keep the machine's label (``FAILED_TO_GCP`` with outcome ``handed-off``); the
+    tables and the live view say ``HANDED_OFF``; a first submit SLURM refused reads ``REFUSED``, not the
+    ``SUBMITTED(...)`` it never reached.
+    """
+    if snap.label == FAILED_TO_GCP:
+        return {
+            "handed-off": HANDED_OFF,
+            "handoff-failed": HANDOFF_FAILED,
+            "no-fallback-lane": "NO_LANE_LEFT",
+        }.get(snap.outcome, "HANDING_OFF")
+    if snap.final and snap.outcome.startswith("rejected"):
+        return "REFUSED"
+    return snap.label
+
+
+def _left_ladder(snap: Snapshot) -> bool:
+    """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
+    return snap.label == FAILED_TO_GCP or snap.lane != "fellows" or (snap.final and snap.outcome.startswith("rej"))
+
+
 def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
     """``high-eur ✗ → normal-eur ● → low-eur → gcp``: the rungs left behind, the current one, those ahead."""
     text = Text()
+    current = len(snap.ladder) if _left_ladder(snap) else snap.rung_index
     for i, qos in enumerate(snap.ladder):
         if i:
             text.append(" → ", style="dim")
-        if i < snap.rung_index:
+        if i < current:
             text.append(f"{qos} ✗", style="dim strike")
-        elif i == snap.rung_index:
+        elif i == current:
             text.append(f"{qos} ●", style="bold cyan")
         else:
             text.append(qos)
-    if next_lane is not None and not snap.pinned:
+    lane = snap.lane if snap.lane != "fellows" else next_lane
+    if lane is not None and not snap.pinned:
         text.append(" → ", style="dim")
-        text.append(next_lane, style="yellow")
+        text.append(f"{lane} ●" if current == len(snap.ladder) else lane, style="bold yellow" if current else "yellow")
     return text
 
 
@@ -244,13 +274,13 @@ def _job_words(snap: Snapshot) -> Text:
 
 def _headline(snap: Snapshot) -> str:
     limit = f", --time {span(snap.time_limit_seconds)}" if snap.time_limit_seconds else ""
-    return f"dispatch {snap.dispatch_id} · {snap.name} ({snap.gpus} GPUs{limit})"
+    return f"dispatch {snap.dispatch_id} · {snap.name} ({gpu_words(snap.gpus)}{limit})"
 
 
 def _state_style(label: str) -> str:
     if label in (RUNNING, HANDED_OFF):
         return "bold green"
-    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN):
+    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, "REFUSED", "NO_LANE_LEFT", "HANDING_OFF"):
         return "bold yellow"
     return "bold cyan"
 
@@ -268,11 +298,13 @@ def dispatch_panel(
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
-    rung = f"   rung {snap.rung_index + 1} of {len(snap.ladder)}" if snap.ladder and snap.lane == "fellows" else ""
-    grid.add_row("state", Text(snap.label, style=_state_style(snap.label)).append(rung, style="dim"))
+    on_ladder = snap.ladder and not _left_ladder(snap)
+    rung = f"   rung {snap.rung_index + 1} of {len(snap.ladder)}" if on_ladder else ""
+    state = shown_state(snap)
+    grid.add_row("state", Text(state, style=_state_style(state)).append(rung, style="dim"))
     if snap.ladder:
         grid.add_row("ladder", _ladder_line(snap, next_lane))
-    grid.add_row("QoS", Text(snap.qos or "-"))
+    grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == RUNNING else None) or "-"))
     grid.add_row("SLURM job", _job_words(snap))
     if not snap.final:
         if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):
@@ -337,7 +369,7 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
         table.add_row(
             snap.dispatch_id,
             snap.name,
-            Text(snap.label, style=_state_style(snap.label)),
+            Text(shown_state(snap), style=_state_style(shown_state(snap))),
             snap.qos or "-",
             snap.job_id or "-",
             waiting,
@@ -347,22 +379,40 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
     return table
 
 
+def status_words(snap: Snapshot) -> str:
+    """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
+    state = shown_state(snap)
+    if state == RUNNING and snap.qos:
+        return f"{RUNNING}({snap.qos})"
+    if state in (HANDED_OFF, HANDOFF_FAILED, "HANDING_OFF") and snap.lane != "fellows":
+        return f"{state}({snap.lane})"
+    return state
+
+
+def _short_when(at: float, today: str) -> str:
+    """``23:37:24`` today, ``11-30 23:37`` on another day."""
+    moment = datetime.fromtimestamp(at)
+    return moment.strftime("%H:%M:%S") if moment.strftime("%Y-%m-%d") == today else moment.strftime("%m-%d %H:%M")
+
+
 def status_table(rows: Sequence[Snapshot], *, updated: Mapping[str, float]) -> RenderableType:
-    """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change)."""
-    table = Table(title_justify="left")
-    for header in ("dispatch", "name", "state", "lane", "QoS", "job", "outcome", "updated"):
-        table.add_column(header, no_wrap=True)
+    """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change); fits 80 columns."""
+    today = datetime.now().strftime("%Y-%m-%d")
+    table = Table(box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("dispatch", no_wrap=True)
+    table.add_column("name", overflow="ellipsis", no_wrap=True, max_width=24)
+    table.add_column("state", no_wrap=True)
+    table.add_column("job", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
     for snap in rows:
         at = updated.get(snap.dispatch_id)
+        words = status_words(snap)
         table.add_row(
             snap.dispatch_id,
             snap.name,
-            Text(snap.label, style=_state_style(snap.label) if snap.final else "cyan"),
-            snap.lane,
-            snap.qos or "-",
+            Text(words, style=_state_style(shown_state(snap)) if snap.final else "cyan"),
             snap.job_id or "-",
-            snap.outcome or ("live" if not snap.final else ""),
-            _when(at) if at is not None else "",
+            _short_when(at, today) if at is not None else "",
         )
     return table
 
@@ -490,12 +540,11 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
         box=box.SIMPLE_HEAD,
     )
     table.add_column("time", no_wrap=True)
-    table.add_column("from", min_width=9, overflow="fold")
-    table.add_column("to", style="cyan", min_width=9, overflow="fold")
     table.add_column("trigger", no_wrap=True)
+    table.add_column("to", style="cyan", no_wrap=True)
     table.add_column("QoS", no_wrap=True)
     table.add_column("job", no_wrap=True)
-    table.add_column("reason", overflow="fold")
+    table.add_column("reason, note", min_width=20, ratio=1, overflow="fold")
     for entry in entries:
         reason = Text()
         if entry.reason:
@@ -506,9 +555,8 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
             reason.append(("  " if entry.reason else "") + entry.note, style="italic dim")
         table.add_row(
             _clock(entry.at),
-            entry.source or "",
-            entry.dest,
             entry.trigger,
+            entry.dest.split("(", 1)[0] if entry.qos and f"({entry.qos})" in entry.dest else entry.dest,
             entry.qos or "",
             entry.slurm_job_id or "",
             reason,
@@ -582,8 +630,8 @@ def ladder_report(config: Config, grants: Grants, spec: JobSpec) -> LadderReport
     for rung in ladder.rungs:
         if rung.qos not in granted_names:
             warnings.append(
-                f"{rung.qos} is in qos_ladder but not granted to {grants.user}: sbatch refuses it, so that rung is "
-                "skipped at once; remove it from qos_ladder or ask an admin to grant it"
+                f"{rung.qos} is on the ladder but not granted to {grants.user}: fellows-fsm submit refuses every "
+                "dispatch (exit 3) until you remove it from [fellows] or an admin grants it"
             )
     skipped: dict[str, str] = {}
     if usable:
@@ -593,9 +641,12 @@ def ladder_report(config: Config, grants: Grants, spec: JobSpec) -> LadderReport
         skipped = {s.rung.qos: s.why for s in checked.skipped}
         warnings.extend(checked.messages)
         if not checked.rungs:
-            warnings.append("no rung of the ladder can ever start this job: it goes straight to the next lane")
+            warnings.append(
+                "no rung of the ladder can ever start this job: fellows-fsm submit refuses it (exit 5) and hands "
+                "nothing to a paid lane; --pin <lane> sends it there on purpose"
+            )
     else:
-        warnings.append(f"no QoS of the ladder is granted to {grants.user}: every dispatch goes to the next lane")
+        warnings.append(f"no QoS of the ladder is granted to {grants.user}: fellows-fsm submit refuses (exit 3)")
     debug = config.fellows.debug_qos
     if debug is not None and debug not in granted_names:
         warnings.append(f"debug_qos {debug} is not granted to {grants.user}: debug dispatches skip it")
@@ -617,13 +668,28 @@ def _limit(value: int | None, unit: str = "") -> str:
 
 
 def _wall(seconds: int | None) -> str:
-    return "-" if seconds is None else span(seconds)
+    """A limit in the largest whole units: ``7d``, ``1d 12h``, ``4h``, else the full span."""
+    if seconds is None:
+        return "-"
+    days, rest = divmod(seconds, 86_400)
+    if days and rest % 3600 == 0:
+        return f"{days}d" + (f" {rest // 3600}h" if rest else "")
+    if not days and rest % 3600 == 0:
+        return f"{rest // 3600}h"
+    return span(seconds)
+
+
+_SKIP_WORDS = (
+    ("MaxWall", "skipped: --time over max wall"),
+    ("per-user cap", "skipped: over GPUs/user"),
+    ("group cap", "skipped: over group GPUs"),
+)
 
 
 def ladder_table(report: LadderReport) -> RenderableType:
     """What the cluster grants this user, the effective ladder with its caps, and the warnings."""
     grants = Table(title=f"QoS granted to {report.user}", title_justify="left")
-    for header in ("QoS", "priority", "max wall", "GPUs per user", "group GPUs"):
+    for header in ("QoS", "priority", "max wall", "GPUs/user", "group GPUs"):
         grants.add_column(header, no_wrap=True)
     for info in report.granted:
         grants.add_row(
@@ -633,26 +699,30 @@ def ladder_table(report: LadderReport) -> RenderableType:
             _limit(info.max_gpus_per_user),
             _limit(info.grp_gpus),
         )
-    job = f"{report.spec.gpus} GPUs" + (
+    job = gpu_words(report.spec.gpus) + (
         f", --time {span(report.spec.time_limit_seconds)}" if report.spec.time_limit_seconds else ""
     )
     ladder = Table(title=f"effective ladder for a job of {job}", title_justify="left")
-    for header in ("rung", "QoS", "park cap", "granted", "priority", "max wall", "GPUs per user", "verdict"):
-        ladder.add_column(header, no_wrap=header != "verdict")
+    for header in ("rung", "QoS", "park cap", "max wall", "GPUs/user", "verdict"):
+        ladder.add_column(
+            header, no_wrap=header != "verdict", ratio=1 if header == "verdict" else None, overflow="fold"
+        )
     for row in report.rows:
         rung_info = row.info
         if not row.granted:
             verdict = Text("not granted: skipped", style="red")
         elif row.skipped:
-            verdict = Text(row.skipped, style="yellow")
+            # The full reason is in the warnings under the table; the cell says which limit, short.
+            short = next(
+                (words for key, words in _SKIP_WORDS if key in row.skipped), "skipped: it can never start here"
+            )
+            verdict = Text(short, style="yellow")
         else:
             verdict = Text("usable", style="green")
         ladder.add_row(
             str(row.rung.index + 1),
             row.rung.qos,
             span(row.rung.park_cap_seconds),
-            "yes" if row.granted else "no",
-            str(rung_info.priority) if rung_info else "-",
             _wall(rung_info.max_wall_seconds if rung_info else None),
             _limit(rung_info.max_gpus_per_user if rung_info else None),
             verdict,

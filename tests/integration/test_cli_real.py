@@ -167,3 +167,94 @@ def test_demo_walks_the_ladder_and_cleans_up(slurm: Cluster) -> None:
     assert "QOSMaxGRESPerUser" in result.stdout
     assert "is RUNNING on normal-eur" in result.stdout
     slurm.wait_for(lambda: not slurm.live_ids(), "the demo's jobs to be gone", timeout=20)
+
+
+def _with_fellows(config: Path, lines: str) -> Path:
+    """The same config with ``lines`` added to its [fellows] table."""
+    config.write_text(config.read_text().replace("[fellows]\n", f"[fellows]\n{lines}\n"), encoding="utf-8")
+    return config
+
+
+def _one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+    assert result.returncode == code, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fellows-fsm: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def ungranted_qos(slurm: Cluster) -> Any:
+    """A QoS that exists on the cluster but is granted to nobody (removed again afterwards)."""
+    name = "gold-eur"
+    subprocess.run(["sacctmgr", "-i", "add", "qos", name], capture_output=True, text=True, timeout=30, check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["sacctmgr", "-i", "delete", "qos", name], capture_output=True, timeout=30, check=False)
+
+
+def test_submit_refuses_an_ungranted_qos_with_nothing_queued(
+    slurm: Cluster, tmp_path: Path, ungranted_qos: str
+) -> None:
+    """A ladder naming a QoS the cluster has but does not grant exits 3 naming it; no job reaches the queue."""
+    config = _with_fellows(_config(tmp_path), f"qos_ladder = ['normal-eur', '{ungranted_qos}']")
+    before = {r.job_id for r in slurm.queue()}
+    line = _one_error(_cli(config, *_submit_args(slurm)), 3)
+    assert f"'{ungranted_qos}'" in line
+    assert "not granted" in line
+    assert {r.job_id for r in slurm.queue()} == before
+    assert _json(_cli(config, "status", "--json")) == []
+
+
+def test_submit_refuses_an_unknown_qos_with_nothing_queued(slurm: Cluster, tmp_path: Path) -> None:
+    """A ladder naming a QoS the cluster does not have exits 3 naming it; no job reaches the queue."""
+    config = _with_fellows(_config(tmp_path), "qos_ladder = ['normal-eur', 'no-such-eur']")
+    before = {r.job_id for r in slurm.queue()}
+    line = _one_error(_cli(config, *_submit_args(slurm)), 3)
+    assert "'no-such-eur'" in line
+    assert "does not exist" in line
+    assert {r.job_id for r in slurm.queue()} == before
+
+
+def test_a_job_over_high_eur_max_wall_never_waits_on_high_eur(slurm: Cluster, tmp_path: Path) -> None:
+    """--time 8 days is over high-eur's and normal-eur's MaxWall (7 days): the job is queued on low-eur only."""
+    config = _config(tmp_path)
+    args = ["submit", "--json", "--gpus", "8", "--time", "8-00:00:00", slurm.script(300), "--", *slurm.job_args()]
+    result = _cli(config, *args)
+    out = _json(result)
+    assert (out["state"], out["qos"]) == ("RUNNING", "low-eur")
+    assert [(j.qos, j.state) for j in _jobs(slurm, out["dispatch_id"])] == [("low-eur", "RUNNING")]
+    assert "skipping high-eur" in result.stderr
+    history = _json(_cli(config, "history", out["dispatch_id"], "--json"))
+    assert [(h["trigger"], h["to"]) for h in history] == [("submit", "SUBMITTED(low-eur)"), ("start", "RUNNING")]
+    assert "skipping high-eur: the job's --time 8-00:00:00 is over its MaxWall 7-00:00:00" in history[0]["note"]
+
+
+def test_a_job_no_rung_can_start_is_refused_before_the_paid_lane(slurm: Cluster, tmp_path: Path) -> None:
+    """--time 20 days fits no rung: exit 5 before anything is queued, and the gcp command never runs."""
+    config = _config(tmp_path)
+    before = {r.job_id for r in slurm.queue()}
+    args = ["submit", "--gpus", "8", "--time", "20-00:00:00", slurm.script(300), "--", *slurm.job_args()]
+    line = _one_error(_cli(config, *args), 5)
+    assert "no rung" in line
+    assert {r.job_id for r in slurm.queue()} == before
+    assert not (tmp_path / "gcp.ledger").exists()
+
+
+def test_pinned_submit_returns_with_the_pending_job(slurm: Cluster, tmp_path: Path) -> None:
+    """With high-eur's cap full, submit --pin fellows returns at once with the job PENDING on high-eur."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path)
+    out = _json(_cli(config, *_submit_args(slurm, "--pin", "fellows", "--json"), timeout=30))
+    assert (out["state"], out["qos"], out["final"]) == ("SUBMITTED(high-eur)", "high-eur", False)
+    assert slurm.row(out["slurm_job_id"]).state == "PENDING"
+
+
+def test_owned_sbatch_option_is_refused_on_the_real_cluster(slurm: Cluster, tmp_path: Path) -> None:
+    """-- --qos=low-eur exits 2 naming the option; nothing reaches the queue."""
+    config = _config(tmp_path)
+    before = {r.job_id for r in slurm.queue()}
+    line = _one_error(_cli(config, *_submit_args(slurm), "--qos=low-eur"), 2)
+    assert "'--qos=low-eur'" in line
+    assert {r.job_id for r in slurm.queue()} == before

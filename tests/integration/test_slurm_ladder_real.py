@@ -23,7 +23,7 @@ LADDER = ("high-eur", "normal-eur", "low-eur")
 
 def _ladder(cap: float, *names: str) -> Ladder:
     names = names or LADDER
-    return FellowsConfig(qos=names[0], qos_ladder=list(names), park_cap_seconds=cap).ladder
+    return FellowsConfig(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap).ladder
 
 
 def _dispatch(spec: JobSpec, ladder: Ladder, port: SlurmScheduler, *, pinned: bool = False) -> Dispatch:

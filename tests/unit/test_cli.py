@@ -15,6 +15,7 @@ from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, v
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
+from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
 
@@ -304,11 +305,11 @@ def test_watch_once_exits_6_when_slurm_does_not_answer(env: Path, fake: Scheduli
     ("toml", "words"),
     [
         ('[fellows]\npark_cap_seconds = "ten"\n', ["fellows.toml", "park_cap_seconds", "'ten'"]),
-        ("[fellows]\nqos_ladder = ['normal-eur']\n", ["fellows.toml", "qos_ladder", "high-eur"]),
+        ("[fellows]\nqos_ladder = ['high-eur', 'low-eur']\n", ["fellows.toml", "qos_ladder", "'high-eur'", "remove"]),
         ("[fellows\n", ["fellows.toml", "not valid TOML"]),
         ("[fellows]\nbogus = 1\n", ["fellows.toml", "unknown key 'bogus'"]),
     ],
-    ids=["not-a-number", "ladder-not-starting-on-qos", "bad-toml", "unknown-key"],
+    ids=["not-a-number", "ladder-repeats-qos", "bad-toml", "unknown-key"],
 )
 def test_config_errors_exit_3_naming_file_key_and_value(env: Path, toml: str, words: list[str]) -> None:
     """A wrong config exits 3 with one line naming the file, the key and the bad value."""
@@ -498,12 +499,12 @@ def test_ladder_warns_about_an_ungranted_qos(env: Path) -> None:
     toml = (
         (env / "fellows.toml")
         .read_text()
-        .replace("[fellows]\n", "[fellows]\nqos_ladder = ['high-eur', 'normal-eur', 'gold-eur']\n")
+        .replace("[fellows]\n", "[fellows]\nqos_ladder = ['normal-eur', 'gold-eur']\n")
     )
     (env / "fellows.toml").write_text(toml)
     result = run("ladder")
     assert result.exit_code == 0, result.output
-    assert "gold-eur is in qos_ladder but not granted" in " ".join(result.stdout.split())
+    assert "gold-eur is on the ladder but not granted" in " ".join(result.stdout.split())
 
 
 # --------------------------------------------------------------------------- diagram
@@ -631,3 +632,396 @@ def test_diagram_svg_is_a_valid_svg_document(env: Path, tmp_path: Path) -> None:
     texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
     for label in ("SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)", "FAILED_TO_GCP"):
         assert label in texts
+
+
+# --------------------------------------------------------------------------- bad input: refused, nothing queued
+def _toml(env: Path, *, fellows: str = "", router: str = "", gcp: str | None = None, top: str = "") -> str:
+    """A config in ``env`` with the given [fellows] and [router] lines and [lanes.gcp] command (default: ledger)."""
+    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+    command = gcp or json.dumps([sys.executable, "-c", code, str(env / "gcp.ledger"), "{dispatch_id}"])
+    for key, value in (("park_cap_seconds", "0.3"), ("poll_interval_seconds", "0.05")):
+        if key not in fellows:
+            fellows += f"\n{key} = {value}"
+    return (
+        f'{top}\nstate_dir = "{env / "state"}"\n\n[fellows]\n{fellows}\n\n[router]\n{router}\n\n'
+        f"[lanes.gcp]\ncommand = {command}\n"
+    )
+
+
+def world(env: Path, fake: FakeScheduler) -> tuple[object, ...]:
+    """Everything a refused command must leave as it was: the journal's rows and steps, and the queued jobs."""
+    path = env / "state" / "journal.sqlite3"
+    rows: list[object] = []
+    if path.exists():
+        journal = Journal(path)
+        try:
+            rows = [(r, journal.steps(r.id), journal.jobs(r.id)) for r in journal.dispatches()]
+        finally:
+            journal.close()
+    return (rows, sorted((j.job_id, j.qos, j.state) for j in fake.jobs.values()), ledger(env))
+
+
+def refused(result: Result, code: int, *words: str) -> str:
+    """Assert ``result`` exited ``code`` with one error line containing every word; return the line."""
+    assert result.exit_code == code, result.output
+    line = one_error_line(result)
+    for word in words:
+        assert word in line, line
+    return line
+
+
+BAD_CONFIGS = [
+    ({"fellows": "qos_ladder = ['high-eur', 'normal-eur']"}, ["qos_ladder", "repeats qos='high-eur'", "remove"]),
+    ({"gcp": "['gcloud', 'fsm-{dispatch_id']"}, ["[lanes.gcp] command", "'fsm-{dispatch_id'"]),
+    ({"fellows": "park_cap_seconds = 1e12"}, ["park_cap_seconds=1000000000000.0", "maximum"]),
+    ({"fellows": "park_cap_seconds = 1e300"}, ["park_cap_seconds=1e+300", "maximum"]),
+    ({"fellows": "poll_interval_seconds = 0.000001"}, ["poll_interval_seconds=1e-06", "minimum"]),
+    ({"router": "order = ['fellows', 'gcp', 'gcp']"}, ["order=", "'gcp' twice"]),
+    ({"gcp": "['sh', '-c', 'sky launch {job_name}']"}, ["sh -c", "'sky launch {job_name}'", "after the code"]),
+    ({"gcp": "['/bin/bash', '-ec', 'echo {script}']"}, ["/bin/bash -ec", "{script}"]),
+    ({"top": "state_dir = 5"}, ["state_dir=5"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("parts", "words"),
+    BAD_CONFIGS,
+    ids=[
+        "ladder-repeats-qos",
+        "unclosed-placeholder",
+        "park-cap-1e12",
+        "park-cap-1e300",
+        "poll-one-microsecond",
+        "order-lists-gcp-twice",
+        "placeholder-in-sh-c",
+        "placeholder-in-bash-ec",
+        "state-dir-not-a-path",
+    ],
+)
+def test_bad_config_is_refused_by_check_and_by_submit(
+    env: Path, fake: SchedulingFake, script: Path, parts: dict[str, str], words: list[str]
+) -> None:
+    """config check and submit both exit 3 with one line naming the bad value; submit queues nothing."""
+    fake.scheduling = False
+    assert run("submit", "--detach", str(script)).exit_code == 0  # a journal with one dispatch in it
+    before = world(env, fake)
+    if "top" in parts:  # a second state_dir key would be a TOML error: replace the first one
+        text = _toml(env, **{k: v for k, v in parts.items() if k != "top"})
+        text = text.replace(f'state_dir = "{env / "state"}"', parts["top"])
+    else:
+        text = _toml(env, **parts)
+    (env / "fellows.toml").write_text(text)
+    refused(run("config", "check"), 3, "fellows.toml", *words)
+    refused(run("submit", str(script)), 3, *words)
+    assert world(env, fake) == before
+
+
+def test_relative_state_dir_is_next_to_the_config_file(env: Path, tmp_path: Path) -> None:
+    """A relative state_dir resolves against the config file's directory, not the current one."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "fellows.toml").write_text('state_dir = "state"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config = load_config(folder / "fellows.toml")
+    assert config.journal_path == folder / "state" / "journal.sqlite3"
+    result = run("--config", str(folder / "fellows.toml"), "config", "check")
+    assert result.exit_code == 0, result.output
+    assert str(folder / "state" / "journal.sqlite3") in result.stdout
+
+
+def test_a_missing_lane_program_is_a_warning_not_an_error(env: Path) -> None:
+    """A lane command not on PATH passes config check (exit 0) with a warning on stderr naming it."""
+    (env / "fellows.toml").write_text(_toml(env, gcp="['no-such-gcloud-xyz', 'batch', 'fsm-{dispatch_id}']"))
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "warning: [lanes.gcp] command: 'no-such-gcloud-xyz' is not found on PATH" in result.stderr
+    assert "config OK" in result.stdout
+
+
+def test_a_tiny_poll_is_shown_as_it_is(env: Path) -> None:
+    """A sub-second poll is shown with its real value (not rounded up to 1s) and warned about."""
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "every 0.05s" in result.stdout
+    assert "poll_interval_seconds=0.05 asks SLURM more than once a second" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("#SBATCH --gres=gpu:abc", ["train.sbatch:2", "--gres='gpu:abc'"]),
+        ("#SBATCH --gres=gpu:a100", ["--gres='gpu:a100'", "gpu:TYPE:N"]),
+        ("#SBATCH --gpus=many", ["--gpus='many'"]),
+        ("#SBATCH --time=soon", ["train.sbatch:2", "'soon'"]),
+    ],
+    ids=["gres-count-not-a-number", "gres-type-without-count", "gpus-not-a-number", "time-not-a-time"],
+)
+def test_unreadable_sbatch_lines_are_usage_errors(
+    env: Path, fake: SchedulingFake, tmp_path: Path, line: str, words: list[str]
+) -> None:
+    """An #SBATCH line fellows-fsm cannot read exits 2 with one line naming file, line and value; nothing queued."""
+    path = tmp_path / "train.sbatch"
+    path.write_text(f"#!/bin/bash\n{line}\nsleep 1\n")
+    before = world(env, fake)
+    refused(run("submit", str(path)), 2, *words)
+    assert world(env, fake) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--qos=low-eur",),
+        ("-q", "low-eur"),
+        ("-qlow-eur",),
+        ("-vq", "low-eur"),
+        ("--qo=low-eur",),
+        ("--comment=x",),
+        ("--deadline=now+1hour",),
+        ("--job-name=other",),
+        ("-J", "other"),
+        ("--gres=gpu:2",),
+        ("--time=5",),
+        ("--hold",),
+        ("--array=0-3",),
+    ],
+    ids=" ".join,
+)
+def test_sbatch_options_fellows_fsm_owns_are_refused_after_dashdash(
+    env: Path, fake: SchedulingFake, script: Path, args: tuple[str, ...]
+) -> None:
+    """An owned sbatch option after `--` exits 2 with one line naming it; nothing is queued or journaled."""
+    before = world(env, fake)
+    refused(run("submit", str(script), "--", "--mem=4G", *args), 2, repr(args[0]), "set by fellows-fsm itself")
+    assert world(env, fake) == before
+
+
+def test_other_sbatch_options_pass_through(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """Options fellows-fsm does not own (e.g. --mem, --partition, --time-min) reach sbatch unchanged."""
+    result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+    assert result.exit_code == 0, result.output
+    job = fake.jobs[json.loads(result.stdout)["slurm_job_id"]]
+    assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+
+
+# --------------------------------------------------------------------------- the preflight through submit
+def test_ungranted_qos_is_refused_before_anything_is_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A QoS on the ladder that the cluster does not grant exits 3 naming it; nothing queued, journal unchanged."""
+    (env / "fellows.toml").write_text(_toml(env, fellows="debug_qos = 'dev-eur'"))
+    before = world(env, fake)
+    refused(run("submit", "--intent", "debug", str(script)), 3, "'dev-eur'", "not granted", "granted:")
+    assert world(env, fake) == before
+
+
+def test_unknown_qos_is_refused_before_anything_is_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A QoS the cluster does not have exits 3 naming it and the cluster's QoS; nothing queued."""
+    (env / "fellows.toml").write_text(_toml(env, fellows="qos_ladder = ['normal-eur', 'gold-eur']"))
+    before = world(env, fake)
+    refused(run("submit", str(script)), 3, "'gold-eur'", "does not exist on this cluster")
+    assert world(env, fake) == before
+
+
+def test_a_rung_that_can_never_fit_is_skipped_with_the_reason_in_history(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """A job over the MaxWall of high-eur and normal-eur starts on low-eur; the first step says why."""
+    result = run("submit", "--json", "--time", "10-00:00:00", str(script))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["state"], out["qos"]) == ("RUNNING", "low-eur")
+    assert [j.qos for j in fake.jobs.values()] == ["low-eur"]
+    assert "skipping high-eur" in result.stderr
+    steps = json.loads(run("history", out["dispatch_id"], "--json").stdout)
+    assert steps[0]["to"] == "SUBMITTED(low-eur)"
+    assert "skipping high-eur: the job's --time 10-00:00:00 is over its MaxWall" in steps[0]["note"]
+    assert "skipping normal-eur" in steps[0]["note"]
+
+
+def test_a_job_that_fits_no_rung_is_refused_before_any_paid_lane(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A job over every rung's MaxWall exits 5 saying so; nothing queued, the gcp command never runs."""
+    before = world(env, fake)
+    refused(run("submit", "--time", "20-00:00:00", str(script)), 5, "no rung", "--pin gcp", "MaxWall")
+    assert world(env, fake) == before
+    assert ledger(env) == []
+
+
+def test_pinned_rung_that_can_never_fit_is_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--pin fellows with a job over high-eur's per-user GPU cap exits 5 naming high-eur; nothing queued."""
+    before = world(env, fake)
+    refused(run("submit", "--pin", "fellows", "--gpus", "32", str(script)), 5, "--pin fellows", "high-eur")
+    assert world(env, fake) == before
+
+
+def test_a_burst_of_submits_reads_the_grants_once(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three submits in a row make one grants read; the cache file lives in the state dir."""
+    reads: list[object] = []
+
+    def counting(scheduler: object) -> Grants:
+        reads.append(scheduler)
+        return GRANTS
+
+    monkeypatch.setattr(cli, "read_grants", counting)
+    fake.scheduling = False
+    for _ in range(3):
+        assert run("submit", "--detach", str(script)).exit_code == 0
+    assert len(reads) == 1
+    assert (env / "state" / "grants.json").exists()
+
+
+def test_unreadable_grants_warn_and_submit_unchecked(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When sacctmgr fails, submit warns on stderr and dispatches on the configured ladder."""
+
+    def failing(scheduler: object) -> Grants:
+        raise cli.SchedulerError("sacctmgr: slurmdbd is down")
+
+    monkeypatch.setattr(cli, "read_grants", failing)
+    result = run("submit", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    assert "could not read what the cluster grants (sacctmgr: slurmdbd is down)" in result.stderr
+    assert json.loads(result.stdout)["qos"] == "high-eur"
+
+
+# --------------------------------------------------------------------------- pinned, debug, injection
+def test_pinned_submit_returns_once_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--pin fellows returns with the queued job's handle (state, QoS, job id) while the job still pends."""
+    fake.scheduling = False
+    result = run("submit", "--pin", "fellows", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["state"], out["qos"], out["final"]) == ("SUBMITTED(high-eur)", "high-eur", False)
+    assert fake.jobs[out["slurm_job_id"]].state == "PENDING"
+    text = run("submit", "--pin", "fellows", str(script))
+    assert text.exit_code == 0, text.output
+    assert "is queued on high-eur as SLURM job" in text.stdout
+    assert fake.calls["observe"] == 0  # nothing followed the job
+
+
+def test_pinned_submit_with_follow_stays_until_running(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--pin fellows --follow stays in the foreground until the job runs."""
+    result = run("submit", "--pin", "fellows", "--follow", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["state"] == "RUNNING"
+
+
+def test_debug_intent_without_debug_qos_warns(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--intent debug with no debug_qos warns that it walks the production ladder without the D_ prefix."""
+    result = run("submit", "--intent", "debug", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    assert "warning: --intent debug, but [fellows] debug_qos is not set" in result.stderr
+    assert "'D_'" in result.stderr
+
+
+def test_a_hostile_job_name_is_never_run_by_the_safe_sh_c_form(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """With the documented form (value as $1 after the code) a job name full of shell is only ever data."""
+    out = env / "names.txt"
+    pwned = env / "pwned"
+    command = json.dumps(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", "{job_name}", str(out)])
+    (env / "fellows.toml").write_text(_toml(env, gcp=command))
+    name = f"x; touch {pwned}; $(touch {pwned})"
+    result = run("submit", "--pin", "gcp", "--name", name, str(script))
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == name + "\n"
+    assert not pwned.exists()
+
+
+# --------------------------------------------------------------------------- words a user sees
+def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """status says HANDED_OFF on lane gcp with no current QoS; --json keeps the machine's label and outcome."""
+    fake.scheduling = False
+    out = json.loads(run("submit", "--json", str(script)).stdout)
+    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handed-off")
+    table = run("status").stdout
+    assert "HANDED_OFF" in table
+    assert "FAILED_TO_GCP" not in table
+    assert "low-eur" not in table
+
+
+def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """A first submit SLURM refuses exits 5, and status then says REFUSED, not SUBMITTED(high-eur)."""
+    fake.fail_next_submit(cli.SubmitRejected("Requested node configuration is not available"))
+    result = run("submit", str(script))
+    refused(result, 5, "Requested node configuration is not available")
+    table = run("status").stdout
+    assert "REFUSED" in table
+    assert "SUBMITTED(high-eur)" not in table
+
+
+@pytest.mark.parametrize(("gpus", "words"), [(1, "(1 GPU,"), (8, "(8 GPUs,")], ids=["one", "eight"])
+def test_gpu_counts_read_as_english(env: Path, fake: SchedulingFake, script: Path, gpus: int, words: str) -> None:
+    """The live view says "1 GPU" and "8 GPUs"."""
+    result = run("submit", "--gpus", str(gpus), str(script))
+    assert result.exit_code == 0, result.output
+    assert words in result.stdout
+
+
+def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
+    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
+    clock = SystemClock()
+    fake = FakeScheduler(clock)
+    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    journal = Journal(env / "state" / "journal.sqlite3")
+    ids = []
+    try:
+        for i in range(dispatches):
+            d = Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder, fake, clock, journal)
+            journal.add_dispatch(d, intent="prod", lane="fellows", at=1_700_000_000.0 + i)
+            d.submit()
+            if i >= live:
+                assert d.job_id is not None
+                fake.start(d.job_id)
+                d.advance(fake.observe([d.job_id])[d.job_id])
+            ids.append(d.id)
+    finally:
+        journal.close()
+    return ids
+
+
+def test_status_shows_the_live_and_the_recent_dispatches_by_default(env: Path) -> None:
+    """By default status lists every live dispatch and the 20 most recent, and says how many it left out."""
+    ids = _journal_of(env, 30, live=2)
+    rows = json.loads(run("status", "--json").stdout)
+    assert [r["dispatch_id"] for r in rows] == ids[:2] + ids[-20:]
+    table = run("status")
+    assert table.exit_code == 0, table.output
+    assert "22 of 30 dispatches shown (the live ones and the 20 most recent); --all shows every one" in table.stdout
+    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--last", "3").stdout)] == [
+        *ids[:2],
+        *ids[-3:],
+    ]
+    assert len(json.loads(run("status", "--json", "--all").stdout)) == 30
+    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--live").stdout)] == ids[:2]
+
+
+def test_status_finds_a_dispatch_by_a_prefix_of_its_id(env: Path) -> None:
+    """A unique prefix of an id selects that dispatch; a shared prefix is a usage error listing the matches."""
+    ids = _journal_of(env, 12, live=0)
+    [row] = json.loads(run("status", "11", "--json").stdout)
+    assert row["dispatch_id"] == ids[11]
+    result = run("status", "0")
+    assert result.exit_code == 2
+    assert "matches several dispatches" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "history", "ladder"], ids=["status", "history", "ladder"])
+def test_views_fit_80_columns(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """At 80 columns the status, history and ladder views keep every line within 80 and cut no word."""
+    fill(fake, "high-eur")
+    walked = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
+    skipped = json.loads(run("submit", "--json", "--time", "10-00:00:00", str(script)).stdout)["dispatch_id"]
+    monkeypatch.setenv("COLUMNS", "80")
+    outputs = {
+        "status": [run("status")],
+        "history": [run("history", walked), run("history", skipped)],
+        "ladder": [run("ladder", "--gpus", "32", "--time", "10-00:00:00")],
+    }[command]
+    for result in outputs:
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, result.stdout
+        assert "…" not in result.stdout, result.stdout

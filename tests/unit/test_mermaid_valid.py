@@ -129,7 +129,7 @@ def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
     texts = {
         "reference ladder": mermaid(ladder),
         "debug ladder": mermaid(FellowsConfig(park_cap_seconds=600, debug_qos="dev-eur").ladder_for("debug")),
-        "one-rung ladder": mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=["high-eur"]).ladder),
+        "one-rung ladder": mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
         "docs page block": _page_block(),
         "dispatch path (cli)": _dispatch_path_from_cli(cli_env),
         "dispatch path to gcp": path_mermaid(ladder, _walked_to_gcp(), title="dispatch to-gcp"),

@@ -21,7 +21,7 @@ from fellows_fsm.sim import (
     to_json,
 )
 
-NEVER = 1e9
+NEVER = 10 * 86_400.0  # longer than any trace here, and under the 30-day cap limit
 """A park cap that never expires within a simulation."""
 TINY = 1e-3
 """The config refuses a park cap of 0 (it must be positive), so 'zero caps' are 1 ms caps."""

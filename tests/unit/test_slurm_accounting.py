@@ -62,7 +62,7 @@ def _grants(**qos_overrides: QosInfo) -> Grants:
 
 
 def _ladder(*names: str, cap: float = 60.0) -> FellowsConfig:
-    return FellowsConfig(qos=names[0], qos_ladder=list(names), park_cap_seconds=cap)
+    return FellowsConfig(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap)
 
 
 @pytest.mark.parametrize(

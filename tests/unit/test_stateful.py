@@ -75,7 +75,7 @@ class LadderWalk(RuleBasedStateMachine):
     )
     def submit(self, cap: int, later: int | None, ladder: tuple[str, ...], in_place: bool) -> None:
         config = FellowsConfig(
-            park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder, poll_interval_seconds=POLL
+            park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder[1:], poll_interval_seconds=POLL
         )
         self.d = Dispatch(
             "h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock(), in_place=in_place

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, Ladder, LaneConfig, RouterConfig
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
@@ -169,7 +169,7 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
         ladder = ladder[:1]
     return FellowsConfig(
         qos=ladder[0],
-        qos_ladder=ladder,
+        qos_ladder=ladder[1:],
         park_cap_seconds=cap,
         poll_interval_seconds=params.poll_interval_seconds,
         debug_qos=params.debug_qos,
@@ -203,8 +203,10 @@ class _SimRouter(Router):
         self._reason_aware = reason_aware
         super().__init__(*args, **kwargs)
 
-    def _new(self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool) -> Dispatch:
-        d = super()._new(dispatch_id, spec, intent, pinned=pinned)
+    def _new(
+        self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
+    ) -> Dispatch:
+        d = super()._new(dispatch_id, spec, intent, pinned=pinned, ladder=ladder)
         if not self._reason_aware:
             return d
         return ReasonAwareDispatch(

@@ -226,11 +226,17 @@ def check_ladder(ladder: Ladder, grants: Grants, spec: JobSpec) -> LadderCheck:
     """
     granted = grants.granted
     for rung in ladder.rungs:
+        if grants.qos and rung.qos not in grants.qos:
+            known = ", ".join(sorted(grants.qos))
+            raise ConfigError(
+                f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} does not exist on this cluster "
+                f"(its QoS: {known}); fix the name in [fellows] or remove it"
+            )
         if rung.qos not in granted:
             listed = ", ".join(sorted(granted)) or "none"
             raise ConfigError(
                 f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} is not granted to user "
-                f"{grants.user!r} (granted: {listed}); remove it from qos_ladder or ask an admin to grant it"
+                f"{grants.user!r} (granted: {listed}); remove it from [fellows] or ask an admin to grant it"
             )
     kept: list[Rung] = []
     skipped: list[SkippedRung] = []
@@ -269,12 +275,14 @@ def _never_fits(info: QosInfo, spec: JobSpec) -> str | None:
         )
     if info.max_gpus_per_user is not None and spec.gpus > info.max_gpus_per_user:
         return (
-            f"the job asks for {spec.gpus} GPUs, over its per-user cap of {info.max_gpus_per_user} "
+            f"the job asks for {spec.gpus} GPU{'s' if spec.gpus != 1 else ''}, over its per-user cap of "
+            f"{info.max_gpus_per_user} "
             "(MaxTRESPerUser gres/gpu), so it would pend forever (QOSMaxGRESPerUser)"
         )
     if info.grp_gpus is not None and spec.gpus > info.grp_gpus:
         return (
-            f"the job asks for {spec.gpus} GPUs, over its group cap of {info.grp_gpus} (GrpTRES gres/gpu), "
+            f"the job asks for {spec.gpus} GPU{'s' if spec.gpus != 1 else ''}, over its group cap of "
+            f"{info.grp_gpus} (GrpTRES gres/gpu), "
             "so it would pend forever"
         )
     return None

@@ -15,7 +15,34 @@ import attrs
 
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["SbatchCommand", "format_deadline", "format_time_limit", "render_sbatch", "script_qos"]
+OWNED_OPTIONS: dict[str, str] = {
+    "--qos": "the ladder sets the QoS of every rung; change [fellows] qos/qos_ladder, or use --pin fellows",
+    "--comment": "it carries the dispatch token that finds a job again after a lost reply",
+    "--deadline": "it carries the rung's controller deadline ([router] controller_deadline)",
+    "--job-name": "give the name with fellows-fsm submit --name",
+    "--gres": "give the GPU count with fellows-fsm submit --gpus (or #SBATCH --gres=gpu:N in the script)",
+    "--gpus": "give the GPU count with fellows-fsm submit --gpus (or #SBATCH --gres=gpu:N in the script)",
+    "--time": "give the wall time with fellows-fsm submit --time (or #SBATCH --time in the script)",
+    "--hold": "a held job never starts, so no rung could start it",
+    "--parsable": "fellows-fsm already asks sbatch for its parsable output",
+    "--test-only": "a test-only submit queues nothing for the ladder to follow",
+    "--wrap": "fellows-fsm submits the script you give it",
+    "--array": "a dispatch follows one job, not an array",
+}
+"""sbatch options fellows-fsm sets or relies on, refused after ``--``, with what to do instead."""
+_OWNED_SHORT = {"q": "--qos", "J": "--job-name", "G": "--gpus", "t": "--time", "H": "--hold", "a": "--array"}
+# sbatch's short options that take no value: after one of these, the next letter is another option.
+_SHORT_FLAGS = frozenset("hHIkOQsuvVW")
+
+__all__ = [
+    "OWNED_OPTIONS",
+    "SbatchCommand",
+    "format_deadline",
+    "format_time_limit",
+    "owned_option",
+    "render_sbatch",
+    "script_qos",
+]
 
 # sbatch reads #SBATCH lines only up to the first line that is neither a comment nor blank.
 _SBATCH_LINE = re.compile(r"^#SBATCH\s+(?P<args>.*)$")
@@ -102,3 +129,24 @@ def render_sbatch(spec: JobSpec, *, qos: str | None, token: str | None, deadline
     argv.extend(spec.extra_args)
     argv.append(spec.script)
     return SbatchCommand(tuple(argv), tuple(notes))
+
+
+def owned_option(extra_args: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
+    """The first option in ``extra_args`` that fellows-fsm owns, as (the argument, why), or None.
+
+    sbatch takes unambiguous prefixes of long options (``--qo=x`` is ``--qos=x``), so a prefix of an owned
+    option of two letters or more counts too; short options may be clustered (``-vq low``).
+    """
+    for arg in extra_args:
+        if arg.startswith("--") and len(arg) > 2:
+            name = arg.split("=", 1)[0]
+            for owned, why in OWNED_OPTIONS.items():
+                if name == owned or (len(name) >= 4 and owned.startswith(name)):
+                    return arg, why
+        elif arg.startswith("-") and len(arg) > 1 and not arg.startswith("--"):
+            for letter in arg[1:]:
+                if letter in _OWNED_SHORT:
+                    return arg, OWNED_OPTIONS[_OWNED_SHORT[letter]]
+                if letter not in _SHORT_FLAGS:
+                    break  # this letter takes a value: the rest of the word is that value
+    return None

@@ -1,0 +1,124 @@
+"""Check a dispatch against what the cluster grants before its first sbatch: refuse it, or say which rungs it skips.
+
+The judgement (``preflight``) is pure; the grants it judges come through a small cache file beside the journal
+(``GrantsCache``), so a burst of submits costs one sacctmgr round per few minutes. Nothing here submits,
+changes accounting or writes the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fellows_fsm.config import Ladder
+from fellows_fsm.errors import SubmitRejected
+from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder
+
+__all__ = ["GRANTS_TTL_SECONDS", "GrantsCache", "Preflight", "grants_from_json", "grants_to_json", "preflight"]
+
+log = logging.getLogger(__name__)
+
+GRANTS_TTL_SECONDS = 300.0
+"""How long read grants are trusted: a burst of submits makes at most one sacctmgr round per this long."""
+
+
+@attrs.frozen
+class Preflight:
+    """What the check decided for one dispatch: the rungs it walks, and what to tell the user."""
+
+    ladder: Ladder
+    """The rungs the job can start on, first to last (never-fitting rungs left out)."""
+    note: str = ""
+    """Why rungs were skipped; journaled on the dispatch's first step, before anything is queued."""
+    warnings: tuple[str, ...] = ()
+
+
+def preflight(ladder: Ladder, grants: Grants, spec: JobSpec, *, pinned: bool, next_lane: str | None) -> Preflight:
+    """Judge ``spec`` on ``ladder`` against ``grants``.
+
+    Raises ConfigError (exit 3) for a QoS of the config that the cluster does not know or does not grant,
+    and SubmitRejected (exit 5) when no rung can ever start the job, or a pinned dispatch's rung cannot.
+    """
+    check = check_ladder(ladder, grants, spec)
+    if not check.rungs or (pinned and check.skipped and check.skipped[0].rung.index == 0):
+        why = "; ".join(s.why.removeprefix("skipping ") for s in check.skipped)
+        if pinned:
+            raise SubmitRejected(
+                f"--pin fellows keeps the job on {ladder.first.qos}, which can never start it ({why}); "
+                "change --gpus/--time, or drop --pin to walk the ladder"
+            )
+        instead = f"; to run it on {next_lane}, submit it with --pin {next_lane}" if next_lane else ""
+        raise SubmitRejected(
+            f"no rung of the ladder {list(ladder.qos_names)!r} can ever start this job ({why}); nothing was "
+            f"queued and nothing handed to a paid lane: change --gpus/--time{instead}"
+        )
+    note = "; ".join(s.why for s in check.skipped)
+    return Preflight(check.ladder, note, check.warnings)
+
+
+# --------------------------------------------------------------------------- the grants cache
+def grants_to_json(grants: Grants) -> dict[str, Any]:
+    """``grants`` as plain JSON values (sets become sorted lists)."""
+    return {
+        "user": grants.user,
+        "associations": [{**attrs.asdict(a, recurse=False), "qos": sorted(a.qos)} for a in grants.associations],
+        "qos": [{**attrs.asdict(q, recurse=False), "flags": sorted(q.flags)} for q in grants.qos.values()],
+    }
+
+
+def grants_from_json(data: dict[str, Any]) -> Grants:
+    """The inverse of ``grants_to_json``; KeyError, TypeError or ValueError on a malformed value."""
+    associations = tuple(Association(**{**a, "qos": frozenset(a["qos"])}) for a in data["associations"])
+    qos = {q["name"]: QosInfo(**{**q, "flags": frozenset(q["flags"])}) for q in data["qos"]}
+    return Grants(user=str(data["user"]), associations=associations, qos=qos)
+
+
+@attrs.frozen
+class GrantsCache:
+    """Grants read from the cluster, kept in one JSON file for ``ttl_seconds`` per user and cluster."""
+
+    path: Path
+    key: str
+    """Whose grants on which cluster (user and SLURM_CONF): a cache for another never answers."""
+    ttl_seconds: float = GRANTS_TTL_SECONDS
+
+    def get(self, now: float, read: Callable[[], Grants]) -> Grants:
+        """The cached grants if fresh, else ``read()`` (stored for the next caller)."""
+        cached = self._load(now)
+        if cached is not None:
+            return cached
+        grants = read()
+        self._store(now, grants)
+        return grants
+
+    def _load(self, now: float) -> Grants | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            at = float(data["at"])
+            if data["key"] != self.key or not math.isfinite(at) or not 0 <= now - at < self.ttl_seconds:
+                return None
+            return grants_from_json(data["grants"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.info("grants cache %s unreadable (%s); reading the cluster again", self.path, exc)
+            return None
+
+    def _store(self, now: float, grants: Grants) -> None:
+        data = {"key": self.key, "at": now, "grants": grants_to_json(grants)}
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            os.replace(tmp, self.path)  # atomic: a concurrent submit reads the old file or the new, never half
+        except OSError as exc:
+            log.info("could not write the grants cache %s: %s", self.path, exc)
+            tmp.unlink(missing_ok=True)
