@@ -458,18 +458,18 @@ class Journal:
 
     def recent(self, limit: int) -> list[DispatchRow]:
         """The ``limit`` most recently created dispatches, oldest first (reads only those rows)."""
-        rows = self._db.execute("SELECT * FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))
+        rows = self._read("SELECT * FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))
         return [_dispatch_row(r) for r in rows][::-1]
 
     def count(self) -> int:
         """How many dispatches the journal holds."""
-        return int(self._db.execute("SELECT COUNT(*) FROM dispatches").fetchone()[0])
+        return int(self._read("SELECT COUNT(*) FROM dispatches")[0][0])
 
     def with_prefix(self, prefix: str, limit: int = 10) -> list[DispatchRow]:
         """Up to ``limit`` dispatches whose id starts with ``prefix`` (letters and digits only are matched)."""
         if not prefix.isalnum():
             return []
-        rows = self._db.execute(
+        rows = self._read(
             "SELECT * FROM dispatches WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\uffff", limit)
         )
         return [_dispatch_row(r) for r in rows]
