@@ -64,6 +64,12 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("withdraw", RUNG, WITHDRAWN, ("job_ended_by_others",)),  # someone's scancel is a decision, not a rung
     ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
     ("release", RUNG, SAME, ("job_released",)),
+    ("pause", RUNG, SAME, ("walks_ladder", "window_running")),  # the controller does not answer: the clock stops
+    ("pause", PARKED, SAME, ("walks_ladder", "window_running")),
+    ("pause", CANCELLED, SAME, ("walks_ladder", "window_running")),
+    ("resume", RUNG, SAME, ("window_paused",)),
+    ("resume", PARKED, SAME, ("window_paused",)),
+    ("resume", CANCELLED, SAME, ("window_paused",)),
     ("park", RUNG, PARKED, ("walks_ladder", "job_not_held", "rung_expired")),
     ("park", RUNG, PARKED, ("walks_ladder", "rung_cannot_start")),
     ("drop", RUNG, CANCELLED, ("job_gone",)),
@@ -73,7 +79,21 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("move", PARKED, NEXT_RUNG, ("walks_ladder", "left_previous_rung")),  # in place: scontrol, same job
     ("give_up", CANCELLED, FAILED_TO_GCP, ("walks_ladder", "left_last_rung")),
 )
-TRIGGERS = ("submit", "start", "withdraw", "hold", "release", "park", "drop", "cancel", "resubmit", "move", "give_up")
+TRIGGERS = (
+    "submit",
+    "start",
+    "withdraw",
+    "hold",
+    "release",
+    "pause",
+    "resume",
+    "park",
+    "drop",
+    "cancel",
+    "resubmit",
+    "move",
+    "give_up",
+)
 
 
 def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
@@ -233,6 +253,8 @@ class Dispatch:
     """A submit may have reached the cluster without its reply: look the token up before submitting again."""
     held: bool = attrs.field(init=False, default=False)
     """The current job was last seen held (JobHeldUser/JobHeldAdmin): its window does not walk it away."""
+    paused: bool = attrs.field(init=False, default=False)
+    """The controller stopped answering: the ladder's clock is stopped until it answers again."""
     unknown_since: float | None = attrs.field(init=False, default=None)
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
 
@@ -277,7 +299,7 @@ class Dispatch:
             return d  # journaled but never submitted: the submit step is written before sbatch runs
         d.history = list(history)
         d.created_at = history[0].at
-        held_since = 0.0
+        held_since = paused_since = 0.0
         for step in history:
             rung = ladder.rungs[step.rung_index]
             if step.trigger == "submit":
@@ -288,8 +310,13 @@ class Dispatch:
                 held_since = step.at
             elif step.trigger == "release":
                 d.deadline += step.at - held_since
+            elif step.trigger == "pause":
+                paused_since = step.at
+            elif step.trigger == "resume":
+                d.deadline += step.at - paused_since
         for step in history:
             d.held = step.trigger == "hold" or (d.held and step.trigger not in ("release", "resubmit", "move"))
+            d.paused = step.trigger == "pause" or (d.paused and step.trigger != "resume")
         last = history[-1]
         d.state = last.dest
         d.rung_index = last.rung_index
@@ -372,6 +399,14 @@ class Dispatch:
             and obs.phase in (Phase.PENDING, Phase.STARTED)
             and obs.reason_group is not ReasonGroup.HELD
         )
+
+    def window_running(self, event: Any = None) -> bool:
+        """Is the ladder's clock running for this dispatch (not stopped by a controller outage)?"""
+        return not self.paused
+
+    def window_paused(self, event: Any = None) -> bool:
+        """Is the ladder's clock stopped by a controller outage?"""
+        return self.paused
 
     def job_not_held(self, event: Any = None) -> bool:
         """Is the current job free of any hold (so its window may walk it to the next rung)?"""
@@ -469,6 +504,21 @@ class Dispatch:
         """The job is held by its owner or an admin: it waits on its rung, however long its window."""
         self._fire("hold")
         self.held = True
+
+    def pause(self) -> None:
+        """The controller does not answer: stop the ladder's clock, so an outage never walks a job past a free
+        rung to a paid lane (every window, this one and the later ones, resumes where it stood)."""
+        self._fire("pause")
+        self.paused = True
+
+    def resume(self) -> None:
+        """The controller answers again: the clock runs on, every window later by the outage's length."""
+        self._fire("resume")
+        self.paused = False
+        paused_since = next(
+            (step.at for step in reversed(self.history) if step.trigger == "pause"), self.history[-1].at
+        )
+        self.deadline += self.history[-1].at - paused_since
 
     def release(self) -> None:
         """The hold was lifted: the rung's window resumes where the hold stopped it (time held is not counted,
@@ -591,6 +641,7 @@ class Dispatch:
             self.job_id is not None
             and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
             and self.on_rung
+            and not self.paused
             and self.clock.now() < self.deadline
         ):
             return  # nothing new and the window still open: every guard answers as it did last time
@@ -623,6 +674,9 @@ class Dispatch:
         """Fire the one move the guards allow now; True if another may follow without a new observation."""
         if self.is_final:
             return False
+        if self.paused:
+            self.resume()  # a step is taken only on a tick whose observation the controller answered
+            return True
         if self.on_rung:
             if not self.history:
                 self.submit()  # journaled but never submitted (a crash, or SLURM down at dispatch time)

@@ -250,6 +250,11 @@ class Router:
             observations = self.scheduler.observe(job_ids) if job_ids else {}
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
+            # The ladder's clock stops while the controller does not answer (journaled, so a restart keeps it).
+            with self.journal.batch():
+                for d in self.live.values():
+                    if not d.paused and d.walks_ladder() and not d.is_final and d.history:
+                        d.pause()
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         # 2. Every dispatch moves on fresh state without touching the cluster: starts, withdrawals, holds,
         #    parks, confirmed cancels. None of these announces a side effect, so they share one commit.

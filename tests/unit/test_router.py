@@ -599,3 +599,29 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
     assert handoff.status == "started"  # the slow command is still running
     r.wait_for_handoffs()
     r.journal.close()
+
+
+def test_a_controller_outage_stops_the_ladder_clock(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """An outage longer than the whole ladder never walks a job past a free rung: the windows resume after it."""
+    fill(fake, "high-eur")
+    r = make_router()
+    h = r.dispatch(SPEC)
+    frozen.tick(CAP / 4)
+    r.poll()
+    fake.unreachable = True
+    frozen.tick(CAP / 4)
+    assert r.poll().unreachable  # the clock stops here, half-way through the window
+    for _ in range(10):  # 10 caps of outage: more than the worst case of the whole ladder
+        frozen.tick(CAP)
+        assert r.poll().unreachable
+    fake.unreachable = False
+    frozen.tick(1)
+    r.poll()
+    assert r.handle(h.dispatch_id).state == "SUBMITTED(high-eur)"  # half of its window is left
+    drive(r, fake, frozen)
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
+    assert ledger(tmp_path, "gcp") == []
+    triggers = [s.trigger for s in r.journal.steps(h.dispatch_id)]
+    assert triggers[:3] == ["submit", "pause", "resume"]
