@@ -217,6 +217,8 @@ def _outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
         return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
     if row.outcome == "withdrawn":
         return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
+    if row.outcome == "withdrawn-outside":
+        return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
     if row.pinned and row.state == "CANCELLED":
         return SchedulerError(
             f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
@@ -693,6 +695,13 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
             )
         scheduler = make_scheduler(config)
         job_ids = list(dict.fromkeys([*(j.job_id for j in journal.jobs(row.id)), *filter(None, [row.job_id])]))
+        # A controller that restarted on stale state may have given one of these ids to someone else's job:
+        # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
+        prefix = dispatch_token(row.id, 0)[:-1]
+        seen = scheduler.observe(job_ids) if job_ids else {}
+        job_ids = [
+            j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
+        ]
         if not row.final and row.lane == FELLOWS:
             ladder = [str(r["qos"]) for r in row.ladder]
             rung = ladder.index(row.qos) if row.qos in ladder else 0

@@ -196,24 +196,29 @@ class ProcessHandoff:
         return not self.reaped
 
     def result(self, now: float) -> HandoffResult | None:
-        """The result once the wrapper wrote the exit status; on timeout, kill the group and report 124."""
+        """The result once the wrapper wrote the exit status; at the timeout, SIGTERM to the whole group, then
+        SIGKILL to whatever of it is left (at once when the wrapper died, else after a grace), and report 124."""
         alive = self._leader_running()  # first: a status written just after this look is seen next time
         status = self.files.read_status()
         if status is not None:
             return self._result(status, "")
+        if self.terminated_at is not None:
+            if alive and now < self.terminated_at + KILL_GRACE_SECONDS:
+                return None
+            return self._kill()
         if not alive:
             # Gone without a status: killed from outside, or the wrapper itself failed.
             return self._result(125, "the handoff command ended without an exit status (killed from outside?)")
         if now < self.started_at + self.timeout_seconds:
             return None
+        self.terminated_at = now
         assert self.pid is not None
-        if self.terminated_at is None:
-            self.terminated_at = now
-            _kill_group(self.pid, signal.SIGTERM)
-            return None
-        if now < self.terminated_at + KILL_GRACE_SECONDS:
-            return None
-        _kill_group(self.pid, signal.SIGKILL)
+        _kill_group(self.pid, signal.SIGTERM)
+        return None
+
+    def _kill(self) -> HandoffResult:
+        assert self.pid is not None
+        _kill_group(self.pid, signal.SIGKILL)  # children that ignored SIGTERM, or outlived the wrapper
         if self.own and not self.reaped:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
@@ -255,6 +256,7 @@ class Dispatch:
     """The current job was last seen held (JobHeldUser/JobHeldAdmin): its window does not walk it away."""
     paused: bool = attrs.field(init=False, default=False)
     """The controller stopped answering: the ladder's clock is stopped until it answers again."""
+    paused_since: float | None = attrs.field(init=False, default=None)
     unknown_since: float | None = attrs.field(init=False, default=None)
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
 
@@ -505,9 +507,16 @@ class Dispatch:
         self._fire("hold")
         self.held = True
 
-    def pause(self) -> None:
+    def pause(self, since: float | None = None) -> None:
         """The controller does not answer: stop the ladder's clock, so an outage never walks a job past a free
-        rung to a paid lane (every window, this one and the later ones, resumes where it stood)."""
+        rung to a paid lane (every window, this one and the later ones, resumes where it stood).
+
+        ``since`` is when the controller last answered (the outage began after it); it defaults to now. A router
+        restarted during the outage counts it from this step instead.
+        """
+        now = self.clock.now()
+        self.paused_since = min(now, since) if since is not None else now
+        self.note = f"SLURM has not answered since {time.strftime('%H:%M:%S', time.localtime(self.paused_since))}"
         self._fire("pause")
         self.paused = True
 
@@ -515,10 +524,12 @@ class Dispatch:
         """The controller answers again: the clock runs on, every window later by the outage's length."""
         self._fire("resume")
         self.paused = False
-        paused_since = next(
-            (step.at for step in reversed(self.history) if step.trigger == "pause"), self.history[-1].at
-        )
-        self.deadline += self.history[-1].at - paused_since
+        if self.paused_since is None:
+            self.paused_since = next(
+                (step.at for step in reversed(self.history) if step.trigger == "pause"), self.history[-1].at
+            )
+        self.deadline += self.history[-1].at - self.paused_since
+        self.paused_since = None
 
     def release(self) -> None:
         """The hold was lifted: the rung's window resumes where the hold stopped it (time held is not counted,

@@ -22,14 +22,18 @@ from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
-from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, WITHDRAWN, Dispatch
-from fellows_fsm.scheduler import JobSpec, Observation, Scheduler
+from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, WITHDRAWN, Dispatch, dispatch_token
+from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
 
 __all__ = ["Handle", "Router", "TickReport"]
 
 log = logging.getLogger(__name__)
 
 INTENTS = ("prod", "debug")
+INTERRUPTED_OUTCOME = "withdrawn-interrupted"
+"""The outcome of a dispatch withdrawn by Ctrl-C while it was being queued."""
+INTERRUPT_LOOKUPS = 4
+"""How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
 HANDOFF_CHECK_SECONDS = 0.2
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
 _ENTERED = frozenset({"resubmit", "move", "give_up"})
@@ -102,11 +106,14 @@ class Router:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Handoff commands under way (lane name, handle), by dispatch id: polled, never waited for."""
+        self._last_answer = 0.0
+        """When the controller last answered a tick's observe (the start of an outage, once it stops answering)."""
         self._ended: list[str] = []
         self._failed: list[str] = []
         """Handoffs that ended, and failure lines, since the last TickReport."""
         journal.acquire_driver()
         self.recover()
+        self._sweep_interrupted()
 
     @property
     def busy(self) -> bool:
@@ -181,9 +188,10 @@ class Router:
             try:
                 job_id = d.job_id
                 if job_id is None:
-                    found = self.scheduler.find_by_token(d.token())
-                    job_id = found.job_id if found is not None else None
-                self.journal.finish(d.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=self.clock.now())
+                    job_id = self._settled_lookup(d)
+                self.journal.finish(
+                    d.id, state=WITHDRAWN, label=WITHDRAWN, outcome=INTERRUPTED_OUTCOME, at=self.clock.now()
+                )
                 if job_id is not None:
                     self.scheduler.cancel([job_id])
             except SchedulerError as exc:
@@ -196,6 +204,33 @@ class Router:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+
+    def _settled_lookup(self, d: Dispatch) -> str | None:
+        """The job an interrupted sbatch may have created, looked up by token a few times: a controller that was
+        slow to answer can still be working through the request when the first look comes."""
+        for attempt in range(INTERRUPT_LOOKUPS):
+            if attempt:
+                time.sleep(1.0)
+            found = self.scheduler.find_by_token(d.token())
+            if found is not None:
+                return found.job_id
+        return None
+
+    def _sweep_interrupted(self) -> None:
+        """Cancel any job that a recently interrupted submit created after it was withdrawn (looked up once)."""
+        horizon = self.clock.now() - 3600
+        for row in self.journal.dispatches():
+            if row.outcome != INTERRUPTED_OUTCOME or row.updated_at < horizon:
+                continue
+            try:
+                found = self.scheduler.find_by_token(dispatch_token(row.id, 0))
+                if found is not None and found.phase is not Phase.GONE:
+                    log.warning(
+                        "dispatch %s was withdrawn, yet job %s carries its token: cancelling", row.id, found.job_id
+                    )
+                    self.scheduler.cancel([found.job_id])
+            except SchedulerError as exc:
+                log.warning("could not look for a late job of withdrawn dispatch %s: %s", row.id, exc)
 
     def _settings(self, lane: str | None) -> dict[str, Any]:
         """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
@@ -254,10 +289,11 @@ class Router:
             with self.journal.batch():
                 for d in self.live.values():
                     if not d.paused and d.walks_ladder() and not d.is_final and d.history:
-                        d.pause()
+                        d.pause(since=max(self._last_answer, d.history[-1].at))
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         # 2. Every dispatch moves on fresh state without touching the cluster: starts, withdrawals, holds,
         #    parks, confirmed cancels. None of these announces a side effect, so they share one commit.
+        self._last_answer = now
         before = {d.id: len(d.history) for d in self.live.values()}
         with self.journal.batch():
             for d in list(self.live.values()):

@@ -512,7 +512,7 @@ def history_entries(
                 dest_name=HANDED_OFF if done else HANDOFF_FAILED,
             )
         )
-    if row.outcome == "withdrawn":
+    if row.outcome in ("withdrawn", "withdrawn-interrupted"):
         source = entries[-1].dest if entries else None
         entries.append(
             HistoryEntry(
@@ -523,7 +523,7 @@ def history_entries(
                 qos=row.qos,
                 slurm_job_id=row.job_id,
                 reason=None,
-                note="fellows-fsm cancel",
+                note="fellows-fsm cancel" if row.outcome == "withdrawn" else "Ctrl-C while it was being queued",
                 source_name=entries[-1].dest_name if entries else None,
                 dest_name=WITHDRAWN,
             )

@@ -1,0 +1,427 @@
+"""Faults on the real local SLURM: other people's scancel and hold, a requeue, a stalled or forgetful controller,
+a slow or runaway GCP command, Ctrl-C in the middle of sbatch, a watch run elsewhere, a journal pulled away.
+
+After each, ``assert_settled`` checks the promise: every dispatch has exactly one job that ran or exactly one
+handoff (or was withdrawn with nothing run), and none of its jobs is left pending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.journal import Journal
+from fellows_fsm.router import Router, TickReport
+from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+
+from .conftest import DEV_SLURM, REPO, RUNTIME, Cluster, QueueRow
+
+pytestmark = pytest.mark.slurm
+
+FELLOWS_FSM = REPO / ".venv" / "bin" / "fellows-fsm"
+LEDGER_CODE = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+
+
+def ledger_lane(tmp_path: Path, *, before: str = "", timeout: float = 60) -> LaneConfig:
+    """A gcp lane whose command (after running ``before``) appends the dispatch id to tmp_path/gcp.ledger."""
+    code = before + "\n" + LEDGER_CODE if before else LEDGER_CODE
+    return LaneConfig(
+        name="gcp",
+        command=(sys.executable, "-c", code, str(tmp_path / "gcp.ledger"), "{dispatch_id}"),
+        timeout_seconds=timeout,
+    )
+
+
+def ledger(tmp_path: Path) -> list[str]:
+    """The dispatch ids the gcp lane's command recorded."""
+    path = tmp_path / "gcp.ledger"
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture
+def make_router(tmp_path: Path) -> Iterator[Callable[..., Router]]:
+    """A router on the real SLURM with short caps, a quick poll and a ledger gcp lane; journals closed after."""
+    routers: list[Router] = []
+
+    def make(*, cap: float = 3.0, poll: float = 0.5, lane: LaneConfig | None = None, **router: object) -> Router:
+        config = Config(
+            fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=poll),
+            lanes=(lane or ledger_lane(tmp_path),),
+            router=RouterConfig(**router),  # type: ignore[arg-type]
+            state_dir=tmp_path / "state",
+        )
+        r = Router(config, SlurmScheduler(CommandRunner(timeout_seconds=20)), Journal(config.journal_path))
+        routers.append(r)
+        return r
+
+    yield make
+    for r in routers:
+        r.journal.close()
+
+
+def run_until(router: Router, done: Callable[[], bool], *, timeout: float = 60) -> None:
+    """Drive the router's own loop until ``done`` holds; fail (naming every dispatch) after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+
+    def until(_: TickReport) -> bool:
+        if time.monotonic() > end:
+            rows = ", ".join(f"{r.id}: {r.label} {r.qos} job {r.job_id}" for r in router.journal.dispatches())
+            raise AssertionError(f"timed out after {timeout} s; {rows}")
+        return done()
+
+    router.run(until=until)
+
+
+def jobs_of(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
+    """Every job whose comment carries one of the dispatch's rung tokens, oldest first."""
+    prefix = f"fsm-{dispatch_id}-r"
+    return sorted((r for r in slurm.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
+
+
+def assert_settled(slurm: Cluster, journal: Journal, tmp_path: Path, dispatch_ids: Sequence[str]) -> None:
+    """Each dispatch: one job that ran XOR one handoff (or withdrawn with neither), and none of its jobs pending."""
+    handed = ledger(tmp_path)
+    for dispatch_id in dispatch_ids:
+        row = journal.dispatch(dispatch_id)
+        assert row is not None
+        jobs = jobs_of(slurm, dispatch_id)
+        ran = [j for j in jobs if j.ever_ran]
+        handoffs = handed.count(dispatch_id)
+        assert not [j for j in jobs if j.state == "PENDING"], f"{dispatch_id}: a job is left pending: {jobs}"
+        if row.state == "WITHDRAWN":
+            assert (len(ran), handoffs) == (0, 0), f"{dispatch_id} withdrawn, yet {ran} ran / {handoffs} handoffs"
+        else:
+            assert (len(ran), handoffs) in ((1, 0), (0, 1)), f"{dispatch_id}: ran {ran}, {handoffs} handoffs"
+
+
+def ctld_pid() -> int:
+    """The pid of the running slurmctld."""
+    return int((RUNTIME / "run" / "slurmctld.pid").read_text().strip())
+
+
+def dev_slurm(action: str) -> None:
+    """Run a dev-slurm controller action (ctld-snapshot, ctld-rollback)."""
+    done = subprocess.run([str(DEV_SLURM), action], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def cli(config: Path, *args: str, timeout: float = 90, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """fellows-fsm as a user runs it."""
+    return subprocess.run(
+        [str(FELLOWS_FSM), "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def cli_config(tmp_path: Path, name: str = "fellows.toml", *, cap: float = 3.0, lanes: bool = True) -> Path:
+    """A config file for the command line (state in tmp_path/state); with or without the ledger gcp lane."""
+    command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
+    text = f'state_dir = "{tmp_path / "state"}"\n\n[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n'
+    if lanes:
+        text += f"\n[lanes.gcp]\ncommand = {command}\n"
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def submit_argv(slurm: Cluster, *flags: str) -> list[str]:
+    """A submit of an 8-GPU, 10-minute sleeping job (the job options every test job needs after --)."""
+    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(300), "--", *slurm.job_args()]
+
+
+# --------------------------------------------------------------------------- a slow or runaway handoff
+def test_a_slow_handoff_never_holds_up_another_dispatch(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """While one dispatch's 20 s GCP command runs, another walks high-eur -> normal-eur and runs, on time."""
+    slurm.occupy("high-eur", 8, count=2)
+    r = make_router(lane=ledger_lane(tmp_path, before="import time; time.sleep(20)"))
+    never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id  # over every rung's MaxWall
+    run_until(r, lambda: never in r.running)
+    walker = r.dispatch(slurm.spec(gpus=8, time_limit=600)).dispatch_id
+    run_until(r, lambda: r.handle(walker).final)
+    assert (r.handle(walker).state, r.handle(walker).qos) == ("RUNNING", "normal-eur")
+    handoff = r.journal.handoff(never)
+    assert handoff is not None
+    assert handoff.status == "started"  # the slow command is still running: it held up nothing
+    steps = r.journal.steps(walker)
+    park = next(s for s in steps if s.trigger == "park")
+    assert park.at - steps[0].at <= 3.0 + 2 * 0.5 + 1.0  # its cap, plus a poll to notice and one to act
+    run_until(r, lambda: not r.busy)
+    assert ledger(tmp_path) == [never]
+    assert_settled(slurm, r.journal, tmp_path, [never, walker])
+
+
+def test_a_timed_out_handoff_is_killed_with_the_child_that_does_the_work(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """A GCP command that leaves the work to a child is killed as a whole group at its timeout: no late handoff."""
+    child = f"import time; time.sleep(4); open({str(tmp_path / 'gcp.ledger')!r}, 'a').write('late\\n')"
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(120)"
+    lane = LaneConfig(name="gcp", command=(sys.executable, "-c", parent, "{dispatch_id}"), timeout_seconds=1)
+    r = make_router(lane=lane)
+    never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id
+    run_until(r, lambda: r.handle(never).final)
+    handoff = r.journal.handoff(never)
+    assert handoff is not None
+    assert (handoff.status, handoff.exit_status) == ("failed", 124)
+    time.sleep(5)  # longer than the child would have taken to "submit to GCP"
+    assert ledger(tmp_path) == []
+    alive = subprocess.run(["pgrep", "-f", str(tmp_path / "gcp.ledger")], capture_output=True, text=True, check=False)
+    assert alive.stdout.strip() == ""
+    assert not [j for j in jobs_of(slurm, never) if j.state == "PENDING" or j.ever_ran]
+
+
+# --------------------------------------------------------------------------- other people's decisions
+def test_an_outside_scancel_withdraws_the_dispatch_and_nothing_is_resubmitted(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """scancel of the dispatch's pending job by its owner ends it WITHDRAWN: no other rung, no GCP."""
+    slurm.occupy("high-eur", 8, count=2)
+    r = make_router(cap=5.0)
+    h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
+    assert h.slurm_job_id is not None
+    slurm.cancel(h.slurm_job_id)
+    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    row = r.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn-outside")
+    assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
+    assert "cancelled outside fellows-fsm" in r.journal.steps(h.dispatch_id)[-1].note
+    assert_settled(slurm, r.journal, tmp_path, [h.dispatch_id])
+
+
+def test_a_held_job_waits_past_its_cap_and_walks_only_after_release(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """scontrol hold keeps the dispatch on high-eur past its cap (never cancelled); after release it walks on."""
+    slurm.occupy("high-eur", 8, count=2)
+    r = make_router(cap=2.0)
+    h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
+    assert h.slurm_job_id is not None
+    subprocess.run(["scontrol", "hold", h.slurm_job_id], check=True, capture_output=True, timeout=20)
+    started = time.monotonic()
+    run_until(r, lambda: time.monotonic() - started > 3 * 2.0)
+    assert r.handle(h.dispatch_id).state == "SUBMITTED(high-eur)"
+    assert slurm.row(h.slurm_job_id).reason == "JobHeldAdmin"
+    assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
+    subprocess.run(["scontrol", "release", h.slurm_job_id], check=True, capture_output=True, timeout=20)
+    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
+    triggers = [s.trigger for s in r.journal.steps(h.dispatch_id)]
+    assert triggers[:3] == ["submit", "hold", "release"]
+    assert_settled(slurm, r.journal, tmp_path, [h.dispatch_id])
+
+
+def test_a_job_requeued_before_the_router_saw_it_run_is_never_run_twice(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """A job that ran and was requeued (PENDING, no batch host) counts as started: never cancelled nor resubmitted."""
+    r = make_router(cap=2.0)
+    h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
+    assert h.slurm_job_id is not None
+    slurm.wait_for(lambda: slurm.row(h.slurm_job_id or "").state == "RUNNING", "the job to start")
+    subprocess.run(["scontrol", "requeue", h.slurm_job_id], check=True, capture_output=True, timeout=20)
+    slurm.wait_for(lambda: slurm.row(h.slurm_job_id or "").state == "PENDING", "the requeued job to pend")
+    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).slurm_job_id) == ("RUNNING", h.slurm_job_id)
+    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "start"]
+    assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
+    assert ledger(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- the controller misbehaves
+def test_a_stalled_controller_never_walks_a_job_past_a_free_rung(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """slurmctld stopped (SIGSTOP) for longer than the whole ladder: afterwards the job still gets normal-eur."""
+    slurm.occupy("high-eur", 8, count=2)
+    r = make_router(cap=3.0)
+    r.scheduler.runner.timeout_seconds = 1.0  # type: ignore[attr-defined]
+    h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
+    pid = ctld_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        run_until(r, lambda: time.monotonic() - started > 12, timeout=60)  # 4 caps: past the worst case (9 s)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    r.scheduler.runner.timeout_seconds = 20.0  # type: ignore[attr-defined]
+    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
+    assert "pause" in [s.trigger for s in r.journal.steps(h.dispatch_id)]
+    assert ledger(tmp_path) == []
+    assert_settled(slurm, r.journal, tmp_path, [h.dispatch_id])
+
+
+def test_a_controller_restart_that_lost_the_job_and_reused_its_id(
+    slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
+) -> None:
+    """slurmctld restarts on stale state: our job is gone and a stranger gets its id. The dispatch never adopts or
+    cancels the stranger (not the router, not `fellows-fsm cancel`); it moves on and runs on normal-eur."""
+    slurm.occupy("high-eur", 8, count=2)
+    dev_slurm("ctld-snapshot")
+    r = make_router(cap=30.0)
+    h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
+    assert h.slurm_job_id is not None
+    run_until(r, lambda: time.monotonic() > 0)  # one tick: it has seen its job pending
+    dev_slurm("ctld-rollback")
+    argv = ["sbatch", "--parsable", "--qos=normal-eur", "--gres=gpu:1", "--hold", "--comment=a-strangers-job"]
+    stranger = subprocess.run(
+        [*argv, *slurm.job_args(), slurm.script(300)], capture_output=True, text=True, check=True, timeout=20
+    ).stdout.strip()
+    assert stranger == h.slurm_job_id  # the controller handed our id to someone else
+    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
+    assert "belongs to another job" in r.journal.steps(h.dispatch_id)[1].note
+    assert slurm.row(stranger).state == "PENDING"  # untouched
+    r.journal.close()
+    config = cli_config(tmp_path)
+    withdrawn = cli(config, "cancel", h.dispatch_id)
+    assert withdrawn.returncode == 0, withdrawn.stderr
+    assert slurm.row(stranger).state == "PENDING"  # still untouched by the user's cancel
+    assert stranger not in withdrawn.stdout
+
+
+# --------------------------------------------------------------------------- the user's own shells
+def test_ctrl_c_during_sbatch_withdraws_the_dispatch(slurm: Cluster, tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the foreground group) while sbatch waits on a stalled controller: exit 130, one line,
+    the dispatch withdrawn, and nothing left queued once the controller catches up."""
+    config = cli_config(tmp_path, cap=60.0)
+    prepared = cli(config, "ladder")  # warms the grants cache, so the submit below goes straight to sbatch
+    assert prepared.returncode == 0, prepared.stderr
+    pid = ctld_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        proc = subprocess.Popen(
+            [str(FELLOWS_FSM), "--config", str(config), *submit_argv(slurm, "--json")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+        def sbatch_running() -> bool:
+            found = subprocess.run(["pgrep", "-f", "sbatch .*--comment=fsm-"], capture_output=True, check=False)
+            return found.returncode == 0
+
+        slurm.wait_for(sbatch_running, "sbatch to be waiting on the stopped controller", timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "withdrawn" in lines[0]
+    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    [row] = journal.dispatches()
+    assert (row.state, row.final, row.outcome) == ("WITHDRAWN", True, "withdrawn-interrupted")
+    time.sleep(2)  # anything the controller still had in its queue of requests has landed by now
+    assert not [j for j in jobs_of(slurm, row.id) if j.state in ("PENDING", "RUNNING")]
+    journal.close()
+
+
+def test_watch_from_another_directory_hands_off_with_the_dispatch_lane(slurm: Cluster, tmp_path: Path) -> None:
+    """A dispatch submitted with a gcp lane is handed to it by a watch whose own config has no lane at all."""
+    slurm.occupy("high-eur", 8, count=2)
+    slurm.occupy("normal-eur", 8, count=2)
+    slurm.occupy("low-eur", 8, count=4)  # the node's 64 GPUs are all busy: no rung can start the job
+    submitted = cli(cli_config(tmp_path, cap=2.0), *submit_argv(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bare = cli_config(tmp_path, "bare.toml", cap=2.0, lanes=False)
+    watched = cli(bare, "watch", "--json", cwd=elsewhere)
+    assert watched.returncode == 0, watched.stderr
+    [done] = json.loads(watched.stdout)
+    assert (done["dispatch_id"], done["lane"], done["outcome"]) == (dispatch_id, "gcp", "handed-off")
+    assert ledger(tmp_path) == [dispatch_id]
+    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    journal.close()
+
+
+# --------------------------------------------------------------------------- the journal pulled away
+def test_a_deleted_state_dir_stops_watch_with_one_line_naming_the_job(slurm: Cluster, tmp_path: Path) -> None:
+    """rm -rf of the state dir under a running watch: exit 7 with one line naming the dispatch and its job."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = cli_config(tmp_path, cap=120.0)
+    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    watch = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), "watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(1.5)
+    shutil.rmtree(tmp_path / "state")
+    _, stderr = watch.communicate(timeout=30)
+    assert watch.returncode == 7, stderr
+    line = stderr.strip().splitlines()[-1]
+    assert "was deleted or replaced" in line
+    assert dispatch_id in line
+    [job] = jobs_of(slurm, dispatch_id)
+    assert job.job_id in line
+    assert job.state == "PENDING"  # left exactly as it was, for the user to decide
+
+
+def test_a_read_only_journal_is_readable_but_not_driven(slurm: Cluster, tmp_path: Path) -> None:
+    """A journal on a read-only mount can be read (status works) but not driven: exit 7 saying it is read-only."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = cli_config(tmp_path, cap=120.0)
+    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    state = tmp_path / "state"
+
+    def read_only(*args: str) -> subprocess.CompletedProcess[str]:
+        """fellows-fsm in a mount namespace where the state dir is a read-only bind mount of itself."""
+        script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+        argv = ["unshare", "--mount", "--", "bash", "-c", script, "ro", str(state), str(FELLOWS_FSM)]
+        return subprocess.run(
+            [*argv, "--config", str(config), *args], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    status = read_only("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert [row["dispatch_id"] for row in json.loads(status.stdout)] == [submitted.stdout.strip()]
+    watch = read_only("watch", "--once")
+    assert watch.returncode == 7, watch.stderr
+    assert len(watch.stderr.strip().splitlines()) == 1
+    assert "is read-only for this user" in watch.stderr
+
+
+def test_a_damaged_journal_is_one_line_never_a_traceback(slurm: Cluster, tmp_path: Path) -> None:
+    """Garbage over the journal's later pages: status exits 7 with one line that says to keep the file."""
+    config = cli_config(tmp_path)
+    for _ in range(3):
+        assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
+    path = tmp_path / "state" / "journal.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[2 * 4096 :] = b"\xff" * (len(data) - 2 * 4096)
+    path.write_bytes(bytes(data))
+    (tmp_path / "state" / "journal.sqlite3-wal").unlink(missing_ok=True)
+    (tmp_path / "state" / "journal.sqlite3-shm").unlink(missing_ok=True)
+    status = cli(config, "status")
+    assert status.returncode == 7, status.stderr
+    assert "Traceback" not in status.stderr
+    assert "keep the file" in status.stderr.strip().splitlines()[-1]
