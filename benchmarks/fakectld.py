@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import attrs
 
 from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FIELDS
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 
 
 @attrs.define
@@ -73,7 +73,12 @@ class ScriptedRunner(CommandRunner):
             self.jobs[job_id].purged = True
 
     def run(
-        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        idempotent: bool = True,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> CommandResult:
         argv = tuple(argv)
         name = os.path.basename(argv[0])

@@ -18,7 +18,7 @@ from fellows_fsm.slurm.observe import (
     phase_of,
     squeue_argv,
 )
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 
 T0 = "2026-11-30T02:36:31"
 
@@ -33,7 +33,12 @@ class ScriptedRunner(CommandRunner):
         self.argvs: list[tuple[str, ...]] = []
 
     def run(
-        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        idempotent: bool = True,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> CommandResult:
         """Record ``argv`` and play the next reply for its command (the last one repeats)."""
         argv = tuple(argv)

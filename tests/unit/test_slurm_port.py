@@ -9,7 +9,7 @@ import pytest
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm.port import SlurmScheduler, parse_sbatch_id, parse_version
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 
 T0 = "2026-11-30T02:36:31"
 SPEC = JobSpec("train", "/jobs/train it.sh", gpus=8)
@@ -27,7 +27,12 @@ class ScriptedRunner(CommandRunner):
         self.idempotent: list[bool] = []
 
     def run(
-        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        idempotent: bool = True,
+        timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> CommandResult:
         """Record ``argv`` and play the next reply for its command (the last one repeats)."""
         argv = tuple(argv)

@@ -14,7 +14,7 @@ from datetime import datetime
 import attrs
 
 from fellows_fsm.scheduler import Observation, Phase
-from fellows_fsm.slurm.runner import CommandRunner
+from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [
     "SACCT_FIELDS",
@@ -178,11 +178,16 @@ def sacct_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None,
 
 @attrs.define
 class Observer:
-    """Turns job ids into Observations: one squeue (asked again when empty or failed), at most one sacct."""
+    """Turns job ids into Observations: ONE squeue (one attempt), at most one sacct for the ids it did not show.
+
+    An empty or failed reply is never trusted: its ids fall through to sacct and, if sacct does not know them
+    either, read UNKNOWN, on which nothing is decided. The next poll (one interval later) asks again; asking
+    again within the poll would break the promise of one squeue per poll interval.
+    """
 
     runner: CommandRunner
-    empty_retries: int = 2
-    """How often an empty or failed squeue reply is asked again before the ids fall through to sacct."""
+    empty_retries: int = 0
+    """How often an empty or failed squeue reply is asked again within one observe (0: the next poll asks)."""
     retry_delay_seconds: float = 0.2
     sacct_lookback_seconds: float = 7 * 86_400
     """How far back sacct looks (without --starttime it would only cover since midnight)."""
@@ -202,12 +207,12 @@ class Observer:
         }
 
     def _squeue(self, job_ids: list[str]) -> dict[str, JobRow]:
-        """One squeue for ``job_ids``; an empty or failed reply is asked again, never trusted at once."""
+        """One squeue for ``job_ids``, one attempt: an unreachable controller raises at once (the poll backs off)."""
         argv = squeue_argv(job_ids)
         for attempt in range(self.empty_retries + 1):
             if attempt:
                 self.runner.sleep(self.retry_delay_seconds * attempt)
-            result = self.runner.run(argv)
+            result = self.runner.run(argv, retry=ONE_ATTEMPT)
             if result.ok:
                 rows = parse_squeue(result.stdout)
                 if rows:

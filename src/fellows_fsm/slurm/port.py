@@ -17,7 +17,7 @@ from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
 from fellows_fsm.scheduler import JobSpec, Observation
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
-from fellows_fsm.slurm.runner import CommandRunner
+from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = ["SlurmScheduler", "parse_sbatch_id", "parse_version"]
 
@@ -111,12 +111,13 @@ class SlurmScheduler:
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
+        # One attempt each: a controller that does not answer gets the cancels again at the next poll.
         if self._scancel_has_ctld():
-            self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids))
+            self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids), retry=ONE_ATTEMPT)
         else:
             fenced = self._fence(ids)
             if fenced:
-                self.runner.run(("scancel", "--state=PENDING", *fenced))
+                self.runner.run(("scancel", "--state=PENDING", *fenced), retry=ONE_ATTEMPT)
         return self.observe(ids) if read_back else {}
 
     def cancel(self, job_ids: Sequence[str]) -> None:
@@ -174,7 +175,9 @@ class SlurmScheduler:
 
         slurmctld answers per job ("... for job N"): a job no longer pending, finished or unknown is left out.
         """
-        result = self.runner.run(("scontrol", "update", f"jobid={','.join(job_ids)}", f"StartTime={_FENCE_BEGIN}"))
+        result = self.runner.run(
+            ("scontrol", "update", f"jobid={','.join(job_ids)}", f"StartTime={_FENCE_BEGIN}"), retry=ONE_ATTEMPT
+        )
         if result.ok:
             return job_ids
         refused: set[str] = set()

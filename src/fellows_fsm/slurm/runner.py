@@ -19,6 +19,7 @@ import attrs
 from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
 
 __all__ = [
+    "ONE_ATTEMPT",
     "CommandResult",
     "CommandRunner",
     "RetryPolicy",
@@ -66,6 +67,10 @@ class RetryPolicy:
     def delay(self, retry: int) -> float:
         """The sleep before retry number ``retry`` (1-based): doubling from the first delay, capped."""
         return float(min(self.max_delay_seconds, self.first_delay_seconds * 2 ** (retry - 1)))
+
+
+ONE_ATTEMPT = RetryPolicy(attempts=1)
+"""For the calls a poll makes on a cadence: the next poll is the retry, so the controller sees one per interval."""
 
 
 @attrs.frozen
@@ -130,8 +135,12 @@ class CommandRunner:
         *,
         idempotent: bool = True,
         timeout_seconds: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> CommandResult:
         """Run ``argv`` and return its result, whatever its exit status, unless the controller is unreachable.
+
+        ``retry`` overrides the runner's policy for this call (the poll's own squeue makes ONE attempt: the
+        next poll, a poll interval later, is its retry).
 
         Unreachable (the known stderr lines, or the process timing out) is retried with back-off within the
         policy; a command that is not ``idempotent`` is retried only if the request surely never left.
@@ -155,8 +164,9 @@ class CommandRunner:
                     f"{name} got no reply from the SLURM controller ({why}); the request may have been "
                     "carried out, so it is not repeated blindly"
                 )
-            delay = self.retry.delay(attempt)
-            if attempt >= self.retry.attempts or spent + delay > self.retry.budget_seconds:
+            policy = retry or self.retry
+            delay = policy.delay(attempt)
+            if attempt >= policy.attempts or spent + delay > policy.budget_seconds:
                 raise SchedulerUnreachable(
                     f"{name} could not reach the SLURM controller ({why}) after {attempt} attempt(s) in "
                     f"{spent:.1f} s; check `scontrol ping` and that SLURM_CONF points at the right cluster"
