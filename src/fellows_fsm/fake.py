@@ -135,7 +135,12 @@ class FakeScheduler:
                 job.state = _ENDED_UNSTARTED
                 job.reason = None
         if not read_back:
-            return {}
+            # What the cancel itself proves, as the real port reports it: the jobs it removed while pending.
+            return {
+                job_id: job.observe()
+                for job_id in job_ids
+                if (job := self.jobs.get(job_id)) is not None and job.state == _ENDED_UNSTARTED and not job.forgotten
+            }
         return {
             job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
             for job_id in job_ids

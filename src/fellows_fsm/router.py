@@ -311,7 +311,8 @@ class Router:
         ]
         for d in movers[:budget]:
             self._advance(d, None, True, failures)
-        # 4. At most as many parked jobs are cancelled, in ONE call, each only if still pending.
+        # 4. At most as many parked jobs are cancelled, in ONE call, each only if still pending; those the
+        #    cancel cannot prove gone are read back by the next tick's observe.
         parked = [
             d
             for d in self.live.values()
@@ -319,11 +320,18 @@ class Router:
         ]
         deferred = max(0, len(movers) - budget) + max(0, len(parked) - budget)
         to_cancel = [d.job_id for d in parked[:budget] if d.job_id is not None]
+        gone: Mapping[str, Observation] = {}
         try:
             if to_cancel:
-                self.scheduler.cancel_if_pending(to_cancel, read_back=False)
+                gone = self.scheduler.cancel_if_pending(to_cancel, read_back=False)
         except SchedulerUnreachable as exc:
             log.warning("cancels deferred to the next tick: %s", exc)
+        # 5. A job the cancel itself proved gone needs no read-back: its dispatch resubmits now, within the budget.
+        room = budget - min(len(movers), budget)
+        for d in parked[:budget]:
+            if room > 0 and d.job_id is not None and d.job_id in gone:
+                self._advance(d, gone[d.job_id], True, failures)
+                room -= 1
         changes = sum(1 for d in self.live.values() if {s.trigger for s in d.history[before.get(d.id, 0) :]} & _ENTERED)
         for d in list(self.live.values()):
             if d.state == FAILED_TO_GCP:

@@ -163,8 +163,8 @@ class Scheduler(Protocol):
         """Cancel each job only if it is still pending; with ``read_back``, read them all back at once.
 
         A job that started before its cancel landed reads back STARTED: the late start wins. The router
-        sends every cancel of a tick in one call with ``read_back=False``: its one observe per tick, made
-        right after, is the read-back. Without ``read_back`` the result is empty.
+        sends every cancel of a tick in one call with ``read_back=False``; the result then holds only the
+        jobs the cancel itself proves gone (GONE), and the next tick's one observe reads back the others.
         """
         ...
 

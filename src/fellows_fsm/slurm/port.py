@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
-from fellows_fsm.scheduler import JobSpec, Observation
+from fellows_fsm.scheduler import JobSpec, Observation, Phase
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
@@ -106,19 +106,25 @@ class SlurmScheduler:
         and its kill. The jobs are first fenced inside slurmctld by one begin-time update, which slurmctld
         applies only to a pending job (a running one is refused with "no longer pending"), so a fenced job
         cannot start before the cancel lands. From 23.11 ``scancel --ctld`` applies the filter in slurmctld.
-        Without ``read_back`` the result is empty: the caller's next observe is the read-back.
+
+        Without ``read_back`` the result holds only what the cancel itself proves: a job the fence held and
+        scancel then removed is GONE (it cannot have started in between). Any other job is left out; the
+        caller's next observe is its read-back (a job that started before its cancel landed reads STARTED).
         """
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
+        confirmed: dict[str, Observation] = {}
         # One attempt each: a controller that does not answer gets the cancels again at the next poll.
         if self._scancel_has_ctld():
             self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids), retry=ONE_ATTEMPT)
         else:
-            fenced = self._fence(ids)
+            fenced, certain = self._fence(ids)
             if fenced:
-                self.runner.run(("scancel", "--state=PENDING", *fenced), retry=ONE_ATTEMPT)
-        return self.observe(ids) if read_back else {}
+                done = self.runner.run(("scancel", "--state=PENDING", *fenced), retry=ONE_ATTEMPT)
+                if done.ok and certain:
+                    confirmed = {j: Observation(j, Phase.GONE, state="CANCELLED") for j in fenced}
+        return self.observe(ids) if read_back else confirmed
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """``scancel`` the jobs whatever their state; jobs already ended or purged are not an error."""
@@ -170,8 +176,9 @@ class SlurmScheduler:
             self._ctld_cancel = self.scancel_version() >= CTLD_CANCEL_VERSION
         return self._ctld_cancel
 
-    def _fence(self, job_ids: list[str]) -> list[str]:
-        """Stop the pending ones of ``job_ids`` from starting, in slurmctld; return the ids fenced.
+    def _fence(self, job_ids: list[str]) -> tuple[list[str], bool]:
+        """Stop the pending ones of ``job_ids`` from starting, in slurmctld; return the ids to cancel, and whether
+        every one of them is surely fenced (False when slurmctld said something this does not understand).
 
         slurmctld answers per job ("... for job N"): a job no longer pending, finished or unknown is left out.
         """
@@ -179,7 +186,7 @@ class SlurmScheduler:
             ("scontrol", "update", f"jobid={','.join(job_ids)}", f"StartTime={_FENCE_BEGIN}"), retry=ONE_ATTEMPT
         )
         if result.ok:
-            return job_ids
+            return job_ids, True
         refused: set[str] = set()
         unexplained: list[str] = []
         for line in (result.stderr or result.stdout).splitlines():
@@ -195,7 +202,7 @@ class SlurmScheduler:
         if unexplained:
             # E.g. a site that forbids begin-time updates: fall back to scancel's own (client-side) filter.
             log.warning("scontrol could not fence jobs %s (%s); cancelling with scancel's filter", job_ids, unexplained)
-        return [job_id for job_id in job_ids if job_id not in refused]
+        return [job_id for job_id in job_ids if job_id not in refused], not unexplained
 
 
 def _slurm_words(text: str) -> str:
