@@ -567,6 +567,8 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             return
         console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
         next_lane = _next_lane(config)
+        for line in _created_with(router, ids):
+            click.echo(f"fellows-fsm: {line}", err=True)
         if once:
             report = router.poll()
             for failure in report.failures:
@@ -671,6 +673,23 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
         _echo_json([e.as_json() for e in entries])
     else:
         _console().print(history_table(row, entries))
+
+
+def _created_with(router: Router, ids: Sequence[str]) -> list[str]:
+    """One line per group of live dispatches created with another config than this watch's: they finish with
+    the ladder, caps and fallback lane they were created with (journaled), not with this config's."""
+    mine = router.config.source
+    others: dict[str, list[str]] = {}
+    for dispatch_id in ids:
+        row = router.journal.dispatch(dispatch_id)
+        source = row.settings.get("config") if row is not None else None
+        if source is not None and source != mine:
+            others.setdefault(str(source), []).append(dispatch_id)
+    return [
+        f"{len(found)} dispatch(es) ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}) were created with "
+        f"{source}; they finish with the ladder, caps and fallback lane journaled then"
+        for source, found in others.items()
+    ]
 
 
 # --------------------------------------------------------------------------- cancel

@@ -343,7 +343,8 @@ def test_watch_from_another_directory_hands_off_with_the_dispatch_lane(slurm: Cl
     slurm.occupy("high-eur", 8, count=2)
     slurm.occupy("normal-eur", 8, count=2)
     slurm.occupy("low-eur", 8, count=4)  # the node's 64 GPUs are all busy: no rung can start the job
-    submitted = cli(cli_config(tmp_path, cap=2.0), *submit_argv(slurm, "--detach"))
+    original = cli_config(tmp_path, cap=2.0)
+    submitted = cli(original, *submit_argv(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     elsewhere = tmp_path / "elsewhere"
@@ -351,6 +352,7 @@ def test_watch_from_another_directory_hands_off_with_the_dispatch_lane(slurm: Cl
     bare = cli_config(tmp_path, "bare.toml", cap=2.0, lanes=False)
     watched = cli(bare, "watch", "--json", cwd=elsewhere)
     assert watched.returncode == 0, watched.stderr
+    assert f"({dispatch_id}) were created with {original}" in watched.stderr  # watch says which config it keeps
     [done] = json.loads(watched.stdout)
     assert (done["dispatch_id"], done["lane"], done["outcome"]) == (dispatch_id, "gcp", "handed-off")
     assert ledger(tmp_path) == [dispatch_id]
