@@ -806,7 +806,8 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_row("poll", f"every {every} (one squeue for every live job)")
     facts.add_row("debug intent", debug)
     facts.add_row("order", " -> ".join(config.auto_order))
-    facts.add_row("rung changes", f"at most {config.router.max_rung_changes_per_tick} per poll")
+    derived = "" if config.router.max_rung_changes_per_tick is not None else " (derived from the poll interval)"
+    facts.add_row("rung changes", f"at most {config.rung_changes_per_tick} per poll{derived}")
     facts.add_row("controller deadline", "on (sbatch --deadline)" if config.router.controller_deadline else "off")
     facts.add_row("journal", str(config.journal_path))
     return Group(rungs, lanes, facts, Text("config OK", style="bold green"))

@@ -42,6 +42,8 @@ PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
 DEFAULT_PARK_CAP_SECONDS = 600.0
 DEFAULT_QOS = "high-eur"
 DEFAULT_LATER_RUNGS = ("normal-eur", "low-eur")
+RUNG_CHANGES_PER_SECOND = 20.0
+"""The default budget of rung changes (one sbatch each) per second of poll interval."""
 DEFAULT_LADDER = (DEFAULT_QOS, *DEFAULT_LATER_RUNGS)
 MAX_CAP_SECONDS = 30 * 86_400.0
 """The longest park cap (or lane timeout) accepted: 30 days; beyond it deadlines stop being dates sbatch takes."""
@@ -343,8 +345,12 @@ class RouterConfig:
 
     order: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
     """The auto lane order; default: 'fellows', then 'gcp' when a [lanes.gcp] table exists."""
-    max_rung_changes_per_tick: int = 20
-    """At most this many dispatches cancel and resubmit in one poll (no cancel/resubmit storms)."""
+    max_rung_changes_per_tick: int | None = None
+    """At most this many dispatches cancel, and as many resubmit, in one poll (no cancel/resubmit storms).
+
+    Polls come once per poll interval, so this is a rate. Default (None): derived from the interval,
+    ``RUNG_CHANGES_PER_SECOND`` per second of it (200 a poll at the default 10 s), enough for 10,000
+    dispatches with 600 s caps; see ``Config.rung_changes_per_tick``."""
     controller_deadline: bool = True
     """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a parked job if we are dead."""
     change_rung: str = "cancel"
@@ -353,11 +359,13 @@ class RouterConfig:
     job runs, and a QoS it refuses falls back to cancel)."""
 
     def __attrs_post_init__(self) -> None:
-        if isinstance(self.max_rung_changes_per_tick, bool) or not isinstance(self.max_rung_changes_per_tick, int):
+        if self.max_rung_changes_per_tick is None:
+            pass
+        elif isinstance(self.max_rung_changes_per_tick, bool) or not isinstance(self.max_rung_changes_per_tick, int):
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be a whole number"
             )
-        if self.max_rung_changes_per_tick < 1:
+        elif self.max_rung_changes_per_tick < 1:
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
@@ -424,6 +432,14 @@ class Config:
                 return lane
         known = ", ".join(["fellows", *(lane.name for lane in self.lanes)])
         raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
+
+    @property
+    def rung_changes_per_tick(self) -> int:
+        """The per-poll budget of rung changes: ``[router] max_rung_changes_per_tick``, else derived from the poll
+        interval (``RUNG_CHANGES_PER_SECOND`` per second of it, at least 1)."""
+        if self.router.max_rung_changes_per_tick is not None:
+            return self.router.max_rung_changes_per_tick
+        return max(1, math.ceil(RUNG_CHANGES_PER_SECOND * self.fellows.poll_interval_seconds))
 
     @property
     def journal_path(self) -> Path:

@@ -303,7 +303,7 @@ class Router:
             if d.job_id is None:
                 self._advance(d, None, False, failures)  # a rung without a job gets one (its step is committed first)
         # 3. At most max_rung_changes_per_tick dispatches resubmit (or move in place) this tick.
-        budget = self.config.router.max_rung_changes_per_tick
+        budget = self.config.rung_changes_per_tick
         movers = [
             d
             for d in self.live.values()
