@@ -524,11 +524,7 @@ class Dispatch:
         """The controller answers again: the clock runs on, every window later by the outage's length."""
         self._fire("resume")
         self.paused = False
-        if self.paused_since is None:
-            self.paused_since = next(
-                (step.at for step in reversed(self.history) if step.trigger == "pause"), self.history[-1].at
-            )
-        self.deadline += self.history[-1].at - self.paused_since
+        self._restart_clock(self.paused_since, "pause")
         self.paused_since = None
 
     def release(self) -> None:
@@ -536,8 +532,14 @@ class Dispatch:
         so a long hold never makes the later rungs' windows close before they open)."""
         self._fire("release")
         self.held = False
-        held_since = next((step.at for step in reversed(self.history) if step.trigger == "hold"), self.history[-1].at)
-        self.deadline += self.history[-1].at - held_since
+        self._restart_clock(None, "hold")
+
+    def _restart_clock(self, stopped_at: float | None, stopped_by: str) -> None:
+        """Move the deadline later by how long the clock stood: from ``stopped_at`` (else the latest
+        ``stopped_by`` step) to the step just journaled."""
+        if stopped_at is None:
+            stopped_at = next((st.at for st in reversed(self.history) if st.trigger == stopped_by), self.history[-1].at)
+        self.deadline += self.history[-1].at - stopped_at
 
     def park(self) -> None:
         """Stop waiting on the current rung (its window closed, or it can never start the job)."""
