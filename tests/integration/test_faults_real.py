@@ -148,9 +148,9 @@ def submit_argv(slurm: Cluster, *flags: str) -> list[str]:
 def test_a_slow_handoff_never_holds_up_another_dispatch(
     slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
 ) -> None:
-    """While one dispatch's 20 s GCP command runs, another walks high-eur -> normal-eur and runs, on time."""
+    """While one dispatch's 30 s GCP command runs, another walks high-eur -> normal-eur and runs, on time."""
     slurm.occupy("high-eur", 8, count=2)
-    r = make_router(lane=ledger_lane(tmp_path, before="import time; time.sleep(20)"))
+    r = make_router(lane=ledger_lane(tmp_path, before="import time; time.sleep(30)"))
     never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id  # over every rung's MaxWall
     run_until(r, lambda: never in r.running)
     walker = r.dispatch(slurm.spec(gpus=8, time_limit=600)).dispatch_id
@@ -255,12 +255,17 @@ def test_a_stalled_controller_never_walks_a_job_past_a_free_rung(
     r.scheduler.runner.timeout_seconds = 1.0  # type: ignore[attr-defined]
     h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
     pid = ctld_pid()
+    runner = r.scheduler.runner  # type: ignore[attr-defined]
+    before = runner.calls["squeue"]
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
         run_until(r, lambda: time.monotonic() - started > 12, timeout=60)  # 4 caps: past the worst case (9 s)
+        stalled = time.monotonic() - started
     finally:
         os.kill(pid, signal.SIGCONT)
+    # One squeue per 0.5 s poll at most, fewer with the back-off: the stalled controller is not hammered.
+    assert runner.calls["squeue"] - before <= stalled / 0.5 + 1
     r.scheduler.runner.timeout_seconds = 20.0  # type: ignore[attr-defined]
     run_until(r, lambda: r.handle(h.dispatch_id).final)
     assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
