@@ -58,10 +58,11 @@ def test_observe_many_jobs_in_one_squeue(slurm: Cluster) -> None:
 
 
 def test_lone_unknown_id_is_unknown(slurm: Cluster) -> None:
-    """squeue exits 1 for a lone unknown id; after its retries and sacct the id is UNKNOWN, not finished."""
+    """squeue exits 1 for a lone unknown id: one squeue (the next poll asks again), one sacct, and the id is
+    UNKNOWN, not finished."""
     port = slurm.port()
     assert port.observe(["888888"])["888888"].phase is Phase.UNKNOWN
-    assert port.runner.calls["squeue"] == 3
+    assert (port.runner.calls["squeue"], port.runner.calls["sacct"]) == (1, 1)
 
 
 def test_cancel_if_pending_cancels_a_pending_job(slurm: Cluster) -> None:
