@@ -25,11 +25,11 @@ from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
-from .conftest import DEV_SLURM, REPO, RUNTIME, Cluster, QueueRow
+from .conftest import DEV_SLURM, RUNTIME, Cluster, QueueRow
+from .test_cli_real import FELLOWS_FSM
 
 pytestmark = pytest.mark.slurm
 
-FELLOWS_FSM = REPO / ".venv" / "bin" / "fellows-fsm"
 LEDGER_CODE = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
 
 
@@ -117,7 +117,7 @@ def dev_slurm(action: str) -> None:
 
 
 def cli(config: Path, *args: str, timeout: float = 90, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """fellows-fsm as a user runs it."""
+    """fellows-fsm as a user runs it (test_cli_real's helper, plus a working directory)."""
     return subprocess.run(
         [str(FELLOWS_FSM), "--config", str(config), *args],
         capture_output=True,
