@@ -81,6 +81,8 @@ def write_result(name: str, data: dict[str, Any], *, module: str | None = None) 
         ),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine(),
+        # scripts/in-netns NAME sets it to /tmp/fellows-slurm-NAME: a cluster of its own, not the shared one.
+        "slurm_runtime": os.environ.get("FELLOWS_SLURM_RUNTIME"),
         **data,
     }
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
