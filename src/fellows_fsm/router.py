@@ -34,7 +34,7 @@ INTERRUPTED_OUTCOME = "withdrawn-interrupted"
 """The outcome of a dispatch withdrawn by Ctrl-C while it was being queued."""
 INTERRUPT_LOOKUPS = 4
 """How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
-HANDOFF_CHECK_SECONDS = 0.2
+HANDOFF_CHECK_SECONDS = 0.05
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
 _ENTERED = frozenset({"resubmit", "move", "give_up"})
 """The steps that complete a rung change (onto the next rung, or off the ladder)."""
