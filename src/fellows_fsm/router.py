@@ -269,9 +269,10 @@ class Router:
         """One tick: ONE observe of every live job, every dispatch moves on that fresh state, ONE cancel call.
 
         Parks are decided on the tick's fresh observation, never on an older one: a job held (or cancelled,
-        or started) since the last look is seen before anything is done to it. The cancels this tick sends
-        are read back by the next tick's observe (a job that started before its cancel landed shows up
-        STARTED and wins), and only then does the dispatch resubmit on the next rung.
+        or started) since the last look is seen before anything is done to it. A cancel the port proves (the
+        fence held the job pending, then scancel removed it) lets its dispatch resubmit in this same tick;
+        any other is read back by the next tick's observe (a job that started before its cancel landed shows
+        up STARTED and wins), and only then does that dispatch resubmit.
         """
         now = self.clock.now()
         self.journal.check_intact()
