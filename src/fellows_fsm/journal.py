@@ -163,11 +163,19 @@ class Journal:
                 self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
         except sqlite3.DatabaseError as exc:
+            self._close_refused()
             raise JournalError(
                 f"journal {self.path} is unreadable or corrupt ({exc}); move it aside to start a new one"
             ) from None
         except OSError as exc:
+            self._close_refused()
             raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
+
+    def _close_refused(self) -> None:
+        """Close the connection of a journal being refused (Python 3.13 warns about one left open)."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
 
     # ----------------------------------------------------------------- the driver lock
     @property
