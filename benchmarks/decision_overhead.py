@@ -178,7 +178,7 @@ def main() -> None:
     handoff_start_lag = [x for run in runs for x in run["handoff_start_lag"]]
     target = args.poll + 0.3
     result = {
-        "slurm": ".".join(str(part) for part in version),
+        "slurm": f"{version[0]}.{version[1]:02d}.{version[2]}",
         "dispatches": args.dispatches,
         "repeats": args.repeats,
         "handed_to_gcp": sum(run["walked"] for run in runs),
