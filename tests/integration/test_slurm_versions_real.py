@@ -32,11 +32,9 @@ def _text(renderable: object) -> str:
 
 
 def test_own_cap_reason_stays_across_backfill_passes_on_a_full_node(slurm: Cluster, tmp_path: Path) -> None:
-    """With the node full and high-eur's own cap full, the live view and history keep the cap as the reason.
-
-    On 24.11 squeue shows QOSMaxGRESPerUser after a main-scheduler pass and None after each backfill pass;
-    the test checks that squeue really did blank it there, and that the product never did.
-    """
+    """With the node full and high-eur's own cap full, the live view and history keep the cap as the reason."""
+    # On 24.11 squeue shows QOSMaxGRESPerUser after a main-scheduler pass and None after each backfill pass:
+    # the test checks that squeue really did blank it there, and that the product never did.
     slurm.occupy("high-eur", 8, count=2)
     slurm.occupy("low-eur", 48)  # the rest of the node's 64 GPUs: nothing is free anywhere
     port = slurm.port()
