@@ -8,6 +8,11 @@ of another, until it is RUNNING. Run it under the shared lock:
 
     flock /tmp/fellows-slurm-tests.lock sh -c 'scripts/dev-slurm up >/dev/null &&
         eval "$(scripts/dev-slurm env)" && .venv/bin/python -m benchmarks.decision_overhead'
+
+and on SLURM 24.11 (Debian 13 root, its own namespaces; the result is written as decision_overhead_slurm24.11):
+
+    scripts/dev-slurm --slurm 24.11 venv && scripts/dev-slurm --slurm 24.11 up >/dev/null &&
+        scripts/dev-slurm --slurm 24.11 exec .venv-24.11/bin/python -m benchmarks.decision_overhead
 """
 
 from __future__ import annotations
@@ -159,6 +164,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of the whole scenario, pooled")
     parser.add_argument("--floor-repeats", type=int, default=10)
     args = parser.parse_args()
+    version = SlurmScheduler(CommandRunner()).scancel_version()
     runs = [scenario(args) for _ in range(args.repeats)]
     blocker = realslurm.sbatch("high-eur", 8, 600, name="blocker")
     blocker2 = realslurm.sbatch("high-eur", 8, 600, name="blocker")
@@ -172,6 +178,7 @@ def main() -> None:
     handoff_start_lag = [x for run in runs for x in run["handoff_start_lag"]]
     target = args.poll + 0.3
     result = {
+        "slurm": f"{version[0]}.{version[1]:02d}.{version[2]}",
         "dispatches": args.dispatches,
         "repeats": args.repeats,
         "handed_to_gcp": sum(run["walked"] for run in runs),
@@ -198,7 +205,9 @@ def main() -> None:
     print(f"  last deadline -> GCP handoff done: {result['last_deadline_to_gcp_handoff_done_seconds']}")
     print(f"  target: at most {target} s")
     print(f"  SLURM floor (scancel + sbatch + RUNNING): {slurm_floor['scancel_sbatch_running_seconds']}")
-    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst")
+    # The host's SLURM (22.05) keeps the plain names; another version's run is written beside it.
+    suffix = "" if version[:2] == (22, 5) else f"_slurm{version[0]}.{version[1]:02d}"
+    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst") + suffix
     print(f"wrote {write_result(name, result, module='decision_overhead')}")
 
 

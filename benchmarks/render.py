@@ -38,19 +38,33 @@ def _own_netns(*results: dict[str, Any]) -> str:
     return " (run in its own network namespace, scripts/in-netns)" if all(_netns(r) for r in results) else ""
 
 
+def _other_slurm(r: dict[str, Any]) -> str | None:
+    """The SLURM version of a result run in another release's root (``24.11``), None for the host's 22.05."""
+    version = str(r.get("slurm", "22.05"))
+    short = ".".join(version.split(".")[:2])
+    return None if short == "22.05" else short
+
+
 def _provenance(r: dict[str, Any], *, locked: bool = False) -> str:
     m = r["machine"]
     command = r["command"]
     up = f'scripts/dev-slurm up >/dev/null && eval "$(scripts/dev-slurm env)" && {command}'
-    if locked:
-        command = f"{LOCK} sh -c '{up}'"
+    other = _other_slurm(r)
     where = ""
-    name = _netns(r) if locked else None
-    if name is not None:
-        where = (
-            f" It ran in its own network namespace, on a cluster of its own (no other user, no lock needed): "
-            f"`scripts/in-netns {name} bash -c '{up}'`."
+    if other is not None:
+        command = command.replace(".venv/bin/python", f".venv-{other}/bin/python")
+        command = (
+            f"scripts/dev-slurm --slurm {other} venv && scripts/dev-slurm --slurm {other} up >/dev/null && "
+            f"scripts/dev-slurm --slurm {other} exec {command}"
         )
+    elif locked:
+        command = f"{LOCK} sh -c '{up}'"
+        name = _netns(r)
+        if name is not None:
+            where = (
+                f" It ran in its own network namespace, on a cluster of its own (no other user, no lock needed): "
+                f"`scripts/in-netns {name} bash -c '{up}'`."
+            )
     return (
         f"Command: `{command}`  \nRun: {r['date']} on nproc={m['nproc']}, {m['uname_m']}, "
         f"Python {m['python']}, kernel {m['kernel']}.{where}\n"
@@ -156,6 +170,53 @@ def section_overhead(lines: list[str]) -> dict[str, Any] | None:
     return first
 
 
+VERSION_RUNS = (("22.05", "decision_overhead"), ("24.11", "decision_overhead_slurm24.11"))
+
+
+def section_versions(lines: list[str]) -> None:
+    """The same decision-overhead command on SLURM 22.05 (the host) and 24.11 (the Debian 13 root)."""
+    lines.append("### a2. The same benchmark on SLURM 22.05 and 24.11, side by side\n")
+    runs = [(v, r) for v, name in VERSION_RUNS if (r := _load(name)) is not None]
+    if len(runs) < 2:
+        lines.append(f"Not run on every version (results found: {', '.join(v for v, _ in runs) or 'none'}).\n")
+        return
+    lines.append(
+        "The row *dispatches 0.5 s apart* above, run once on each supported version on the same machine, one after "
+        "the other: 22.05 is Debian 12's SLURM with the host's Python; 24.11 is Debian 13's SLURM in its own "
+        "namespaces (scripts/dev-slurm --slurm 24.11) with that root's Python 3.13. Same cluster configuration, "
+        "same blockers, same caps and poll interval. Figures as above: p50 / p95 / max (n), and min / median / max "
+        "for SLURM's own floor.\n"
+    )
+    lines.append("| figure | " + " | ".join(f"SLURM {r.get('slurm', v)}" for v, r in runs) + " |")
+    lines.append("|---|" + "---|" * len(runs))
+    rows = (
+        ("deadline -> next rung queued", lambda r: _pct(r["rung_deadline_to_next_job_queued_seconds"])),
+        ("last deadline -> GCP handoff done", lambda r: _pct(r["last_deadline_to_gcp_handoff_done_seconds"])),
+        ("max per run: rung change", lambda r: _mmm(r["rung_lag_max_per_repeat"], " s")),
+        ("dispatches handed to GCP", lambda r: f"{r['handed_to_gcp']} of {r['dispatches'] * r['repeats']}"),
+        (
+            "SLURM floor: scancel + sbatch + RUNNING",
+            lambda r: _mmm(r["slurm_floor"]["scancel_sbatch_running_seconds"], " s"),
+        ),
+        ("SLURM floor: scancel", lambda r: _mmm(r["slurm_floor"]["scancel_seconds"], " s")),
+        ("SLURM floor: sbatch", lambda r: _mmm(r["slurm_floor"]["sbatch_seconds"], " s")),
+        ("commands of the first run", lambda r: f"`{json.dumps(r['runs'][0]['commands'])}`"),
+        ("mean seconds per command", lambda r: f"`{json.dumps(r['runs'][0]['command_seconds_mean'])}`"),
+        ("Python", lambda r: r["machine"]["python"]),
+    )
+    for label, cell in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(r) for _, r in runs) + " |")
+    lines.append("")
+    for v, r in runs:
+        lines.append(f"- SLURM {v}: " + _provenance(r, locked=True).replace("  \n", "; ").strip())
+    lines.append("")
+    lines.append(
+        "On 24.11 the port cancels with `scancel --ctld --state=PENDING` (one command, the filter applied inside "
+        "slurmctld) instead of 22.05's batched fence (`scontrol update ... StartTime=`) followed by a client-side "
+        "`scancel --state=PENDING`: the commands row shows the scontrol calls gone.\n"
+    )
+
+
 def section_load(lines: list[str]) -> dict[str, Any] | None:
     heading = "## b. Scheduler load per poll"
     r = _load("scheduler_load")
@@ -213,7 +274,8 @@ def section_load(lines: list[str]) -> dict[str, Any] | None:
     lines.append("")
     lines.append(
         "scancel is 2 in the first moving poll of a run: the port asks `scancel --version` once, to know whether "
-        "`--ctld` exists (23.11+). scontrol is the one batched fence (`scontrol update jobid=a,b,... StartTime=...`) "
+        "`--ctld` is safe (23.11.6+, the fixed single filtered cancel). scontrol is the one batched fence "
+        "(`scontrol update jobid=a,b,... StartTime=...`) "
         "that stops the jobs from starting before the client-side `scancel --state=PENDING` of 22.05 lands.\n"
     )
     return r
@@ -461,6 +523,7 @@ def section_status(lines: list[str]) -> dict[str, Any] | None:
 def main() -> None:
     body: list[str] = []
     a = section_overhead(body)
+    section_versions(body)
     b = section_load(body)
     c = section_cost(body)
     e = section_poll_rate(body)

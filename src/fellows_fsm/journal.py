@@ -194,10 +194,10 @@ class Journal:
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
             self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
-            if getattr(self, "_db", None) is not None:
-                self._db.close()
+            self._close_refused()
             raise _damaged(self.path, exc) from None
         except OSError as exc:
+            self._close_refused()
             raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
 
     def check_intact(self) -> None:
@@ -212,6 +212,12 @@ class Journal:
                 f"journal {self.path} was deleted or replaced while this router drove it; stopped without touching "
                 f"the cluster{jobs}: restore the file, or cancel those jobs with scancel"
             )
+
+    def _close_refused(self) -> None:
+        """Close the connection of a journal being refused (Python 3.13 warns about one left open)."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
 
     # ----------------------------------------------------------------- the driver lock
     @property

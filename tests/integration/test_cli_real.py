@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from .conftest import REPO, Cluster, QueueRow
+from .conftest import Cluster, QueueRow
 
 pytestmark = pytest.mark.slurm
 
-FELLOWS_FSM = REPO / ".venv" / "bin" / "fellows-fsm"
+# The console script of the venv running the tests (.venv on the host, .venv-24.11 in the Debian 13 root).
+FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 CAP = 3.0
 
 

@@ -155,7 +155,7 @@ def test_kill_during_the_gcp_handoff_then_restart(slurm: Cluster, tmp_path: Path
     journal.close()
 
 
-def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path) -> None:
+def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """200 one-GPU dispatches are driven with exactly one squeue per tick and end as the caps dictate."""
     config = Config(
         fellows=FellowsConfig(park_cap_seconds=3, poll_interval_seconds=0.5),
@@ -163,7 +163,9 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path) -> N
         state_dir=tmp_path,
     )
     port = slurm.port()
-    router = Router(config, port, Journal(config.journal_path))
+    journal = Journal(config.journal_path)
+    request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
+    router = Router(config, port, journal)
     spec = slurm.spec(gpus=1)
     ids = [router.dispatch(spec).dispatch_id for _ in range(200)]
     squeue_per_tick: list[int] = []
@@ -186,10 +188,9 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path) -> N
     assert len(running) == 64
     pending = [r for r in slurm.queue() if r.state == "PENDING" and r.comment.startswith("fsm-")]
     assert pending == []
-    router.journal.close()
 
 
-def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path) -> None:
+def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """change_rung='in-place' moves the parked job to normal-eur with scontrol: same job id, and it runs."""
     slurm.occupy("high-eur", gpus=8, count=2)
     config = Config(
@@ -198,7 +199,9 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path) -> N
         state_dir=tmp_path,
     )
     port = slurm.port()
-    router = Router(config, port, Journal(config.journal_path))
+    journal = Journal(config.journal_path)
+    request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
+    router = Router(config, port, journal)
     handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
     router.run()
     final = router.handle(handle.dispatch_id)
@@ -207,4 +210,3 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path) -> N
     assert [(j.job_id, j.qos, j.state) for j in jobs] == [(handle.slurm_job_id, "normal-eur", "RUNNING")]
     assert port.runner.calls["scancel"] == 0
     assert [s.trigger for s in router.journal.steps(handle.dispatch_id)] == ["submit", "park", "move", "start"]
-    router.journal.close()

@@ -67,7 +67,12 @@ def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
             router=RouterConfig(**router),  # type: ignore[arg-type]
             state_dir=tmp_path,
         )
-        r = Router(config, fake, Journal(config.journal_path))
+        journal = Journal(config.journal_path)
+        try:
+            r = Router(config, fake, journal)
+        except BaseException:
+            journal.close()  # a refused router (e.g. a second driver) must not leave its connection open
+            raise
         routers.append(r)
         return r
 

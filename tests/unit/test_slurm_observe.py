@@ -253,3 +253,44 @@ def test_no_ids_no_calls() -> None:
     runner = ScriptedRunner({})
     assert Observer(runner).observe([]) == {}
     assert runner.calls == {}
+
+
+def _pending(job_id: str, reason: str, qos: str = "high-eur") -> str:
+    return f"{job_id}|PENDING|{reason}|{qos}|N/A|n/a|0|t|\n"
+
+
+def _reasons(lines: list[str], job_id: str = "5") -> list[str | None]:
+    """The reasons one Observer reports for ``job_id`` over successive squeue replies ``lines``."""
+    runner = ScriptedRunner({"squeue": [(0, line, "") for line in [*lines, lines[-1]]]})
+    observer = Observer(runner)
+    return [observer.observe([job_id])[job_id].reason for _ in lines]
+
+
+def test_limit_reason_survives_the_none_of_a_backfill_pass() -> None:
+    """SLURM 24.11's QOSMaxGRESPerUser/None alternation reads as QOSMaxGRESPerUser throughout."""
+    lines = [_pending("5", "QOSMaxGRESPerUser"), _pending("5", "None")] * 3
+    assert _reasons(lines) == ["QOSMaxGRESPerUser"] * 6
+
+
+def test_none_before_any_reason_stays_not_evaluated() -> None:
+    """A job never seen with a limit reason keeps None (not evaluated yet): nothing is made up."""
+    assert _reasons([_pending("5", "None"), _pending("5", "None")]) == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("second", "expected"),
+    [
+        pytest.param(_pending("5", "None", qos="normal-eur"), None, id="moved-to-another-qos"),
+        pytest.param(_pending("5", "JobHeldUser"), "JobHeldUser", id="another-reason"),
+        pytest.param(f"5|RUNNING|None|high-eur|{T0}|gpu01|0|t|\n", None, id="started"),
+    ],
+)
+def test_remembered_reason_is_forgotten_when_the_job_moves_on(second: str, expected: str | None) -> None:
+    """A QoS change, another reason or a start forgets the limit: a later None is None again."""
+    lines = [_pending("5", "QOSMaxGRESPerUser"), second, _pending("5", "None", qos="normal-eur")]
+    assert _reasons(lines)[1:] == [expected, None]
+
+
+def test_contention_reasons_are_not_remembered() -> None:
+    """Only limit reasons are remembered: Resources followed by None reads as None."""
+    assert _reasons([_pending("5", "Resources"), _pending("5", "None")]) == ["Resources", None]

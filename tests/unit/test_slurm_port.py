@@ -14,7 +14,9 @@ from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 T0 = "2026-11-30T02:36:31"
 SPEC = JobSpec("train", "/jobs/train it.sh", gpus=8)
 V22 = (0, "slurm-wlm 22.05.8\n", "")
-V23 = (0, "slurm 23.11.4\n", "")
+V23_EARLY = (0, "slurm 23.11.4\n", "")
+V23 = (0, "slurm 23.11.6\n", "")
+V24 = (0, "slurm-wlm 24.11.5\n", "")
 
 
 class ScriptedRunner(CommandRunner):
@@ -70,14 +72,17 @@ def test_parse_sbatch_id_refuses_garbage() -> None:
 @pytest.mark.parametrize(
     ("text", "version"),
     [
-        ("slurm-wlm 22.05.8", (22, 5)),
-        ("slurm 23.11.1", (23, 11)),
-        ("slurm 24.11.0-1", (24, 11)),
-        ("", (0, 0)),
+        ("slurm-wlm 22.05.8", (22, 5, 8)),
+        ("slurm 23.11.1", (23, 11, 1)),
+        ("slurm 24.11.0-1", (24, 11, 0)),
+        ("slurm-wlm 24.11.5", (24, 11, 5)),
+        ("slurm 25.05", (25, 5, 0)),
+        ("", (0, 0, 0)),
     ],
+    ids=["debian-12", "23.11.1", "packaged", "debian-13", "no-patch", "empty"],
 )
-def test_parse_version(text: str, version: tuple[int, int]) -> None:
-    """The version reads as (major, minor) so it compares with 23.11."""
+def test_parse_version(text: str, version: tuple[int, int, int]) -> None:
+    """The version reads as (major, minor, patch) so it compares with an exact patch level such as 23.11.6."""
     assert parse_version(text) == version
 
 
@@ -170,8 +175,8 @@ def test_cancel_if_pending_falls_back_to_scancels_filter_when_the_fence_fails_od
     assert runner.argvs[-1] == ("scancel", "--state=PENDING", "7")
 
 
-def test_cancel_if_pending_uses_ctld_from_23_11_and_asks_the_version_once() -> None:
-    """From 23.11 scancel --ctld filters inside slurmctld; the version is asked only once per port."""
+def test_cancel_if_pending_uses_ctld_from_23_11_6_and_asks_the_version_once() -> None:
+    """From 23.11.6 scancel --ctld filters inside slurmctld; the version is asked only once per port."""
     port, runner = _port(
         {
             "scancel": [V23, (0, "", "")],
@@ -275,3 +280,16 @@ def test_cancel_of_an_ended_job_is_not_an_error() -> None:
     port, _ = _port({"scancel": [(1, "", "scancel: error: Access/permission denied for job 12\n")]})
     with pytest.raises(SchedulerError, match=r"scancel 12 failed: .*permission denied"):
         port.cancel(["12"])
+
+
+@pytest.mark.parametrize(
+    ("version", "ctld"),
+    [(V22, False), (V23_EARLY, False), (V23, True), (V24, True)],
+    ids=["22.05.8", "23.11.4", "23.11.6", "24.11.5"],
+)
+def test_ctld_cancel_is_gated_by_the_exact_patch_level(version: tuple[int, str, str], ctld: bool) -> None:
+    """scancel --ctld is used only from 23.11.6 (the fixed single filtered cancel); before, the job is fenced."""
+    port, runner = _port({"scancel": [version, (0, "", "")], "scontrol": [(0, "", "")]})
+    port.cancel_if_pending(["5"], read_back=False)
+    assert (("scancel", "--ctld", "--state=PENDING", "5") in runner.argvs) is ctld
+    assert (("scancel", "--state=PENDING", "5") in runner.argvs) is not ctld

@@ -1,7 +1,9 @@
 """Observe many jobs in one round trip: one squeue for all ids, one sacct only for ids squeue no longer knows.
 
 It never filters by QoS or partition (a walking job changes both), never trusts one empty or failed reply,
-and never reads a job it cannot find as finished: such a job is Phase.UNKNOWN.
+and never reads a job it cannot find as finished: such a job is Phase.UNKNOWN. A limit reason seen for a
+pending job is remembered until the job leaves that QoS or stops pending (SLURM >= 24.11 blanks it to
+``None`` after each backfill pass), so what users see and what the journal records does not flicker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import datetime
 
 import attrs
 
-from fellows_fsm.scheduler import Observation, Phase
+from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [
@@ -50,6 +52,12 @@ _ACTIVE = frozenset(
 _ENDED = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL"})
 _ENDED_MAYBE_UNSTARTED = frozenset({"CANCELLED", "DEADLINE"})
 _NO_VALUE = frozenset({"", "N/A", "n/a", "None", "Unknown", "(null)"})
+# Reasons that name a limit of the job's QoS or association: they change only when the limit or the usage
+# it counts changes, which the main scheduler reports with a new reason (or a start).
+_LIMIT_GROUPS = frozenset({ReasonGroup.OWN_CAP, ReasonGroup.SHARED_CAP, ReasonGroup.NEVER_FITS})
+# Jobs whose limit reason is remembered at most; beyond it the oldest is forgotten (a job read as
+# "not evaluated" once is harmless: the next main-scheduler pass names the limit again).
+_MAX_REMEMBERED = 10_000
 
 
 def parse_slurm_time(text: str) -> float | None:
@@ -191,6 +199,8 @@ class Observer:
     retry_delay_seconds: float = 0.2
     sacct_lookback_seconds: float = 7 * 86_400
     """How far back sacct looks (without --starttime it would only cover since midnight)."""
+    _limit_reasons: dict[str, tuple[str | None, str]] = attrs.field(factory=dict, init=False, repr=False)
+    """Per pending job id: the QoS and the limit reason last seen for it (see ``_steady``)."""
 
     def observe(self, job_ids: Sequence[str]) -> dict[str, Observation]:
         """Every id in ``job_ids`` mapped to an Observation; ids no record knows map to Phase.UNKNOWN."""
@@ -202,9 +212,38 @@ class Observer:
         if missing:
             rows.update(self.sacct_rows(missing))
         return {
-            job_id: rows[job_id].observation if job_id in rows else Observation(job_id, Phase.UNKNOWN)
+            job_id: self._steady(rows[job_id].observation) if job_id in rows else Observation(job_id, Phase.UNKNOWN)
             for job_id in wanted
         }
+
+    def _steady(self, seen: Observation) -> Observation:
+        """``seen``, with the last limit reason of a still-pending job on the same QoS instead of ``None``.
+
+        From SLURM 24.11 a job held back by a QoS limit shows the limit (e.g. QOSMaxGRESPerUser) after each
+        main-scheduler pass and ``None`` after each backfill pass: that ``None`` is not "not evaluated yet".
+        Any other reason, a QoS change, or leaving PENDING forgets the remembered one.
+        """
+        job_id = seen.job_id
+        if seen.phase is not Phase.PENDING:
+            self._limit_reasons.pop(job_id, None)
+            return seen
+        if seen.reason is not None:
+            if seen.reason_group in _LIMIT_GROUPS:
+                self._limit_reasons.pop(job_id, None)
+                self._limit_reasons[job_id] = (seen.qos, seen.reason)
+                while len(self._limit_reasons) > _MAX_REMEMBERED:
+                    del self._limit_reasons[next(iter(self._limit_reasons))]
+            else:
+                self._limit_reasons.pop(job_id, None)
+            return seen
+        remembered = self._limit_reasons.get(job_id)
+        if remembered is None:
+            return seen
+        qos, reason = remembered
+        if qos != seen.qos:
+            del self._limit_reasons[job_id]
+            return seen
+        return attrs.evolve(seen, reason=reason)
 
     def _squeue(self, job_ids: list[str]) -> dict[str, JobRow]:
         """One squeue for ``job_ids``, one attempt: an unreachable controller raises at once (the poll backs off)."""

@@ -28,10 +28,11 @@ NOT_PENDING = "Job is no longer pending execution"
 ALREADY_FINISHED = "Job has already finished"
 INVALID_JOB_ID = "Invalid job id specified"
 _GONE_ALREADY = (ALREADY_FINISHED, INVALID_JOB_ID, "already completing")
-# scancel filters --state inside slurmctld (--ctld) only from 23.11; before, the filter is client-side.
-CTLD_CANCEL_VERSION = (23, 11)
+# scancel filters --state inside slurmctld with --ctld from 23.11, but SLURM's NEWS puts the fix of a single
+# filtered cancel in 23.11.6: before that patch level the client-side filter (after a fence) is used.
+CTLD_CANCEL_VERSION = (23, 11, 6)
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
-_VERSION = re.compile(r"(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 # A begin time far enough ahead that a fenced job cannot start before the cancel that follows it.
 _FENCE_BEGIN = "now+365days"
 _ERROR_PREFIX = re.compile(r"^\S+: error: ")
@@ -47,10 +48,13 @@ def parse_sbatch_id(stdout: str) -> str:
     return job_id
 
 
-def parse_version(text: str) -> tuple[int, int]:
-    """``(major, minor)`` from ``slurm-wlm 22.05.8`` / ``slurm 23.11.1``; ``(0, 0)`` if none is found."""
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` from ``slurm-wlm 22.05.8`` / ``slurm 23.11.6``; ``(0, 0, 0)`` if none is found.
+
+    A missing patch level reads as 0, so a gate at an exact patch level never passes on a guess.
+    """
     match = _VERSION.search(text)
-    return (int(match[1]), int(match[2])) if match else (0, 0)
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else (0, 0, 0)
 
 
 def _current_user() -> str:
@@ -102,10 +106,10 @@ class SlurmScheduler:
     def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
         """Cancel each job only while it is pending (one scancel for all); with ``read_back``, one observe.
 
-        Before 23.11 scancel filters ``--state=PENDING`` in the client, so a job may start between its look
+        Before 23.11.6 scancel filters ``--state=PENDING`` in the client, so a job may start between its look
         and its kill. The jobs are first fenced inside slurmctld by one begin-time update, which slurmctld
         applies only to a pending job (a running one is refused with "no longer pending"), so a fenced job
-        cannot start before the cancel lands. From 23.11 ``scancel --ctld`` applies the filter in slurmctld.
+        cannot start before the cancel lands. From 23.11.6 ``scancel --ctld`` applies the filter in slurmctld.
 
         Without ``read_back`` the result holds only what the cancel itself proves: a job the fence held and
         scancel then removed is GONE (it cannot have started in between). Any other job is left out; the
@@ -165,8 +169,8 @@ class SlurmScheduler:
             raise QosRejected(qos, f"SLURM refused to move job {job_id} to QoS {qos!r}: {words}")
         raise SchedulerError(f"scontrol could not move job {job_id} to QoS {qos!r}: {words}")
 
-    def scancel_version(self) -> tuple[int, int]:
-        """The ``(major, minor)`` version of the scancel on PATH."""
+    def scancel_version(self) -> tuple[int, int, int]:
+        """The ``(major, minor, patch)`` version of the scancel on PATH."""
         result = self.runner.run(("scancel", "--version"))
         return parse_version(result.stdout or result.stderr)
 
