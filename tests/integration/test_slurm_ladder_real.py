@@ -90,10 +90,10 @@ def test_every_rung_blocked_ends_failed_to_gcp(slurm: Cluster) -> None:
     slurm.occupy("normal-eur", 8, count=2)
     slurm.occupy("low-eur", 32)
     port = slurm.port()
-    dispatch = _dispatch(slurm.spec(gpus=8), _ladder(2.0), port)
-    # A fine tick: on 24.11, with the node full, squeue shows the cap only part of the time (None after each
-    # backfill pass); the port keeps it once seen, but a 2 s window polled every 0.3 s can miss it altogether.
-    slurm.drive([dispatch], port, until=lambda: dispatch.state == FAILED_TO_GCP, timeout=40, tick=0.1)
+    dispatch = _dispatch(slurm.spec(gpus=8), _ladder(5.0), port)
+    # A fine tick and 5 s windows: on 24.11, with the node full, squeue shows the cap only part of the time (None
+    # after each backfill pass); the port keeps it once seen, but a short window can miss it altogether.
+    slurm.drive([dispatch], port, until=lambda: dispatch.state == FAILED_TO_GCP, timeout=60, tick=0.1)
 
     reasons = _parks(dispatch)
     assert [q for q, _ in reasons] == list(LADDER)

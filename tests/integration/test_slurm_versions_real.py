@@ -40,7 +40,7 @@ def test_own_cap_reason_stays_across_backfill_passes_on_a_full_node(slurm: Clust
     port = slurm.port()
     version = port.scancel_version()
     journal = Journal(tmp_path / "journal.sqlite3")
-    ladder = FellowsConfig(qos="high-eur", qos_ladder=["high-eur", "normal-eur"], park_cap_seconds=8.0).ladder
+    ladder = FellowsConfig(qos="high-eur", qos_ladder=["normal-eur"], park_cap_seconds=8.0).ladder
     dispatch = Dispatch(
         f"it{uuid.uuid4().hex[:8]}", slurm.spec(gpus=8), ladder, port, clock=SystemClock(), recorder=journal
     )
