@@ -518,7 +518,8 @@ def load_config(path: Path | str | None = None) -> Config:
 
 
 def config_warnings(config: Config) -> tuple[str, ...]:
-    """What is allowed but probably wrong: a lane program not on PATH here, a poll faster than once a second."""
+    """What is allowed but probably wrong: a lane program not on PATH here, a poll faster than once a second, a
+    park cap shorter than two polls."""
     warnings: list[str] = []
     for lane in config.lanes:
         for what, argv in (("command", lane.command), ("probe", lane.probe)):
@@ -533,5 +534,12 @@ def config_warnings(config: Config) -> tuple[str, ...]:
         warnings.append(
             f"[fellows] poll_interval_seconds={config.fellows.poll_interval_seconds:g} asks SLURM more than once "
             "a second; 10 is kind to a shared controller"
+        )
+    shortest = min(r.park_cap_seconds for r in config.fellows.ladder.rungs)
+    if shortest < 2 * config.fellows.poll_interval_seconds:
+        warnings.append(
+            f"[fellows] a park cap of {shortest:g} s is under two polls of {config.fellows.poll_interval_seconds:g} s: "
+            "a rung's window may close before the poll that would start its job, and the rung is passed over; "
+            "raise the cap or lower poll_interval_seconds"
         )
     return tuple(warnings)

@@ -1025,3 +1025,13 @@ def test_views_fit_80_columns(
         lines = result.stdout.splitlines()
         assert max(len(line) for line in lines) <= 80, result.stdout
         assert "…" not in result.stdout, result.stdout
+
+
+def test_a_park_cap_under_two_polls_is_warned_about(env: Path) -> None:
+    """A cap shorter than two poll intervals passes config check with a warning naming both values."""
+    (env / "fellows.toml").write_text(_toml(env, fellows="park_cap_seconds = 5\npoll_interval_seconds = 10"))
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "warning: [fellows] a park cap of 5 s is under two polls of 10 s" in result.stderr
+    (env / "fellows.toml").write_text(_toml(env, fellows="park_cap_seconds = 600\npoll_interval_seconds = 10"))
+    assert "park cap" not in run("config", "check").stderr
