@@ -24,7 +24,9 @@ def test_simulate_json_has_the_documented_keys_per_strategy_and_cap() -> None:
     assert code == 0
     rows = json.loads(out)
     assert {(r["strategy"], r["park_cap_seconds"]) for r in rows} == {
-        (s, c) for s in ("static", "single-timeout", "ladder", "reason-aware", "oracle") for c in (60, 600)
+        (s, c)
+        for s in ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
+        for c in (60, 600)
     }
     for row in rows:
         assert KEYS | {"rung_changes"} <= set(row)
