@@ -173,8 +173,19 @@ def dispatch_token(dispatch_id: str, rung_index: int) -> str:
     return f"fsm-{dispatch_id}-r{rung_index}"
 
 
-def window_deadline(previous_deadline: float, entered_at: float, rung: Rung) -> float:
-    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier."""
+EARLY_PARK = "park_early="
+"""How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
+
+
+def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, carried: bool = False) -> float:
+    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier.
+
+    ``carried``: the previous rung was left early by the ``park_early`` policy, and the unused rest of its window
+    moves on with the job: this window opens when the previous one would have closed, so every later window
+    closes where it would have had the job waited, and the worst case before the paid lane is unchanged.
+    """
+    if carried:
+        return previous_deadline + rung.park_cap_seconds
     return min(previous_deadline, entered_at) + rung.park_cap_seconds
 
 
@@ -267,6 +278,8 @@ class Dispatch:
     paused_since: float | None = attrs.field(init=False, default=None)
     unknown_since: float | None = attrs.field(init=False, default=None)
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
+    left_early: bool = attrs.field(init=False, default=False)
+    """The rung being left was parked early by ``park_early``: the rest of its window carries to the next rung."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -318,8 +331,12 @@ class Dispatch:
             rung = ladder.rungs[step.rung_index]
             if step.trigger == "submit":
                 d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
+            elif step.trigger == "park":
+                d.left_early = step.note.startswith(EARLY_PARK)
             elif step.trigger in ("resubmit", "move"):
-                d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
+                d.entered_at = step.at
+                d.deadline = window_deadline(d.deadline, step.at, rung, carried=d.left_early)
+                d.left_early = False
             elif step.trigger == "hold":
                 held_since = step.at
             elif step.trigger == "release":
@@ -573,8 +590,9 @@ class Dispatch:
         if not self.rung_expired() and not self.rung_cannot_start() and not self.held:
             early = self.early_park_reason()
             if early is not None:
-                self.note = f"park_early={self.park_early}: {early}"
+                self.note = f"{EARLY_PARK}{self.park_early}: {early}"
         self._fire("park")
+        self.left_early = self.note == "" and self.history[-1].note.startswith(EARLY_PARK)
 
     def drop(self) -> None:
         """The rung's job is gone without starting (cancelled by others, deadline, refused QoS)."""
@@ -610,7 +628,8 @@ class Dispatch:
         self.rung_index += 1
         now = self.clock.now()
         self.entered_at = now
-        self.deadline = window_deadline(previous_deadline, now, self.rung)
+        self.deadline = window_deadline(previous_deadline, now, self.rung, carried=self.left_early)
+        self.left_early = False
 
     def give_up(self) -> None:
         """The last rung's job is confirmed gone: hand the dispatch to the next lane (GCP)."""
