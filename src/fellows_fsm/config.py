@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.policy import DEFAULT_PARK_EARLY, PARK_EARLY_POLICIES
+from fellows_fsm.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
 
 __all__ = [
     "CONFIG_ENV",
@@ -173,8 +173,9 @@ class FellowsConfig:
     """When a job leaves a rung before its window closes: 'off' (wait out every cap), 'own-cap' (at once while
     the user's own per-QoS cap holds it back), 'estimate' (once SLURM's start estimate lies past the window).
     The cap still bounds every rung. See policy.py and docs/configuration.md."""
-    park_early_last_rung: bool = True
-    """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane."""
+    park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
+    """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
+    no, the last rung waits out its window; see docs/configuration.md)."""
 
     def __attrs_post_init__(self) -> None:
         _check_qos_name("qos", self.qos)

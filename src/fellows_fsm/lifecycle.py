@@ -255,7 +255,7 @@ class Dispatch:
     """When to leave a rung before its window closes (``[fellows] park_early``; see policy.py); the window still
     bounds every rung. The library default is "off" (wait out every window); the config's default is chosen
     from the sweep."""
-    park_early_last_rung: bool = True
+    park_early_last_rung: bool = False
     """Whether ``park_early`` also leaves the last rung early (handing the job to the paid lane sooner)."""
 
     state: str = attrs.field(init=False)
@@ -301,7 +301,7 @@ class Dispatch:
         controller_deadline: bool = False,
         in_place: bool = False,
         park_early: str = "off",
-        park_early_last_rung: bool = True,
+        park_early_last_rung: bool = False,
     ) -> Dispatch:
         """Rebuild a dispatch from its journaled steps and rung jobs, exactly where it stood.
 

@@ -532,7 +532,7 @@ class Router:
                 in_place=bool(settings.get("in_place", self.config.router.change_rung == "in-place")),
                 # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
                 park_early=str(settings.get("park_early", "off")),
-                park_early_last_rung=bool(settings.get("park_early_last_rung", True)),
+                park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
             )
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
             self.settings[d.id] = settings

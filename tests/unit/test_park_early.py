@@ -308,3 +308,23 @@ def test_a_restored_dispatch_keeps_the_carried_window(
         d.id, d.spec, d.ladder, fake, history=d.history, jobs={d.rung_index: d.job_id}, park_early="estimate"
     )
     assert again.deadline == d.deadline
+
+
+def test_last_rung_leaves_early_for_the_paid_lane_when_park_early_last_rung_is_on(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """With park_early_last_rung true, a late estimate on the last rung parks it at once, naming the estimate."""
+    d = make_dispatch(park_early="estimate", park_early_last_rung=True, ladder=FellowsConfig(qos_ladder=()).ladder)
+    d.submit()
+    assert d.job_id is not None
+    fake.set_pending(d.job_id, "Resources", expected_start=d.deadline + 3600)
+    frozen.tick(10)
+    poll(d, fake)
+    assert d.state == PARKED
+    assert parks(d)[0].startswith("park_early=estimate: start estimated")
+
+
+def test_the_default_config_uses_estimates_on_free_rungs_only() -> None:
+    """Out of the box park_early is 'estimate' and the last rung (leaving it pays) waits out its window."""
+    config = FellowsConfig()
+    assert (config.park_early, config.park_early_last_rung) == ("estimate", False)

@@ -69,8 +69,8 @@ class SimParams:
     """Time from a GCP handoff to the job running there, added to its time-to-start."""
     max_wait_seconds: float = 14 * 86_400.0
     """How long past the last submission the simulation may run; jobs not started by then are unstarted."""
-    park_early_last_rung: bool = True
-    """``[fellows] park_early_last_rung`` for the reason-aware and predictive strategies."""
+    park_early_last_rung: bool = False
+    """``[fellows] park_early_last_rung`` for the reason-aware and predictive strategies (the product's default)."""
 
     def __attrs_post_init__(self) -> None:
         if self.gpus < 1:
