@@ -96,17 +96,19 @@ def test_estimate_without_an_estimate_waits_for_the_cap_on_contention(
     assert parks(d) == [""]  # the cap's park: no early reason
 
 
-def test_estimate_without_an_estimate_leaves_the_users_own_cap(
+def test_estimate_without_an_estimate_waits_even_on_the_users_own_cap(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """With no estimate and the user's own cap full (their jobs in the way have no limit), estimate leaves at once."""
+    """N/A on the user's own cap (SLURM's first backfill pass has not run yet, or no limits) waits for the cap."""
     d = submitted(make_dispatch, "estimate")
     assert d.job_id is not None
     fake.set_pending(d.job_id, OWN_CAP, expected_start=None)
-    frozen.tick(10)
+    frozen.tick(CAP - 1)
     poll(d, fake)
-    assert d.state == NORMAL
-    assert "no start estimate" in parks(d)[0]
+    assert d.state == HIGH
+    frozen.tick(1)
+    poll(d, fake)
+    assert parks(d) == [""]
 
 
 def test_estimate_inside_the_window_keeps_a_job_held_back_by_its_own_cap(
@@ -300,7 +302,7 @@ def test_a_restored_dispatch_keeps_the_carried_window(
     """Rebuilt from its journaled steps, a dispatch that left a rung early has the same carried deadline."""
     d = submitted(make_dispatch, "estimate")
     assert d.job_id is not None
-    fake.set_pending(d.job_id, OWN_CAP, expected_start=None)
+    fake.set_pending(d.job_id, OWN_CAP, expected_start=d.deadline + 60)
     frozen.tick(10)
     poll(d, fake)
     assert d.job_id is not None
