@@ -40,10 +40,11 @@ def park_early_reason(
     last rung hands the job to the paid lane). Whether the last rung is left early at all is the caller's
     choice (``[fellows] park_early_last_rung``).
 
-    estimate without an estimate waits, whatever the reason: SLURM shows N/A both before its first backfill pass
-    over the job (measured on the local SLURM: the first polls after a submit see QOSMaxGRESPerUser and N/A) and
-    when the jobs in the way have no time limit, and the two cannot be told apart; the cap decides. An estimate
-    at or before the window's end keeps the job (it is expected to start in time), whatever the reason.
+    estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
+    no estimate to a job its QoS's per-user limit holds back, measured on the local cluster even when the jobs in
+    the way have time limits; and the next rung's budget is free now); any other reason waits for the cap (N/A
+    there is a job the backfill has not planned yet). An estimate at or before the window's end keeps the job (it
+    is expected to start in time), whatever the reason.
     """
     if policy == "off" or observation is None or observation.phase is not Phase.PENDING:
         return None
@@ -57,6 +58,8 @@ def park_early_reason(
             return f"{observation.reason}: your own jobs fill this QoS's per-user cap; leaving for {where}"
         return None
     expected = observation.expected_start
+    if expected is None and own_cap:
+        return f"{observation.reason} and SLURM gives no start estimate; leaving for {where}"
     if expected is None or expected <= window_end:
         return None
     return f"start estimated {_clock(expected, window_end)}, window ends {_clock(window_end, expected)}"

@@ -96,19 +96,19 @@ def test_estimate_without_an_estimate_waits_for_the_cap_on_contention(
     assert parks(d) == [""]  # the cap's park: no early reason
 
 
-def test_estimate_without_an_estimate_waits_even_on_the_users_own_cap(
+def test_estimate_without_an_estimate_leaves_the_users_own_cap(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """N/A on the user's own cap (SLURM's first backfill pass has not run yet, or no limits) waits for the cap."""
+    """N/A on the user's own cap (SLURM 22.05 never estimates such a job) leaves at once, saying so."""
     d = submitted(make_dispatch, "estimate")
     assert d.job_id is not None
     fake.set_pending(d.job_id, OWN_CAP, expected_start=None)
-    frozen.tick(CAP - 1)
+    frozen.tick(10)
     poll(d, fake)
-    assert d.state == HIGH
-    frozen.tick(1)
-    poll(d, fake)
-    assert parks(d) == [""]
+    assert d.state == NORMAL
+    assert parks(d) == [
+        "park_early=estimate: QOSMaxGRESPerUser and SLURM gives no start estimate; leaving for the next rung"
+    ]
 
 
 def test_estimate_inside_the_window_keeps_a_job_held_back_by_its_own_cap(

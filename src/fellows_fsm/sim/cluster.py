@@ -381,7 +381,9 @@ class SimCluster:
                 if free.least(at, at + length) >= job.gpus and (
                     cap is None or mine.most(at, at + length) + job.gpus <= cap
                 ):
-                    job.expected_start = at
+                    # Reserved either way; shown only for a job its per-user cap does not hold back now, as on
+                    # SLURM 22.05 (a QOSMaxGRESPerUser job reads N/A, measured on the local cluster).
+                    job.expected_start = None if job.reason == "QOSMaxGRESPerUser" else at
                     free.add(at, at + length, -job.gpus)
                     mine.add(at, at + length, job.gpus)
                     break
