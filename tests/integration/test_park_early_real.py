@@ -1,7 +1,9 @@
-"""park_early on the real local SLURM: SLURM's start estimate walks a job off a rung it cannot start on in time.
+"""park_early on the real local SLURM: a job leaves a rung it cannot start on in time, before the window closes.
 
 high-eur is held at this user's 16-GPU cap by two running jobs whose time limits end 30 minutes out; the rung's
-cap is 60 s. Every assertion reads the journal's steps against the window, never a stopwatch.
+cap is 60 s. SLURM 22.05 shows no start estimate (N/A) for a job its per-user QoS cap holds back (measured here,
+against the issue's expectation), so the estimate policy leaves on that reason; a contention wait with an estimate
+past the window is the other case. Every assertion reads the journal's steps against the window, never a stopwatch.
 """
 
 from __future__ import annotations
@@ -53,14 +55,16 @@ def run_dispatch(slurm: Cluster, tmp_path: Path, policy: str) -> tuple[list[Step
 
 
 def test_estimate_leaves_high_eur_at_once_and_says_why(slurm: Cluster, tmp_path: Path) -> None:
-    """With park_early='estimate', the dispatch parks high-eur before its window closes, naming SLURM's estimate,
-    and runs on normal-eur; the estimate rides on the poll's one squeue."""
+    """With park_early='estimate', the dispatch parks high-eur before its window closes, saying why (its own cap
+    and no estimate from SLURM), and runs on normal-eur; it costs no SLURM call beyond the poll's one squeue."""
     steps, qos, polls, squeues = run_dispatch(slurm, tmp_path, "estimate")
     assert qos == "normal-eur"
     submit, park = steps[0], next(s for s in steps if s.trigger == "park")
     assert (park.qos, park.reason) == ("high-eur", "QOSMaxGRESPerUser")
-    assert park.note.startswith("park_early=estimate: start estimated ")
-    assert "window ends" in park.note
+    assert (
+        park.note
+        == "park_early=estimate: QOSMaxGRESPerUser and SLURM gives no start estimate; leaving for the next rung"
+    )
     assert park.at < submit.at + CAP  # left inside the window, not at its end
     assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit", "start"]
     assert squeues <= polls + 1  # one squeue per poll (plus the cancel's read-back at most): no extra call
@@ -73,3 +77,35 @@ def test_off_waits_out_the_cap_on_high_eur(slurm: Cluster, tmp_path: Path) -> No
     submit, park = steps[0], next(s for s in steps if s.trigger == "park")
     assert park.at >= submit.at + CAP
     assert park.note == ""
+
+
+def test_an_estimate_past_the_window_parks_a_contended_job(slurm: Cluster, tmp_path: Path) -> None:
+    """With the node full of 30-minute jobs, high-eur's job pends on Resources with SLURM's estimate 30 minutes out:
+    estimate parks it inside the window, the note giving the estimate and the window's end."""
+    slurm.occupy("low-eur", 64, time_minutes=30)
+    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early="estimate"),
+        lanes=(lane,),
+        state_dir=tmp_path,
+    )
+    router = Router(config, slurm.port(), Journal(config.journal_path))
+    try:
+        handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
+        polls = 0
+
+        def parked(_: object) -> bool:
+            nonlocal polls
+            polls += 1
+            steps = router.journal.steps(handle.dispatch_id)
+            return any(s.trigger == "park" for s in steps) or polls > 200
+
+        router.run(until=parked)
+        steps = router.journal.steps(handle.dispatch_id)
+    finally:
+        router.journal.close()
+    submit, park = steps[0], next(s for s in steps if s.trigger == "park")
+    assert park.qos == "high-eur"
+    assert park.note.startswith("park_early=estimate: start estimated ")
+    assert "window ends" in park.note
+    assert park.at < submit.at + CAP
