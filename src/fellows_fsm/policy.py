@@ -16,8 +16,9 @@ __all__ = ["DEFAULT_PARK_EARLY", "DEFAULT_PARK_EARLY_LAST_RUNG", "PARK_EARLY_POL
 PARK_EARLY_POLICIES = ("off", "own-cap", "estimate")
 """off: wait out every window. own-cap: leave at once while the user's own per-QoS cap holds the job back.
 estimate: leave once SLURM's start estimate lies past the window's end."""
-DEFAULT_PARK_EARLY = "estimate"
-"""The default, chosen from the sweep in docs/benchmarks.md (section "park_early")."""
+DEFAULT_PARK_EARLY = "own-cap"
+"""The default, chosen from the sweep in docs/benchmarks.md (section "park_early"): with time limits 2x or 10x the
+durations, leaving contended rungs on SLURM's (too late) estimates lost free-cluster share against own-cap."""
 DEFAULT_PARK_EARLY_LAST_RUNG = False
 """By default the last rung (leaving it pays) waits out its window: start estimates come from time limits and err
 late, and on workloads whose limits exceed the durations, leaving the last rung on them sent jobs to GCP that the

@@ -327,7 +327,7 @@ def test_last_rung_leaves_early_for_the_paid_lane_when_park_early_last_rung_is_o
     assert "paid lane" not in parks(d)[0]  # the estimate's note names the times, not the lane
 
 
-def test_the_default_config_uses_estimates_on_free_rungs_only() -> None:
-    """Out of the box park_early is 'estimate' and the last rung (leaving it pays) waits out its window."""
+def test_the_default_config_leaves_own_capped_free_rungs_only() -> None:
+    """Out of the box park_early is 'own-cap' and the last rung (leaving it pays) waits out its window."""
     config = FellowsConfig()
-    assert (config.park_early, config.park_early_last_rung) == ("estimate", False)
+    assert (config.park_early, config.park_early_last_rung) == ("own-cap", False)
