@@ -1,6 +1,7 @@
 """Agreement with reality: one small trace replayed through the real Router on the local SLURM and in the sim.
 
-Both sides play the ``ladder`` strategy with the same caps and poll interval; background jobs run as the
+Both sides play the same ``[fellows] park_early`` policy (``--park-early``, default "off": the ``ladder``
+strategy; "estimate" is the ``predictive`` one) with the same caps and poll interval; background jobs run as the
 unix user ``fellows`` on the real cluster. Per job: the QoS it ran on (or GCP) on each side, the start
 times, and the free-cluster share of each. Run it under the shared lock:
 
@@ -29,6 +30,11 @@ from fellows_fsm.sim.run import GCP, InProcessLane, JobOutcome, RunResult, minut
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
 TRACE = Path(__file__).resolve().parent / "traces" / "agreement.jsonl"
+ESTIMATE_TRACE = Path(__file__).resolve().parent / "traces" / "agreement_estimate.jsonl"
+"""A trace where SLURM's start estimate decides: a 64-GPU job with a 5-minute limit that ends after 20 s fills the
+cluster; with park_early='estimate' my job leaves high-eur and normal-eur on the estimate and starts on low-eur,
+with 'off' it waits on high-eur and starts there."""
+STRATEGY = {"off": "ladder", "own-cap": "reason-aware", "estimate": "predictive"}
 CAP = 3.0
 POLL = 1.0
 BACKGROUND_USER = "fellows"
@@ -40,7 +46,9 @@ def params() -> SimParams:
     return SimParams(gpus=64, poll_interval_seconds=POLL, debug_qos="dev-eur")
 
 
-def replay_real(trace: Sequence[TraceJob], *, cap: float = CAP, poll: float = POLL) -> RunResult:
+def replay_real(
+    trace: Sequence[TraceJob], *, cap: float = CAP, poll: float = POLL, park_early: str = "off"
+) -> RunResult:
     """Play ``trace`` on the local SLURM: my jobs through the real Router (ladder), others' as user fellows."""
     port = SlurmScheduler(CommandRunner(timeout_seconds=30))
     events = sorted(trace, key=lambda j: (j.submit_at, j.index))
@@ -50,7 +58,9 @@ def replay_real(trace: Sequence[TraceJob], *, cap: float = CAP, poll: float = PO
     with tempfile.TemporaryDirectory(prefix="fellows-agree-") as state_dir:
         lane = LaneConfig(name=GCP, command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=poll, debug_qos="dev-eur"),
+            fellows=FellowsConfig(
+                park_cap_seconds=cap, poll_interval_seconds=poll, debug_qos="dev-eur", park_early=park_early
+            ),
             lanes=(lane,),
             router=RouterConfig(),
             state_dir=state_dir,
@@ -69,14 +79,20 @@ def replay_real(trace: Sequence[TraceJob], *, cap: float = CAP, poll: float = PO
                 sent += 1
                 if job.mine:
                     spec = realslurm.spec(
-                        f"agree-{job.index}", job.gpus, job.duration, time_limit=minutes_limit(job.duration)
+                        f"agree-{job.index}", job.gpus, job.duration, time_limit=minutes_limit(job.limit)
                     )
                     submitted[job.index] = time.time()
                     handle = router.dispatch(spec, intent=job.intent)
                     dispatches[job.index] = router.live[handle.dispatch_id]
                 else:
                     background.append(
-                        realslurm.sbatch(job.qos or "normal-eur", job.gpus, job.duration, user=BACKGROUND_USER)
+                        realslurm.sbatch(
+                            job.qos or "normal-eur",
+                            job.gpus,
+                            job.duration,
+                            user=BACKGROUND_USER,
+                            time_limit=job.time_limit,
+                        )
                     )
 
         def sleep(seconds: float) -> None:
@@ -107,7 +123,7 @@ def replay_real(trace: Sequence[TraceJob], *, cap: float = CAP, poll: float = PO
             ids = [job.job_id for row in journal.dispatches() for job in journal.jobs(row.id)]
             journal.close()
             realslurm.cancel(ids + background)
-    return RunResult("ladder", cap, tuple(outcomes))
+    return RunResult(STRATEGY[park_early], cap, tuple(outcomes))
 
 
 @attrs.frozen
@@ -116,9 +132,9 @@ class _WallClock:
         return time.time()
 
 
-def replay_sim(trace: Sequence[TraceJob], *, cap: float = CAP) -> RunResult:
-    """The same trace in the simulator, ``ladder`` strategy."""
-    return simulate(trace, "ladder", cap, params())
+def replay_sim(trace: Sequence[TraceJob], *, cap: float = CAP, park_early: str = "off") -> RunResult:
+    """The same trace in the simulator, with the strategy that plays ``park_early``."""
+    return simulate(trace, STRATEGY[park_early], cap, params())
 
 
 def compare(real: RunResult, sim: RunResult) -> dict[str, object]:
@@ -157,12 +173,15 @@ def compare(real: RunResult, sim: RunResult) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--park-early", choices=sorted(STRATEGY), default="off")
+    parser.add_argument("--cap", type=float, default=CAP)
+    parser.add_argument("--name", default="agreement", help="the result file's name under benchmarks/results/")
     args = parser.parse_args()
     trace = load_trace(args.trace)
     realslurm.cancel(realslurm.live_ids())
     realslurm.wait_empty()
-    real = replay_real(trace)
-    sim = replay_sim(trace)
+    real = replay_real(trace, cap=args.cap, park_early=args.park_early)
+    sim = replay_sim(trace, cap=args.cap, park_early=args.park_early)
     result = compare(real, sim)
     for row in result["jobs"]:  # type: ignore[attr-defined]
         print(
@@ -175,10 +194,11 @@ def main() -> None:
         f"max {result['start_gap_seconds_max']} s"
     )
     path = write_result(
-        "agreement",
+        args.name,
         {
             "trace": str(args.trace.relative_to(Path.cwd()) if args.trace.is_absolute() else args.trace),
-            "park_cap_seconds": CAP,
+            "park_early": args.park_early,
+            "park_cap_seconds": args.cap,
             "poll_interval_seconds": POLL,
             **result,
         },

@@ -6,6 +6,7 @@ made here is cancelled by the caller. Nothing here decides anything for a dispat
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
@@ -39,8 +40,17 @@ def spec(name: str, gpus: int, seconds: float, *, time_limit: int = 600) -> JobS
     return JobSpec(name=name, script=script(seconds), gpus=gpus, time_limit_seconds=time_limit, extra_args=job_args())
 
 
-def sbatch(qos: str, gpus: int, seconds: float, *, user: str | None = None, name: str = "bench") -> str:
-    """Submit a plain job (as ``user`` if given, via runuser) and return its id."""
+def sbatch(
+    qos: str,
+    gpus: int,
+    seconds: float,
+    *,
+    user: str | None = None,
+    name: str = "bench",
+    time_limit: float | None = None,
+) -> str:
+    """Submit a plain job (as ``user`` if given, via runuser) and return its id; ``time_limit`` in seconds is
+    rounded up to whole minutes (``--time``), as SLURM keeps it."""
     argv = [
         "sbatch",
         "--parsable",
@@ -48,6 +58,7 @@ def sbatch(qos: str, gpus: int, seconds: float, *, user: str | None = None, name
         f"--gres=gpu:{gpus}",
         f"--job-name={name}",
         *job_args(),
+        *([f"--time={math.ceil(time_limit / 60)}"] if time_limit is not None else []),
         script(seconds),
     ]
     if user is not None:

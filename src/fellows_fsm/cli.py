@@ -878,9 +878,10 @@ _DEMO_LADDER = ("high-eur", "normal-eur", "low-eur")
 @click.option("--hours", type=float, default=48.0, show_default=True, help="Length of the synthetic workload.")
 @click.option(
     "--strategies",
-    default=",".join(sim.STRATEGIES),
+    default=",".join(sim.DEFAULT_STRATEGIES),
     show_default=True,
-    help="Comma list of static, single-timeout, ladder, reason-aware, oracle.",
+    help="Comma list of static, single-timeout, ladder, reason-aware (park_early own-cap), predictive "
+    "(park_early estimate), oracle, oracle-prefer.",
 )
 @click.option("--park-caps", default="60,300,600", show_default=True, help="Comma list of park caps (seconds).")
 @click.option("--gpus", type=int, default=64, show_default=True, help="GPUs in the simulated cluster.")

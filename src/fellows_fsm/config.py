@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
 
 __all__ = [
     "CONFIG_ENV",
@@ -168,6 +169,13 @@ class FellowsConfig:
     """Park cap on the debug QoS; defaults to ``park_cap_seconds``."""
     debug_name_prefix: str = "D_"
     """The cluster's naming convention for debug jobs, applied to debug-intent dispatches."""
+    park_early: str = DEFAULT_PARK_EARLY
+    """When a job leaves a rung before its window closes: 'off' (wait out every cap), 'own-cap' (at once while
+    the user's own per-QoS cap holds it back), 'estimate' (once SLURM's start estimate lies past the window).
+    The cap still bounds every rung. See policy.py and docs/configuration.md."""
+    park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
+    """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
+    no, the last rung waits out its window; see docs/configuration.md)."""
 
     def __attrs_post_init__(self) -> None:
         _check_qos_name("qos", self.qos)
@@ -201,6 +209,13 @@ class FellowsConfig:
                     f"debug_qos={self.debug_qos!r} is also on the ladder (qos or qos_ladder); the debug QoS is "
                     "tried before the ladder, so give a QoS of its own, e.g. 'dev-eur'"
                 )
+        if self.park_early not in PARK_EARLY_POLICIES:
+            raise ConfigError(
+                f"park_early={self.park_early!r} is not known; use one of "
+                f"{', '.join(repr(p) for p in PARK_EARLY_POLICIES)}"
+            )
+        if not isinstance(self.park_early_last_rung, bool):
+            raise ConfigError(f"park_early_last_rung={self.park_early_last_rung!r} must be true or false")
         if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
             raise ConfigError(f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'")
 

@@ -39,6 +39,8 @@ class FakeJob:
     start_time: float | None = None
     submitted_qos: str = ""
     """The QoS the job was queued on (``qos`` changes when it is moved in place)."""
+    expected_start: float | None = None
+    """The scheduler's start estimate while pending (squeue's StartTime); None: N/A."""
     start_on_cancel: bool = False
     """Start this job just before the next cancel lands (the late-start race)."""
     forgotten: bool = False
@@ -67,6 +69,7 @@ class FakeJob:
             qos=self.qos,
             start_time=self.start_time,
             token=token,
+            expected_start=self.expected_start if self.state == "PENDING" else None,
         )
 
 
@@ -213,11 +216,12 @@ class FakeScheduler:
         job.reason = None
         job.start_time = self.clock.now()
 
-    def set_pending(self, job_id: str, reason: str | None) -> None:
-        """Keep a job pending with the given reason."""
+    def set_pending(self, job_id: str, reason: str | None, *, expected_start: float | None = None) -> None:
+        """Keep a job pending with the given reason and start estimate (None: SLURM shows N/A)."""
         job = self.jobs[job_id]
         job.state = "PENDING"
         job.reason = reason
+        job.expected_start = expected_start
 
     def end(self, job_id: str, state: str = "COMPLETED") -> None:
         """End a job with a final SLURM state (COMPLETED after running; CANCELLED or DEADLINE unstarted)."""

@@ -20,6 +20,7 @@ from transitions import Machine, MachineError
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Ladder, Rung
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
+from fellows_fsm.policy import park_early_reason
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler
 
 __all__ = [
@@ -73,6 +74,7 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("resume", CANCELLED, SAME, ("window_paused",)),
     ("park", RUNG, PARKED, ("walks_ladder", "job_not_held", "rung_expired")),
     ("park", RUNG, PARKED, ("walks_ladder", "rung_cannot_start")),
+    ("park", RUNG, PARKED, ("walks_ladder", "job_not_held", "cannot_start_in_window")),  # [fellows] park_early
     ("drop", RUNG, CANCELLED, ("job_gone",)),
     ("start", PARKED, RUNNING, ("job_started",)),  # late start wins over the cancel
     ("cancel", PARKED, CANCELLED, ("job_gone",)),
@@ -171,8 +173,19 @@ def dispatch_token(dispatch_id: str, rung_index: int) -> str:
     return f"fsm-{dispatch_id}-r{rung_index}"
 
 
-def window_deadline(previous_deadline: float, entered_at: float, rung: Rung) -> float:
-    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier."""
+EARLY_PARK = "park_early="
+"""How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
+
+
+def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, carried: bool = False) -> float:
+    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier.
+
+    ``carried``: the previous rung was left early by the ``park_early`` policy, and the unused rest of its window
+    moves on with the job: this window opens when the previous one would have closed, so every later window
+    closes where it would have had the job waited, and the worst case before the paid lane is unchanged.
+    """
+    if carried:
+        return previous_deadline + rung.park_cap_seconds
     return min(previous_deadline, entered_at) + rung.park_cap_seconds
 
 
@@ -238,6 +251,12 @@ class Dispatch:
     in_place: bool = False
     """Change rung by moving the pending job to the next QoS (scontrol, same job id) instead of cancel and
     resubmit; slurmctld refuses the move once the job runs, and a refused QoS falls back to cancel."""
+    park_early: str = "off"
+    """When to leave a rung before its window closes (``[fellows] park_early``; see policy.py); the window still
+    bounds every rung. The library default is "off" (wait out every window); the config's default is chosen
+    from the sweep."""
+    park_early_last_rung: bool = False
+    """Whether ``park_early`` also leaves the last rung early (handing the job to the paid lane sooner)."""
 
     state: str = attrs.field(init=False)
     rung_index: int = attrs.field(init=False, default=0)
@@ -259,6 +278,8 @@ class Dispatch:
     paused_since: float | None = attrs.field(init=False, default=None)
     unknown_since: float | None = attrs.field(init=False, default=None)
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
+    left_early: bool = attrs.field(init=False, default=False)
+    """The rung being left was parked early by ``park_early``: the rest of its window carries to the next rung."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -279,6 +300,8 @@ class Dispatch:
         pinned: bool = False,
         controller_deadline: bool = False,
         in_place: bool = False,
+        park_early: str = "off",
+        park_early_last_rung: bool = False,
     ) -> Dispatch:
         """Rebuild a dispatch from its journaled steps and rung jobs, exactly where it stood.
 
@@ -296,6 +319,8 @@ class Dispatch:
             pinned=pinned,
             controller_deadline=controller_deadline,
             in_place=in_place,
+            park_early=park_early,
+            park_early_last_rung=park_early_last_rung,
         )
         if not history:
             return d  # journaled but never submitted: the submit step is written before sbatch runs
@@ -306,8 +331,12 @@ class Dispatch:
             rung = ladder.rungs[step.rung_index]
             if step.trigger == "submit":
                 d.entered_at, d.deadline = step.at, step.at + rung.park_cap_seconds
+            elif step.trigger == "park":
+                d.left_early = step.note.startswith(EARLY_PARK)
             elif step.trigger in ("resubmit", "move"):
-                d.entered_at, d.deadline = step.at, window_deadline(d.deadline, step.at, rung)
+                d.entered_at = step.at
+                d.deadline = window_deadline(d.deadline, step.at, rung, carried=d.left_early)
+                d.left_early = False
             elif step.trigger == "hold":
                 held_since = step.at
             elif step.trigger == "release":
@@ -376,6 +405,20 @@ class Dispatch:
             and obs.phase is Phase.PENDING
             and obs.reason_group in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
         )
+
+    def cannot_start_in_window(self, event: Any = None) -> bool:
+        """Does the ``park_early`` policy say the job cannot start on this rung before its window closes?"""
+        return self.early_park_reason() is not None
+
+    def early_park_reason(self) -> str | None:
+        """The ``park_early`` policy's reason to leave the current rung now (policy.py), or None to wait."""
+        last = self.rung_index == len(self.ladder.rungs) - 1
+        if last and not self.park_early_last_rung:
+            return None
+        obs = self._current()
+        if obs is not None and obs.qos is not None and obs.qos != self.rung.qos:
+            return None  # a look taken before an in-place move says nothing about this rung
+        return park_early_reason(self.park_early, obs, self.deadline, last_rung=last)
 
     def job_started(self, event: Any = None) -> bool:
         """Was the current job seen running (or having run)?"""
@@ -542,8 +585,14 @@ class Dispatch:
         self.deadline += self.history[-1].at - stopped_at
 
     def park(self) -> None:
-        """Stop waiting on the current rung (its window closed, or it can never start the job)."""
+        """Stop waiting on the current rung (its window closed, it can never start the job, or the park_early
+        policy says it cannot start it in time: then the policy's reason is the step's note)."""
+        if not self.rung_expired() and not self.rung_cannot_start() and not self.held:
+            early = self.early_park_reason()
+            if early is not None:
+                self.note = f"{EARLY_PARK}{self.park_early}: {early}"
         self._fire("park")
+        self.left_early = self.note == "" and self.history[-1].note.startswith(EARLY_PARK)
 
     def drop(self) -> None:
         """The rung's job is gone without starting (cancelled by others, deadline, refused QoS)."""
@@ -568,6 +617,7 @@ class Dispatch:
     def move(self) -> None:
         """The parked job was moved in place to the next rung's QoS (same job id); the new window opens."""
         self._enter_next_rung("move")
+        self.observation = None  # the last look was at the previous rung: the next poll looks at this one
         assert self.job_id is not None
         self.recorder.attached(self, self.job_id)
 
@@ -578,7 +628,8 @@ class Dispatch:
         self.rung_index += 1
         now = self.clock.now()
         self.entered_at = now
-        self.deadline = window_deadline(previous_deadline, now, self.rung)
+        self.deadline = window_deadline(previous_deadline, now, self.rung, carried=self.left_early)
+        self.left_early = False
 
     def give_up(self) -> None:
         """The last rung's job is confirmed gone: hand the dispatch to the next lane (GCP)."""
@@ -717,7 +768,10 @@ class Dispatch:
             if self.job_released():
                 self.release()
                 return True
-            if self.walks_ladder() and ((self.job_not_held() and self.rung_expired()) or self.rung_cannot_start()):
+            if self.walks_ladder() and (
+                (self.job_not_held() and (self.rung_expired() or self.cannot_start_in_window()))
+                or self.rung_cannot_start()
+            ):
                 self.park()
                 return True
             return False

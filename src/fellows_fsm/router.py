@@ -239,6 +239,8 @@ class Router:
             "fallback": None if lane_config is None else _lane_json(lane_config),
             "controller_deadline": self.config.router.controller_deadline,
             "in_place": self.config.router.change_rung == "in-place",
+            "park_early": self.config.fellows.park_early,
+            "park_early_last_rung": self.config.fellows.park_early_last_rung,
             "config": self.config.source,
         }
 
@@ -255,6 +257,8 @@ class Router:
             pinned=pinned,
             controller_deadline=self.config.router.controller_deadline,
             in_place=self.config.router.change_rung == "in-place",
+            park_early=self.config.fellows.park_early,
+            park_early_last_rung=self.config.fellows.park_early_last_rung,
         )
 
     def handle(self, dispatch_id: str) -> Handle:
@@ -527,6 +531,9 @@ class Router:
                 pinned=row.pinned,
                 controller_deadline=bool(settings.get("controller_deadline", self.config.router.controller_deadline)),
                 in_place=bool(settings.get("in_place", self.config.router.change_rung == "in-place")),
+                # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
+                park_early=str(settings.get("park_early", "off")),
+                park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
             )
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
             self.settings[d.id] = settings

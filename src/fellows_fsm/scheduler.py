@@ -130,8 +130,12 @@ class Observation:
     """The pending reason, or None when not evaluated yet or not pending."""
     qos: str | None = None
     start_time: float | None = None
+    """When the job started (only for a job that started)."""
     token: str | None = None
     """The job's comment as the scheduler reports it (the dispatch token); None when not reported."""
+    expected_start: float | None = None
+    """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
+    estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""
 
     @property
     def ended_by_others(self) -> bool:

@@ -119,11 +119,14 @@ class Cluster:
             extra_args=(*self.job_args(), *extra),
         )
 
-    def occupy(self, qos: str, gpus: int, count: int = 1) -> list[str]:
-        """Start ``count`` running ``gpus``-GPU jobs on ``qos`` (this user's other work) and wait for them."""
+    def occupy(self, qos: str, gpus: int, count: int = 1, *, time_minutes: int | None = None) -> list[str]:
+        """Start ``count`` running ``gpus``-GPU jobs on ``qos`` (this user's other work) and wait for them; with
+        ``time_minutes`` they carry that time limit (so SLURM can estimate when they end)."""
         ids = []
         for _ in range(count):
             argv = ["sbatch", "--parsable", f"--qos={qos}", f"--gres=gpu:{gpus}", "--job-name=blocker"]
+            if time_minutes is not None:
+                argv.append(f"--time={time_minutes}")
             ids.append(_run([*argv, *self.job_args(), self.script(300)]).stdout.strip().split(";")[0])
         self.wait_for(lambda: all(self.row(i).state == "RUNNING" for i in ids), f"blockers {ids} to run")
         return ids

@@ -131,7 +131,9 @@ def cli(config: Path, *args: str, timeout: float = 90, cwd: Path | None = None) 
 def cli_config(tmp_path: Path, name: str = "fellows.toml", *, cap: float = 3.0, lanes: bool = True) -> Path:
     """A config file for the command line (state in tmp_path/state); with or without the ledger gcp lane."""
     command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
+    # park_early = "off": these faults need a job that waits out its window on a capped high-eur.
     text = f'state_dir = "{tmp_path / "state"}"\n\n[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n'
+    text += 'park_early = "off"\n'
     if lanes:
         text += f"\n[lanes.gcp]\ncommand = {command}\n"
     path = tmp_path / name

@@ -24,7 +24,9 @@ def test_simulate_json_has_the_documented_keys_per_strategy_and_cap() -> None:
     assert code == 0
     rows = json.loads(out)
     assert {(r["strategy"], r["park_cap_seconds"]) for r in rows} == {
-        (s, c) for s in ("static", "single-timeout", "ladder", "reason-aware", "oracle") for c in (60, 600)
+        (s, c)
+        for s in ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
+        for c in (60, 600)
     }
     for row in rows:
         assert KEYS | {"rung_changes"} <= set(row)
@@ -54,3 +56,35 @@ def test_malformed_trace_line_is_refused_with_its_line_and_key(tmp_path: Path) -
     assert str(trace) in lines[0]
     assert "line 2" in lines[0]
     assert "gpus" in lines[0]
+
+
+def test_simulate_plays_the_park_early_strategies_on_a_trace_with_time_limits(tmp_path: Path) -> None:
+    """ladder, reason-aware, predictive and oracle all play a trace whose lines carry time_limit."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"submit_at": 0, "gpus": 8, "duration": 600, "user": "me", "time_limit": 1200}\n'
+        '{"submit_at": 0, "gpus": 8, "duration": 600, "user": "me", "time_limit": 6000}\n'
+        '{"submit_at": 5, "gpus": 8, "duration": 600, "user": "me"}\n'
+        '{"submit_at": 0, "gpus": 48, "duration": 900, "user": "u1", "qos": "low-eur", "time_limit": 1800}\n'
+    )
+    code, out, _ = run(
+        "simulate", "--trace", str(trace), "--strategies", "ladder,reason-aware,predictive,oracle",
+        "--park-caps", "60", "--json",
+    )  # fmt: skip
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["strategy"] for r in rows] == ["ladder", "reason-aware", "predictive", "oracle"]
+
+
+def test_a_bad_time_limit_is_refused_with_its_line(tmp_path: Path) -> None:
+    """A time_limit under the job's duration exits 3 with one line naming the file, the line and the key."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"submit_at": 0, "gpus": 8, "duration": 600, "user": "me"}\n'
+        '{"submit_at": 0, "gpus": 8, "duration": 600, "user": "me", "time_limit": 300}\n'
+    )
+    code, _, err = run("simulate", "--trace", str(trace), "--strategies", "predictive", "--park-caps", "60")
+    assert code == 3
+    line = err.strip()
+    assert "line 2" in line
+    assert "'time_limit' is 300" in line

@@ -123,6 +123,25 @@ def test_estimated_start_of_a_pending_job_is_not_a_start() -> None:
     assert obs.start_time is None
 
 
+def test_a_pending_jobs_start_time_is_its_expected_start() -> None:
+    """The same squeue field gives a pending job's backfill estimate as expected_start (no extra call)."""
+    obs = parse_squeue("6|PENDING|QOSMaxGRESPerUser|high-eur|2027-01-01T00:00:00|n/a|0|(null)|\n")["6"].observation
+    assert obs.expected_start == datetime(2027, 1, 1, 0, 0, 0).timestamp()
+
+
+def test_a_pending_job_without_an_estimate_has_no_expected_start() -> None:
+    """N/A in squeue's StartTime (no time limits in the way) is no estimate, not a time."""
+    obs = parse_squeue("6|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|(null)|\n")["6"].observation
+    assert obs.expected_start is None
+
+
+def test_a_running_job_has_no_expected_start() -> None:
+    """Only a pending job carries an estimate; a running job's StartTime is its start."""
+    obs = parse_squeue(f"2|RUNNING|None|normal-eur|{T0}|gpu01|0|(null)|\n")["2"].observation
+    assert obs.expected_start is None
+    assert obs.start_time is not None
+
+
 def test_comment_may_hold_the_separator() -> None:
     """The comment is the last field, so a '|' inside it does not shift the other fields."""
     rows = parse_squeue("4|PENDING|Priority|high-eur|N/A|n/a|0|tok|B x|\n")

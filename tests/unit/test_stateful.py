@@ -72,13 +72,24 @@ class LadderWalk(RuleBasedStateMachine):
         later=st.none() | st.integers(min_value=1, max_value=30),
         ladder=st.sampled_from([("high-eur",), ("high-eur", "normal-eur"), ("high-eur", "normal-eur", "low-eur")]),
         in_place=st.booleans(),
+        park_early=st.sampled_from(["off", "own-cap", "estimate"]),
+        last_rung=st.booleans(),
     )
-    def submit(self, cap: int, later: int | None, ladder: tuple[str, ...], in_place: bool) -> None:
+    def submit(
+        self, cap: int, later: int | None, ladder: tuple[str, ...], in_place: bool, park_early: str, last_rung: bool
+    ) -> None:
         config = FellowsConfig(
             park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder[1:], poll_interval_seconds=POLL
         )
         self.d = Dispatch(
-            "h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, self.fake, SystemClock(), in_place=in_place
+            "h1",
+            JobSpec("train", "train.sbatch", gpus=8),
+            config.ladder,
+            self.fake,
+            SystemClock(),
+            in_place=in_place,
+            park_early=park_early,
+            park_early_last_rung=last_rung,
         )
         self.d.submit()
 
@@ -95,6 +106,13 @@ class LadderWalk(RuleBasedStateMachine):
         """The job stays pending, with any reason SLURM gives."""
         if (job_id := self._pending_job()) is not None:
             self.fake.set_pending(job_id, reason)
+
+    @rule(reason=st.sampled_from(REASONS), ahead=st.none() | st.floats(min_value=-60, max_value=120))
+    def pending_with_an_estimate(self, reason: str | None, ahead: float | None) -> None:
+        """The job stays pending with a reason and SLURM's start estimate ``ahead`` seconds from now (or N/A)."""
+        if (job_id := self._pending_job()) is not None:
+            expected = None if ahead is None else self.fake.clock.now() + ahead
+            self.fake.set_pending(job_id, reason, expected_start=expected)
 
     @rule()
     def job_starts(self) -> None:
@@ -163,16 +181,32 @@ class LadderWalk(RuleBasedStateMachine):
         """Every park happens at or after the rung's deadline, unless the reason proves it can never start."""
         if self.d is None:
             return
-        deadline = 0.0
+        deadline, carried = 0.0, False
         for step in self.d.history:
             cap = self.d.ladder.rungs[step.rung_index].park_cap_seconds
             if step.trigger == "submit":
                 deadline = step.at + cap
             elif step.trigger in ("resubmit", "move"):
-                deadline = min(deadline, step.at) + cap
+                deadline = (deadline if carried else min(deadline, step.at)) + cap
+                carried = False
             elif step.trigger == "park":
-                early_ok = classify_reason(step.reason) in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
+                group = classify_reason(step.reason)
+                early_ok = group in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID) or self._early_by_policy(
+                    step.note, group
+                )
+                carried = step.note.startswith("park_early=")
                 assert step.at >= deadline or early_ok, (step, deadline)
+
+    def _early_by_policy(self, note: str, group: ReasonGroup) -> bool:
+        """Is a park before the window's end one the dispatch's park_early policy allows (never off, never held)?"""
+        assert self.d is not None
+        if (
+            self.d.park_early == "off"
+            or not note.startswith(f"park_early={self.d.park_early}: ")
+            or group is ReasonGroup.HELD
+        ):
+            return False
+        return self.d.park_early == "estimate" or group is ReasonGroup.OWN_CAP
 
     @invariant()
     def at_most_one_live_job(self) -> None:

@@ -10,6 +10,7 @@ from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import FELLOWS_TIERS, SimCluster, SimJob, Tier, parse_tier
 from fellows_fsm.sim.report import RESULT_KEYS, format_table, to_json, to_records
 from fellows_fsm.sim.run import (
+    DEFAULT_STRATEGIES,
     STRATEGIES,
     JobOutcome,
     RunResult,
@@ -20,9 +21,19 @@ from fellows_fsm.sim.run import (
     simulate,
     strategy_config,
 )
-from fellows_fsm.sim.trace import ME, TraceError, TraceJob, dump_trace, load_trace, parse_trace, synthetic_trace
+from fellows_fsm.sim.trace import (
+    ME,
+    TraceError,
+    TraceJob,
+    dump_trace,
+    load_trace,
+    parse_trace,
+    synthetic_trace,
+    with_time_limits,
+)
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
     "FELLOWS_TIERS",
     "ME",
     "RESULT_KEYS",
@@ -50,4 +61,5 @@ __all__ = [
     "synthetic_trace",
     "to_json",
     "to_records",
+    "with_time_limits",
 ]

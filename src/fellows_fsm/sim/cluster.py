@@ -7,6 +7,7 @@ reads the system clock and never decides anything for a dispatch.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter
@@ -22,6 +23,9 @@ from fellows_fsm.sim.trace import BACKGROUND_QOS, ME, TraceJob
 __all__ = ["FELLOWS_TIERS", "SimCluster", "SimJob", "Tier", "parse_tier"]
 
 _DAY = 86_400
+BACKFILL_WINDOW_SECONDS = float(_DAY)
+"""How far ahead the backfill scheduler plans (SLURM's bf_window, 1 day by default): a job it cannot place
+within it shows no start estimate (N/A)."""
 
 
 @attrs.frozen
@@ -83,6 +87,8 @@ class SimJob:
     reason: str | None = None
     start_time: float | None = None
     end_time: float | None = None
+    expected_start: float | None = None
+    """The backfill scheduler's start estimate while pending (set by SimCluster when the job is observed)."""
 
     def observe(self) -> Observation:
         """This job as squeue would report it."""
@@ -99,6 +105,7 @@ class SimJob:
             reason=self.reason if self.state == "PENDING" else None,
             qos=self.qos,
             start_time=self.start_time,
+            expected_start=self.expected_start if self.state == "PENDING" else None,
         )
 
 
@@ -110,6 +117,11 @@ class SimCluster:
     free GPUs; a job that does not fit is skipped (an ideal backfill: no reservations). Pending reasons
     are SLURM's: QOSMaxGRESPerUser, QOSMaxWallDurationPerJobLimit, Resources (the first job the free GPUs
     cannot hold), Priority (those behind it).
+
+    A pending job's start estimate (squeue's StartTime) is computed as SLURM's backfill scheduler computes it:
+    from time limits, not from the real durations (so it errs late when limits exceed durations), placing the
+    pending jobs in priority order at the earliest time their GPUs and their QoS's per-user cap allow, each
+    with a reservation, up to BACKFILL_WINDOW_SECONDS ahead. It comes with the observe: no extra call.
     """
 
     def __init__(
@@ -141,6 +153,10 @@ class SimCluster:
         self._next_arrival = 0
         self._next_id = 1
         self._next_seq = 0
+        self._version = 0
+        """Bumped by every scheduling pass: the start estimates are recomputed only after one."""
+        self._planned: tuple[int, int] = (-1, -1)
+        """The pass and the number of pending jobs planned for when the estimates were last computed."""
 
     # ----------------------------------------------------------------- the port
     def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
@@ -173,6 +189,32 @@ class SimCluster:
         self.schedule()
         return self._read(job_ids) if read_back else {}
 
+    def change_qos(self, job_id: str, qos: str) -> bool:
+        """Move a pending job to ``qos`` keeping its id, like ``scontrol update``; False once it is not pending."""
+        self.calls["change_qos"] += 1
+        if qos not in self.tiers:
+            raise QosRejected(qos, f"scontrol: error: Invalid qos specification ({qos})")
+        job = self._pending.get(job_id)
+        if job is None:
+            return False
+        job.qos, job.reason = qos, None
+        self.schedule()
+        return True
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancel the jobs whatever their state (a user withdrawing a dispatch)."""
+        self.calls["cancel"] += 1
+        for job_id in job_ids:
+            job = self._pending.pop(job_id, None)
+            if job is not None:
+                job.state, job.reason = "CANCELLED", None
+            running = self._running.pop(job_id, None)
+            if running is not None:
+                running.state, running.end_time = "CANCELLED", self.clock.now()
+                self._used_total -= running.gpus
+                self._used[(running.user, running.qos)] -= running.gpus
+        self.schedule()
+
     def find_by_token(self, token: str) -> Observation | None:
         """The newest job tagged with ``token``, or None."""
         self.calls["find_by_token"] += 1
@@ -180,6 +222,7 @@ class SimCluster:
         return tagged[-1].observe() if tagged else None
 
     def _read(self, job_ids: Sequence[str]) -> dict[str, Observation]:
+        self._estimate(job_ids)
         return {
             job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
             for job_id in job_ids
@@ -194,7 +237,7 @@ class SimCluster:
 
     def queue_background(self, job: TraceJob) -> SimJob:
         """Queue a background job now, without scheduling (the caller schedules)."""
-        return self._queue(job.user, job.qos or BACKGROUND_QOS, job.gpus, job.duration, time_limit=job.duration)
+        return self._queue(job.user, job.qos or BACKGROUND_QOS, job.gpus, job.duration, time_limit=job.limit)
 
     def next_event_time(self) -> float | None:
         """When the next job end, background arrival or controller deadline happens, or None."""
@@ -253,7 +296,7 @@ class SimCluster:
 
     def queue_mine(self, job: TraceJob, qos: str) -> SimJob:
         """Queue one of my jobs straight on ``qos`` (the oracle's placement, no dispatch) and schedule."""
-        limit = 60.0 * math.ceil(job.duration / 60.0)
+        limit = 60.0 * math.ceil(job.limit / 60.0)
         queued = self._queue(self.user, qos, job.gpus, job.duration, time_limit=limit)
         self.schedule()
         return queued
@@ -266,6 +309,7 @@ class SimCluster:
     # ----------------------------------------------------------------- the controller
     def schedule(self) -> None:
         """Start every pending job that fits, highest QoS priority first; set the others' reasons."""
+        self._version += 1
         blocked_by_resources = False
         order = sorted(self._pending.values(), key=self._priority_key)
         now = self.clock.now()
@@ -291,6 +335,58 @@ class SimCluster:
                 blocked_by_resources = True
                 continue
             self._start(job, now)
+
+    def _estimate(self, job_ids: Sequence[str]) -> None:
+        """Fill in the start estimate of the pending jobs, in priority order, up to the last of ``job_ids``.
+
+        The backfill's plan: running jobs end at their start plus their time limit (a job without one never
+        ends); each pending job, highest priority first, is reserved at the earliest time from now on when both
+        the free GPUs and its QoS's per-user cap hold it for its whole time limit. Recomputed only after a
+        scheduling pass, since nothing else changes the plan.
+        """
+        wanted = {j for j in job_ids if j in self._pending}
+        if not wanted:
+            return
+        order = sorted(self._pending.values(), key=self._priority_key)
+        last = max(i for i, job in enumerate(order) if job.job_id in wanted)
+        if self._planned >= (self._version, last + 1):
+            return
+        self._planned = (self._version, last + 1)
+        now = self.clock.now()
+        free = _Profile(now, self.gpus - self._used_total)
+        used: dict[tuple[str, str], _Profile] = {}
+        for job in self._running.values():
+            mine = used.setdefault((job.user, job.qos), _Profile(now, 0))
+            if job.time_limit is None or job.start_time is None:
+                mine.add(now, math.inf, job.gpus)
+                continue
+            end = max(now, job.start_time + job.time_limit)
+            free.add(end, math.inf, job.gpus)
+            mine.add(now, end, job.gpus)
+        for job in order[: last + 1]:
+            job.expected_start = None
+            tier = self.tiers[job.qos]
+            cap = tier.max_gpus_per_user
+            if (
+                job.reason == "QOSMaxWallDurationPerJobLimit"
+                or job.gpus > self.gpus
+                or (cap is not None and job.gpus > cap)
+            ):
+                continue
+            mine = used.setdefault((job.user, job.qos), _Profile(now, 0))
+            length = math.inf if job.time_limit is None else job.time_limit
+            for at in sorted({*free.times, *mine.times}):
+                if at > now + BACKFILL_WINDOW_SECONDS:
+                    break
+                if free.least(at, at + length) >= job.gpus and (
+                    cap is None or mine.most(at, at + length) + job.gpus <= cap
+                ):
+                    # Reserved either way; shown only for a job its per-user cap does not hold back now, as on
+                    # SLURM 22.05 (a QOSMaxGRESPerUser job reads N/A, measured on the local cluster).
+                    job.expected_start = None if job.reason == "QOSMaxGRESPerUser" else at
+                    free.add(at, at + length, -job.gpus)
+                    mine.add(at, at + length, job.gpus)
+                    break
 
     def _priority_key(self, job: SimJob) -> tuple[int, float, int]:
         return (-self.tiers[job.qos].priority, job.submitted_at, job.seq)
@@ -341,7 +437,9 @@ class SimCluster:
         """Every event at time ``at``: job ends, controller deadlines, arrivals; then one scheduling pass."""
         while self._ends and self._ends[0][0] <= at:
             _, _, job_id = heapq.heappop(self._ends)
-            job = self._running.pop(job_id)
+            job = self._running.pop(job_id, None)
+            if job is None:
+                continue  # cancelled while running: its GPUs were given back then
             job.state = "COMPLETED"
             self._used_total -= job.gpus
             self._used[(job.user, job.qos)] -= job.gpus
@@ -354,3 +452,45 @@ class SimCluster:
             self.queue_background(self._arrivals[self._next_arrival])
             self._next_arrival += 1
         self.schedule()
+
+
+class _Profile:
+    """A step function of time from ``start`` on (GPUs free, or GPUs one user holds on one QoS)."""
+
+    def __init__(self, start: float, value: int) -> None:
+        self.times: list[float] = [start]
+        self.values: list[int] = [value]
+
+    def _split(self, at: float) -> int:
+        """The index of the step that begins at ``at`` (inserted if needed)."""
+        i = bisect.bisect_right(self.times, at) - 1
+        if self.times[i] == at:
+            return i
+        self.times.insert(i + 1, at)
+        self.values.insert(i + 1, self.values[i])
+        return i + 1
+
+    def add(self, start: float, end: float, delta: int) -> None:
+        """Add ``delta`` over ``[start, end)`` (``end`` may be infinite)."""
+        if end <= start:
+            return
+        first = self._split(max(start, self.times[0]))
+        last = len(self.times) if math.isinf(end) else self._split(end)
+        for i in range(first, last):
+            self.values[i] += delta
+
+    def _over(self, start: float, end: float) -> list[int]:
+        i = max(0, bisect.bisect_right(self.times, start) - 1)
+        out = []
+        while i < len(self.times) and self.times[i] < end:
+            out.append(self.values[i])
+            i += 1
+        return out
+
+    def least(self, start: float, end: float) -> int:
+        """The smallest value over ``[start, end)``."""
+        return min(self._over(start, end))
+
+    def most(self, start: float, end: float) -> int:
+        """The largest value over ``[start, end)``."""
+        return max(self._over(start, end))

@@ -15,18 +15,19 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, Ladder, LaneConfig, RouterConfig
+from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.lifecycle import RUNNING, Dispatch
 from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec, Phase, ReasonGroup
+from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import FELLOWS_TIERS, SimCluster, SimJob, Tier
 from fellows_fsm.sim.trace import TraceJob
 
 __all__ = [
+    "DEFAULT_STRATEGIES",
     "GCP",
     "STRATEGIES",
     "InProcessLane",
@@ -41,8 +42,13 @@ __all__ = [
     "strategy_config",
 ]
 
-STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "oracle")
+STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle", "oracle-prefer")
 """The strategies, in the order tables list them."""
+PARK_EARLY = {"reason-aware": "own-cap", "predictive": "estimate"}
+"""The product's ``[fellows] park_early`` policy each strategy plays (every other router strategy: "off")."""
+ORACLES = ("oracle", "oracle-prefer")
+DEFAULT_STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
+"""What ``fellows-fsm simulate`` plays unless told (oracle-prefer costs a second look-ahead per job)."""
 GCP = "gcp"
 
 
@@ -63,6 +69,8 @@ class SimParams:
     """Time from a GCP handoff to the job running there, added to its time-to-start."""
     max_wait_seconds: float = 14 * 86_400.0
     """How long past the last submission the simulation may run; jobs not started by then are unstarted."""
+    park_early_last_rung: bool = False
+    """``[fellows] park_early_last_rung`` for the reason-aware and predictive strategies (the product's default)."""
 
     def __attrs_post_init__(self) -> None:
         if self.gpus < 1:
@@ -158,7 +166,8 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
 
     static: a ladder of just the first QoS, one cap, then GCP (today's behaviour). single-timeout: the
     same rung with the whole ladder's worst case as its one cap (Nextflow's maxSubmitAwait with that
-    budget). ladder, reason-aware, oracle: the full ladder with the cap on every rung.
+    budget). ladder, reason-aware, predictive, the oracles: the full ladder with the cap on every rung;
+    reason-aware and predictive are the ladder with ``park_early`` "own-cap" and "estimate" (PARK_EARLY).
     """
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
@@ -173,52 +182,9 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
         park_cap_seconds=cap,
         poll_interval_seconds=params.poll_interval_seconds,
         debug_qos=params.debug_qos,
+        park_early=PARK_EARLY.get(strategy, "off"),
+        park_early_last_rung=params.park_early_last_rung,
     )
-
-
-class ReasonAwareDispatch(Dispatch):
-    """The same machine; its ``rung_cannot_start`` guard also holds for the user's own per-QoS cap.
-
-    QOSMax*PerUser clears only when the user's own jobs on that QoS end, while the next rung's budget is
-    free now: so the rung parks at once, as it already does for never-fits and invalid reasons.
-    """
-
-    def rung_cannot_start(self, event: Any = None) -> bool:
-        """Does the latest pending reason prove this rung cannot start the job now (own cap included)?"""
-        if super().rung_cannot_start(event):
-            return True
-        obs = self.observation
-        return (
-            obs is not None
-            and obs.job_id == self.job_id
-            and obs.phase is Phase.PENDING
-            and obs.reason_group is ReasonGroup.OWN_CAP
-        )
-
-
-class _SimRouter(Router):
-    """The real Router; for reason-aware it builds ReasonAwareDispatch (see the report: a seam is proposed)."""
-
-    def __init__(self, *args: Any, reason_aware: bool = False, **kwargs: Any) -> None:
-        self._reason_aware = reason_aware
-        super().__init__(*args, **kwargs)
-
-    def _new(
-        self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
-    ) -> Dispatch:
-        d = super()._new(dispatch_id, spec, intent, pinned=pinned, ladder=ladder)
-        if not self._reason_aware:
-            return d
-        return ReasonAwareDispatch(
-            d.id,
-            d.spec,
-            d.ladder,
-            d.scheduler,
-            d.clock,
-            d.recorder,
-            pinned=d.pinned,
-            controller_deadline=d.controller_deadline,
-        )
 
 
 class InProcessLane(CommandLane):
@@ -259,7 +225,7 @@ def _spec(job: TraceJob) -> JobSpec:
         name=f"sim-{job.index}",
         script=f"sim/job-{job.index}.sbatch",
         gpus=job.gpus,
-        time_limit_seconds=minutes_limit(job.duration),
+        time_limit_seconds=minutes_limit(job.limit),
     )
 
 
@@ -319,9 +285,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
         journal = Journal(config.journal_path)
         try:
             lane = InProcessLane(_GCP_LANE, clock)
-            router = _SimRouter(
-                config, cluster, journal, clock=clock, lanes={GCP: lane}, reason_aware=strategy == "reason-aware"
-            )
+            router = Router(config, cluster, journal, clock=clock, lanes={GCP: lane})
             feeder = _Feeder(mine, cluster, origin, router)
             while clock.now() < limit:
                 if not router.busy:
@@ -357,12 +321,14 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
     return RunResult(strategy, cap, tuple(outcomes))
 
 
-def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams) -> RunResult:
+def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams, *, prefer: bool = False) -> RunResult:
     """Clairvoyant placement within the ladder's budget: earliest start over the granted tiers, else GCP now.
 
     For each of my jobs, at its submission, a copy of the cluster (with every background arrival to come)
     is played forward once per tier of its ladder; the job goes to the tier that starts it first if that
-    is within the ladder's worst-case wait, else to GCP at once. It never changes rung.
+    is within the ladder's worst-case wait, else to GCP at once. It never changes rung. With ``prefer``
+    (oracle-prefer) it keeps the user's preference: the first rung, in ladder order, that starts the job
+    within one cap of its submission wins over an earlier start further down.
     """
     fellows = strategy_config("oracle", cap, params)
     clock = SimClock(SIM_EPOCH)
@@ -377,12 +343,17 @@ def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams) -> Run
         cluster.advance_to(now)
         ladder = fellows.ladder_for(job.intent)
         best: tuple[float, str] | None = None
-        for qos in ladder.qos_names:
+        preferred: str | None = None
+        for rung in ladder.rungs:
             twin = cluster.fork()
-            probe = twin.queue_mine(job, qos)
+            probe = twin.queue_mine(job, rung.qos)
             start = twin.run_until_started(probe.job_id, now + ladder.worst_case_seconds)
             if start is not None and (best is None or start < best[0]):
-                best = (start, qos)
+                best = (start, rung.qos)
+            if prefer and preferred is None and start is not None and start <= now + rung.park_cap_seconds:
+                preferred = rung.qos
+        if preferred is not None:
+            best = (0.0, preferred)
         if best is None:
             to_gcp[job.index] = now
         else:
@@ -406,7 +377,7 @@ def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams) -> Run
         else:
             wait = ran.start_time - submitted
             outcomes.append(_outcome(job, lane="fellows", qos=ran.qos, start_seconds=wait, rung_changes=0))
-    return RunResult("oracle", cap, tuple(outcomes))
+    return RunResult("oracle-prefer" if prefer else "oracle", cap, tuple(outcomes))
 
 
 def simulate(
@@ -415,8 +386,8 @@ def simulate(
     """Play ``trace`` under ``strategy`` with every rung's park cap ``park_cap_seconds``."""
     params = params or SimParams()
     strategy_config(strategy, park_cap_seconds, params)  # refuses an unknown strategy or a bad cap first
-    if strategy == "oracle":
-        return _run_oracle(trace, park_cap_seconds, params)
+    if strategy in ORACLES:
+        return _run_oracle(trace, park_cap_seconds, params, prefer=strategy == "oracle-prefer")
     return _run_router(trace, strategy, park_cap_seconds, params)
 
 

@@ -1,7 +1,9 @@
 """Workloads for the simulator: a JSON-lines trace file, or a seeded synthetic workload.
 
 A trace line is one job: ``submit_at`` and ``duration`` in seconds, ``gpus``, ``user`` (``me`` is the
-dispatching user, any other name is background load), optional ``intent`` (me) or ``qos`` (others).
+dispatching user, any other name is background load), optional ``intent`` (me) or ``qos`` (others), and an
+optional ``time_limit`` (seconds, at least the duration; default the duration): what SLURM's start estimates
+are computed from, as the backfill scheduler computes them (a job ends at its duration, never later).
 Every bad line is refused with its line number and the offending key; nothing here runs a simulation.
 """
 
@@ -27,13 +29,14 @@ __all__ = [
     "load_trace",
     "parse_trace",
     "synthetic_trace",
+    "with_time_limits",
 ]
 
 ME = "me"
 """The ``user`` of the dispatching user's jobs; every other user is background load."""
 BACKGROUND_QOS = "normal-eur"
 """The QoS of a background job without ``qos`` (the fellows accounts' DefaultQOS)."""
-TRACE_KEYS = ("submit_at", "gpus", "duration", "user", "intent", "qos")
+TRACE_KEYS = ("submit_at", "gpus", "duration", "user", "intent", "qos", "time_limit")
 _REQUIRED = ("submit_at", "gpus", "duration", "user")
 _INTENTS = ("prod", "debug")
 
@@ -54,6 +57,13 @@ class TraceJob:
     """The dispatch intent of one of my jobs (``prod`` or ``debug``)."""
     qos: str | None = None
     """The QoS of a background job (None: BACKGROUND_QOS); my jobs get theirs from the strategy."""
+    time_limit: float | None = None
+    """The job's time limit in seconds (None: the duration); SLURM's start estimates are computed from it."""
+
+    @property
+    def limit(self) -> float:
+        """The time limit SLURM's estimates use: ``time_limit``, else the duration."""
+        return self.duration if self.time_limit is None else self.time_limit
 
     @property
     def mine(self) -> bool:
@@ -77,6 +87,8 @@ class TraceJob:
             line["intent"] = self.intent
         if self.qos is not None:
             line["qos"] = self.qos
+        if self.time_limit is not None:
+            line["time_limit"] = self.time_limit
         return line
 
 
@@ -114,14 +126,24 @@ def _job(where: str, index: int, data: object) -> TraceJob:
         raise TraceError(f"{where}: key 'qos' is {qos!r}; give a QoS name such as 'low-eur'")
     if user == ME and qos is not None:
         raise TraceError(f"{where}: key 'qos' is only for background users: the strategy picks my jobs' QoS")
+    duration = _number(where, "duration", data["duration"], positive=True)
+    time_limit = None
+    if "time_limit" in data:
+        time_limit = _number(where, "time_limit", data["time_limit"], positive=True)
+        if time_limit < duration:
+            raise TraceError(
+                f"{where}: key 'time_limit' is {data['time_limit']!r}, under the duration {data['duration']!r}; "
+                "SLURM ends a job at its time limit, so give a time_limit of at least the duration"
+            )
     return TraceJob(
         index=index,
         submit_at=_number(where, "submit_at", data["submit_at"], positive=False),
         gpus=gpus,
-        duration=_number(where, "duration", data["duration"], positive=True),
+        duration=duration,
         user=user,
         intent=str(intent),
         qos=qos,
+        time_limit=time_limit,
     )
 
 
@@ -201,3 +223,10 @@ def synthetic_trace(
         TraceJob(index=i, submit_at=at, gpus=size, duration=duration, user=user, qos=qos)
         for i, (at, size, duration, user, qos) in enumerate(raw)
     )
+
+
+def with_time_limits(jobs: Sequence[TraceJob], factor: float) -> tuple[TraceJob, ...]:
+    """``jobs`` with every time limit ``factor`` times the real duration (estimates that err late by that much)."""
+    if not math.isfinite(factor) or factor < 1:
+        raise TraceError(f"time-limit factor {factor!r} must be at least 1 (a job never runs past its limit)")
+    return tuple(attrs.evolve(j, time_limit=j.duration * factor) for j in jobs)

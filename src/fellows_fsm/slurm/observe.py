@@ -112,6 +112,8 @@ def _row(
     # A requeued job ran once: for the dispatch it started, whatever it reads now (PENDING, a future start).
     phase = Phase.STARTED if restarted else phase_of(state, started=started)
     start_time = parse_slurm_time(start) if started else None
+    # For a pending job the same field is the backfill scheduler's expected start (the estimate park_early reads).
+    expected = parse_slurm_time(start) if phase is Phase.PENDING else None
     observation = Observation(
         job_id=job_id,
         phase=phase,
@@ -121,6 +123,7 @@ def _row(
         qos=_text_or_none(qos),
         start_time=start_time,
         token=_text_or_none(comment),
+        expected_start=expected,
     )
     return JobRow(job_id, observation, observation.token)
 

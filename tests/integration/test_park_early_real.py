@@ -1,0 +1,111 @@
+"""park_early on the real local SLURM: a job leaves a rung it cannot start on in time, before the window closes.
+
+high-eur is held at this user's 16-GPU cap by two running jobs whose time limits end 30 minutes out; the rung's
+cap is 60 s. SLURM 22.05 shows no start estimate (N/A) for a job its per-user QoS cap holds back (measured here,
+against the issue's expectation), so the estimate policy leaves on that reason; a contention wait with an estimate
+past the window is the other case. Every assertion reads the journal's steps against the window, never a stopwatch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.journal import Journal
+from fellows_fsm.lifecycle import Step
+from fellows_fsm.router import Router
+from tests.integration.conftest import Cluster
+
+pytestmark = pytest.mark.slurm
+
+CAP = 60.0
+POLL = 1.0
+
+
+def run_dispatch(slurm: Cluster, tmp_path: Path, policy: str) -> tuple[list[Step], str, int, int]:
+    """Dispatch one 8-GPU job through the real Router with ``policy``; its steps, final QoS, polls and squeues."""
+    slurm.occupy("high-eur", 8, count=2, time_minutes=30)
+    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early=policy),
+        lanes=(lane,),
+        router=RouterConfig(),
+        state_dir=tmp_path,
+    )
+    port = slurm.port()
+    router = Router(config, port, Journal(config.journal_path))
+    try:
+        handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
+        polls = 0
+
+        def done(_: object) -> bool:
+            nonlocal polls
+            polls += 1
+            return router.handle(handle.dispatch_id).final or polls > 400
+
+        router.run(until=done)
+        final = router.handle(handle.dispatch_id)
+        steps = router.journal.steps(handle.dispatch_id)
+    finally:
+        router.journal.close()
+    assert final.state == "RUNNING", final
+    return steps, final.qos or "", polls, port.runner.calls["squeue"]
+
+
+def test_estimate_leaves_high_eur_at_once_and_says_why(slurm: Cluster, tmp_path: Path) -> None:
+    """With park_early='estimate', the dispatch parks high-eur before its window closes, saying why (its own cap
+    and no estimate from SLURM), and runs on normal-eur; it costs no SLURM call beyond the poll's one squeue."""
+    steps, qos, polls, squeues = run_dispatch(slurm, tmp_path, "estimate")
+    assert qos == "normal-eur"
+    submit, park = steps[0], next(s for s in steps if s.trigger == "park")
+    assert (park.qos, park.reason) == ("high-eur", "QOSMaxGRESPerUser")
+    assert (
+        park.note
+        == "park_early=estimate: QOSMaxGRESPerUser and SLURM gives no start estimate; leaving for the next rung"
+    )
+    assert park.at < submit.at + CAP  # left inside the window, not at its end
+    assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit", "start"]
+    assert squeues <= polls + 1  # one squeue per poll (plus the cancel's read-back at most): no extra call
+
+
+def test_off_waits_out_the_cap_on_high_eur(slurm: Cluster, tmp_path: Path) -> None:
+    """With park_early='off', the same dispatch waits high-eur's whole window before it walks to normal-eur."""
+    steps, qos, _, _ = run_dispatch(slurm, tmp_path, "off")
+    assert qos == "normal-eur"
+    submit, park = steps[0], next(s for s in steps if s.trigger == "park")
+    assert park.at >= submit.at + CAP
+    assert park.note == ""
+
+
+def test_an_estimate_past_the_window_parks_a_contended_job(slurm: Cluster, tmp_path: Path) -> None:
+    """With the node full of 30-minute jobs, high-eur's job pends on Resources with SLURM's estimate 30 minutes out:
+    estimate parks it inside the window, the note giving the estimate and the window's end."""
+    slurm.occupy("low-eur", 64, time_minutes=30)
+    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early="estimate"),
+        lanes=(lane,),
+        state_dir=tmp_path,
+    )
+    router = Router(config, slurm.port(), Journal(config.journal_path))
+    try:
+        handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
+        polls = 0
+
+        def parked(_: object) -> bool:
+            nonlocal polls
+            polls += 1
+            steps = router.journal.steps(handle.dispatch_id)
+            return any(s.trigger == "park" for s in steps) or polls > 200
+
+        router.run(until=parked)
+        steps = router.journal.steps(handle.dispatch_id)
+    finally:
+        router.journal.close()
+    submit, park = steps[0], next(s for s in steps if s.trigger == "park")
+    assert park.qos == "high-eur"
+    assert park.note.startswith("park_early=estimate: start estimated ")
+    assert "window ends" in park.note
+    assert park.at < submit.at + CAP
