@@ -28,7 +28,8 @@ def _config(tmp_path: Path, cap: float = CAP) -> Path:
     path = tmp_path / "fellows.toml"
     path.write_text(
         f'state_dir = "{tmp_path / "state"}"\n\n'
-        f"[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n\n"
+        # The plain ladder (park_early off): these tests wait on a capped high-eur on purpose.
+        f'[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\npark_early = "off"\n\n'
         f"[lanes.gcp]\ncommand = {command}\n",
         encoding="utf-8",
     )
