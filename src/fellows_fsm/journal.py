@@ -462,6 +462,14 @@ class Journal:
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
+    def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
+        """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""
+        rows = self._read(
+            "SELECT * FROM dispatches WHERE final=1 AND outcome=? AND updated_at>=? ORDER BY updated_at",
+            (outcome, since),
+        )
+        return [_dispatch_row(r) for r in rows]
+
     def recent(self, limit: int) -> list[DispatchRow]:
         """The ``limit`` most recently created dispatches, oldest first (reads only those rows)."""
         rows = self._read("SELECT * FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))

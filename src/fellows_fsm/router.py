@@ -218,10 +218,7 @@ class Router:
 
     def _sweep_interrupted(self) -> None:
         """Cancel any job that a recently interrupted submit created after it was withdrawn (looked up once)."""
-        horizon = self.clock.now() - 3600
-        for row in self.journal.dispatches():
-            if row.outcome != INTERRUPTED_OUTCOME or row.updated_at < horizon:
-                continue
+        for row in self.journal.ended_since(INTERRUPTED_OUTCOME, self.clock.now() - 3600):
             try:
                 found = self.scheduler.find_by_token(dispatch_token(row.id, 0))
                 if found is not None and found.phase is not Phase.GONE:

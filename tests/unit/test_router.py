@@ -622,3 +622,23 @@ def test_a_controller_outage_stops_the_ladder_clock(
     assert ledger(tmp_path, "gcp") == []
     triggers = [s.trigger for s in r.journal.steps(h.dispatch_id)]
     assert triggers[:3] == ["submit", "pause", "resume"]
+
+
+def test_a_late_job_of_an_interrupted_submit_is_cancelled_by_the_next_router(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A job that a stalled controller created after Ctrl-C withdrew its dispatch is cancelled when the next
+    router starts; one withdrawn more than an hour ago is left alone."""
+    r = make_router()
+    recent, old = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+    for dispatch_id in (old, recent):
+        r.journal.add_lane_dispatch(dispatch_id, SPEC, intent="prod", lane="fellows", at=r.clock.now())
+        r.journal.finish(
+            dispatch_id, state="WITHDRAWN", label="WITHDRAWN", outcome="withdrawn-interrupted", at=r.clock.now()
+        )
+        frozen.tick(3601 if dispatch_id == old else 0)
+    late = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{recent}-r0")
+    stale = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{old}-r0")
+    r.journal.close()
+    make_router()
+    assert (late.state, stale.state) == ("CANCELLED", "PENDING")
