@@ -331,7 +331,8 @@ class Router:
         # 5. A job the cancel itself proved gone needs no read-back: its dispatch resubmits now, within the budget.
         room = budget - min(len(movers), budget)
         for d in parked[:budget]:
-            if room > 0 and d.job_id is not None and d.job_id in gone:
+            seen_pending = d.observation is not None and d.observation.phase is Phase.PENDING
+            if room > 0 and d.job_id is not None and d.job_id in gone and seen_pending:
                 self._advance(d, gone[d.job_id], True, failures)
                 room -= 1
         changes = sum(1 for d in self.live.values() if {s.trigger for s in d.history[before.get(d.id, 0) :]} & _ENTERED)

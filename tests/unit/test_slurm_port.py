@@ -293,3 +293,16 @@ def test_ctld_cancel_is_gated_by_the_exact_patch_level(version: tuple[int, str, 
     port.cancel_if_pending(["5"], read_back=False)
     assert (("scancel", "--ctld", "--state=PENDING", "5") in runner.argvs) is ctld
     assert (("scancel", "--state=PENDING", "5") in runner.argvs) is not ctld
+
+
+def test_ctld_cancel_proves_gone_every_job_its_filter_did_not_spare() -> None:
+    """scancel --ctld names each job its filter spared (measured on 24.11); the others are reported GONE, and an
+    error line it cannot read makes the cancel prove nothing."""
+    spared = (
+        "scancel: error: Kill job error on job id 2: Job state RUNNING != filter state PENDING: Cannot signal job\n"
+    )
+    port, _ = _port({"scancel": [V23, (0, "", spared)]})
+    gone = port.cancel_if_pending(["4", "2"], read_back=False)
+    assert {j: o.phase for j, o in gone.items()} == {"4": Phase.GONE}
+    odd, _ = _port({"scancel": [V23, (0, "", "scancel: error: something new\n")]})
+    assert odd.cancel_if_pending(["4"], read_back=False) == {}

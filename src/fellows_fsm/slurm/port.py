@@ -37,6 +37,7 @@ _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 _FENCE_BEGIN = "now+365days"
 _ERROR_PREFIX = re.compile(r"^\S+: error: ")
 _FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
+_KILL_ERROR = re.compile(r"Kill job error on job id (?P<job>\d+(?:_\d+)?):")
 
 
 def parse_sbatch_id(stdout: str) -> str:
@@ -112,8 +113,9 @@ class SlurmScheduler:
         cannot start before the cancel lands. From 23.11.6 ``scancel --ctld`` applies the filter in slurmctld.
 
         Without ``read_back`` the result holds only what the cancel itself proves: a job the fence held and
-        scancel then removed is GONE (it cannot have started in between). Any other job is left out; the
-        caller's next observe is its read-back (a job that started before its cancel landed reads STARTED).
+        scancel then removed is GONE (it cannot have started in between); with ``--ctld``, a job slurmctld's own
+        filter did not name as spared. Any other job is left out; the caller's next observe is its read-back (a
+        job that started before its cancel landed reads STARTED).
         """
         ids = list(dict.fromkeys(job_ids))
         if not ids:
@@ -121,7 +123,13 @@ class SlurmScheduler:
         confirmed: dict[str, Observation] = {}
         # One attempt each: a controller that does not answer gets the cancels again at the next poll.
         if self._scancel_has_ctld():
-            self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids), retry=ONE_ATTEMPT)
+            done = self.runner.run(("scancel", "--ctld", "--state=PENDING", *ids), retry=ONE_ATTEMPT)
+            spared, certain = _spared_by_ctld_filter(done.stderr)
+            if done.ok and certain:
+                # slurmctld applied the filter itself: every id it did not name was pending and is cancelled. An id
+                # it does not know is not named either, so the caller trusts this only for jobs it saw pending
+                # this very poll (a job cannot start, end and be purged in between).
+                confirmed = {j: Observation(j, Phase.GONE, state="CANCELLED") for j in ids if j not in spared}
         else:
             fenced, certain = self._fence(ids)
             if fenced:
@@ -207,6 +215,21 @@ class SlurmScheduler:
             # E.g. a site that forbids begin-time updates: fall back to scancel's own (client-side) filter.
             log.warning("scontrol could not fence jobs %s (%s); cancelling with scancel's filter", job_ids, unexplained)
         return [job_id for job_id in job_ids if job_id not in refused], not unexplained
+
+
+def _spared_by_ctld_filter(stderr: str) -> tuple[set[str], bool]:
+    """The ids ``scancel --ctld --state=PENDING`` left alone, from its per-job error lines, and whether every line
+    was such a line (measured on 24.11: "scancel: error: Kill job error on job id 2: Job state RUNNING != filter
+    state PENDING: Cannot signal job", exit 0)."""
+    spared: set[str] = set()
+    certain = True
+    for line in stderr.splitlines():
+        match = _KILL_ERROR.search(line)
+        if match is not None:
+            spared.add(match["job"])
+        elif line.strip():
+            certain = False
+    return spared, certain
 
 
 def _slurm_words(text: str) -> str:
