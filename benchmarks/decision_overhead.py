@@ -102,7 +102,7 @@ def scenario(args: argparse.Namespace) -> dict[str, Any]:
     port = SlurmScheduler(CommandRunner(timeout_seconds=30))
     with tempfile.TemporaryDirectory(prefix="fellows-overhead-") as state_dir:
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=args.cap, poll_interval_seconds=args.poll),
+            fellows=FellowsConfig(park_cap_seconds=args.cap, poll_interval_seconds=args.poll, park_early="off"),
             lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
             router=RouterConfig(),
             state_dir=state_dir,
