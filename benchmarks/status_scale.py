@@ -47,7 +47,7 @@ def build_journal(path: Path, dispatches: int, live: int) -> None:
                 clock.advance_to(clock.now() + 1.0)
                 spec = JobSpec(name=f"train-{i}", script="/home/me/train.sbatch", gpus=8, time_limit_seconds=3600)
                 d = Dispatch(f"{i:012x}", spec, ladder, fake, clock, journal)
-                journal.add_dispatch(d, intent="prod", lane="fellows", at=clock.now())
+                journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=clock.now())
                 d.submit()
                 if i >= live:
                     assert d.job_id is not None

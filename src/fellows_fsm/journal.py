@@ -19,7 +19,9 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.config import Ladder
 from fellows_fsm.errors import JournalError
+from fellows_fsm.lanes import FELLOWS
 from fellows_fsm.lifecycle import RUNNING, WITHDRAWN, Dispatch, Step, state_label
 from fellows_fsm.scheduler import JobSpec
 
@@ -312,27 +314,36 @@ class Journal:
 
     # ----------------------------------------------------------------- writes
     def add_dispatch(
-        self, dispatch: Dispatch, *, intent: str, lane: str, at: float, settings: dict[str, Any] | None = None
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        ladder: Ladder,
+        *,
+        pinned: bool,
+        intent: str,
+        at: float,
+        settings: dict[str, Any] | None = None,
     ) -> None:
-        """Journal a new dispatch (before anything is submitted for it), with what it needs to finish."""
-        spec = attrs.asdict(dispatch.spec)
-        ladder = [attrs.asdict(r) for r in dispatch.ladder.rungs]
+        """Journal a new ladder dispatch (before anything is submitted for it), with what it needs to finish.
+
+        A dispatch journaled without steps is submitted by whichever process drives the journal, on its next tick.
+        """
+        first = ladder.first
         with self._write() as db:
             db.execute(
                 "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
-                " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,?,0,'',?,?)",
+                " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,NULL,0,'',?,?)",
                 (
-                    dispatch.id,
+                    dispatch_id,
                     at,
                     intent,
-                    lane,
-                    int(dispatch.pinned),
-                    json.dumps(spec),
-                    json.dumps(ladder),
-                    dispatch.state,
-                    dispatch.label,
-                    dispatch.rung.qos if lane == "fellows" else None,
-                    None,
+                    FELLOWS,
+                    int(pinned),
+                    json.dumps(attrs.asdict(spec)),
+                    json.dumps([attrs.asdict(r) for r in ladder.rungs]),
+                    first.state_name,
+                    first.label,
+                    first.qos,
                     at,
                     json.dumps(settings or {}),
                 ),
@@ -462,6 +473,16 @@ class Journal:
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
+    def live_after(self, rowid: int) -> tuple[int, list[DispatchRow]]:
+        """The live dispatches journaled after row ``rowid`` (by any process), and the journal's last row id.
+
+        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the
+        new rows (an index lookup on SQLite's rowid), however many dispatches the journal holds.
+        """
+        rows = self._read("SELECT rowid AS _rowid, * FROM dispatches WHERE rowid > ? ORDER BY rowid", (rowid,))
+        last = int(rows[-1]["_rowid"]) if rows else rowid
+        return last, [_dispatch_row(r) for r in rows if not r["final"]]
+
     def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
         """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""
         rows = self._read(
@@ -560,6 +581,7 @@ def _outcome(step: Step) -> str:
 
 def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
     values = dict(row)
+    values.pop("_rowid", None)
     values["pinned"] = bool(values["pinned"])
     values["final"] = bool(values["final"])
     values["spec"] = json.loads(values["spec"])

@@ -111,6 +111,8 @@ class Router:
         self._ended: list[str] = []
         self._failed: list[str] = []
         """Handoffs that ended, and failure lines, since the last TickReport."""
+        self._adopted_upto = 0
+        """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         journal.acquire_driver()
         self.recover()
         self._sweep_interrupted()
@@ -162,7 +164,7 @@ class Router:
         following = self.config.auto_order[1:]
         settings = self._settings(following[0] if following and pin is None else None)
         try:
-            self.journal.add_dispatch(d, intent=intent, lane=FELLOWS, at=now, settings=settings)
+            self.journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings)
             self.settings[d.id] = settings
             d.submit()
         except KeyboardInterrupt:
@@ -277,6 +279,7 @@ class Router:
         """
         now = self.clock.now()
         self.journal.check_intact()
+        self.adopt()
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec)
@@ -499,8 +502,20 @@ class Router:
     # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids."""
+        self._adopted_upto, rows = self.journal.live_after(0)
+        return self._load(rows)
+
+    def adopt(self) -> list[str]:
+        """Take on the live dispatches journaled since the last look (by another process: a second ``submit``
+        enqueues its dispatch and leaves it to whichever process drives the journal); return their ids."""
+        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto)
+        return self._load([row for row in rows if row.id not in self.live and row.id not in self.pending_handoffs])
+
+    def _load(self, rows: list[DispatchRow]) -> list[str]:
         recovered = []
-        for row in self.journal.dispatches(live_only=True):
+        for row in rows:
+            if row.id in self.running:
+                continue
             spec = _spec(row)
             settings = row.settings
             if row.lane != FELLOWS:

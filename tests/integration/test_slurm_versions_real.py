@@ -44,7 +44,9 @@ def test_own_cap_reason_stays_across_backfill_passes_on_a_full_node(slurm: Clust
     dispatch = Dispatch(
         f"it{uuid.uuid4().hex[:8]}", slurm.spec(gpus=8), ladder, port, clock=SystemClock(), recorder=journal
     )
-    journal.add_dispatch(dispatch, intent="prod", lane="fellows", at=time.time())
+    journal.add_dispatch(
+        dispatch.id, dispatch.spec, dispatch.ladder, pinned=dispatch.pinned, intent="prod", at=time.time()
+    )
     try:
         dispatch.submit()
         first_job = dispatch.job_id

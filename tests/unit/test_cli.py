@@ -968,7 +968,7 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
     try:
         for i in range(dispatches):
             d = Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder, fake, clock, journal)
-            journal.add_dispatch(d, intent="prod", lane="fellows", at=1_700_000_000.0 + i)
+            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=1_700_000_000.0 + i)
             d.submit()
             if i >= live:
                 assert d.job_id is not None

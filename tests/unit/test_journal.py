@@ -72,7 +72,7 @@ def test_steps_are_committed_before_the_side_effect(tmp_path: Path) -> None:
 
     with freeze_time("2026-11-30 12:00:00"):
         d = Dispatch("w1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, Spy(), recorder=journal)
-        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
     assert seen == [["submit"]]
     assert [j.job_id for j in journal.jobs("w1")] == [d.job_id]
@@ -85,7 +85,7 @@ def test_steps_round_trip(tmp_path: Path) -> None:
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as frozen:
         d = Dispatch("w2", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal)
-        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
         frozen.tick(60)
         assert d.job_id is not None
@@ -126,7 +126,7 @@ def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
             Dispatch(f"b{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(3)
         ]
         for d in ds:
-            journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
             d.submit()
         frozen.tick(60)
         with journal.batch():
@@ -146,7 +146,7 @@ def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> N
             Dispatch(f"c{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(2)
         ]
         for d in ds:
-            journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
             d.submit()
         frozen.tick(60)
         ds[1].id = "not-journaled"  # its rows now violate the foreign key: the write fails
@@ -163,7 +163,7 @@ def _journal_with_a_dispatch(tmp_path: Path) -> tuple[Journal, Dispatch]:
     journal = Journal(tmp_path / "journal.sqlite3")
     with freeze_time("2026-11-30 12:00:00"):
         d = Dispatch("d1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, FakeScheduler(), recorder=journal)
-        journal.add_dispatch(d, intent="prod", lane="fellows", at=0.0)
+        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
     return journal, d
 
