@@ -25,7 +25,7 @@ from fellows_fsm.lanes import FELLOWS, CommandLane, CompletedHandoff, Handoff, H
 from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, WITHDRAWN, Dispatch, dispatch_token
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
 
-__all__ = ["Handle", "Router", "TickReport"]
+__all__ = ["Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
 
 log = logging.getLogger(__name__)
 
@@ -143,26 +143,19 @@ class Router:
         command lane. A refused first submit raises SubmitRejected and leaves nothing queued. ``ladder``
         replaces the intent's ladder (the preflight's kept rungs); ``note`` is journaled on the first step.
         """
-        if intent not in INTENTS:
-            raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-        if pin is not None and pin != FELLOWS and pin not in self.lanes:
-            known = ", ".join([FELLOWS, *self.lanes])
-            raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
         dispatch_id = uuid.uuid4().hex[:12]
         now = self.clock.now()
-        if pin is not None and pin != FELLOWS:
-            settings = self._settings(pin)
-            self.journal.add_lane_dispatch(dispatch_id, spec, intent=intent, lane=pin, at=now, settings=settings)
-            self.pending_handoffs[dispatch_id] = (pin, spec)
-            self._hand_off(dispatch_id, pin, spec)
+        admitted = admit(self.config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
+        spec, settings = admitted.spec, admitted.settings
+        if admitted.ladder is None:
+            self.journal.add_lane_dispatch(
+                dispatch_id, spec, intent=intent, lane=admitted.lane, at=now, settings=settings
+            )
+            self.pending_handoffs[dispatch_id] = (admitted.lane, spec)
+            self._hand_off(dispatch_id, admitted.lane, spec)
             return self.handle(dispatch_id)
-        fellows = self.config.fellows
-        if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
-            spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-        d = self._new(dispatch_id, spec, intent, pinned=pin == FELLOWS, ladder=ladder)
+        d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
         d.note = note
-        following = self.config.auto_order[1:]
-        settings = self._settings(following[0] if following and pin is None else None)
         try:
             self.journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings)
             self.settings[d.id] = settings
@@ -230,18 +223,6 @@ class Router:
                     self.scheduler.cancel([found.job_id])
             except SchedulerError as exc:
                 log.warning("could not look for a late job of withdrawn dispatch %s: %s", row.id, exc)
-
-    def _settings(self, lane: str | None) -> dict[str, Any]:
-        """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
-        lane_config = self.config.lane(lane) if lane is not None else None
-        return {
-            "fallback": None if lane_config is None else _lane_json(lane_config),
-            "controller_deadline": self.config.router.controller_deadline,
-            "in_place": self.config.router.change_rung == "in-place",
-            "park_early": self.config.fellows.park_early,
-            "park_early_last_rung": self.config.fellows.park_early_last_rung,
-            "config": self.config.source,
-        }
 
     def _new(
         self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
@@ -548,6 +529,8 @@ class Router:
                 park_early=str(settings.get("park_early", "off")),
                 park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
             )
+            if not d.history:
+                d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
             self.settings[d.id] = settings
             recovered.append(d.id)
@@ -556,6 +539,103 @@ class Router:
     def is_done(self, dispatch_id: str) -> bool:
         """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""
         return self.handle(dispatch_id).final
+
+
+@attrs.frozen
+class Admission:
+    """A dispatch as it will be journaled: checked, named, on its ladder, with the settings it carries."""
+
+    spec: JobSpec
+    lane: str
+    """``fellows`` for the ladder, else the command lane it is pinned to."""
+    ladder: Ladder | None
+    """None for a dispatch pinned to a command lane (it never enters the ladder)."""
+    pinned: bool
+    settings: dict[str, Any]
+
+
+def admit(
+    config: Config,
+    spec: JobSpec,
+    *,
+    intent: str = "prod",
+    pin: str | None = None,
+    ladder: Ladder | None = None,
+    note: str = "",
+) -> Admission:
+    """Check a request against ``config`` and decide how it is journaled (no I/O; raises ConfigError).
+
+    A debug job gets the cluster's debug name prefix; ``ladder`` replaces the intent's (the preflight's kept
+    rungs); ``note`` is kept in the settings and written on the first step.
+    """
+    if intent not in INTENTS:
+        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+    lane_names = [lane.name for lane in config.lanes]
+    if pin is not None and pin != FELLOWS and pin not in lane_names:
+        known = ", ".join([FELLOWS, *lane_names])
+        raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
+    if pin is not None and pin != FELLOWS:
+        return Admission(spec, pin, None, True, _settings(config, pin, note))
+    fellows = config.fellows
+    if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
+        spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
+    following = config.auto_order[1:]
+    fallback = following[0] if following and pin is None else None
+    return Admission(
+        spec, FELLOWS, ladder or fellows.ladder_for(intent), pin == FELLOWS, _settings(config, fallback, note)
+    )
+
+
+def enqueue(
+    config: Config,
+    journal: Journal,
+    spec: JobSpec,
+    *,
+    intent: str = "prod",
+    pin: str | None = None,
+    ladder: Ladder | None = None,
+    note: str = "",
+    at: float | None = None,
+) -> str:
+    """Journal a dispatch for whichever process drives ``journal`` (no driver lock needed); return its id.
+
+    Nothing is queued here: the driving router adopts the row on its next tick and submits it (a lane-pinned
+    dispatch: starts its command). Use it when another process drives the journal.
+    """
+    admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
+    dispatch_id = uuid.uuid4().hex[:12]
+    now = time.time() if at is None else at
+    if admitted.ladder is None:
+        journal.add_lane_dispatch(
+            dispatch_id, admitted.spec, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
+        )
+    else:
+        journal.add_dispatch(
+            dispatch_id,
+            admitted.spec,
+            admitted.ladder,
+            pinned=admitted.pinned,
+            intent=intent,
+            at=now,
+            settings=admitted.settings,
+        )
+    return dispatch_id
+
+
+def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any]:
+    """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
+    lane_config = config.lane(lane) if lane is not None else None
+    settings: dict[str, Any] = {
+        "fallback": None if lane_config is None else _lane_json(lane_config),
+        "controller_deadline": config.router.controller_deadline,
+        "in_place": config.router.change_rung == "in-place",
+        "park_early": config.fellows.park_early,
+        "park_early_last_rung": config.fellows.park_early_last_rung,
+        "config": config.source,
+    }
+    if note:
+        settings["note"] = note
+    return settings
 
 
 def _main_thread() -> bool:

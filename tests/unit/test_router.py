@@ -15,7 +15,7 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config import Config, LaneConfig, RouterConfig
 from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
+from fellows_fsm.router import Router, enqueue
 from fellows_fsm.scheduler import Observation
 
 CAP = 60.0
@@ -642,3 +642,24 @@ def test_a_late_job_of_an_interrupted_submit_is_cancelled_by_the_next_router(
     r.journal.close()
     make_router()
     assert (late.state, stale.state) == ("CANCELLED", "PENDING")
+
+
+def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_next_tick(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """enqueue() through a second journal handle needs no driver lock; the driving router's next poll submits it."""
+    r = make_router()
+    other = Journal(r.journal.path)
+    try:
+        dispatch_id = enqueue(r.config, other, SPEC, note="kept by the preflight")
+        lane_id = enqueue(r.config, other, SPEC, pin="gcp")
+    finally:
+        other.close()
+    assert r.journal.steps(dispatch_id) == []  # nothing queued by enqueue itself
+    r.poll()
+    steps = r.journal.steps(dispatch_id)
+    assert [(s.trigger, s.qos, s.note) for s in steps] == [("submit", "high-eur", "kept by the preflight")]
+    assert r.handle(dispatch_id).slurm_job_id is not None
+    assert set(r.driven) == {dispatch_id, lane_id}
+    r.poll()
+    assert [s.trigger for s in r.journal.steps(dispatch_id)] == ["submit"]  # adopted once, never submitted twice
