@@ -20,11 +20,12 @@ from typing import Any
 
 from benchmarks.common import spread, write_result
 from fellows_fsm.config import FellowsConfig
+from fellows_fsm.core import Dispatch
 from fellows_fsm.fake import FakeScheduler
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.sim.clock import SimClock
+from fellows_fsm.testing import Driven
 
 FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 VARIANTS = {
@@ -46,7 +47,7 @@ def build_journal(path: Path, dispatches: int, live: int) -> None:
             for i in range(dispatches):
                 clock.advance_to(clock.now() + 1.0)
                 spec = JobSpec(name=f"train-{i}", script="/home/me/train.sbatch", gpus=8, time_limit_seconds=3600)
-                d = Dispatch(f"{i:012x}", spec, ladder, fake, clock, journal)
+                d = Driven(Dispatch(f"{i:012x}", spec, ladder), fake, journal, clock)
                 journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=clock.now())
                 d.submit()
                 if i >= live:

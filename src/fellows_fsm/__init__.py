@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import FellowsConfig, Ladder, Rung
+from fellows_fsm.core import Decision, Dispatch, Step
+from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN
+from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -16,7 +19,6 @@ from fellows_fsm.errors import (
     TransitionNotAllowed,
 )
 from fellows_fsm.fake import FakeScheduler
-from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, Dispatch, Recorder, Step
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
 
 __all__ = [
@@ -24,9 +26,12 @@ __all__ = [
     "FAILED_TO_GCP",
     "PARKED",
     "RUNNING",
+    "WITHDRAWN",
     "Clock",
     "ConfigError",
+    "Decision",
     "Dispatch",
+    "Driver",
     "FakeScheduler",
     "FellowsConfig",
     "FellowsError",

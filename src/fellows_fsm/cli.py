@@ -32,6 +32,8 @@ from fellows_fsm import diagram as diagrams
 from fellows_fsm import sim
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings, load_config
+from fellows_fsm.core import dispatch_token
+from fellows_fsm.core.vocab import OUTCOME_WITHDRAWN, WITHDRAWN
 from fellows_fsm.errors import (
     FellowsError,
     LaneError,
@@ -42,7 +44,6 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS
-from fellows_fsm.lifecycle import dispatch_token
 from fellows_fsm.preflight import GrantsCache, Preflight, preflight
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
@@ -50,7 +51,6 @@ from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.view import (
-    WITHDRAWN,
     Snapshot,
     dispatch_json,
     dispatch_panel,
@@ -729,7 +729,7 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
                 job_ids.append(found.job_id)
         # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
         if row.outcome != "withdrawn":
-            journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=SystemClock().now())
+            journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=SystemClock().now())
         scheduler.cancel(job_ids)
     jobs = ", ".join(job_ids) or "none"
     click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")

@@ -19,18 +19,24 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.config import Ladder
+from fellows_fsm.core import Attach, Record, Step
+from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.vocab import (
+    FELLOWS,
+    HANDED_OFF,
+    HANDING_OFF,
+    HANDOFF_FAILED,
+    OUTCOME_HANDED_OFF,
+    OUTCOME_HANDOFF_FAILED,
+    OUTCOME_HELD,
+    OUTCOME_WITHDRAWN_OUTSIDE,
+    WITHDRAWN,
+)
 from fellows_fsm.errors import JournalError
-from fellows_fsm.lanes import FELLOWS
-from fellows_fsm.lifecycle import RUNNING, WITHDRAWN, Dispatch, Step, state_label
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["HANDED_OFF", "HANDING_OFF", "HANDOFF_FAILED", "DispatchRow", "HandoffRow", "JobRow", "Journal"]
+__all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal"]
 
-HANDING_OFF = "HANDING_OFF"
-HANDED_OFF = "HANDED_OFF"
-HANDOFF_FAILED = "HANDOFF_FAILED"
-"""States of a dispatch pinned straight to a command lane (it never enters the ladder machine)."""
 
 SCHEMA_VERSION = 2
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
@@ -377,17 +383,15 @@ class Journal:
                 ),
             )
 
-    def transition(self, dispatch: Dispatch, step: Step) -> None:
-        """Recorder: commit ``step`` (and the dispatch's new state) before the state changes."""
-        label = state_label(dispatch.ladder, step.dest)
-        # FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
-        final = step.dest in (RUNNING, WITHDRAWN) or (step.dest == "CANCELLED" and dispatch.pinned)
+    def record(self, effect: Record) -> None:
+        """Commit a step (and the dispatch's new state) before anything it announces is done."""
+        step = effect.step
         with self._write() as db:
             db.execute(
                 "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
                 " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
-                    dispatch.id,
+                    effect.dispatch_id,
                     step.at,
                     step.source,
                     step.dest,
@@ -401,20 +405,28 @@ class Journal:
             )
             db.execute(
                 "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, outcome=?, updated_at=? WHERE id=?",
-                (step.dest, label, step.qos, step.job_id, int(final), _outcome(step), step.at, dispatch.id),
+                (
+                    step.dest,
+                    effect.label,
+                    step.qos,
+                    step.job_id,
+                    int(effect.final),
+                    _outcome(step),
+                    step.at,
+                    effect.dispatch_id,
+                ),
             )
 
-    def attached(self, dispatch: Dispatch, job_id: str) -> None:
-        """Recorder: commit the job id the current rung's submit returned."""
-        now = dispatch.clock.now()
+    def attach(self, effect: Attach) -> None:
+        """Commit the job id a rung's submit returned (or a move kept)."""
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO jobs (dispatch_id, rung_index, job_id, at) VALUES (?,?,?,?)",
-                (dispatch.id, dispatch.rung_index, job_id, now),
+                (effect.dispatch_id, effect.rung_index, effect.job_id, effect.at),
             )
             db.execute(
                 "UPDATE dispatches SET job_id=?, updated_at=? WHERE id=?",
-                (job_id, now, dispatch.id),
+                (effect.job_id, effect.at, effect.dispatch_id),
             )
 
     def finish(self, dispatch_id: str, *, state: str, label: str, outcome: str, at: float) -> None:
@@ -449,7 +461,7 @@ class Journal:
             )
             db.execute(
                 "UPDATE dispatches SET final=1, outcome=?, updated_at=? WHERE id=?",
-                ("handed-off" if ok else "handoff-failed", at, dispatch_id),
+                (OUTCOME_HANDED_OFF if ok else OUTCOME_HANDOFF_FAILED, at, dispatch_id),
             )
             # A dispatch pinned to a lane has no ladder state; its state is the handoff's.
             state = HANDED_OFF if ok else HANDOFF_FAILED
@@ -573,9 +585,9 @@ def _damaged(path: Path, exc: Exception) -> JournalError:
 def _outcome(step: Step) -> str:
     """The outcome a step leaves on the dispatch row: why it is held or withdrawn, else nothing yet."""
     if step.dest == WITHDRAWN:
-        return "withdrawn-outside"
+        return OUTCOME_WITHDRAWN_OUTSIDE
     if step.trigger == "hold":
-        return "held"
+        return OUTCOME_HELD
     return ""
 
 

@@ -24,14 +24,23 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm.config import Config, Ladder, Rung
+from fellows_fsm.core import Dispatch, Step, machine_definition, state_label
+from fellows_fsm.core.vocab import (
+    FAILED_TO_GCP,
+    HANDED_OFF,
+    HANDING_OFF,
+    HANDOFF_FAILED,
+    NO_LANE_LEFT,
+    REFUSED,
+    RUNNING,
+    WITHDRAWN,
+)
 from fellows_fsm.errors import FellowsError
-from fellows_fsm.journal import HANDED_OFF, HANDOFF_FAILED, DispatchRow, HandoffRow, JobRow
-from fellows_fsm.lifecycle import FAILED_TO_GCP, RUNNING, Dispatch, Step, machine_definition, state_label
+from fellows_fsm.journal import DispatchRow, HandoffRow, JobRow
 from fellows_fsm.scheduler import JobSpec, ReasonGroup, classify_reason
 from fellows_fsm.slurm.accounting import Grants, QosInfo, check_ladder
 
 __all__ = [
-    "WITHDRAWN",
     "HistoryEntry",
     "LadderReport",
     "Snapshot",
@@ -49,9 +58,6 @@ __all__ = [
     "status_table",
     "watch_table",
 ]
-
-WITHDRAWN = "WITHDRAWN"
-"""The state a dispatch is left in by ``fellows-fsm cancel`` (outcome ``withdrawn``)."""
 
 _GONE_FINAL = {HANDED_OFF: "handed off", HANDOFF_FAILED: "handoff failed", WITHDRAWN: "withdrawn"}
 
@@ -231,10 +237,10 @@ def shown_state(snap: Snapshot) -> str:
         return {
             "handed-off": HANDED_OFF,
             "handoff-failed": HANDOFF_FAILED,
-            "no-fallback-lane": "NO_LANE_LEFT",
-        }.get(snap.outcome, "HANDING_OFF")
+            "no-fallback-lane": NO_LANE_LEFT,
+        }.get(snap.outcome, HANDING_OFF)
     if snap.final and snap.outcome.startswith("rejected"):
-        return "REFUSED"
+        return REFUSED
     return snap.label
 
 
@@ -280,7 +286,7 @@ def _headline(snap: Snapshot) -> str:
 def _state_style(label: str) -> str:
     if label in (RUNNING, HANDED_OFF):
         return "bold green"
-    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, "REFUSED", "NO_LANE_LEFT", "HANDING_OFF"):
+    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, REFUSED, NO_LANE_LEFT, HANDING_OFF):
         return "bold yellow"
     return "bold cyan"
 
@@ -384,7 +390,7 @@ def status_words(snap: Snapshot) -> str:
     state = shown_state(snap)
     if state == RUNNING and snap.qos:
         return f"{RUNNING}({snap.qos})"
-    if state in (HANDED_OFF, HANDOFF_FAILED, "HANDING_OFF") and snap.lane != "fellows":
+    if state in (HANDED_OFF, HANDOFF_FAILED, HANDING_OFF) and snap.lane != "fellows":
         return f"{state}({snap.lane})"
     return state
 
@@ -502,7 +508,7 @@ def history_entries(
             HistoryEntry(
                 at=handoff.finished_at or handoff.started_at,
                 source=source,
-                dest=HANDED_OFF if done else (HANDOFF_FAILED if handoff.exit_status is not None else "HANDING_OFF"),
+                dest=HANDED_OFF if done else (HANDOFF_FAILED if handoff.exit_status is not None else HANDING_OFF),
                 trigger="hand_off",
                 qos=None,
                 slurm_job_id=None,

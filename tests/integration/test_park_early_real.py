@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.core import Step
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Step
 from fellows_fsm.router import Router
 from tests.integration.conftest import Cluster
 

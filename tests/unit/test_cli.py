@@ -13,11 +13,12 @@ from click.testing import CliRunner, Result
 
 from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, view
 from fellows_fsm.config import FellowsConfig, load_config
+from fellows_fsm.core import Dispatch
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
+from fellows_fsm.testing import Driven
 
 CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
@@ -967,7 +968,7 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
     ids = []
     try:
         for i in range(dispatches):
-            d = Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder, fake, clock, journal)
+            d = Driven(Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder), fake, journal)
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=1_700_000_000.0 + i)
             d.submit()
             if i >= live:

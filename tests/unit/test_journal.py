@@ -10,6 +10,7 @@ from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
 from fellows_fsm.journal import Journal
+from fellows_fsm.testing import Driven
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
 
@@ -71,7 +72,7 @@ def test_steps_are_committed_before_the_side_effect(tmp_path: Path) -> None:
             return super().submit(spec, qos=qos, token=token, deadline=deadline)
 
     with freeze_time("2026-11-30 12:00:00"):
-        d = Dispatch("w1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, Spy(), recorder=journal)
+        d = Driven(Dispatch("w1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), Spy(), journal)
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
     assert seen == [["submit"]]
@@ -84,7 +85,7 @@ def test_steps_round_trip(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.sqlite3")
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as frozen:
-        d = Dispatch("w2", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal)
+        d = Driven(Dispatch("w2", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
         frozen.tick(60)
@@ -123,7 +124,7 @@ def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
 
     with freeze_time("2026-11-30 12:00:00") as frozen:
         ds = [
-            Dispatch(f"b{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(3)
+            Driven(Dispatch(f"b{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal) for i in range(3)
         ]
         for d in ds:
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
@@ -138,31 +139,32 @@ def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
 
 
 def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> None:
-    """A step whose write fails inside a batch leaves that dispatch unchanged; the others are committed."""
+    """A step whose write fails inside a batch is not journaled and stops the tick; the others are committed."""
     journal = Journal(tmp_path / "j.sqlite3")
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as frozen:
         ds = [
-            Dispatch(f"c{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder, fake, recorder=journal) for i in range(2)
+            Driven(Dispatch(f"c{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal) for i in range(2)
         ]
         for d in ds:
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
             d.submit()
         frozen.tick(60)
-        ds[1].id = "not-journaled"  # its rows now violate the foreign key: the write fails
+        ds[1].d.id = "not-journaled"  # its rows now violate the foreign key: the write fails
         with journal.batch():
             ds[0].advance(None, may_change_rung=False)
             with pytest.raises(JournalError, match="write failed"):
                 ds[1].advance(None, may_change_rung=False)
-        assert (ds[0].state, ds[1].state) == ("PARKED", "SUBMITTED_high_eur")
         assert [s.trigger for s in journal.steps("c0")] == ["submit", "park"]
+        assert [s.trigger for s in journal.steps("c1")] == ["submit"]  # a restart resumes it on its rung
+        assert fake.calls["cancel_if_pending"] == 0
     journal.close()
 
 
-def _journal_with_a_dispatch(tmp_path: Path) -> tuple[Journal, Dispatch]:
+def _journal_with_a_dispatch(tmp_path: Path) -> tuple[Journal, Driven]:
     journal = Journal(tmp_path / "journal.sqlite3")
     with freeze_time("2026-11-30 12:00:00"):
-        d = Dispatch("d1", SPEC, FellowsConfig(park_cap_seconds=60).ladder, FakeScheduler(), recorder=journal)
+        d = Driven(Dispatch("d1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), FakeScheduler(), journal)
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
     return journal, d
