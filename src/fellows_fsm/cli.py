@@ -49,22 +49,13 @@ from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
 from fellows_fsm.slurm.render import owned_option
-from fellows_fsm.view import (
-    WITHDRAWN,
-    Snapshot,
-    dispatch_json,
-    dispatch_panel,
-    dot_source,
-    history_entries,
-    history_table,
-    ladder_report,
-    ladder_table,
-    path_mermaid,
-    span,
-    status_table,
-    svg,
-    watch_table,
-)
+from fellows_fsm.ui.history import history_entries, history_table
+from fellows_fsm.ui.ladder import ladder_report, ladder_table
+from fellows_fsm.ui.live import dispatch_panel, watch_table
+from fellows_fsm.ui.paths import dot_source, path_mermaid, svg
+from fellows_fsm.ui.snapshot import WITHDRAWN, Snapshot, dispatch_json
+from fellows_fsm.ui.status import status_table
+from fellows_fsm.ui.words import span
 
 __all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults"]
 

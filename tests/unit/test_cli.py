@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, view
+from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
 from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
+from fellows_fsm.ui import paths as ui_paths
+from fellows_fsm.ui import words as ui_words
 
 CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
@@ -550,10 +552,10 @@ def test_diagram_names_what_to_install(
 ) -> None:
     """Without graphviz, dot and svg fail with one line naming what to install."""
     if missing == "find_spec":
-        monkeypatch.setattr(view, "find_spec", lambda name: None)
+        monkeypatch.setattr(ui_paths, "find_spec", lambda name: None)
     else:
         pytest.importorskip("graphviz")
-        monkeypatch.setattr(view.shutil, "which", lambda name: None)
+        monkeypatch.setattr(ui_paths.shutil, "which", lambda name: None)
     result = run("diagram", "--format", fmt)
     assert result.exit_code == 1
     assert words in one_error_line(result)
@@ -593,12 +595,12 @@ def test_python_dash_m_runs_the_same_cli() -> None:
 )
 def test_explain_reason_in_plain_words(reason: str | None, words: str) -> None:
     """Each pending reason reads as a short sentence about the rung."""
-    assert words in view.explain_reason(reason, "high-eur", "42")
+    assert words in ui_words.explain_reason(reason, "high-eur", "42")
 
 
 def test_every_reason_group_has_words() -> None:
     """No reason group falls through without a sentence."""
-    assert set(view._GROUP_WORDS) == set(ReasonGroup)
+    assert set(ui_words._GROUP_WORDS) == set(ReasonGroup)
 
 
 @pytest.mark.parametrize(
@@ -608,7 +610,7 @@ def test_every_reason_group_has_words() -> None:
 )
 def test_span_reads_like_a_countdown(seconds: float, text: str) -> None:
     """Durations read as short countdowns."""
-    assert view.span(seconds) == text
+    assert ui_words.span(seconds) == text
 
 
 def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
