@@ -625,6 +625,14 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
     config = _config(ctx)
     with _journal(config, readonly=True) as journal:  # read-only use: never the driver lock
         total = journal.count()
+        if show_all and not dispatch_id and not as_json:
+            # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
+            listed = journal.listings(live_only=live_only)
+            if listed:
+                _console().print(status_table(listed, updated={r.dispatch_id: r.updated_at for r in listed}))
+            else:
+                click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+            return
         if dispatch_id:
             rows = [_find(journal, dispatch_id)]
         elif show_all:

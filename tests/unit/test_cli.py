@@ -7,11 +7,13 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli
+from fellows_fsm import journal as journal_module
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
@@ -1037,3 +1039,44 @@ def test_a_park_cap_under_two_polls_is_warned_about(env: Path) -> None:
     assert "warning: [fellows] a park cap of 5 s is under two polls of 10 s" in result.stderr
     (env / "fellows.toml").write_text(_toml(env, fellows="park_cap_seconds = 600\npoll_interval_seconds = 10"))
     assert "park cap" not in run("config", "check").stderr
+
+
+def _count_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the id of every dispatch row the journal parses (its JSON columns) from now on."""
+    parsed: list[str] = []
+    original = journal_module._dispatch_row
+
+    def counting(row: Any) -> Any:
+        parsed.append(row["id"])
+        return original(row)
+
+    monkeypatch.setattr(journal_module, "_dispatch_row", counting)
+    return parsed
+
+
+def test_status_all_prints_the_default_table_without_parsing_rows(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """status --all (from the journal's listings) prints what status prints when every dispatch is shown, a
+    handed-off one on its lane included, and parses no row's JSON."""
+    fake.scheduling = False
+    run("submit", "--json", str(script))
+    for _ in range(2):
+        run("submit", "--detach", str(script))
+    default = run("status")
+    parsed = _count_parsed_rows(monkeypatch)
+    every = run("status", "--all")
+    assert every.exit_code == 0, every.output
+    assert every.stdout == default.stdout
+    assert "HANDED_OFF(gcp)" in every.stdout
+    assert parsed == []
+
+
+def test_history_of_a_prefix_parses_only_the_matching_row(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """history <prefix> on a journal of 30 dispatches parses one dispatch row: the one it shows."""
+    ids = _journal_of(env, 30, live=0)
+    parsed = _count_parsed_rows(monkeypatch)
+    result = run("history", "11", "--json")
+    assert result.exit_code == 0, result.output
+    assert [e["trigger"] for e in json.loads(result.stdout)] == ["submit", "start"]
+    assert parsed == [ids[11]]

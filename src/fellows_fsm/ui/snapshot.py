@@ -7,7 +7,7 @@ Values only: nothing here renders a table or prints.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -15,10 +15,40 @@ from fellows_fsm.journal import HANDED_OFF, HANDOFF_FAILED, DispatchRow, Handoff
 from fellows_fsm.lifecycle import FAILED_TO_GCP, RUNNING, Dispatch
 from fellows_fsm.ui.words import iso_utc
 
-__all__ = ["WITHDRAWN", "Snapshot", "dispatch_json", "left_ladder", "shown_state", "state_style", "status_words"]
+__all__ = [
+    "WITHDRAWN",
+    "Listed",
+    "Snapshot",
+    "dispatch_json",
+    "left_ladder",
+    "shown_state",
+    "state_style",
+    "status_words",
+]
 
 WITHDRAWN = "WITHDRAWN"
 """The state a dispatch is left in by ``fellows-fsm cancel`` (outcome ``withdrawn``)."""
+
+
+class Listed(Protocol):
+    """What the status words read of a dispatch: a Snapshot has it, and so has the journal's lighter Listing."""
+
+    @property
+    def dispatch_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def final(self) -> bool: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def qos(self) -> str | None: ...
+    @property
+    def job_id(self) -> str | None: ...
+    @property
+    def lane(self) -> str: ...
 
 
 @attrs.frozen
@@ -117,7 +147,7 @@ def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[s
     }
 
 
-def shown_state(snap: Snapshot) -> str:
+def shown_state(snap: Listed) -> str:
     """The state as a user should read it: what happened, not the machine's last state.
 
     The journal and ``--json`` keep the machine's label (``FAILED_TO_GCP`` with outcome ``handed-off``); the
@@ -149,7 +179,7 @@ def state_style(label: str) -> str:
     return "bold cyan"
 
 
-def status_words(snap: Snapshot) -> str:
+def status_words(snap: Listed) -> str:
     """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
     state = shown_state(snap)
     if state == RUNNING and snap.qos:
