@@ -10,7 +10,9 @@ them). Then every command runs as a user runs it, in a fresh process, with two v
 
 both as ``python -m fellows_fsm`` with that tree first on PYTHONPATH, the same interpreter and packages, old and
 new alternating run by run. Wall time and the child's own peak RSS (``os.wait4``), min / median / max over the
-repeats, and whether old and new printed the same bytes.
+repeats, and whether old and new printed the same bytes. Linux counts in a child's peak RSS the pages it shared
+with this process before its exec, so the journals are built in a child process too (this one stays at its
+imports' size, recorded as ``rss_floor_mb``).
 
     .venv/bin/python -m benchmarks.status_scale [--sizes 10000,100000] [--repeats 5] [--baseline COMMIT]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import subprocess
 import sys
 import tarfile
@@ -74,6 +77,29 @@ def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
     finally:
         journal.close()
     return ids
+
+
+def build_in_child(path: Path, dispatches: int, live: int) -> list[str]:
+    """build_journal in a fresh process (so this one's RSS stays small); the ids, one a line on its stdout."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.status_scale",
+            "--build",
+            str(path),
+            "--sizes",
+            str(dispatches),
+            "--live",
+            str(live),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+        cwd=REPO,
+    )
+    return done.stdout.split()
 
 
 def unique_prefix(ids: list[str], dispatch_id: str) -> str:
@@ -142,7 +168,11 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline", default=BASELINE, help="The commit whose code is 'old'.")
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # internal: build one journal and exit
     args = parser.parse_args()
+    if args.build is not None:
+        print("\n".join(build_journal(args.build, int(args.sizes), args.live)))
+        return
     head = subprocess.run(
         ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -155,7 +185,7 @@ def main() -> None:
             config = tmp / f"fellows-{size}.toml"
             config.write_text(f'state_dir = "{state}"\n', encoding="utf-8")
             started = time.perf_counter()
-            ids = build_journal(state / "journal.sqlite3", size, args.live)
+            ids = build_in_child(state / "journal.sqlite3", size, args.live)
             built = time.perf_counter() - started
             prefix = unique_prefix(ids, ids[size // 2])
             variants = {
@@ -177,6 +207,7 @@ def main() -> None:
             "baseline": args.baseline,
             "new": head,
             "old_all_up_to": OLD_ALL_UP_TO,
+            "rss_floor_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "sizes": sizes,
         },
     )
