@@ -32,12 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import spread, write_result
-from fellows_fsm.config import FellowsConfig
-from fellows_fsm.fake import FakeScheduler
-from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.sim.clock import SimClock
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "fe2f355a501ec74b6609dc9efa32742daa4c33d3"
@@ -57,6 +51,14 @@ def dispatch_ids(count: int) -> list[str]:
 
 def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
     """A journal of ``dispatches`` dispatches, the oldest ``live`` of them still pending on high-eur; their ids."""
+    # Imported here, in the child that builds: the parent stays small (see the module docstring).
+    from fellows_fsm.config import FellowsConfig  # noqa: PLC0415
+    from fellows_fsm.fake import FakeScheduler  # noqa: PLC0415
+    from fellows_fsm.journal import Journal  # noqa: PLC0415
+    from fellows_fsm.lifecycle import Dispatch  # noqa: PLC0415
+    from fellows_fsm.scheduler import JobSpec  # noqa: PLC0415
+    from fellows_fsm.sim.clock import SimClock  # noqa: PLC0415
+
     clock = SimClock(1_700_000_000.0)
     fake = FakeScheduler(clock)
     ladder = FellowsConfig(park_cap_seconds=600).ladder
@@ -79,8 +81,8 @@ def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
     return ids
 
 
-def build_in_child(path: Path, dispatches: int, live: int) -> list[str]:
-    """build_journal in a fresh process (so this one's RSS stays small); the ids, one a line on its stdout."""
+def build_in_child(path: Path, dispatches: int, live: int) -> str:
+    """build_journal in a fresh process (so this one's RSS stays small); the unique prefix of its middle id."""
     done = subprocess.run(
         [
             sys.executable,
@@ -99,7 +101,7 @@ def build_in_child(path: Path, dispatches: int, live: int) -> list[str]:
         timeout=1800,
         cwd=REPO,
     )
-    return done.stdout.split()
+    return done.stdout.strip()
 
 
 def unique_prefix(ids: list[str], dispatch_id: str) -> str:
@@ -171,11 +173,13 @@ def main() -> None:
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # internal: build one journal and exit
     args = parser.parse_args()
     if args.build is not None:
-        print("\n".join(build_journal(args.build, int(args.sizes), args.live)))
+        ids = build_journal(args.build, int(args.sizes), args.live)
+        print(unique_prefix(ids, ids[len(ids) // 2]))
         return
-    head = subprocess.run(
-        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout
+    changed = subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True, check=True).stdout
+    head = head.strip() + (" with uncommitted changes in src/" if changed.strip() else "")
     sizes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="fellows-status-") as tmp_name:
         tmp = Path(tmp_name)
@@ -185,9 +189,8 @@ def main() -> None:
             config = tmp / f"fellows-{size}.toml"
             config.write_text(f'state_dir = "{state}"\n', encoding="utf-8")
             started = time.perf_counter()
-            ids = build_in_child(state / "journal.sqlite3", size, args.live)
+            prefix = build_in_child(state / "journal.sqlite3", size, args.live)
             built = time.perf_counter() - started
-            prefix = unique_prefix(ids, ids[size // 2])
             variants = {
                 "status": ["status"],
                 "status --all": ["status", "--all"],
