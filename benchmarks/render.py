@@ -552,7 +552,9 @@ def section_status(lines: list[str]) -> dict[str, Any] | None:
         "(`Journal.with_prefix`) plus the dispatch's own steps, jobs and handoff; a unit test checks that it "
         "parses only the matching row. What is left in every command is the interpreter and the imports of "
         "`fellows_fsm.cli` (about 0.2 s on this machine), and opening the journal, whose `count(*)` check walks "
-        "the table's pages (without parsing them).\n"
+        "the table's pages (without parsing them). The default `status` also scans the table for the live "
+        "dispatches and the most recent ones (no index on `final` or `created_at`; adding one is a schema "
+        "migration, not done here): about 0.1 s more at 100,000 than at 10,000, old code and new alike.\n"
     )
     return r
 
