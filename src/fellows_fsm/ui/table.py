@@ -71,8 +71,9 @@ class FixedTable:
             for i, cell in enumerate(row):
                 size = _width(cell if isinstance(cell, str) else cell[0])
                 natural[i] = max(natural[i], size)
-        caps = [c.max_width if c.max_width is not None else w for w, c in zip(natural, self.columns, strict=True)]
-        self.natural = [min(w, cap) for w, cap in zip(natural, caps, strict=True)]
+        self.natural = [
+            w if c.max_width is None else min(w, c.max_width) for w, c in zip(natural, self.columns, strict=True)
+        ]
 
     def widths(self, max_width: int) -> list[int]:
         """Each column's width within ``max_width``, its padding (a space each side) included; 0 hides a column."""
@@ -126,7 +127,7 @@ def _pad(text: str, width: int) -> str:
 
 
 def _cell(text: str, width: int, style: Style, *, first: bool) -> Iterator[Segment]:
-    """A styled cell as segments (the divider before it unless it is the first), its padding unstyled as rich's."""
+    """A styled cell as segments: the divider before it (unless it is the first), its padding, its text styled."""
     if not first:
         yield Segment(" ")
     yield Segment(" " if width else "")
