@@ -1,4 +1,4 @@
-"""How dispatches look to a user: the only package that renders, and (with the CLI) the only one that prints.
+"""How dispatches look to a user: renderables, JSON objects and diagram text, which the CLI prints.
 
 One module per view: ``words`` (times, durations, pending reasons), ``snapshot`` (one dispatch as seen now, and as
 JSON), ``table`` (the fast fixed-width table), ``status``, ``history``, ``live`` (the live panel and watch table),
