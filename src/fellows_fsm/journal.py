@@ -35,7 +35,7 @@ from fellows_fsm.core.vocab import (
 from fellows_fsm.errors import JournalError
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal"]
+__all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal", "Listing"]
 
 
 SCHEMA_VERSION = 2
@@ -119,6 +119,22 @@ class DispatchRow:
     updated_at: float
     settings: dict[str, Any] = attrs.field(factory=dict)
     """What the dispatch was created with beyond its ladder (fallback lane, router options, config file)."""
+
+
+@attrs.frozen
+class Listing:
+    """A dispatch as ``status`` lists it: its latest state and the lane it is on, no JSON column to parse."""
+
+    dispatch_id: str
+    name: str
+    label: str
+    final: bool
+    outcome: str
+    qos: str | None
+    job_id: str | None
+    lane: str
+    """The lane of its handoff if it has one, else its own."""
+    updated_at: float
 
 
 @attrs.frozen
@@ -484,6 +500,20 @@ class Journal:
         if live_only:
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
+
+    def listings(self, *, live_only: bool = False) -> list[Listing]:
+        """Every dispatch as ``status`` lists it, oldest first, in one query (a handoff's lane joined in).
+
+        SQLite picks the name out of the spec, so no row's JSON is parsed here: 10,000 rows read in a few ms.
+        """
+        query = (
+            "SELECT d.id, coalesce(json_extract(d.spec, '$.name'), ''), d.label, d.final, d.outcome, d.qos, d.job_id,"
+            " coalesce(h.lane, d.lane), d.updated_at FROM dispatches d LEFT JOIN handoffs h ON h.dispatch_id = d.id"
+        )
+        if live_only:
+            query += " WHERE d.final=0"
+        rows = self._read(query + " ORDER BY d.created_at, d.id")
+        return [Listing(r[0], str(r[1]), r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows]
 
     def live_after(self, rowid: int) -> tuple[int, list[DispatchRow]]:
         """The live dispatches journaled after row ``rowid`` (by any process), and the journal's last row id.

@@ -10,6 +10,7 @@ from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
 from fellows_fsm.journal import Journal
+from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.testing import Driven
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
@@ -247,3 +248,35 @@ def _read_everything(path: Path) -> None:
         reader.dispatches()
     finally:
         reader.close()
+
+
+def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> None:
+    """listings() gives each dispatch's id, name, label, job and lane (a handoff's lane joined in), oldest first."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    clock = SimClock(1_700_000_000.0)
+    fake = FakeScheduler(clock)
+    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    for i, name in enumerate(["first", "second", "third"]):
+        d = Driven(Dispatch(f"d{i}", JobSpec(name=name, script="x.sbatch", gpus=8), ladder), fake, journal, clock)
+        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=False, intent="prod", at=1_700_000_000.0 + i)
+        d.submit()
+    journal.start_handoff("d1", "gcp", ["true"], at=1_700_000_010.0)
+    journal.finish_handoff("d1", exit_status=0, stdout="", stderr="", at=1_700_000_011.0, ok=True)
+    listed = journal.listings()
+    assert [(r.dispatch_id, r.name, r.lane, r.final) for r in listed] == [
+        ("d0", "first", "fellows", False),
+        ("d1", "second", "gcp", True),
+        ("d2", "third", "fellows", False),
+    ]
+    full = {r.id: r for r in journal.dispatches()}
+    for r in listed:
+        row = full[r.dispatch_id]
+        assert (r.label, r.outcome, r.qos, r.job_id, r.updated_at) == (
+            row.label,
+            row.outcome,
+            row.qos,
+            row.job_id,
+            row.updated_at,
+        )
+    assert [r.dispatch_id for r in journal.listings(live_only=True)] == ["d0", "d2"]
+    journal.close()
