@@ -21,6 +21,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
 from fellows_fsm.core import Dispatch, dispatch_token
 from fellows_fsm.core.vocab import (
+    FAILED_TO_GCP,
     FELLOWS,
     OUTCOME_NO_FALLBACK,
     OUTCOME_REJECTED,
@@ -117,6 +118,8 @@ class Router:
         self._ended: list[str] = []
         self._failed: list[str] = []
         """Handoffs that ended, and failure lines, since the last TickReport."""
+        self._parked_out: list[str] = []
+        """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self._adopted_upto = 0
         """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         journal.acquire_driver()
@@ -267,6 +270,10 @@ class Router:
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec)
+        for dispatch_id in self._parked_out:
+            if dispatch_id in self.live:
+                self._hand_off_after_ladder(self.live[dispatch_id])
+        self._parked_out = []
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
         try:
@@ -487,6 +494,8 @@ class Router:
             if not d.history:
                 d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
+            if d.state == FAILED_TO_GCP:
+                self._parked_out.append(d.id)  # died before (or while) handing off: the next poll hands it off
             self.settings[d.id] = settings
             recovered.append(d.id)
         return recovered

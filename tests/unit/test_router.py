@@ -663,3 +663,25 @@ def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_nex
     assert set(r.driven) == {dispatch_id, lane_id}
     r.poll()
     assert [s.trigger for s in r.journal.steps(dispatch_id)] == ["submit"]  # adopted once, never submitted twice
+
+
+def test_a_dispatch_restored_after_parking_out_is_handed_off_once_by_the_next_poll(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A router that died between give_up and the handoff: the next router hands the dispatch off, exactly once."""
+    fake.total_gpus = 0
+    r = make_router()
+    h = r.dispatch(SPEC)
+    r._hand_off_after_ladder = lambda d: None  # type: ignore[method-assign]  # dies before the handoff starts
+    for _ in range(200):
+        frozen.tick(5)
+        r.poll()
+        if r.live[h.dispatch_id].state == "FAILED_TO_GCP":
+            break
+    assert r.handle(h.dispatch_id).state == "FAILED_TO_GCP"
+    assert ledger(tmp_path, "gcp") == []
+    r.journal.close()
+    again = make_router()
+    drive(again, fake, frozen)
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert again.handle(h.dispatch_id).final
