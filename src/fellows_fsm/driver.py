@@ -113,11 +113,20 @@ class Driver:
                     self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at)))
 
     # ----------------------------------------------------------------- a tick
-    def tick(self, dispatches: Iterable[Dispatch], observations: Mapping[str, Observation], budget: int) -> TickOutcome:
+    def tick(
+        self,
+        dispatches: Iterable[Dispatch],
+        observations: Mapping[str, Observation],
+        budget: int,
+        *,
+        park_budget: int | None = None,
+    ) -> TickOutcome:
         """Advance every dispatch on this tick's observations and run what they need, batched.
 
         1. Every dispatch with a job moves on its fresh observation (starts, withdrawals, holds, parks, confirmed
-           cancels), in one journal transaction: none of these announces a port call.
+           cancels), in one journal transaction: none of these announces a port call. At most ``park_budget``
+           (default: ``budget``) dispatches park (a rung change begun); the others wait on their rung for a tick
+           whose budget has room, at no cost to this one.
         2. A rung without a job gets one (submit, or a lost submit looked up by token).
         3. At most ``budget`` dispatches resubmit (or move in place).
         4. At most ``budget`` parked jobs are cancelled, in ONE call; those the cancel proves gone (and that were
@@ -127,10 +136,16 @@ class Driver:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
         later: list[tuple[Dispatch, Decision]] = []
+        parks, waiting, park_budget = 0, 0, budget if park_budget is None else park_budget
         with self.recorder.batch():
             for d in live:
                 if d.job_id is not None:
-                    decision = d.advance(observations.get(d.job_id), now, may_change_rung=False)
+                    may_leave = parks < park_budget
+                    decision = d.advance(observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave)
+                    if d.state == PARKED and decision.effects and _parked_now(decision):
+                        parks += 1
+                    elif not may_leave and d.on_rung and now >= d.deadline and d.walks_ladder() and not d.held:
+                        waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one
                     if decision.effects and self._journal(d, decision) is not None:
                         later.append((d, decision))  # a port call: run after the batch is committed
         for d, decision in later:
@@ -142,7 +157,7 @@ class Driver:
         for d in movers[:budget]:
             self._advance(d, None, True)
         parked = [(d, e) for d, e in self._cancels.values() if d.state == PARKED and d.job_id == e.job_id]
-        deferred = max(0, len(movers) - budget) + max(0, len(parked) - budget)
+        deferred = waiting + max(0, len(movers) - budget) + max(0, len(parked) - budget)
         to_cancel = parked[:budget]
         gone: Mapping[str, Observation] = {}
         try:
@@ -228,3 +243,7 @@ class Driver:
 def _moves(d: Dispatch) -> bool:
     """Does a parked dispatch change rung by an in-place move (it has a next rung to move to)?"""
     return d.in_place and d.rung_index + 1 < len(d.ladder.rungs)
+
+
+def _parked_now(decision: Decision) -> bool:
+    return any(isinstance(e, Record) and e.step.trigger == "park" for e in decision.effects)

@@ -45,6 +45,6 @@ class Driven:
         """One router tick with this observation of the job (None: no new look); a refused first submit raises."""
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
-        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0)
+        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1)
         if outcome.rejected:
             raise outcome.rejected[0][1]

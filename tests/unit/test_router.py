@@ -253,14 +253,15 @@ def test_one_observe_per_tick_whatever_the_number_of_dispatches(
 def test_rung_changes_per_tick_are_bounded(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """When 50 dispatches park out together, at most max_rung_changes_per_tick of them move per tick."""
+    """When 50 windows close together, at most max_rung_changes_per_tick dispatches park and move per tick."""
     fake.total_gpus = 0
     r = make_router(max_rung_changes_per_tick=10)
     for _ in range(50):
         r.dispatch(SPEC)
     frozen.tick(CAP)
-    report = r.poll()  # all 50 park; 10 of their jobs are cancelled in one call, proved gone, and resubmitted
+    report = r.poll()  # 10 park, their jobs are cancelled in one call, proved gone, and resubmitted; 40 wait
     assert (report.rung_changes, report.deferred) == (10, 40)
+    assert sum(1 for d in r.live.values() if d.state == "SUBMITTED_high_eur") == 40
     assert fake.calls["cancel_if_pending"] == 1
     assert sum(1 for j in fake.jobs.values() if j.state == "CANCELLED") == 10
     assert sum(1 for d in r.live.values() if d.rung_index == 1 and d.on_rung) == 10

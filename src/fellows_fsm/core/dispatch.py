@@ -101,6 +101,9 @@ class Dispatch:
     """The time of the event being handled (every guard and step reads it; there is no clock here)."""
     changing: bool = attrs.field(init=False, default=True)
     """Whether this event may change rung (the driver's per-tick bound on resubmits and moves)."""
+    leaving: bool = attrs.field(init=False, default=True)
+    """Whether this event may park the dispatch (the driver's per-tick bound on parks: a park it could not follow
+    with a cancel this tick is not taken, nor paid for, until a tick that can)."""
     _out: list[Effect] = attrs.field(init=False, factory=list)
 
     def __attrs_post_init__(self) -> None:
@@ -210,6 +213,10 @@ class Dispatch:
         """Is a rung change allowed in this tick (the driver's bound on resubmits per tick)?"""
         return self.changing
 
+    def may_leave_rung(self, event: Any = None) -> bool:
+        """Is a park allowed in this tick (the driver's bound on rung changes begun per tick)?"""
+        return self.leaving
+
     def rung_expired(self, event: Any = None) -> bool:
         """Has the current rung's window closed (now >= its deadline)?"""
         return self.now >= self.deadline
@@ -313,21 +320,25 @@ class Dispatch:
         self._record("submit", "", first.state_name, 0, job_id=None)
         return self._decide()
 
-    def advance(self, observation: Observation | None, now: float, *, may_change_rung: bool = True) -> Decision:
+    def advance(
+        self, observation: Observation | None, now: float, *, may_change_rung: bool = True, may_leave: bool = True
+    ) -> Decision:
         """Take one (answered) look at the current job and take every step the table allows now.
 
         ``may_change_rung=False`` lets the driver bound how many dispatches resubmit or move in one tick: the
-        dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick.
+        dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick. ``may_leave=False``
+        bounds the parks likewise: the dispatch may still start, be withdrawn or held, but stays on its rung.
         """
         if (
             self.job_id is not None
             and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
             and self.on_rung
             and not self.paused
-            and now < self.deadline
+            and (now < self.deadline or not may_leave)
         ):
-            return Decision((), self._wake_at())  # nothing new, window open: every guard answers as last time
+            return Decision((), self._wake_at())  # nothing new, and no park may be taken: as last time
         self._begin(now, changing=may_change_rung)
+        self.leaving = may_leave
         if not self.history:
             return self.submit(
                 now, may_change_rung=may_change_rung
@@ -416,6 +427,7 @@ class Dispatch:
     def _begin(self, now: float, *, changing: bool) -> None:
         self.now = now
         self.changing = changing
+        self.leaving = True
         self._out = []
 
     def _settle(self) -> None:

@@ -48,9 +48,10 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("drop", RUNG, CANCELLED, ("job_gone",)),  # gone without starting (deadline, refused QoS, lost)
     ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
     ("release", RUNG, SAME, ("job_released",)),
-    ("park", RUNG, PARKED, ("walks_ladder", "job_known", "job_not_held", "rung_expired")),
-    ("park", RUNG, PARKED, ("walks_ladder", "rung_cannot_start")),
-    ("park", RUNG, PARKED, ("walks_ladder", "job_known", "job_not_held", "cannot_start_in_window")),  # park_early
+    # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
+    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "job_known", "job_not_held", "rung_expired")),
+    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "rung_cannot_start")),
+    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "job_known", "job_not_held", "cannot_start_in_window")),
     ("start", PARKED, RUNNING, ("job_started",)),  # a late start wins over the cancel
     ("cancel", PARKED, CANCELLED, ("job_gone",)),  # the cancel is confirmed (or there was no job)
     ("move", PARKED, NEXT_RUNG, ("walks_ladder", "moved_in_place", "left_previous_rung")),  # scontrol, same job
