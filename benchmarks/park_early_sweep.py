@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.common import write_result
-from fellows_fsm.lifecycle import Dispatch
+from fellows_fsm.core import Dispatch
 from fellows_fsm.sim import SimParams, TraceJob, simulate, synthetic_trace, with_time_limits
 from fellows_fsm.sim.run import RunResult
 

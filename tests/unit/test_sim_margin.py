@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from benchmarks.park_early_sweep import _last_rung_margin
 
-from fellows_fsm.lifecycle import Dispatch
+from fellows_fsm.core import Dispatch
 from fellows_fsm.sim import SimParams, simulate, synthetic_trace
 
 TRACE = synthetic_trace(seed=1, hours=48)
