@@ -136,24 +136,29 @@ class Driver:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
         later: list[tuple[Dispatch, Decision]] = []
+        jobless: list[Dispatch] = []
         parks, waiting, park_budget = 0, 0, budget if park_budget is None else park_budget
         with self.recorder.batch():
             for d in live:
-                if d.job_id is not None:
-                    may_leave = parks < park_budget
-                    decision = d.advance(observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave)
-                    if d.state == PARKED and decision.effects and _parked_now(decision):
-                        parks += 1
-                    elif not may_leave and d.on_rung and now >= d.deadline and d.walks_ladder() and not d.held:
+                if d.job_id is None:
+                    jobless.append(d)
+                    continue
+                may_leave = parks < park_budget
+                decision = d.advance(observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave)
+                if not decision.effects:
+                    if not may_leave and decision.wake_at is not None and now >= decision.wake_at:
                         waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one
-                    if decision.effects and self._journal(d, decision) is not None:
-                        later.append((d, decision))  # a port call: run after the batch is committed
+                    continue
+                if d.state == PARKED and _parked_now(decision):
+                    parks += 1
+                if self._journal(d, decision) is not None:
+                    later.append((d, decision))  # a port call: run after the batch is committed
         for d, decision in later:
             self._guarded(d, decision, journaled=True)
-        for d in live:
-            if d.job_id is None and not d.is_final:
+        for d in jobless:
+            if not d.is_final:
                 self._advance(d, None, False)
-        movers = [d for d in live if d.walks_ladder() and (d.state == CANCELLED or (d.state == PARKED and _moves(d)))]
+        movers = [d for d in live if d.state in _CHANGING and d.walks_ladder() and (d.state == CANCELLED or _moves(d))]
         for d in movers[:budget]:
             self._advance(d, None, True)
         parked = [(d, e) for d, e in self._cancels.values() if d.state == PARKED and d.job_id == e.job_id]
@@ -238,6 +243,9 @@ class Driver:
         except QosRejected as exc:
             moved = exc
         return d.move_answered(moved, self.clock.now())
+
+
+_CHANGING = frozenset({CANCELLED, PARKED})
 
 
 def _moves(d: Dispatch) -> bool:

@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -515,15 +515,18 @@ class Journal:
         rows = self._read(query + " ORDER BY d.created_at, d.id")
         return [Listing(r[0], str(r[1]), r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows]
 
-    def live_after(self, rowid: int) -> tuple[int, list[DispatchRow]]:
-        """The live dispatches journaled after row ``rowid`` (by any process), and the journal's last row id.
+    def live_after(self, rowid: int, *, known: Container[str] = ()) -> tuple[int, list[DispatchRow]]:
+        """The live dispatches journaled after row ``rowid`` (by any process) and not in ``known``, and the
+        journal's last row id.
 
-        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the
-        new rows (an index lookup on SQLite's rowid), however many dispatches the journal holds.
+        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the new
+        rows (a range on SQLite's rowid), and parses only those it does not already drive.
         """
-        rows = self._read("SELECT rowid AS _rowid, * FROM dispatches WHERE rowid > ? ORDER BY rowid", (rowid,))
-        last = int(rows[-1]["_rowid"]) if rows else rowid
-        return last, [_dispatch_row(r) for r in rows if not r["final"]]
+        last = self._read("SELECT max(rowid) FROM dispatches")[0][0] or rowid
+        rows = self._read(
+            "SELECT * FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", (rowid, last)
+        )
+        return int(last), [_dispatch_row(r) for r in rows if r["id"] not in known]
 
     def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
         """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""
@@ -623,7 +626,6 @@ def _outcome(step: Step) -> str:
 
 def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
     values = dict(row)
-    values.pop("_rowid", None)
     values["pinned"] = bool(values["pinned"])
     values["final"] = bool(values["final"])
     values["spec"] = json.loads(values["spec"])

@@ -454,8 +454,8 @@ class Router:
     def adopt(self) -> list[str]:
         """Take on the live dispatches journaled since the last look (by another process: a second ``submit``
         enqueues its dispatch and leaves it to whichever process drives the journal); return their ids."""
-        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto)
-        return self._load([row for row in rows if row.id not in self.live and row.id not in self.pending_handoffs])
+        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto, known=_Driven(self))
+        return self._load(rows)
 
     def _load(self, rows: list[DispatchRow]) -> list[str]:
         recovered = []
@@ -600,6 +600,17 @@ def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any
     if note:
         settings["note"] = note
     return settings
+
+
+@attrs.frozen
+class _Driven:
+    """The ids a router drives, as a container (no copy)."""
+
+    router: Router
+
+    def __contains__(self, dispatch_id: object) -> bool:
+        r = self.router
+        return dispatch_id in r.live or dispatch_id in r.pending_handoffs or dispatch_id in r.running
 
 
 def _main_thread() -> bool:

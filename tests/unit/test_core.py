@@ -35,6 +35,7 @@ ALLOWED_IMPORTS = {
     "collections.abc",
     "functools",
     "math",
+    "operator",
     "re",
     "time",
     "transitions",

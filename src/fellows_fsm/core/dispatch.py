@@ -29,9 +29,9 @@ from fellows_fsm.core.effects import (
     Submit,
 )
 from fellows_fsm.core.ladder import Ladder, Rung, window_deadline
-from fellows_fsm.core.machine import TRIGGERS, Step, build_machine, dispatch_token, state_label, step_order
+from fellows_fsm.core.machine import TRIGGERS, Step, StepOrder, build_machine, dispatch_token, state_label, step_order
 from fellows_fsm.core.policy import park_early_reason
-from fellows_fsm.core.vocab import FIXED_STATES, PARKED, is_final_state
+from fellows_fsm.core.vocab import CANCELLED, FIXED_STATES, PARKED, RUNNING, WITHDRAWN, is_final_state
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup
 
@@ -42,6 +42,8 @@ LOST_AFTER_SECONDS = 120.0
 EARLY_PARK = "park_early="
 """How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
 _ENTERS_RUNG = frozenset({"resubmit", "move"})
+_FINAL = frozenset({RUNNING, WITHDRAWN})
+_OFF_RUNG = frozenset(FIXED_STATES)
 
 
 # Not frozen and without slots: transitions sets ``state`` on the model and reads guards from it.
@@ -105,9 +107,11 @@ class Dispatch:
     """Whether this event may park the dispatch (the driver's per-tick bound on parks: a park it could not follow
     with a cancel this tick is not taken, nor paid for, until a tick that can)."""
     _out: list[Effect] = attrs.field(init=False, factory=list)
+    _order: StepOrder = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
+        self._order = step_order(self.ladder)  # the table's rows per state (shared by every dispatch of a ladder)
 
     @classmethod
     def restore(
@@ -193,12 +197,13 @@ class Dispatch:
     @property
     def on_rung(self) -> bool:
         """True while the dispatch is on a rung (SUBMITTED or RESUBMITTED)."""
-        return self.state not in FIXED_STATES
+        return self.state not in _OFF_RUNG
 
     @property
     def is_final(self) -> bool:
         """True once nothing more will happen: RUNNING, WITHDRAWN, or a pinned dispatch's job gone."""
-        return is_final_state(self.state, pinned=self.pinned)
+        state = self.state
+        return state in _FINAL or (state == CANCELLED and self.pinned)
 
     def token(self) -> str:
         """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""
@@ -330,13 +335,14 @@ class Dispatch:
         bounds the parks likewise: the dispatch may still start, be withdrawn or held, but stays on its rung.
         """
         if (
-            self.job_id is not None
-            and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
-            and self.on_rung
+            (now < self.deadline or not may_leave)
+            and self.state not in _OFF_RUNG
+            and self.job_id is not None
             and not self.paused
-            and (now < self.deadline or not may_leave)
+            and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
         ):
-            return Decision((), self._wake_at())  # nothing new, and no park may be taken: as last time
+            # Nothing new, and no park may be taken: every guard answers as it did last time.
+            return Decision((), None if self.held or self.pinned else self.deadline)
         self._begin(now, changing=may_change_rung)
         self.leaving = may_leave
         if not self.history:
@@ -439,8 +445,12 @@ class Dispatch:
             getattr(self, "_" + trigger)()
 
     def _next_trigger(self) -> str | None:
-        for trigger, guards in step_order(self.ladder).get(self.state, ()):
-            if all(g(self) if callable(g) else getattr(self, g)() for g in guards):
+        """The first row of the current state, in table order, whose guards all hold."""
+        for trigger, guards in self._order.get(self.state, ()):
+            for guard in guards:
+                if not guard(self):
+                    break
+            else:
                 return trigger
         return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from operator import methodcaller
 from typing import Any
 
 import attrs
@@ -26,6 +27,7 @@ __all__ = [
     "TABLE",
     "TRIGGERS",
     "Step",
+    "StepOrder",
     "build_machine",
     "dispatch_token",
     "machine_definition",
@@ -34,7 +36,8 @@ __all__ = [
 ]
 
 # RUNG stands for every rung state; NEXT_RUNG for the rung after the one the dispatch is leaving; SAME stays in
-# the state (a step that is journaled but moves nowhere). Guards are questions asked of the Dispatch.
+# the state (a step that is journaled but moves nowhere). Guards are questions asked of the Dispatch, in the order
+# written (the one most often false first: a look tries every row of its state).
 RUNG = "ANY_RUNG"
 NEXT_RUNG = "NEXT_RUNG"
 SAME = "SAME"
@@ -49,9 +52,9 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
     ("release", RUNG, SAME, ("job_released",)),
     # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
-    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "job_known", "job_not_held", "rung_expired")),
-    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "rung_cannot_start")),
-    ("park", RUNG, PARKED, ("walks_ladder", "may_leave_rung", "job_known", "job_not_held", "cannot_start_in_window")),
+    ("park", RUNG, PARKED, ("rung_expired", "walks_ladder", "may_leave_rung", "job_known", "job_not_held")),
+    ("park", RUNG, PARKED, ("rung_cannot_start", "walks_ladder", "may_leave_rung")),
+    ("park", RUNG, PARKED, ("cannot_start_in_window", "walks_ladder", "may_leave_rung", "job_known", "job_not_held")),
     ("start", PARKED, RUNNING, ("job_started",)),  # a late start wins over the cancel
     ("cancel", PARKED, CANCELLED, ("job_gone",)),  # the cancel is confirmed (or there was no job)
     ("move", PARKED, NEXT_RUNG, ("walks_ladder", "moved_in_place", "left_previous_rung")),  # scontrol, same job
@@ -152,16 +155,19 @@ def build_machine(ladder: Ladder) -> Machine:
     )
 
 
-Guard = Callable[[Any], bool] | str
+Guard = Callable[[Any], bool]
+StepOrder = dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]]
 
 
 @cache
-def step_order(ladder: Ladder) -> dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]]:
-    """For each state, the rows a look tries, in table order: (trigger, guards). External triggers are left out."""
+def step_order(ladder: Ladder) -> StepOrder:
+    """For each state, the rows a look tries, in table order: (trigger, guards as callables of the model).
+    External triggers are left out."""
     _, transitions = machine_definition(ladder)
     order: dict[str, list[tuple[str, tuple[Guard, ...]]]] = {}
     for t in transitions:
         if t["trigger"] in EXTERNAL:
             continue
-        order.setdefault(t["source"], []).append((t["trigger"], tuple(t["conditions"])))
+        guards = tuple(methodcaller(g) if isinstance(g, str) else g for g in t["conditions"])
+        order.setdefault(t["source"], []).append((t["trigger"], guards))
     return {state: tuple(rows) for state, rows in order.items()}
