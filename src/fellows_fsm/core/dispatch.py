@@ -10,7 +10,6 @@ trigger methods below only keep the dispatch's own bookkeeping (deadlines, notes
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,32 +22,29 @@ from fellows_fsm.core.effects import (
     Decision,
     Effect,
     FindByToken,
-    HandOff,
     MoveQos,
     Record,
     Submit,
 )
-from fellows_fsm.core.ladder import Ladder, Rung, window_deadline
+from fellows_fsm.core.guards import OFF_RUNG
+from fellows_fsm.core.ladder import Ladder, window_deadline
 from fellows_fsm.core.machine import TRIGGERS, Step, StepOrder, build_machine, dispatch_token, state_label, step_order
-from fellows_fsm.core.policy import park_early_reason
-from fellows_fsm.core.vocab import CANCELLED, FIXED_STATES, PARKED, RUNNING, WITHDRAWN, is_final_state
+from fellows_fsm.core.steps import EARLY_PARK, Steps
+from fellows_fsm.core.vocab import CANCELLED, PARKED, RUNNING, WITHDRAWN, is_final_state
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
-from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup
+from fellows_fsm.scheduler import JobSpec, Observation, Phase
 
 __all__ = ["EARLY_PARK", "LOST_AFTER_SECONDS", "Dispatch"]
 
 LOST_AFTER_SECONDS = 120.0
 """A job unknown to squeue and sacct for this long is gone (a controller that restarted and lost it)."""
-EARLY_PARK = "park_early="
-"""How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
 _ENTERS_RUNG = frozenset({"resubmit", "move"})
 _FINAL = frozenset({RUNNING, WITHDRAWN})
-_OFF_RUNG = frozenset(FIXED_STATES)
 
 
 # Not frozen and without slots: transitions sets ``state`` on the model and reads guards from it.
 @attrs.define(slots=False, eq=False)
-class Dispatch:
+class Dispatch(Steps):
     """One job's way through the ladder: the model the machine drives.
 
     Deadlines are data. Rung windows follow each other: a rung's window opens when the previous rung's window
@@ -185,19 +181,9 @@ class Dispatch:
         return build_machine(self.ladder)
 
     @property
-    def rung(self) -> Rung:
-        """The rung the dispatch is on, or is leaving while PARKED or CANCELLED."""
-        return self.ladder.rungs[self.rung_index]
-
-    @property
     def label(self) -> str:
         """The human label of the current state, e.g. ``RESUBMITTED(normal-eur)``."""
         return state_label(self.ladder, self.state)
-
-    @property
-    def on_rung(self) -> bool:
-        """True while the dispatch is on a rung (SUBMITTED or RESUBMITTED)."""
-        return self.state not in _OFF_RUNG
 
     @property
     def is_final(self) -> bool:
@@ -208,104 +194,6 @@ class Dispatch:
     def token(self) -> str:
         """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""
         return dispatch_token(self.id, self.rung_index)
-
-    # ----------------------------------------------------------------- guards (questions, no side effects)
-    def walks_ladder(self, event: Any = None) -> bool:
-        """Is this dispatch allowed to leave its first rung at all (not pinned)?"""
-        return not self.pinned
-
-    def may_change_rung(self, event: Any = None) -> bool:
-        """Is a rung change allowed in this tick (the driver's bound on resubmits per tick)?"""
-        return self.changing
-
-    def may_leave_rung(self, event: Any = None) -> bool:
-        """Is a park allowed in this tick (the driver's bound on rung changes begun per tick)?"""
-        return self.leaving
-
-    def rung_expired(self, event: Any = None) -> bool:
-        """Has the current rung's window closed (now >= its deadline)?"""
-        return self.now >= self.deadline
-
-    def rung_cannot_start(self, event: Any = None) -> bool:
-        """Does the latest pending reason prove this rung can never start the job?"""
-        obs = self._current()
-        return (
-            obs is not None
-            and obs.phase is Phase.PENDING
-            and obs.reason_group in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
-        )
-
-    def cannot_start_in_window(self, event: Any = None) -> bool:
-        """Does the ``park_early`` policy say the job cannot start on this rung before its window closes?"""
-        return self.early_park_reason() is not None
-
-    def early_park_reason(self) -> str | None:
-        """The ``park_early`` policy's reason to leave the current rung now (policy.py), or None to wait."""
-        if self.park_early == "off":
-            return None
-        last = self.rung_index == len(self.ladder.rungs) - 1
-        if last and not self.park_early_last_rung:
-            return None
-        obs = self._current()
-        if obs is not None and obs.qos is not None and obs.qos != self.rung.qos:
-            return None  # a look taken before an in-place move says nothing about this rung
-        return park_early_reason(self.park_early, obs, self.deadline, last_rung=last)
-
-    def job_known(self, event: Any = None) -> bool:
-        """Is the rung's job, if one was queued, known (no submit whose answer was lost is outstanding)?"""
-        return not self.submit_uncertain
-
-    def job_started(self, event: Any = None) -> bool:
-        """Was the current job seen running (or having run)?"""
-        obs = self._current()
-        return obs is not None and obs.phase is Phase.STARTED
-
-    def job_ended_by_others(self, event: Any = None) -> bool:
-        """Was the current job cancelled outside the router, or dropped while someone held it?"""
-        obs = self._current()
-        return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or self.held)
-
-    def job_held(self, event: Any = None) -> bool:
-        """Is the current job newly seen held by its owner or an admin?"""
-        obs = self._current()
-        return not self.held and obs is not None and obs.phase is Phase.PENDING and obs.reason_group is ReasonGroup.HELD
-
-    def job_released(self, event: Any = None) -> bool:
-        """Was the current job held, and is it now seen pending without the hold (or started)?"""
-        obs = self._current()
-        return (
-            self.held
-            and obs is not None
-            and obs.phase in (Phase.PENDING, Phase.STARTED)
-            and obs.reason_group is not ReasonGroup.HELD
-        )
-
-    def window_running(self, event: Any = None) -> bool:
-        """Is the ladder's clock running for this dispatch (not stopped by a controller outage)?"""
-        return not self.paused
-
-    def window_paused(self, event: Any = None) -> bool:
-        """Is the ladder's clock stopped by a controller outage?"""
-        return self.paused
-
-    def job_not_held(self, event: Any = None) -> bool:
-        """Is the current job free of any hold (so its window may walk it to the next rung)?"""
-        return not self.held
-
-    def moved_in_place(self, event: Any = None) -> bool:
-        """Did slurmctld just accept the move of the parked, pending job to the next rung's QoS?"""
-        return self.moved
-
-    def job_gone(self, event: Any = None) -> bool:
-        """Is the rung's job confirmed gone without starting (or was none queued: refused, or parked before one)?"""
-        if self.job_id is None:
-            return self.refused or not self.on_rung
-        obs = self._current()
-        return obs is not None and obs.phase is Phase.GONE
-
-    def _current(self) -> Observation | None:
-        obs = self.observation
-        return obs if obs is not None and self.job_id is not None and obs.job_id == self.job_id else None
 
     # ----------------------------------------------------------------- events in, decisions out
     def submit(self, now: float, *, may_change_rung: bool = True) -> Decision:
@@ -336,7 +224,7 @@ class Dispatch:
         """
         if (
             (now < self.deadline or not may_leave)
-            and self.state not in _OFF_RUNG
+            and self.state not in OFF_RUNG
             and self.job_id is not None
             and not self.paused
             and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
@@ -509,94 +397,6 @@ class Dispatch:
             f"job {obs.job_id} unknown to squeue and sacct for {self.now - self.unknown_since:.0f} s; taken as lost"
         )
         return Observation(obs.job_id, Phase.GONE, state="LOST")
-
-    # ----------------------------------------------------------------- the steps (bookkeeping around each fire)
-    def _pause(self, since: float | None = None) -> None:
-        self.paused_since = min(self.now, since) if since is not None else self.now
-        self.note = f"SLURM has not answered since {time.strftime('%H:%M:%S', time.localtime(self.paused_since))}"
-        self._fire("pause")
-        self.paused = True
-
-    def _resume(self) -> None:
-        """The controller answers again: the clock runs on, every window later by the outage's length."""
-        self._fire("resume")
-        self.paused = False
-        self._restart_clock(self.paused_since, "pause")
-        self.paused_since = None
-
-    def _start(self) -> None:
-        self._fire("start")
-
-    def _withdraw(self) -> None:
-        obs = self._current()
-        state = obs.state if obs is not None else "gone"
-        if self.held and (obs is None or not obs.ended_by_others):
-            self.note = f"job {self.job_id} ended ({state}) while held; a hold is someone's decision: not resubmitted"
-        else:
-            self.note = f"job {self.job_id} was cancelled outside fellows-fsm ({state}); not resubmitted"
-        self._fire("withdraw")
-
-    def _drop(self) -> None:
-        self._fire("drop")
-
-    def _hold(self) -> None:
-        self._fire("hold")
-        self.held = True
-
-    def _release(self) -> None:
-        """The hold was lifted: the window resumes where the hold stopped it (time held is not counted)."""
-        self._fire("release")
-        self.held = False
-        self._restart_clock(None, "hold")
-
-    def _restart_clock(self, stopped_at: float | None, stopped_by: str) -> None:
-        """Move the deadline later by how long the clock stood: from ``stopped_at`` (else the latest
-        ``stopped_by`` step) to the step just journaled."""
-        if stopped_at is None:
-            stopped_at = next((st.at for st in reversed(self.history) if st.trigger == stopped_by), self.history[-1].at)
-        self.deadline += self.history[-1].at - stopped_at
-
-    def _park(self) -> None:
-        if not self.rung_expired() and not self.rung_cannot_start() and not self.held:
-            early = self.early_park_reason()
-            if early is not None:
-                self.note = f"{EARLY_PARK}{self.park_early}: {early}"
-        self._fire("park")
-        self.left_early = self.history[-1].note.startswith(EARLY_PARK)
-
-    def _cancel(self) -> None:
-        self._fire("cancel")
-
-    def _move(self) -> None:
-        self._enter_next_rung("move")
-        self.moved = False
-        self.observation = None  # the last look was at the previous rung: the next poll looks at this one
-        assert self.job_id is not None
-        self._out.append(Attach(self.id, self.rung_index, self.job_id, self.now))
-
-    def _resubmit(self) -> None:
-        self._enter_next_rung("resubmit")
-        self.job_id = None
-        self.observation = None
-        if self.rung_expired():
-            # The walk ran late (an outage, or caps shorter than the poll): this rung's window closed before it
-            # opened. Queue nothing; the next step parks it, so GCP is never later than promised.
-            self.note = "window closed before it opened; rung passed over without a job"
-
-    def _enter_next_rung(self, trigger: str) -> None:
-        """Fire ``trigger`` onto the next rung and open its window (chained to the previous one)."""
-        previous_deadline = self.deadline
-        self._fire(trigger)
-        self.rung_index += 1
-        self.entered_at = self.now
-        self.deadline = window_deadline(previous_deadline, self.now, self.rung, carried=self.left_early)
-        self.left_early = False
-        self.refused = False
-        self.unknown_since = None
-
-    def _give_up(self) -> None:
-        self._fire("give_up")
-        self._out.append(HandOff(self.id))
 
     # ----------------------------------------------------------------- transitions' side
     def _fire(self, trigger: str) -> None:
