@@ -743,8 +743,8 @@ def section_start_estimate() -> None:
             "(`squeue -O StartTime`) and `%S` agree in "
             "every case, and both carry the estimate where SLURM has one (the control), so the router keeps reading "
             '`StartTime` from its one squeue per poll, and `park_early = "estimate"` leaves a rung at once on '
-            "QOSMaxGRESPerUser without an estimate (core/policy.py). tests/integration/test_park_early_real.py pins both "
-            "facts.\n"
+            "QOSMaxGRESPerUser without an estimate (core/policy.py). tests/integration/test_park_early_real.py pins "
+            "both facts.\n"
         )
     text = DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n"
     DOC.write_text(text, encoding="utf-8")

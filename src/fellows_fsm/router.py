@@ -30,6 +30,7 @@ from fellows_fsm.core.vocab import (
 )
 from fellows_fsm.driver import Driver
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
@@ -38,7 +39,6 @@ __all__ = ["Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
 
 log = logging.getLogger(__name__)
 
-INTENTS = ("prod", "debug")
 INTERRUPT_LOOKUPS = 4
 """How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
 HANDOFF_CHECK_SECONDS = 0.05
@@ -361,12 +361,12 @@ class Router:
         if "fallback" not in settings:
             # A journal written before dispatches carried their lanes: use this router's configuration.
             following = self.config.auto_order[1:]
-            fallback = _lane_json(self.config.lane(following[0])) if following else None
+            fallback = lane_json(self.config.lane(following[0])) if following else None
         del self.live[d.id]
         if fallback is None:
             self.journal.finish(d.id, state=d.state, label=d.label, outcome=OUTCOME_NO_FALLBACK, at=self.clock.now())
             return
-        lane = _lane_from_json(fallback)
+        lane = lane_from_json(fallback)
         self._hand_off(d.id, lane.name, d.spec, lane=self._lane_for(lane))
 
     def _files(self, dispatch_id: str) -> HandoffFiles:
@@ -462,12 +462,12 @@ class Router:
         for row in rows:
             if row.id in self.running:
                 continue
-            spec = _spec(row)
+            spec = spec_of(row)
             settings = row.settings
             if row.lane != FELLOWS:
                 fallback = settings.get("fallback")
                 if fallback is not None:
-                    self._pinned_lanes[row.id] = self._lane_for(_lane_from_json(fallback))
+                    self._pinned_lanes[row.id] = self._lane_for(lane_from_json(fallback))
                 elif row.lane not in self.lanes:
                     raise ConfigError(
                         f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({self.config.source}) "
@@ -506,103 +506,6 @@ class Router:
 
 
 @attrs.frozen
-class Admission:
-    """A dispatch as it will be journaled: checked, named, on its ladder, with the settings it carries."""
-
-    spec: JobSpec
-    lane: str
-    """``fellows`` for the ladder, else the command lane it is pinned to."""
-    ladder: Ladder | None
-    """None for a dispatch pinned to a command lane (it never enters the ladder)."""
-    pinned: bool
-    settings: dict[str, Any]
-
-
-def admit(
-    config: Config,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
-    ladder: Ladder | None = None,
-    note: str = "",
-) -> Admission:
-    """Check a request against ``config`` and decide how it is journaled (no I/O; raises ConfigError).
-
-    A debug job gets the cluster's debug name prefix; ``ladder`` replaces the intent's (the preflight's kept
-    rungs); ``note`` is kept in the settings and written on the first step.
-    """
-    if intent not in INTENTS:
-        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-    lane_names = [lane.name for lane in config.lanes]
-    if pin is not None and pin != FELLOWS and pin not in lane_names:
-        known = ", ".join([FELLOWS, *lane_names])
-        raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
-    if pin is not None and pin != FELLOWS:
-        return Admission(spec, pin, None, True, _settings(config, pin, note))
-    fellows = config.fellows
-    if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
-        spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-    following = config.auto_order[1:]
-    fallback = following[0] if following and pin is None else None
-    return Admission(
-        spec, FELLOWS, ladder or fellows.ladder_for(intent), pin == FELLOWS, _settings(config, fallback, note)
-    )
-
-
-def enqueue(
-    config: Config,
-    journal: Journal,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
-    ladder: Ladder | None = None,
-    note: str = "",
-    at: float | None = None,
-) -> str:
-    """Journal a dispatch for whichever process drives ``journal`` (no driver lock needed); return its id.
-
-    Nothing is queued here: the driving router adopts the row on its next tick and submits it (a lane-pinned
-    dispatch: starts its command). Use it when another process drives the journal.
-    """
-    admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
-    dispatch_id = uuid.uuid4().hex[:12]
-    now = time.time() if at is None else at
-    if admitted.ladder is None:
-        journal.add_lane_dispatch(
-            dispatch_id, admitted.spec, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
-        )
-    else:
-        journal.add_dispatch(
-            dispatch_id,
-            admitted.spec,
-            admitted.ladder,
-            pinned=admitted.pinned,
-            intent=intent,
-            at=now,
-            settings=admitted.settings,
-        )
-    return dispatch_id
-
-
-def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any]:
-    """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
-    lane_config = config.lane(lane) if lane is not None else None
-    settings: dict[str, Any] = {
-        "fallback": None if lane_config is None else _lane_json(lane_config),
-        "controller_deadline": config.router.controller_deadline,
-        "in_place": config.router.change_rung == "in-place",
-        "park_early": config.fellows.park_early,
-        "park_early_last_rung": config.fellows.park_early_last_rung,
-        "config": config.source,
-    }
-    if note:
-        settings["note"] = note
-    return settings
-
-
-@attrs.frozen
 class _Driven:
     """The ids a router drives, as a container (no copy)."""
 
@@ -615,31 +518,3 @@ class _Driven:
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _lane_json(lane: LaneConfig) -> dict[str, Any]:
-    """A lane's config as the journal keeps it with each dispatch."""
-    return {
-        "name": lane.name,
-        "command": list(lane.command),
-        "probe": None if lane.probe is None else list(lane.probe),
-        "manual_only": lane.manual_only,
-        "timeout_seconds": lane.timeout_seconds,
-    }
-
-
-def _lane_from_json(data: Mapping[str, Any]) -> LaneConfig:
-    probe = data.get("probe")
-    return LaneConfig(
-        name=str(data["name"]),
-        command=tuple(data["command"]),
-        probe=None if probe is None else tuple(probe),
-        manual_only=bool(data.get("manual_only", False)),
-        timeout_seconds=float(data.get("timeout_seconds", 600.0)),
-    )
-
-
-def _spec(row: DispatchRow) -> JobSpec:
-    values = dict(row.spec)
-    values["extra_args"] = tuple(values.get("extra_args", ()))
-    return JobSpec(**values)

@@ -14,8 +14,9 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config import Config, LaneConfig, RouterConfig
+from fellows_fsm.intake import enqueue
 from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router, enqueue
+from fellows_fsm.router import Router
 from fellows_fsm.scheduler import Observation
 
 CAP = 60.0
