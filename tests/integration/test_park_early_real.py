@@ -155,9 +155,13 @@ def test_the_port_reads_the_same_estimate_as_squeue_percent_s(slurm: Cluster) ->
     squeue's %S to the second: the StartTime field it reads and %S are the same value."""
     slurm.occupy("low-eur", 64, time_minutes=30)
     job = _sbatch_high_eur(slurm, 20)
+    # The scheduler may fill in the estimate a pass before it sets the pending reason: wait for both.
     slurm.wait_for(
-        lambda: parse_slurm_time(_slurm("squeue", "-h", "-j", job, "-o", "%S")) is not None,
-        f"an estimate for job {job}",
+        lambda: (
+            _slurm("squeue", "-h", "-j", job, "-o", "%r").strip() in ("Resources", "Priority")
+            and parse_slurm_time(_slurm("squeue", "-h", "-j", job, "-o", "%S")) is not None
+        ),
+        f"an estimate and a reason for job {job}",
     )
     estimate = parse_slurm_time(_slurm("squeue", "-h", "-j", job, "-o", "%S"))
     seen = slurm.port().observe([job])[job]
