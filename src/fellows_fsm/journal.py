@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config import Ladder
-from fellows_fsm.errors import JournalError
+from fellows_fsm.errors import JournalBusy, JournalError
 from fellows_fsm.lanes import FELLOWS
 from fellows_fsm.lifecycle import RUNNING, WITHDRAWN, Dispatch, Step, state_label
 from fellows_fsm.scheduler import JobSpec
@@ -228,7 +228,7 @@ class Journal:
         return self.path.with_name(self.path.name + ".lock")
 
     def acquire_driver(self) -> None:
-        """Become the one router driving this journal, or raise JournalError naming the holder."""
+        """Become the one router driving this journal, or raise JournalBusy naming the holder."""
         if self._lock_file is not None:
             return
         handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
@@ -238,9 +238,10 @@ class Journal:
             handle.seek(0)
             holder = handle.read().strip() or "an unknown process"
             handle.close()
-            raise JournalError(
+            raise JournalBusy(
+                holder,
                 f"journal {self.path} is driven by another router ({holder}); stop it, or read with "
-                "`fellows-fsm status`"
+                "`fellows-fsm status`",
             ) from None
         handle.seek(0)
         handle.truncate()

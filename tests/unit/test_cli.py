@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
-from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli, view
+from fellows_fsm import FakeScheduler, JobSpec, Observation, SubmitRejected, SystemClock, cli, view
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
@@ -382,11 +384,66 @@ def test_status_reads_while_another_router_drives(env: Path, fake: SchedulingFak
         result = run("status", dispatch_id[:6], "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
-        submit = run("submit", str(script))
-        assert submit.exit_code == 7
-        assert "driven by another router" in one_error_line(submit)
     finally:
         driver.close()
+
+
+def test_a_second_submit_enqueues_follows_and_takes_over_when_the_driver_stops(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """While another process holds the driver lock, submit enqueues, follows read-only, and drives once it is freed."""
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    timer = threading.Timer(0.5, driver.release_driver)
+    timer.start()
+    try:
+        result = run("submit", str(script))
+    finally:
+        timer.cancel()
+        driver.close()
+    assert result.exit_code == 0, result.output
+    assert "is driven by another router (pid " in result.stderr
+    assert "this process drives it now" in result.stderr
+    assert "is RUNNING on high-eur as SLURM job" in result.stdout
+    [job] = fake.jobs.values()
+    assert job.state == "RUNNING"
+
+
+def test_detach_while_another_router_drives_enqueues_without_queueing(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """submit --detach while the journal is driven elsewhere prints the id; its driver queues the job, not submit."""
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    try:
+        result = run("submit", "--detach", str(script))
+    finally:
+        driver.close()
+    assert result.exit_code == 0, result.output
+    dispatch_id = result.stdout.strip()
+    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
+    assert (row["state"], row["slurm_job_id"], row["final"]) == ("SUBMITTED(high-eur)", None, False)
+    assert fake.jobs == {}
+    done = run("watch", "--json")
+    assert done.exit_code == 0, done.output
+    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(dispatch_id, "RUNNING")]
+
+
+def test_watch_once_while_another_router_drives_says_who(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
+    fake.scheduling = False
+    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    observed = fake.calls["observe"]
+    try:
+        result = run("watch", "--once", "--json")
+    finally:
+        driver.close()
+    assert result.exit_code == 0, result.output
+    assert f"is driven by another router (pid {os.getpid()}" in result.stderr
+    assert [d["dispatch_id"] for d in json.loads(result.stdout)] == [dispatch_id]
+    assert fake.calls["observe"] == observed
 
 
 def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
@@ -942,7 +999,7 @@ def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: Sche
 
 def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
     """A first submit SLURM refuses exits 5, and status then says REFUSED, not SUBMITTED(high-eur)."""
-    fake.fail_next_submit(cli.SubmitRejected("Requested node configuration is not available"))
+    fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
     result = run("submit", str(script))
     refused(result, 5, "Requested node configuration is not available")
     table = run("status").stdout
