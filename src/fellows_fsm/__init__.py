@@ -1,12 +1,18 @@
-"""fellows_fsm: dispatch GPU batch jobs to a shared SLURM cluster, walking its QoS ladder before GCP."""
+"""fellows_fsm: dispatch GPU batch jobs to a shared SLURM cluster, walking its QoS ladder before GCP.
+
+The Python API (docs/python-api.md): ``Fellows(load_config()).submit(JobSpec(...))``, then ``follow``.
+"""
 
 from __future__ import annotations
 
+from fellows_fsm.api import Check, Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import FellowsConfig, Ladder, Rung
+from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
+    Interrupted,
+    JournalBusy,
     JournalError,
     LaneError,
     QosRejected,
@@ -14,28 +20,40 @@ from fellows_fsm.errors import (
     SchedulerUnreachable,
     SubmitRejected,
     TransitionNotAllowed,
+    UsageError,
 )
 from fellows_fsm.fake import FakeScheduler
 from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, Dispatch, Recorder, Step
+from fellows_fsm.router import Handle, TickReport
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
+from fellows_fsm.view import HistoryEntry
 
 __all__ = [
     "CANCELLED",
     "FAILED_TO_GCP",
     "PARKED",
     "RUNNING",
+    "Check",
     "Clock",
+    "Config",
     "ConfigError",
     "Dispatch",
     "FakeScheduler",
+    "Fellows",
     "FellowsConfig",
     "FellowsError",
+    "Handle",
+    "HistoryEntry",
+    "Interrupted",
     "JobSpec",
+    "JournalBusy",
     "JournalError",
     "Ladder",
+    "LaneConfig",
     "LaneError",
     "Observation",
     "Phase",
+    "Progress",
     "QosRejected",
     "ReasonGroup",
     "Recorder",
@@ -45,7 +63,11 @@ __all__ = [
     "SchedulerUnreachable",
     "Step",
     "SubmitRejected",
+    "Submitted",
     "SystemClock",
+    "TickReport",
     "TransitionNotAllowed",
+    "UsageError",
     "classify_reason",
+    "load_config",
 ]

@@ -232,7 +232,8 @@ class Fellows:
         handle = self._router.dispatch(spec, intent=intent, pin=pin, ladder=checked.ladder, note=checked.note)
         notes = self.scheduler.last_notes if isinstance(self.scheduler, SlurmScheduler) else ()
         row = self.journal.dispatch(handle.dispatch_id)
-        if row is not None and row.lane == FELLOWS and not row.final and row.job_id is None:
+        on_rung = row is not None and row.state.startswith(("SUBMITTED_", "RESUBMITTED_"))
+        if row is not None and on_rung and not row.final and row.job_id is None:
             raise SchedulerUnreachable(
                 f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
                 "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
