@@ -7,13 +7,14 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
-from fellows_fsm import FakeScheduler, JobSpec, Observation, SubmitRejected, SystemClock, cli, view
+from fellows_fsm import FakeScheduler, Fellows, JobSpec, Observation, SubmitRejected, SystemClock, cli, view
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
@@ -407,6 +408,39 @@ def test_a_second_submit_enqueues_follows_and_takes_over_when_the_driver_stops(
     assert "is RUNNING on high-eur as SLURM job" in result.stdout
     [job] = fake.jobs.values()
     assert job.state == "RUNNING"
+
+
+def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """A submit whose dispatch another process drives to a failed GCP handoff exits 8, as the driver would."""
+    fake.scheduling = False
+    (env / "fellows.toml").write_text(_config_text(env / "state", env / "gcp.ledger", fail_gcp=True))
+    driving, stop = threading.Event(), threading.Event()
+
+    def drive() -> None:  # another process: its own journal connection, in its own thread
+        with Fellows(load_config(), scheduler=fake) as driver:
+            assert driver.drive()
+            driving.set()
+            while not stop.is_set():
+                driver.poll()
+                time.sleep(0.02)
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    try:
+        assert driving.wait(10)
+        result = run("submit", "--json", str(script))
+    finally:
+        stop.set()
+        thread.join()
+    assert result.exit_code == 8, result.output
+    assert "is driven by another router" in result.stderr
+    assert "this process drives it now" not in result.stderr
+    out = json.loads(result.stdout)
+    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handoff-failed")
+    assert "quota exceeded in europe-west4" in result.stderr
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
 
 
 def test_detach_while_another_router_drives_enqueues_without_queueing(
