@@ -255,8 +255,8 @@ class Fellows:
         While this process drives, it drives every live dispatch of the journal meanwhile. While another process
         drives, it reads the journal once per poll interval and tries the lock each time: when that process
         stops (or dies), this one drives, and then also waits for every walking dispatch it took over (so a
-        dispatch whose submitter died is finished). ``on_change`` gets the dispatch's handle whenever it changes
-        (and once at the start); ``on_tick`` every poll or read; ``sleep`` waits between them.
+        dispatch whose submitter died is finished). ``on_change`` gets the dispatch's handle at the first poll
+        (or read) and whenever it changes after; ``on_tick`` every poll or read; ``sleep`` waits between them.
         """
         last: list[Handle] = []
 
