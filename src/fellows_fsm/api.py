@@ -17,31 +17,20 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
-from fellows_fsm.errors import (
-    ConfigError,
-    FellowsError,
-    JournalBusy,
-    LaneError,
-    SchedulerError,
-    SchedulerUnreachable,
-    SubmitRejected,
-    UsageError,
-)
-from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerError, SchedulerUnreachable
+from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane
 from fellows_fsm.lifecycle import WITHDRAWN, dispatch_token
 from fellows_fsm.preflight import GrantsCache, preflight
+from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.router import INTENTS, Handle, Router, TickReport, enqueue
 from fellows_fsm.scheduler import JobSpec, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.view import HistoryEntry, history_entries
 
-__all__ = ["RECENT", "Check", "Fellows", "Progress", "Submitted", "find", "outcome_error", "select"]
+__all__ = ["Check", "Fellows", "Progress", "Submitted"]
 
 log = logging.getLogger(__name__)
-
-RECENT = 20
-"""How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
 
 
 @attrs.frozen
@@ -406,66 +395,6 @@ class Fellows:
             else:
                 self.journal.release_driver()
         return job_ids
-
-
-# --------------------------------------------------------------------------- reading the journal
-def find(journal: Journal, dispatch_id: str) -> DispatchRow:
-    """The dispatch with this id, or the one whose id starts with it; UsageError (exit 2) otherwise."""
-    row = journal.dispatch(dispatch_id)
-    if row is not None:
-        return row
-    matches = journal.with_prefix(dispatch_id)
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        ids = ", ".join(r.id for r in matches)
-        raise UsageError(f"{dispatch_id!r} matches several dispatches ({ids}); give more of the id")
-    raise UsageError(f"no dispatch {dispatch_id!r} in the journal {journal.path}; `fellows-fsm status` lists them")
-
-
-def select(
-    journal: Journal, dispatch_id: str | None = None, *, live_only: bool = False, last: int | None = RECENT
-) -> list[DispatchRow]:
-    """The rows ``status`` shows: one dispatch; or the live ones and the ``last`` most recent (``last=None``: every
-    one), oldest first; ``live_only`` leaves out the final ones."""
-    if dispatch_id:
-        return [find(journal, dispatch_id)]
-    if last is None:
-        return journal.dispatches(live_only=live_only)
-    live = journal.dispatches(live_only=True)
-    recent = [] if live_only else journal.recent(last)
-    chosen = {r.id: r for r in [*recent, *live]}
-    return sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
-
-
-def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
-    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
-    row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == "RUNNING" or row.outcome == "handed-off":
-        return None
-    handoff = journal.handoff(dispatch_id)
-    if row.outcome == "handoff-failed" and handoff is not None:
-        last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
-        return LaneError(
-            f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
-            f"(argv: {shlex.join(handoff.argv)})"
-        )
-    if row.outcome == "no-fallback-lane":
-        return LaneError(
-            f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
-            "add a [lanes.gcp] table and put 'gcp' in the order"
-        )
-    if row.outcome.startswith("rejected"):
-        return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
-    if row.outcome == "withdrawn":
-        return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
-    if row.outcome == "withdrawn-outside":
-        return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
-    if row.pinned and row.state == "CANCELLED":
-        return SchedulerError(
-            f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
-        )
-    return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
 
 
 def _final(journal: Journal, dispatch_id: str) -> bool:

@@ -30,11 +30,12 @@ from rich.text import Text
 
 from fellows_fsm import diagram as diagrams
 from fellows_fsm import sim
-from fellows_fsm.api import RECENT, Fellows, Progress, find, outcome_error, select
+from fellows_fsm.api import Fellows, Progress
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings, load_config
 from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable, UsageError
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS
+from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
