@@ -17,7 +17,14 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerError, SchedulerUnreachable
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    JournalBusy,
+    SchedulerError,
+    SchedulerUnreachable,
+    SubmitRejected,
+)
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane
 from fellows_fsm.lifecycle import WITHDRAWN, dispatch_token
@@ -46,6 +53,9 @@ class Check:
     warnings: tuple[str, ...] = ()
     """Why the request goes ahead other than asked: unchecked (grants unreadable), or a debug intent without
     ``debug_qos``."""
+    refused: FellowsError | None = None
+    """Why the cluster can never take the request (``submit`` raises it): a QoS it does not have or grant
+    (ConfigError), or a job no rung can start (SubmitRejected). None when the request may go ahead."""
 
 
 @attrs.frozen
@@ -159,8 +169,9 @@ class Fellows:
     def check(self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None) -> Check:
         """Check a request against what the cluster grants, before anything is journaled or queued.
 
-        Raises ConfigError (exit 3) for a QoS of the config that the cluster does not have or does not grant,
-        SubmitRejected (exit 5) for a job no rung can ever start. Grants are cached beside the journal.
+        A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
+        ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
+        raise. Grants are cached beside the journal. An unknown intent raises ConfigError.
         """
         if intent not in INTENTS:
             raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
@@ -184,17 +195,21 @@ class Fellows:
                 "still skipped when sbatch refuses it)"
             )
             return Check(warnings=tuple(warnings))
-        checked = preflight(
-            fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(self.config)
-        )
+        try:
+            checked = preflight(
+                fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(self.config)
+            )
+        except (ConfigError, SubmitRejected) as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
         notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
         return Check(checked.ladder, checked.note, notes, tuple(warnings))
 
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True
     ) -> Submitted:
-        """Dispatch ``spec``: checked first (``check=False`` skips it, a ``Check`` is used as given), then queued
-        by this process if it can drive the journal, else enqueued for the process that drives it.
+        """Dispatch ``spec``: checked first (``check=False`` skips it, a ``Check`` is used as given; a refused
+        one is raised), then queued by this process if it can drive the journal, else enqueued for the process
+        that drives it.
 
         ``pin="fellows"`` stays on the first rung; ``pin=<lane>`` goes straight to that command lane. Raises
         SubmitRejected when SLURM refuses the first submit (nothing left queued), SchedulerUnreachable when it did
@@ -204,6 +219,8 @@ class Fellows:
         checked = check if isinstance(check, Check) else Check()
         if check is True:
             checked = self.check(spec, intent=intent, pin=pin)
+        if checked.refused is not None:
+            raise checked.refused
         if not self.drive():
             dispatch_id = enqueue(
                 self.config,

@@ -348,6 +348,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         checked = fellows.check(spec, intent=intent, pin=pin)
         for line in checked.warnings:
             click.echo(f"fellows-fsm: warning: {line}", err=True)
+        if checked.refused is not None:
+            raise checked.refused
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
         # Ctrl-C until the first job is queued withdraws the dispatch (Interrupted, exit 130); after, it detaches.

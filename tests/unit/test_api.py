@@ -192,6 +192,7 @@ def test_check_skips_a_rung_the_job_can_never_fit(make_fellows: MakeFellows) -> 
 def test_check_refuses_a_qos_the_cluster_does_not_grant(make_fellows: MakeFellows, config: Config) -> None:
     """A ladder naming a QoS the grants do not hold is a ConfigError before anything is journaled."""
     fellows = make_fellows(grants=lambda: Grants(user="me", associations=(), qos={}))
+    assert isinstance(fellows.check(SPEC).refused, ConfigError)
     with pytest.raises(ConfigError, match="high-eur"):
         fellows.submit(SPEC)
     assert fellows.status() == []

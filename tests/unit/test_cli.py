@@ -936,6 +936,16 @@ def test_a_job_that_fits_no_rung_is_refused_before_any_paid_lane(env: Path, fake
     assert ledger(env) == []
 
 
+def test_a_refused_debug_job_still_gets_the_debug_warning_first(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--intent debug without debug_qos warns before the refusal of a job no rung fits (exit 5), nothing queued."""
+    result = run("submit", "--intent", "debug", "--time", "20-00:00:00", str(script))
+    assert result.exit_code == 5
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("fellows-fsm: warning: --intent debug, but [fellows] debug_qos is not set")
+    assert lines[-1].startswith("fellows-fsm: error: no rung")
+    assert fake.jobs == {}
+
+
 def test_pinned_rung_that_can_never_fit_is_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
     """--pin fellows with a job over high-eur's per-user GPU cap exits 5 naming high-eur; nothing queued."""
     before = world(env, fake)
