@@ -329,7 +329,9 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
     --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before the first sbatch the
     ladder is checked against what the cluster grants. `--pin fellows` returns once the job is queued
-    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it.
+    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it. While another process
+    drives the journal, the dispatch is enqueued for it and followed from here (driven from here once that
+    process stops).
     """
     if (owned := owned_option(sbatch_args)) is not None:
         raise UsageError(f"sbatch option {owned[0]!r} after `--` is set by fellows-fsm itself: {owned[1]}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from fellows_fsm import (
     Handle,
     JobSpec,
     JournalBusy,
+    LaneConfig,
     LaneError,
     Progress,
     SchedulerUnreachable,
@@ -296,6 +299,30 @@ def test_follow_stops_when_until_says_so(make_fellows: MakeFellows, fake: FakeSc
     dispatch_id = fellows.submit(SPEC).dispatch_id
     handle = fellows.follow(dispatch_id, until=lambda p: not p.driving, sleep=lambda _: None)
     assert not handle.final
+    assert fake.jobs == {}
+
+
+def test_a_lane_pinned_dispatch_is_handed_off_once_by_the_process_that_takes_over(
+    tmp_path: Path, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A --pin gcp dispatch enqueued while another process drives is handed off once, by the follower that takes
+    the journal over when that process stops."""
+    record = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+    gcp = LaneConfig(name="gcp", command=(sys.executable, "-c", record, str(tmp_path / "gcp.ledger"), "{dispatch_id}"))
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(gcp,), state_dir=tmp_path)
+    with Fellows(config, scheduler=fake) as first, Fellows(config, scheduler=fake) as second:
+        assert first.drive()
+        submitted = second.submit(SPEC, pin="gcp")
+        assert not submitted.driving
+        first.close()
+
+        def sleep(seconds: float) -> None:
+            frozen.tick(seconds)
+            time.sleep(0.01)  # the lane's command is a real process
+
+        done = second.follow(submitted.dispatch_id, sleep=sleep)
+    assert (done.state, done.lane, done.final) == ("HANDED_OFF", "gcp", True)
+    assert (tmp_path / "gcp.ledger").read_text().split() == [submitted.dispatch_id]
     assert fake.jobs == {}
 
 
