@@ -22,8 +22,9 @@ import attrs
 from benchmarks import realslurm
 from benchmarks.common import write_result
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.core import Dispatch
+from fellows_fsm.core.vocab import RUNNING
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import RUNNING, Dispatch
 from fellows_fsm.router import Router
 from fellows_fsm.sim import SimParams, TraceJob, load_trace, simulate
 from fellows_fsm.sim.run import GCP, InProcessLane, JobOutcome, RunResult, minutes_limit

@@ -22,9 +22,9 @@ from typing import Any
 
 from benchmarks.common import rss_mb, spread, write_result
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.core import Dispatch, Record, Step, build_machine
 from fellows_fsm.fake import FakeScheduler
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch, NullRecorder, Step, build_machine
 from fellows_fsm.router import Router
 from fellows_fsm.scheduler import JobSpec, Observation
 from fellows_fsm.sim.clock import SimClock
@@ -70,7 +70,7 @@ def worker(size: int, ticks: int) -> dict[str, object]:
         build_machine(config.fellows.ladder)
         machine_build_ms = (time.perf_counter() - t0) * 1000
         t0 = time.perf_counter()
-        bare = [Dispatch(f"b{i}", SPEC, config.fellows.ladder, fake, clock, NullRecorder()) for i in range(size)]
+        bare = [Dispatch(f"b{i}", SPEC, config.fellows.ladder) for i in range(size)]
         dispatch_create_us = (time.perf_counter() - t0) / size * 1e6
         del bare
 
@@ -113,9 +113,8 @@ def worker(size: int, ticks: int) -> dict[str, object]:
         count = 2000
         t0 = time.perf_counter()
         for i in range(count):
-            journal.transition(
-                d, Step(clock.now(), d.state, d.state, "bench", d.rung_index, d.rung.qos, d.job_id, note=str(i))
-            )
+            step = Step(clock.now(), d.state, d.state, "bench", d.rung_index, d.rung.qos, d.job_id, note=str(i))
+            journal.record(Record(d.id, step, d.label, final=False))
         journal_commits_per_second = count / (time.perf_counter() - t0)
         journal.close()
     return {

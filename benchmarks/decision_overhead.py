@@ -25,8 +25,8 @@ from typing import Any
 from benchmarks import realslurm
 from benchmarks.common import percentiles, spread, write_result
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.core import window_deadline
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import window_deadline
 from fellows_fsm.router import Router
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 

@@ -9,17 +9,25 @@ policy is the real Router with ``[fellows] park_early`` set (the simulator's ``l
 true. The oracle takes
 whichever tier starts a job first within the ladder's worst case, else GCP at once; oracle-prefer keeps the
 user's preference (the first rung that starts it within one cap). Other seeds are played at the default cap as a
-check that seed 1 is not special. Writes benchmarks/results/park_early_sweep.json.
+check that seed 1 is not special.
+
+Candidate last-rung margins (MARGINS, not in the product): ``estimate`` with the last rung left early only when
+SLURM's estimate lies past the window's end by more than a margin, a fixed one or a fraction of the job's own time
+limit (limits scale with the estimates' error on these workloads). The simulator plays them by wrapping the
+dispatch's ``early_park_reason`` for the run (``_last_rung_margin``); every other row is the product as shipped.
+Writes benchmarks/results/park_early_sweep.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.common import write_result
+from fellows_fsm.core import Dispatch
 from fellows_fsm.sim import SimParams, TraceJob, simulate, synthetic_trace, with_time_limits
 from fellows_fsm.sim.run import RunResult
 
@@ -32,6 +40,15 @@ POLICIES: tuple[tuple[str, str, bool], ...] = (
     ("oracle-prefer", "oracle-prefer", True),
 )
 """(row name, simulator strategy, park_early_last_rung)."""
+MARGINS: tuple[tuple[str, float, float], ...] = (
+    ("estimate, last rung past +1 h", 3600.0, 0.0),
+    ("estimate, last rung past +2 h", 7200.0, 0.0),
+    ("estimate, last rung past +0.25 x limit", 0.0, 0.25),
+    ("estimate, last rung past +0.5 x limit", 0.0, 0.5),
+    ("estimate, last rung past +1 x limit", 0.0, 1.0),
+)
+"""Candidate last-rung margins, played at the default cap only: (row name, seconds, fraction of the job's own time
+limit); the last rung is left on the estimate only past the window's end plus seconds plus fraction x limit."""
 LIMITS = (1.0, 2.0, 10.0)
 DEFAULT_CAP = 600.0
 
@@ -52,8 +69,37 @@ def _record(name: str, result: RunResult, oracle: RunResult | None) -> dict[str,
     }
 
 
-def play(trace: Sequence[TraceJob], caps: Sequence[float], gpus: int, poll: float) -> list[dict[str, Any]]:
-    """Every policy at every cap on ``trace``, the oracle first (the ratios need it)."""
+@contextmanager
+def _last_rung_margin(seconds: float, of_limit: float) -> Iterator[None]:
+    """For the run inside, a dispatch leaves its LAST rung on SLURM's estimate only when the estimate lies past the
+    window's end by more than ``seconds + of_limit x`` the job's own time limit (a candidate, not the product).
+
+    Every other early park (a free rung, a last rung left for want of an estimate) is the product's policy
+    unchanged: the wrapper only turns some of its last-rung estimate parks into waits.
+    """
+    original: Callable[[Dispatch], str | None] = Dispatch.early_park_reason
+
+    def candidate(self: Dispatch) -> str | None:
+        reason = original(self)
+        obs = self.observation
+        last = self.rung_index == len(self.ladder.rungs) - 1
+        if reason is None or not last or obs is None or obs.expected_start is None:
+            return reason
+        margin = seconds + of_limit * (self.spec.time_limit_seconds or 0)
+        return reason if obs.expected_start > self.deadline + margin else None
+
+    setattr(Dispatch, "early_park_reason", candidate)  # noqa: B010 (mypy: a method is not assignable)
+    try:
+        yield
+    finally:
+        setattr(Dispatch, "early_park_reason", original)  # noqa: B010
+
+
+def play(
+    trace: Sequence[TraceJob], caps: Sequence[float], gpus: int, poll: float, *, margins: bool = False
+) -> list[dict[str, Any]]:
+    """Every policy at every cap on ``trace``, the oracle first (the ratios need it); with ``margins`` the candidate
+    last-rung margins too, at the default cap."""
     rows = []
     for cap in caps:
         results = {}
@@ -61,6 +107,12 @@ def play(trace: Sequence[TraceJob], caps: Sequence[float], gpus: int, poll: floa
             params = SimParams(gpus=gpus, poll_interval_seconds=poll, park_early_last_rung=last_rung)
             results[name] = simulate(trace, strategy, cap, params)
         rows += [_record(name, result, results["oracle"]) for name, result in results.items()]
+        if margins and cap == DEFAULT_CAP:
+            params = SimParams(gpus=gpus, poll_interval_seconds=poll, park_early_last_rung=True)
+            for name, seconds, of_limit in MARGINS:
+                with _last_rung_margin(seconds, of_limit):
+                    result = simulate(trace, "predictive", cap, params)
+                rows.append({**_record(name, result, results["oracle"]), "candidate": True})
     return rows
 
 
@@ -81,7 +133,7 @@ def main() -> None:
         mine = [j for j in base if j.mine]
         for factor in LIMITS:
             trace = base if factor == 1.0 else with_time_limits(base, factor)
-            rows = play(trace, caps if seed == seeds[0] else [DEFAULT_CAP], args.gpus, args.poll)
+            rows = play(trace, caps if seed == seeds[0] else [DEFAULT_CAP], args.gpus, args.poll, margins=True)
             workloads.append(
                 {
                     "seed": seed,

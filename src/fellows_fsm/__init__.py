@@ -8,6 +8,9 @@ from __future__ import annotations
 from fellows_fsm.api import Check, Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
+from fellows_fsm.core import Decision, Dispatch, Step
+from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN
+from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -23,21 +26,23 @@ from fellows_fsm.errors import (
     UsageError,
 )
 from fellows_fsm.fake import FakeScheduler
-from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, Dispatch, Recorder, Step
 from fellows_fsm.router import Handle, TickReport
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
-from fellows_fsm.view import HistoryEntry
+from fellows_fsm.ui.history import HistoryEntry
 
 __all__ = [
     "CANCELLED",
     "FAILED_TO_GCP",
     "PARKED",
     "RUNNING",
+    "WITHDRAWN",
     "Check",
     "Clock",
     "Config",
     "ConfigError",
+    "Decision",
     "Dispatch",
+    "Driver",
     "FakeScheduler",
     "Fellows",
     "FellowsConfig",

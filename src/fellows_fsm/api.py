@@ -17,6 +17,8 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
+from fellows_fsm.core import dispatch_token
+from fellows_fsm.core.vocab import OUTCOME_WITHDRAWN, WITHDRAWN
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -25,15 +27,15 @@ from fellows_fsm.errors import (
     SchedulerUnreachable,
     SubmitRejected,
 )
+from fellows_fsm.intake import INTENTS, enqueue
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import FELLOWS, CommandLane
-from fellows_fsm.lifecycle import WITHDRAWN, dispatch_token
 from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, select
-from fellows_fsm.router import INTENTS, Handle, Router, TickReport, enqueue
+from fellows_fsm.router import Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
-from fellows_fsm.view import HistoryEntry, history_entries
+from fellows_fsm.ui.history import HistoryEntry, history_entries
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
 
@@ -402,8 +404,10 @@ class Fellows:
                 if found is not None and found.job_id not in job_ids:
                     job_ids.append(found.job_id)
             # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
-            if row.outcome != "withdrawn":
-                self.journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome="withdrawn", at=self.clock.now())
+            if row.outcome != OUTCOME_WITHDRAWN:
+                self.journal.finish(
+                    row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
+                )
             self.scheduler.cancel(job_ids)
         finally:
             if self._router is not None:

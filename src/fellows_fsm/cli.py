@@ -40,21 +40,13 @@ from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
 from fellows_fsm.slurm.render import owned_option
-from fellows_fsm.view import (
-    Snapshot,
-    dispatch_json,
-    dispatch_panel,
-    dot_source,
-    history_entries,
-    history_table,
-    ladder_report,
-    ladder_table,
-    path_mermaid,
-    span,
-    status_table,
-    svg,
-    watch_table,
-)
+from fellows_fsm.ui.history import history_entries, history_table
+from fellows_fsm.ui.ladder import ladder_report, ladder_table
+from fellows_fsm.ui.live import dispatch_panel, watch_table
+from fellows_fsm.ui.paths import dot_source, path_mermaid, svg
+from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
+from fellows_fsm.ui.status import status_table
+from fellows_fsm.ui.words import span
 
 __all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults"]
 
@@ -613,6 +605,14 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
     config = _config(ctx)
     with _journal(config, readonly=True) as journal:  # read-only use: never the driver lock
         total = journal.count()
+        if show_all and not dispatch_id and not as_json:
+            # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
+            listed = journal.listings(live_only=live_only)
+            if listed:
+                _console().print(status_table(listed, updated={r.dispatch_id: r.updated_at for r in listed}))
+            else:
+                click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+            return
         try:
             rows = select(journal, dispatch_id, live_only=live_only, last=None if show_all else last)
         except UsageError as exc:

@@ -13,7 +13,7 @@ from transitions import State
 from transitions.extensions import GraphMachine
 
 from fellows_fsm.config import FellowsConfig, Ladder
-from fellows_fsm.lifecycle import TABLE, Dispatch, machine_definition
+from fellows_fsm.core import TABLE, Dispatch, machine_definition
 
 __all__ = ["GUARDS", "DiagramMachine", "graph_machine", "mermaid", "state_diagram_page"]
 

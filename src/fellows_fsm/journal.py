@@ -12,25 +12,31 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from fellows_fsm.config import Ladder
+from fellows_fsm.core import Attach, Record, Step
+from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.vocab import (
+    FELLOWS,
+    HANDED_OFF,
+    HANDING_OFF,
+    HANDOFF_FAILED,
+    OUTCOME_HANDED_OFF,
+    OUTCOME_HANDOFF_FAILED,
+    OUTCOME_HELD,
+    OUTCOME_WITHDRAWN_OUTSIDE,
+    WITHDRAWN,
+)
 from fellows_fsm.errors import JournalBusy, JournalError
-from fellows_fsm.lanes import FELLOWS
-from fellows_fsm.lifecycle import RUNNING, WITHDRAWN, Dispatch, Step, state_label
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["HANDED_OFF", "HANDING_OFF", "HANDOFF_FAILED", "DispatchRow", "HandoffRow", "JobRow", "Journal"]
+__all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal", "Listing"]
 
-HANDING_OFF = "HANDING_OFF"
-HANDED_OFF = "HANDED_OFF"
-HANDOFF_FAILED = "HANDOFF_FAILED"
-"""States of a dispatch pinned straight to a command lane (it never enters the ladder machine)."""
 
 SCHEMA_VERSION = 2
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
@@ -113,6 +119,22 @@ class DispatchRow:
     updated_at: float
     settings: dict[str, Any] = attrs.field(factory=dict)
     """What the dispatch was created with beyond its ladder (fallback lane, router options, config file)."""
+
+
+@attrs.frozen
+class Listing:
+    """A dispatch as ``status`` lists it: its latest state and the lane it is on, no JSON column to parse."""
+
+    dispatch_id: str
+    name: str
+    label: str
+    final: bool
+    outcome: str
+    qos: str | None
+    job_id: str | None
+    lane: str
+    """The lane of its handoff if it has one, else its own."""
+    updated_at: float
 
 
 @attrs.frozen
@@ -378,17 +400,15 @@ class Journal:
                 ),
             )
 
-    def transition(self, dispatch: Dispatch, step: Step) -> None:
-        """Recorder: commit ``step`` (and the dispatch's new state) before the state changes."""
-        label = state_label(dispatch.ladder, step.dest)
-        # FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
-        final = step.dest in (RUNNING, WITHDRAWN) or (step.dest == "CANCELLED" and dispatch.pinned)
+    def record(self, effect: Record) -> None:
+        """Commit a step (and the dispatch's new state) before anything it announces is done."""
+        step = effect.step
         with self._write() as db:
             db.execute(
                 "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
                 " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
-                    dispatch.id,
+                    effect.dispatch_id,
                     step.at,
                     step.source,
                     step.dest,
@@ -402,20 +422,28 @@ class Journal:
             )
             db.execute(
                 "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, outcome=?, updated_at=? WHERE id=?",
-                (step.dest, label, step.qos, step.job_id, int(final), _outcome(step), step.at, dispatch.id),
+                (
+                    step.dest,
+                    effect.label,
+                    step.qos,
+                    step.job_id,
+                    int(effect.final),
+                    _outcome(step),
+                    step.at,
+                    effect.dispatch_id,
+                ),
             )
 
-    def attached(self, dispatch: Dispatch, job_id: str) -> None:
-        """Recorder: commit the job id the current rung's submit returned."""
-        now = dispatch.clock.now()
+    def attach(self, effect: Attach) -> None:
+        """Commit the job id a rung's submit returned (or a move kept)."""
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO jobs (dispatch_id, rung_index, job_id, at) VALUES (?,?,?,?)",
-                (dispatch.id, dispatch.rung_index, job_id, now),
+                (effect.dispatch_id, effect.rung_index, effect.job_id, effect.at),
             )
             db.execute(
                 "UPDATE dispatches SET job_id=?, updated_at=? WHERE id=?",
-                (job_id, now, dispatch.id),
+                (effect.job_id, effect.at, effect.dispatch_id),
             )
 
     def finish(self, dispatch_id: str, *, state: str, label: str, outcome: str, at: float) -> None:
@@ -450,7 +478,7 @@ class Journal:
             )
             db.execute(
                 "UPDATE dispatches SET final=1, outcome=?, updated_at=? WHERE id=?",
-                ("handed-off" if ok else "handoff-failed", at, dispatch_id),
+                (OUTCOME_HANDED_OFF if ok else OUTCOME_HANDOFF_FAILED, at, dispatch_id),
             )
             # A dispatch pinned to a lane has no ladder state; its state is the handoff's.
             state = HANDED_OFF if ok else HANDOFF_FAILED
@@ -474,15 +502,32 @@ class Journal:
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
-    def live_after(self, rowid: int) -> tuple[int, list[DispatchRow]]:
-        """The live dispatches journaled after row ``rowid`` (by any process), and the journal's last row id.
+    def listings(self, *, live_only: bool = False) -> list[Listing]:
+        """Every dispatch as ``status`` lists it, oldest first, in one query (a handoff's lane joined in).
 
-        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the
-        new rows (an index lookup on SQLite's rowid), however many dispatches the journal holds.
+        SQLite picks the name out of the spec, so no row's JSON is parsed here: 10,000 rows read in a few ms.
         """
-        rows = self._read("SELECT rowid AS _rowid, * FROM dispatches WHERE rowid > ? ORDER BY rowid", (rowid,))
-        last = int(rows[-1]["_rowid"]) if rows else rowid
-        return last, [_dispatch_row(r) for r in rows if not r["final"]]
+        query = (
+            "SELECT d.id, coalesce(json_extract(d.spec, '$.name'), ''), d.label, d.final, d.outcome, d.qos, d.job_id,"
+            " coalesce(h.lane, d.lane), d.updated_at FROM dispatches d LEFT JOIN handoffs h ON h.dispatch_id = d.id"
+        )
+        if live_only:
+            query += " WHERE d.final=0"
+        rows = self._read(query + " ORDER BY d.created_at, d.id")
+        return [Listing(r[0], str(r[1]), r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows]
+
+    def live_after(self, rowid: int, *, known: Container[str] = ()) -> tuple[int, list[DispatchRow]]:
+        """The live dispatches journaled after row ``rowid`` (by any process) and not in ``known``, and the
+        journal's last row id.
+
+        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the new
+        rows (a range on SQLite's rowid), and parses only those it does not already drive.
+        """
+        last = self._read("SELECT max(rowid) FROM dispatches")[0][0] or rowid
+        rows = self._read(
+            "SELECT * FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", (rowid, last)
+        )
+        return int(last), [_dispatch_row(r) for r in rows if r["id"] not in known]
 
     def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
         """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""
@@ -574,15 +619,14 @@ def _damaged(path: Path, exc: Exception) -> JournalError:
 def _outcome(step: Step) -> str:
     """The outcome a step leaves on the dispatch row: why it is held or withdrawn, else nothing yet."""
     if step.dest == WITHDRAWN:
-        return "withdrawn-outside"
+        return OUTCOME_WITHDRAWN_OUTSIDE
     if step.trigger == "hold":
-        return "held"
+        return OUTCOME_HELD
     return ""
 
 
 def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
     values = dict(row)
-    values.pop("_rowid", None)
     values["pinned"] = bool(values["pinned"])
     values["final"] = bool(values["final"])
     values["spec"] = json.loads(values["spec"])

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import shlex
 
+from fellows_fsm.core.vocab import (
+    OUTCOME_HANDED_OFF,
+    OUTCOME_HANDOFF_FAILED,
+    OUTCOME_NO_FALLBACK,
+    OUTCOME_REJECTED,
+    OUTCOME_WITHDRAWN,
+    OUTCOME_WITHDRAWN_OUTSIDE,
+    RUNNING,
+)
 from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.journal import DispatchRow, Journal
 
@@ -48,25 +57,25 @@ def select(
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
     """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
     row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == "RUNNING" or row.outcome == "handed-off":
+    if row is None or not row.final or row.label == RUNNING or row.outcome == OUTCOME_HANDED_OFF:
         return None
     handoff = journal.handoff(dispatch_id)
-    if row.outcome == "handoff-failed" and handoff is not None:
+    if row.outcome == OUTCOME_HANDOFF_FAILED and handoff is not None:
         last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
         return LaneError(
             f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
             f"(argv: {shlex.join(handoff.argv)})"
         )
-    if row.outcome == "no-fallback-lane":
+    if row.outcome == OUTCOME_NO_FALLBACK:
         return LaneError(
             f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
             "add a [lanes.gcp] table and put 'gcp' in the order"
         )
-    if row.outcome.startswith("rejected"):
+    if row.outcome.startswith(OUTCOME_REJECTED):
         return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
-    if row.outcome == "withdrawn":
+    if row.outcome == OUTCOME_WITHDRAWN:
         return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
-    if row.outcome == "withdrawn-outside":
+    if row.outcome == OUTCOME_WITHDRAWN_OUTSIDE:
         return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
     if row.pinned and row.state == "CANCELLED":
         return SchedulerError(

@@ -19,25 +19,30 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
+from fellows_fsm.core import Dispatch, dispatch_token
+from fellows_fsm.core.vocab import (
+    FAILED_TO_GCP,
+    FELLOWS,
+    OUTCOME_NO_FALLBACK,
+    OUTCOME_REJECTED,
+    OUTCOME_WITHDRAWN_INTERRUPTED,
+    WITHDRAWN,
+)
+from fellows_fsm.driver import Driver
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.lanes import FELLOWS, CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
-from fellows_fsm.lifecycle import CANCELLED, FAILED_TO_GCP, PARKED, WITHDRAWN, Dispatch, dispatch_token
-from fellows_fsm.scheduler import JobSpec, Observation, Phase, Scheduler
+from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 
 __all__ = ["Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
 
 log = logging.getLogger(__name__)
 
-INTENTS = ("prod", "debug")
-INTERRUPTED_OUTCOME = "withdrawn-interrupted"
-"""The outcome of a dispatch withdrawn by Ctrl-C while it was being queued."""
 INTERRUPT_LOOKUPS = 4
 """How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
 HANDOFF_CHECK_SECONDS = 0.05
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
-_ENTERED = frozenset({"resubmit", "move", "give_up"})
-"""The steps that complete a rung change (onto the next rung, or off the ladder)."""
 
 
 @attrs.frozen
@@ -94,6 +99,8 @@ class Router:
         self.lanes: dict[str, CommandLane] = (
             dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes}
         )
+        self.driver = Driver(scheduler, journal, self.clock)
+        """Runs every dispatch's effects (journal first, then the port), batched per tick."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
         self.deferred = 0
@@ -111,6 +118,8 @@ class Router:
         self._ended: list[str] = []
         self._failed: list[str] = []
         """Handoffs that ended, and failure lines, since the last TickReport."""
+        self._parked_out: list[str] = []
+        """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self._adopted_upto = 0
         """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         journal.acquire_driver()
@@ -165,11 +174,11 @@ class Router:
         try:
             self.journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings)
             self.settings[d.id] = settings
-            d.submit()
+            self.driver.start(d)
         except KeyboardInterrupt:
             raise self._withdraw_interrupted(d) from None
         except SubmitRejected as exc:
-            self.journal.finish(d.id, state=d.state, label=d.label, outcome=f"rejected: {exc}", at=self.clock.now())
+            self._reject(d, exc)
             raise
         except SchedulerUnreachable as exc:
             log.warning("dispatch %s: first submit did not get an answer (%s); retrying by token", d.id, exc)
@@ -191,7 +200,7 @@ class Router:
                 if job_id is None:
                     job_id = self._settled_lookup(d)
                 self.journal.finish(
-                    d.id, state=WITHDRAWN, label=WITHDRAWN, outcome=INTERRUPTED_OUTCOME, at=self.clock.now()
+                    d.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN_INTERRUPTED, at=self.clock.now()
                 )
                 if job_id is not None:
                     self.scheduler.cancel([job_id])
@@ -219,7 +228,7 @@ class Router:
 
     def _sweep_interrupted(self) -> None:
         """Cancel any job that a recently interrupted submit created after it was withdrawn (looked up once)."""
-        for row in self.journal.ended_since(INTERRUPTED_OUTCOME, self.clock.now() - 3600):
+        for row in self.journal.ended_since(OUTCOME_WITHDRAWN_INTERRUPTED, self.clock.now() - 3600):
             try:
                 found = self.scheduler.find_by_token(dispatch_token(row.id, 0))
                 if found is not None and found.phase is not Phase.GONE:
@@ -237,9 +246,6 @@ class Router:
             dispatch_id,
             spec,
             ladder or self.config.fellows.ladder_for(intent),
-            self.scheduler,
-            self.clock,
-            self.journal,
             pinned=pinned,
             controller_deadline=self.config.router.controller_deadline,
             in_place=self.config.router.change_rung == "in-place",
@@ -270,7 +276,10 @@ class Router:
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
             self._hand_off(dispatch_id, lane, spec)
-        failures = self._failed
+        for dispatch_id in self._parked_out:
+            if dispatch_id in self.live:
+                self._hand_off_after_ladder(self.live[dispatch_id])
+        self._parked_out = []
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
         try:
@@ -278,77 +287,33 @@ class Router:
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
             # The ladder's clock stops while the controller does not answer (journaled, so a restart keeps it).
-            with self.journal.batch():
-                for d in self.live.values():
-                    if not d.paused and d.walks_ladder() and not d.is_final and d.history:
-                        d.pause(since=max(self._last_answer, d.history[-1].at))
+            self.driver.pause(self.live.values(), self._last_answer)
             return self._report(now, 0, 0, self.deferred, unreachable=True)
-        # 2. Every dispatch moves on fresh state without touching the cluster: starts, withdrawals, holds,
-        #    parks, confirmed cancels. None of these announces a side effect, so they share one commit.
         self._last_answer = now
-        before = {d.id: len(d.history) for d in self.live.values()}
-        with self.journal.batch():
-            for d in list(self.live.values()):
-                if d.job_id is not None:
-                    self._advance(d, observations.get(d.job_id), False, failures)
+        # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
+        outcome = self.driver.tick(self.live.values(), observations, self.config.rung_changes_per_tick)
+        self._failed.extend(outcome.failures)
+        for dispatch_id, refusal in outcome.rejected:
+            self._reject(self.live[dispatch_id], refusal)
+        for dispatch_id in outcome.handoffs:
+            self._hand_off_after_ladder(self.live[dispatch_id])
         for d in list(self.live.values()):
-            if d.job_id is None:
-                self._advance(d, None, False, failures)  # a rung without a job gets one (its step is committed first)
-        # 3. At most max_rung_changes_per_tick dispatches resubmit (or move in place) this tick.
-        budget = self.config.rung_changes_per_tick
-        movers = [
-            d
-            for d in self.live.values()
-            if d.walks_ladder() and (d.state == CANCELLED or (d.state == PARKED and d.in_place))
-        ]
-        for d in movers[:budget]:
-            self._advance(d, None, True, failures)
-        # 4. At most as many parked jobs are cancelled, in ONE call, each only if still pending; those the
-        #    cancel cannot prove gone are read back by the next tick's observe.
-        parked = [
-            d
-            for d in self.live.values()
-            if d.state == PARKED and not d.in_place and d.job_id is not None and not (d.job_gone() or d.job_started())
-        ]
-        deferred = max(0, len(movers) - budget) + max(0, len(parked) - budget)
-        to_cancel = [d.job_id for d in parked[:budget] if d.job_id is not None]
-        gone: Mapping[str, Observation] = {}
-        try:
-            if to_cancel:
-                gone = self.scheduler.cancel_if_pending(to_cancel, read_back=False)
-        except SchedulerUnreachable as exc:
-            log.warning("cancels deferred to the next tick: %s", exc)
-        # 5. A job the cancel itself proved gone needs no read-back: its dispatch resubmits now, within the budget.
-        room = budget - min(len(movers), budget)
-        for d in parked[:budget]:
-            seen_pending = d.observation is not None and d.observation.phase is Phase.PENDING
-            if room > 0 and d.job_id is not None and d.job_id in gone and seen_pending:
-                self._advance(d, gone[d.job_id], True, failures)
-                room -= 1
-        changes = sum(1 for d in self.live.values() if {s.trigger for s in d.history[before.get(d.id, 0) :]} & _ENTERED)
-        for d in list(self.live.values()):
-            if d.state == FAILED_TO_GCP:
-                self._hand_off_after_ladder(d)
-            elif d.is_final:
+            if d.is_final:
                 del self.live[d.id]
-        self.deferred = deferred
+        self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
-        return self._report(now, len(job_ids), changes, deferred, unreachable=False)
+        return self._report(now, len(job_ids), outcome.rung_changes, outcome.deferred, unreachable=False)
+
+    def _reject(self, d: Dispatch, exc: SubmitRejected) -> None:
+        """The cluster refused a dispatch's first submit (nothing queued): it ends as refused, with SLURM's reason."""
+        self.live.pop(d.id, None)
+        self.journal.finish(d.id, state=d.state, label=d.label, outcome=f"{OUTCOME_REJECTED}{exc}", at=self.clock.now())
+        self._failed.append(f"dispatch {d.id}: refused by the cluster: {exc}")
 
     def _report(self, now: float, observed: int, changes: int, deferred: int, *, unreachable: bool) -> TickReport:
         ended, failed = tuple(self._ended), tuple(self._failed)
         self._ended, self._failed = [], []
         return TickReport(now, len(self.live), observed, changes, deferred, ended, failed, unreachable)
-
-    def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool, failures: list[str]) -> None:
-        """Advance one dispatch; a scheduler error fails this dispatch's step, never the whole tick."""
-        try:
-            d.advance(obs, may_change_rung=may_change_rung)
-        except SchedulerUnreachable as exc:
-            log.warning("dispatch %s: %s; will retry next tick", d.id, exc)
-        except SchedulerError as exc:
-            failures.append(f"dispatch {d.id}: {exc}")
-            log.warning("dispatch %s: %s", d.id, exc)
 
     def run(
         self,
@@ -402,12 +367,12 @@ class Router:
         if "fallback" not in settings:
             # A journal written before dispatches carried their lanes: use this router's configuration.
             following = self.config.auto_order[1:]
-            fallback = _lane_json(self.config.lane(following[0])) if following else None
+            fallback = lane_json(self.config.lane(following[0])) if following else None
         del self.live[d.id]
         if fallback is None:
-            self.journal.finish(d.id, state=d.state, label=d.label, outcome="no-fallback-lane", at=self.clock.now())
+            self.journal.finish(d.id, state=d.state, label=d.label, outcome=OUTCOME_NO_FALLBACK, at=self.clock.now())
             return
-        lane = _lane_from_json(fallback)
+        lane = lane_from_json(fallback)
         self._hand_off(d.id, lane.name, d.spec, lane=self._lane_for(lane))
 
     def _files(self, dispatch_id: str) -> HandoffFiles:
@@ -495,20 +460,20 @@ class Router:
     def adopt(self) -> list[str]:
         """Take on the live dispatches journaled since the last look (by another process: a second ``submit``
         enqueues its dispatch and leaves it to whichever process drives the journal); return their ids."""
-        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto)
-        return self._load([row for row in rows if row.id not in self.live and row.id not in self.pending_handoffs])
+        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto, known=_Driven(self))
+        return self._load(rows)
 
     def _load(self, rows: list[DispatchRow]) -> list[str]:
         recovered = []
         for row in rows:
             if row.id in self.running:
                 continue
-            spec = _spec(row)
+            spec = spec_of(row)
             settings = row.settings
             if row.lane != FELLOWS:
                 fallback = settings.get("fallback")
                 if fallback is not None:
-                    self._pinned_lanes[row.id] = self._lane_for(_lane_from_json(fallback))
+                    self._pinned_lanes[row.id] = self._lane_for(lane_from_json(fallback))
                 elif row.lane not in self.lanes:
                     raise ConfigError(
                         f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({self.config.source}) "
@@ -523,11 +488,8 @@ class Router:
                 row.id,
                 spec,
                 ladder,
-                self.scheduler,
                 history=self.journal.steps(row.id),
                 jobs=jobs,
-                clock=self.clock,
-                recorder=self.journal,
                 pinned=row.pinned,
                 controller_deadline=bool(settings.get("controller_deadline", self.config.router.controller_deadline)),
                 in_place=bool(settings.get("in_place", self.config.router.change_rung == "in-place")),
@@ -538,6 +500,8 @@ class Router:
             if not d.history:
                 d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
+            if d.state == FAILED_TO_GCP:
+                self._parked_out.append(d.id)  # died before (or while) handing off: the next poll hands it off
             self.settings[d.id] = settings
             recovered.append(d.id)
         return recovered
@@ -548,129 +512,15 @@ class Router:
 
 
 @attrs.frozen
-class Admission:
-    """A dispatch as it will be journaled: checked, named, on its ladder, with the settings it carries."""
+class _Driven:
+    """The ids a router drives, as a container (no copy)."""
 
-    spec: JobSpec
-    lane: str
-    """``fellows`` for the ladder, else the command lane it is pinned to."""
-    ladder: Ladder | None
-    """None for a dispatch pinned to a command lane (it never enters the ladder)."""
-    pinned: bool
-    settings: dict[str, Any]
+    router: Router
 
-
-def admit(
-    config: Config,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
-    ladder: Ladder | None = None,
-    note: str = "",
-) -> Admission:
-    """Check a request against ``config`` and decide how it is journaled (no I/O; raises ConfigError).
-
-    A debug job gets the cluster's debug name prefix; ``ladder`` replaces the intent's (the preflight's kept
-    rungs); ``note`` is kept in the settings and written on the first step.
-    """
-    if intent not in INTENTS:
-        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-    lane_names = [lane.name for lane in config.lanes]
-    if pin is not None and pin != FELLOWS and pin not in lane_names:
-        known = ", ".join([FELLOWS, *lane_names])
-        raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
-    if pin is not None and pin != FELLOWS:
-        return Admission(spec, pin, None, True, _settings(config, pin, note))
-    fellows = config.fellows
-    if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
-        spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-    following = config.auto_order[1:]
-    fallback = following[0] if following and pin is None else None
-    return Admission(
-        spec, FELLOWS, ladder or fellows.ladder_for(intent), pin == FELLOWS, _settings(config, fallback, note)
-    )
-
-
-def enqueue(
-    config: Config,
-    journal: Journal,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
-    ladder: Ladder | None = None,
-    note: str = "",
-    at: float | None = None,
-) -> str:
-    """Journal a dispatch for whichever process drives ``journal`` (no driver lock needed); return its id.
-
-    Nothing is queued here: the driving router adopts the row on its next tick and submits it (a lane-pinned
-    dispatch: starts its command). Use it when another process drives the journal.
-    """
-    admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
-    dispatch_id = uuid.uuid4().hex[:12]
-    now = time.time() if at is None else at
-    if admitted.ladder is None:
-        journal.add_lane_dispatch(
-            dispatch_id, admitted.spec, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
-        )
-    else:
-        journal.add_dispatch(
-            dispatch_id,
-            admitted.spec,
-            admitted.ladder,
-            pinned=admitted.pinned,
-            intent=intent,
-            at=now,
-            settings=admitted.settings,
-        )
-    return dispatch_id
-
-
-def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any]:
-    """What a dispatch carries from its creation on, so any later watch finishes it the same way."""
-    lane_config = config.lane(lane) if lane is not None else None
-    settings: dict[str, Any] = {
-        "fallback": None if lane_config is None else _lane_json(lane_config),
-        "controller_deadline": config.router.controller_deadline,
-        "in_place": config.router.change_rung == "in-place",
-        "park_early": config.fellows.park_early,
-        "park_early_last_rung": config.fellows.park_early_last_rung,
-        "config": config.source,
-    }
-    if note:
-        settings["note"] = note
-    return settings
+    def __contains__(self, dispatch_id: object) -> bool:
+        r = self.router
+        return dispatch_id in r.live or dispatch_id in r.pending_handoffs or dispatch_id in r.running
 
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
-
-
-def _lane_json(lane: LaneConfig) -> dict[str, Any]:
-    """A lane's config as the journal keeps it with each dispatch."""
-    return {
-        "name": lane.name,
-        "command": list(lane.command),
-        "probe": None if lane.probe is None else list(lane.probe),
-        "manual_only": lane.manual_only,
-        "timeout_seconds": lane.timeout_seconds,
-    }
-
-
-def _lane_from_json(data: Mapping[str, Any]) -> LaneConfig:
-    probe = data.get("probe")
-    return LaneConfig(
-        name=str(data["name"]),
-        command=tuple(data["command"]),
-        probe=None if probe is None else tuple(probe),
-        manual_only=bool(data.get("manual_only", False)),
-        timeout_seconds=float(data.get("timeout_seconds", 600.0)),
-    )
-
-
-def _spec(row: DispatchRow) -> JobSpec:
-    values = dict(row.spec)
-    values["extra_args"] = tuple(values.get("extra_args", ()))
-    return JobSpec(**values)

@@ -17,10 +17,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import JobSpec, Phase
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 from fellows_fsm.slurm.observe import JobRow
+from fellows_fsm.testing import Driven
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_SLURM = REPO / "scripts" / "dev-slurm"
@@ -67,7 +67,7 @@ class Cluster:
         out = _run(["squeue", "-h", "-t", "all", "-o", QUEUE_FORMAT]).stdout
         return [QueueRow(*line.split("|", 5)) for line in out.splitlines() if line.strip()]
 
-    def jobs_of(self, dispatch: Dispatch) -> list[QueueRow]:
+    def jobs_of(self, dispatch: Driven) -> list[QueueRow]:
         """The jobs tagged with any of ``dispatch``'s rung tokens, oldest first."""
         prefix = f"fsm-{dispatch.id}-r"
         return sorted((r for r in self.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
@@ -151,7 +151,7 @@ class Cluster:
 
     @staticmethod
     def drive(
-        dispatches: Sequence[Dispatch],
+        dispatches: Sequence[Driven],
         port: SlurmScheduler,
         *,
         until: Callable[[], bool],

@@ -17,8 +17,8 @@ import attrs
 import pytest
 
 from fellows_fsm.config import Config, FellowsConfig, RouterConfig
+from fellows_fsm.core import Step
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Step
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.scheduler import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow

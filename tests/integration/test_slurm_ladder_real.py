@@ -7,12 +7,13 @@ import uuid
 
 import pytest
 
-from fellows_fsm.clock import SystemClock
 from fellows_fsm.config import FellowsConfig, Ladder
+from fellows_fsm.core import Dispatch
+from fellows_fsm.core.vocab import FAILED_TO_GCP, RUNNING
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lifecycle import FAILED_TO_GCP, RUNNING, Dispatch
 from fellows_fsm.scheduler import JobSpec, Observation, Phase
 from fellows_fsm.slurm import SlurmScheduler, check_ladder, discover
+from fellows_fsm.testing import Driven
 
 from .conftest import Cluster
 
@@ -26,20 +27,13 @@ def _ladder(cap: float, *names: str) -> Ladder:
     return FellowsConfig(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap).ladder
 
 
-def _dispatch(spec: JobSpec, ladder: Ladder, port: SlurmScheduler, *, pinned: bool = False) -> Dispatch:
-    dispatch = Dispatch(
-        id=f"it{uuid.uuid4().hex[:8]}",
-        spec=spec,
-        ladder=ladder,
-        scheduler=port,
-        clock=SystemClock(),
-        pinned=pinned,
-    )
+def _dispatch(spec: JobSpec, ladder: Ladder, port: SlurmScheduler, *, pinned: bool = False) -> Driven:
+    dispatch = Driven(Dispatch(id=f"it{uuid.uuid4().hex[:8]}", spec=spec, ladder=ladder, pinned=pinned), port)
     dispatch.submit()
     return dispatch
 
 
-def _parks(dispatch: Dispatch) -> list[tuple[str, str | None]]:
+def _parks(dispatch: Driven) -> list[tuple[str, str | None]]:
     return [(s.qos, s.reason) for s in dispatch.history if s.trigger == "park"]
 
 
@@ -166,8 +160,11 @@ def test_late_start_wins_over_the_park(slurm: Cluster) -> None:
     # The job starts while the dispatch is not looking; its cap then expires on the stale sighting.
     slurm.cancel(blockers[0])
     slurm.wait_for(lambda: slurm.row(job_id).state == "RUNNING", "the job to start")
-    slurm.wait_for(dispatch.rung_expired, "the cap to expire", timeout=5)
+    slurm.wait_for(lambda: time.time() >= dispatch.deadline, "the cap to expire", timeout=5)
     dispatch.advance(Observation(job_id, Phase.PENDING, "PENDING", "QOSMaxGRESPerUser", "high-eur"))
+    # The cancel spares the running job and proves nothing gone: the next tick's look reads it running.
+    assert dispatch.state == "PARKED"
+    dispatch.advance(port.observe([job_id])[job_id])
 
     assert dispatch.state == RUNNING
     assert [s.trigger for s in dispatch.history] == ["submit", "park", "start"]

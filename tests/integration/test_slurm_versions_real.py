@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fellows_fsm.clock import SystemClock
 from fellows_fsm.config import FellowsConfig
+from fellows_fsm.core import Dispatch
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import Phase
+from fellows_fsm.testing import Driven
 from fellows_fsm.view import Snapshot, dispatch_panel, history_entries, history_table
 
 from .conftest import Cluster
@@ -41,9 +41,7 @@ def test_own_cap_reason_stays_across_backfill_passes_on_a_full_node(slurm: Clust
     version = port.scancel_version()
     journal = Journal(tmp_path / "journal.sqlite3")
     ladder = FellowsConfig(qos="high-eur", qos_ladder=["normal-eur"], park_cap_seconds=8.0).ladder
-    dispatch = Dispatch(
-        f"it{uuid.uuid4().hex[:8]}", slurm.spec(gpus=8), ladder, port, clock=SystemClock(), recorder=journal
-    )
+    dispatch = Driven(Dispatch(f"it{uuid.uuid4().hex[:8]}", slurm.spec(gpus=8), ladder), port, journal)
     journal.add_dispatch(
         dispatch.id, dispatch.spec, dispatch.ladder, pinned=dispatch.pinned, intent="prod", at=time.time()
     )

@@ -9,6 +9,9 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock
+from fellows_fsm.testing import Driven
+
+__all__ = ["CAP", "START", "DispatchFactory", "Driven", "poll"]
 
 START = "2026-11-30 12:00:00"
 CAP = 600.0
@@ -33,7 +36,7 @@ def config() -> FellowsConfig:
     return FellowsConfig(park_cap_seconds=CAP)
 
 
-DispatchFactory = Callable[..., Dispatch]
+DispatchFactory = Callable[..., Driven]
 
 
 @pytest.fixture
@@ -41,15 +44,17 @@ def make_dispatch(fake: FakeScheduler, config: FellowsConfig) -> DispatchFactory
     """Build (not submit) a dispatch on the fake port; keyword arguments override the defaults."""
     counter = iter(range(1, 10_000))
 
-    def make(**kwargs: object) -> Dispatch:
+    def make(**kwargs: object) -> Driven:
         spec = kwargs.pop("spec", JobSpec(name="train", script="train.sbatch", gpus=8))
         ladder = kwargs.pop("ladder", config.ladder)
-        return Dispatch(f"d{next(counter)}", spec, ladder, fake, SystemClock(), **kwargs)  # type: ignore[arg-type]
+        recorder = kwargs.pop("recorder", None)
+        d = Dispatch(f"d{next(counter)}", spec, ladder, **kwargs)  # type: ignore[arg-type]
+        return Driven(d, fake, recorder)  # type: ignore[arg-type]
 
     return make
 
 
-def poll(dispatch: Dispatch, fake: FakeScheduler, **kwargs: bool) -> None:
+def poll(dispatch: Driven, fake: FakeScheduler, **kwargs: bool) -> None:
     """One tick: observe the dispatch's job through the port and advance it."""
     obs = fake.observe([dispatch.job_id]).get(dispatch.job_id) if dispatch.job_id else None  # type: ignore[arg-type]
     dispatch.advance(obs, **kwargs)

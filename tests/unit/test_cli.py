@@ -10,17 +10,22 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
-from fellows_fsm import FakeScheduler, Fellows, JobSpec, Observation, SubmitRejected, SystemClock, cli, view
+from fellows_fsm import FakeScheduler, Fellows, JobSpec, Observation, SubmitRejected, SystemClock, cli
+from fellows_fsm import journal as journal_module
 from fellows_fsm.config import FellowsConfig, load_config
+from fellows_fsm.core import Dispatch
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.journal import Journal
-from fellows_fsm.lifecycle import Dispatch
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
+from fellows_fsm.testing import Driven
+from fellows_fsm.ui import paths as ui_paths
+from fellows_fsm.ui import words as ui_words
 
 CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
@@ -641,10 +646,10 @@ def test_diagram_names_what_to_install(
 ) -> None:
     """Without graphviz, dot and svg fail with one line naming what to install."""
     if missing == "find_spec":
-        monkeypatch.setattr(view, "find_spec", lambda name: None)
+        monkeypatch.setattr(ui_paths, "find_spec", lambda name: None)
     else:
         pytest.importorskip("graphviz")
-        monkeypatch.setattr(view.shutil, "which", lambda name: None)
+        monkeypatch.setattr(ui_paths.shutil, "which", lambda name: None)
     result = run("diagram", "--format", fmt)
     assert result.exit_code == 1
     assert words in one_error_line(result)
@@ -684,12 +689,12 @@ def test_python_dash_m_runs_the_same_cli() -> None:
 )
 def test_explain_reason_in_plain_words(reason: str | None, words: str) -> None:
     """Each pending reason reads as a short sentence about the rung."""
-    assert words in view.explain_reason(reason, "high-eur", "42")
+    assert words in ui_words.explain_reason(reason, "high-eur", "42")
 
 
 def test_every_reason_group_has_words() -> None:
     """No reason group falls through without a sentence."""
-    assert set(view._GROUP_WORDS) == set(ReasonGroup)
+    assert set(ui_words._GROUP_WORDS) == set(ReasonGroup)
 
 
 @pytest.mark.parametrize(
@@ -699,7 +704,7 @@ def test_every_reason_group_has_words() -> None:
 )
 def test_span_reads_like_a_countdown(seconds: float, text: str) -> None:
     """Durations read as short countdowns."""
-    assert view.span(seconds) == text
+    assert ui_words.span(seconds) == text
 
 
 def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1068,7 +1073,7 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
     ids = []
     try:
         for i in range(dispatches):
-            d = Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder, fake, clock, journal)
+            d = Driven(Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder), fake, journal)
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=1_700_000_000.0 + i)
             d.submit()
             if i >= live:
@@ -1136,3 +1141,44 @@ def test_a_park_cap_under_two_polls_is_warned_about(env: Path) -> None:
     assert "warning: [fellows] a park cap of 5 s is under two polls of 10 s" in result.stderr
     (env / "fellows.toml").write_text(_toml(env, fellows="park_cap_seconds = 600\npoll_interval_seconds = 10"))
     assert "park cap" not in run("config", "check").stderr
+
+
+def _count_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the id of every dispatch row the journal parses (its JSON columns) from now on."""
+    parsed: list[str] = []
+    original = journal_module._dispatch_row
+
+    def counting(row: Any) -> Any:
+        parsed.append(row["id"])
+        return original(row)
+
+    monkeypatch.setattr(journal_module, "_dispatch_row", counting)
+    return parsed
+
+
+def test_status_all_prints_the_default_table_without_parsing_rows(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """status --all (from the journal's listings) prints what status prints when every dispatch is shown, a
+    handed-off one on its lane included, and parses no row's JSON."""
+    fake.scheduling = False
+    run("submit", "--json", str(script))
+    for _ in range(2):
+        run("submit", "--detach", str(script))
+    default = run("status")
+    parsed = _count_parsed_rows(monkeypatch)
+    every = run("status", "--all")
+    assert every.exit_code == 0, every.output
+    assert every.stdout == default.stdout
+    assert "HANDED_OFF(gcp)" in every.stdout
+    assert parsed == []
+
+
+def test_history_of_a_prefix_parses_only_the_matching_row(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """history <prefix> on a journal of 30 dispatches parses one dispatch row: the one it shows."""
+    ids = _journal_of(env, 30, live=0)
+    parsed = _count_parsed_rows(monkeypatch)
+    result = run("history", "11", "--json")
+    assert result.exit_code == 0, result.output
+    assert [e["trigger"] for e in json.loads(result.stdout)] == ["submit", "start"]
+    assert parsed == [ids[11]]

@@ -38,9 +38,10 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
 def test_mermaid_edges_show_guards() -> None:
     """Every edge carries its trigger and guards, and the ladder edges go strictly downwards."""
     text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
-    assert "CANCELLED --> RESUBMITTED_normal_eur: resubmit [walks_ladder & left_high_eur]" in text
-    assert "CANCELLED --> RESUBMITTED_low_eur: resubmit [walks_ladder & left_normal_eur]" in text
-    assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & left_low_eur]" in text
+    assert "CANCELLED --> RESUBMITTED_normal_eur: resubmit [walks_ladder & may_change_rung & left_high_eur]" in text
+    assert "CANCELLED --> RESUBMITTED_low_eur: resubmit [walks_ladder & may_change_rung & left_normal_eur]" in text
+    assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & may_change_rung & left_low_eur]" in text
+    assert "PARKED --> RESUBMITTED_normal_eur: move [walks_ladder & moved_in_place & left_high_eur]" in text
     assert "PARKED --> RUNNING: start [job_started]" in text
     assert "[*] --> SUBMITTED_high_eur" in text
     # Only the start and the in-place steps of a hold (hold, release: no state change) lead into the first rung.

@@ -14,9 +14,8 @@ from click.testing import CliRunner
 
 from fellows_fsm import cli
 from fellows_fsm.config import FellowsConfig
+from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF
 from fellows_fsm.diagram import mermaid, state_diagram_page
-from fellows_fsm.journal import HANDED_OFF
-from fellows_fsm.lifecycle import FAILED_TO_GCP
 from fellows_fsm.view import WITHDRAWN, HistoryEntry, path_mermaid
 from tests.unit.test_cli import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 

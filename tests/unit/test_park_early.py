@@ -20,8 +20,8 @@ from fellows_fsm import (
     Phase,
 )
 from fellows_fsm.config import Config, LaneConfig
+from fellows_fsm.core.policy import park_early_reason
 from fellows_fsm.journal import Journal
-from fellows_fsm.policy import park_early_reason
 from fellows_fsm.router import Router
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
@@ -307,7 +307,7 @@ def test_a_restored_dispatch_keeps_the_carried_window(
     poll(d, fake)
     assert d.job_id is not None
     again = Dispatch.restore(
-        d.id, d.spec, d.ladder, fake, history=d.history, jobs={d.rung_index: d.job_id}, park_early="estimate"
+        d.id, d.spec, d.ladder, history=d.history, jobs={d.rung_index: d.job_id}, park_early="estimate"
     )
     assert again.deadline == d.deadline
 

@@ -33,14 +33,17 @@ PUBLIC = {
     "classify_reason",
     "Clock",
     "SystemClock",
-    # the lifecycle machine
+    # the lifecycle core (sans I/O) and the driver that runs its effects
     "Dispatch",
+    "Decision",
+    "Driver",
     "Recorder",
     "Step",
     "CANCELLED",
     "FAILED_TO_GCP",
     "PARKED",
     "RUNNING",
+    "WITHDRAWN",
     # the error tree
     "FellowsError",
     "UsageError",

@@ -14,8 +14,9 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config import Config, LaneConfig, RouterConfig
+from fellows_fsm.intake import enqueue
 from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router, enqueue
+from fellows_fsm.router import Router
 from fellows_fsm.scheduler import Observation
 
 CAP = 60.0
@@ -253,14 +254,15 @@ def test_one_observe_per_tick_whatever_the_number_of_dispatches(
 def test_rung_changes_per_tick_are_bounded(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """When 50 dispatches park out together, at most max_rung_changes_per_tick of them move per tick."""
+    """When 50 windows close together, at most max_rung_changes_per_tick dispatches park and move per tick."""
     fake.total_gpus = 0
     r = make_router(max_rung_changes_per_tick=10)
     for _ in range(50):
         r.dispatch(SPEC)
     frozen.tick(CAP)
-    report = r.poll()  # all 50 park; 10 of their jobs are cancelled in one call, proved gone, and resubmitted
+    report = r.poll()  # 10 park, their jobs are cancelled in one call, proved gone, and resubmitted; 40 wait
     assert (report.rung_changes, report.deferred) == (10, 40)
+    assert sum(1 for d in r.live.values() if d.state == "SUBMITTED_high_eur") == 40
     assert fake.calls["cancel_if_pending"] == 1
     assert sum(1 for j in fake.jobs.values() if j.state == "CANCELLED") == 10
     assert sum(1 for d in r.live.values() if d.rung_index == 1 and d.on_rung) == 10
@@ -663,3 +665,25 @@ def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_nex
     assert set(r.driven) == {dispatch_id, lane_id}
     r.poll()
     assert [s.trigger for s in r.journal.steps(dispatch_id)] == ["submit"]  # adopted once, never submitted twice
+
+
+def test_a_dispatch_restored_after_parking_out_is_handed_off_once_by_the_next_poll(
+    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A router that died between give_up and the handoff: the next router hands the dispatch off, exactly once."""
+    fake.total_gpus = 0
+    r = make_router()
+    h = r.dispatch(SPEC)
+    r._hand_off_after_ladder = lambda d: None  # type: ignore[method-assign]  # dies before the handoff starts
+    for _ in range(200):
+        frozen.tick(5)
+        r.poll()
+        if r.live[h.dispatch_id].state == "FAILED_TO_GCP":
+            break
+    assert r.handle(h.dispatch_id).state == "FAILED_TO_GCP"
+    assert ledger(tmp_path, "gcp") == []
+    r.journal.close()
+    again = make_router()
+    drive(again, fake, frozen)
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert again.handle(h.dispatch_id).final

@@ -114,6 +114,22 @@ def test_the_oracle_starts_at_the_earliest_tier_or_goes_to_gcp_at_once() -> None
     assert lanes[4] == ("gcp", None, 0.0)
 
 
+def test_oracle_prefer_waits_on_high_eur_when_it_starts_there_within_one_cap() -> None:
+    """oracle-prefer keeps a job on high-eur if high-eur starts it within one cap, where the oracle takes normal-eur."""
+    trace = mine((0, 8, 100), (0, 8, 100), (10, 8, 3600))
+    oracle = simulate(trace, "oracle", 600.0)
+    prefer = simulate(trace, "oracle-prefer", 600.0)
+    assert (oracle.outcomes[2].qos, oracle.outcomes[2].start_seconds) == ("normal-eur", 0.0)
+    assert (prefer.outcomes[2].qos, prefer.outcomes[2].start_seconds) == ("high-eur", 90.0)
+
+
+def test_oracle_prefer_takes_the_earliest_tier_when_the_first_rung_starts_the_job_too_late() -> None:
+    """With a 60 s cap high-eur starts the job 90 s after submission, past one cap: oracle-prefer takes normal-eur."""
+    trace = mine((0, 8, 100), (0, 8, 100), (10, 8, 3600))
+    prefer = simulate(trace, "oracle-prefer", 60.0)
+    assert (prefer.outcomes[2].qos, prefer.outcomes[2].start_seconds) == ("normal-eur", 0.0)
+
+
 def test_debug_intent_starts_on_dev_eur() -> None:
     """A debug-intent job starts on the debug QoS (dev-eur) before the ladder."""
     trace = (TraceJob(0, 0.0, 4, 60.0, "me", intent="debug"),)

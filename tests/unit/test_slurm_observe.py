@@ -125,14 +125,15 @@ def test_estimated_start_of_a_pending_job_is_not_a_start() -> None:
 
 def test_a_pending_jobs_start_time_is_its_expected_start() -> None:
     """The same squeue field gives a pending job's backfill estimate as expected_start (no extra call)."""
-    obs = parse_squeue("6|PENDING|QOSMaxGRESPerUser|high-eur|2027-01-01T00:00:00|n/a|0|(null)|\n")["6"].observation
+    obs = parse_squeue("6|PENDING|Resources|high-eur|2027-01-01T00:00:00|n/a|0|(null)|\n")["6"].observation
     assert obs.expected_start == datetime(2027, 1, 1, 0, 0, 0).timestamp()
 
 
 def test_a_pending_job_without_an_estimate_has_no_expected_start() -> None:
-    """N/A in squeue's StartTime (no time limits in the way) is no estimate, not a time."""
-    obs = parse_squeue("6|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|(null)|\n")["6"].observation
-    assert obs.expected_start is None
+    """N/A in squeue's StartTime (SLURM 22.05's reading of a job over its own per-QoS cap, time limits in the way or
+    not: this line as measured) is no estimate, not a time, and the reason still reads."""
+    obs = parse_squeue("4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|(null)|\n")["4"].observation
+    assert (obs.expected_start, obs.reason) == (None, "QOSMaxGRESPerUser")
 
 
 def test_a_running_job_has_no_expected_start() -> None:

@@ -26,7 +26,8 @@ from fellows_fsm import (
     SystemClock,
     classify_reason,
 )
-from fellows_fsm.lifecycle import LOST_AFTER_SECONDS
+from fellows_fsm.core import LOST_AFTER_SECONDS
+from fellows_fsm.testing import Driven
 
 POLL = 10.0
 REASONS = [
@@ -41,7 +42,7 @@ REASONS = [
 ]
 
 
-def held_seconds(d: Dispatch) -> float:
+def held_seconds(d: Driven) -> float:
     """How long the dispatch's jobs were held by someone (hold to release steps, each plus one poll to notice)."""
     total, since = 0.0, None
     for step in d.history:
@@ -61,7 +62,7 @@ class LadderWalk(RuleBasedStateMachine):
         self.freezer = freeze_time("2026-11-30 12:00:00")
         self.frozen: Any = self.freezer.start()
         self.fake = FakeScheduler(SystemClock())
-        self.d: Dispatch | None = None
+        self.d: Driven | None = None
         self.lost_jobs = 0
 
     def teardown(self) -> None:
@@ -81,15 +82,16 @@ class LadderWalk(RuleBasedStateMachine):
         config = FellowsConfig(
             park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder[1:], poll_interval_seconds=POLL
         )
-        self.d = Dispatch(
-            "h1",
-            JobSpec("train", "train.sbatch", gpus=8),
-            config.ladder,
+        self.d = Driven(
+            Dispatch(
+                "h1",
+                JobSpec("train", "train.sbatch", gpus=8),
+                config.ladder,
+                in_place=in_place,
+                park_early=park_early,
+                park_early_last_rung=last_rung,
+            ),
             self.fake,
-            SystemClock(),
-            in_place=in_place,
-            park_early=park_early,
-            park_early_last_rung=last_rung,
         )
         self.d.submit()
 

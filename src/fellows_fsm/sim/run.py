@@ -16,10 +16,11 @@ import attrs
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.core import Dispatch
+from fellows_fsm.core.vocab import RUNNING
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
-from fellows_fsm.lifecycle import RUNNING, Dispatch
 from fellows_fsm.router import Router
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock

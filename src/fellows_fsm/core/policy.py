@@ -22,7 +22,9 @@ durations, leaving contended rungs on SLURM's (too late) estimates lost free-clu
 DEFAULT_PARK_EARLY_LAST_RUNG = False
 """By default the last rung (leaving it pays) waits out its window: start estimates come from time limits and err
 late, and on workloads whose limits exceed the durations, leaving the last rung on them sent jobs to GCP that the
-free cluster would have started (the sweep in docs/benchmarks.md)."""
+free cluster would have started (the sweep in docs/benchmarks.md). Nor did a margin past the window's end (fixed,
+or a fraction of the job's time limit) meet both targets: one small enough for the median with exact limits still
+sent such jobs to GCP with 10x limits, one large enough to keep them left the median near own-cap's."""
 
 
 def _clock(at: float, other: float) -> str:
@@ -42,10 +44,11 @@ def park_early_reason(
     choice (``[fellows] park_early_last_rung``).
 
     estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
-    no estimate to a job its QoS's per-user limit holds back, measured on the local cluster even when the jobs in
-    the way have time limits; and the next rung's budget is free now); any other reason waits for the cap (N/A
-    there is a job the backfill has not planned yet). An estimate at or before the window's end keeps the job (it
-    is expected to start in time), whatever the reason.
+    no estimate to a job its QoS's per-user limit holds back, even when the jobs in the way have time limits: N/A
+    in squeue's %S and StartTime, scontrol and squeue --start alike, scripts/measure-start-estimate; and the next
+    rung's budget is free now); any other reason waits for the cap (N/A there is a job the backfill has not
+    planned yet). An estimate at or before the window's end keeps the job (it is expected to start in time),
+    whatever the reason.
     """
     if policy == "off" or observation is None or observation.phase is not Phase.PENDING:
         return None

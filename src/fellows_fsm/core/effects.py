@@ -1,0 +1,103 @@
+"""What the core asks for: effects, and the Decision that carries them with when to look again.
+
+A Decision's effects are ordered: every journal effect (Record, Attach) comes before the port effect it
+announces, and the driver commits them before it runs that port call (write-ahead). A decision holds at most one
+port effect besides cancels; the answer to it goes back to the dispatch (``submitted``, ``found``, ...), whose
+next decision follows. CancelIfPending effects of every dispatch of a tick are run together, in ONE call.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from fellows_fsm.core.machine import Step
+from fellows_fsm.scheduler import JobSpec
+
+__all__ = [
+    "Attach",
+    "CancelIfPending",
+    "Decision",
+    "Effect",
+    "FindByToken",
+    "HandOff",
+    "MoveQos",
+    "Record",
+    "Submit",
+]
+
+
+@attrs.frozen
+class Record:
+    """Journal ``step`` (and the dispatch's new state) before anything it announces is done."""
+
+    dispatch_id: str
+    step: Step
+    label: str
+    """The human label of ``step.dest``."""
+    final: bool
+
+
+@attrs.frozen
+class Attach:
+    """Journal that the dispatch's job on rung ``rung_index`` is ``job_id`` (the submit's answer, or a move)."""
+
+    dispatch_id: str
+    rung_index: int
+    job_id: str
+    at: float
+
+
+@attrs.frozen
+class Submit:
+    """Queue the job on ``qos`` tagged ``token``; answer with ``submitted`` or ``submit_refused``."""
+
+    dispatch_id: str
+    spec: JobSpec
+    qos: str
+    token: str
+    deadline: float | None
+
+
+@attrs.frozen
+class FindByToken:
+    """A submit may have reached the cluster without its answer: look ``token`` up; answer with ``found``."""
+
+    dispatch_id: str
+    token: str
+
+
+@attrs.frozen
+class CancelIfPending:
+    """Cancel the parked job if it is still pending (batched with every other of the tick); answer with
+    ``cancel_answered`` when the cancel proves it gone, else the next look reads it back."""
+
+    dispatch_id: str
+    job_id: str
+
+
+@attrs.frozen
+class MoveQos:
+    """Move the pending job to ``qos`` keeping its id (scontrol); answer with ``move_answered``."""
+
+    dispatch_id: str
+    job_id: str
+    qos: str
+
+
+@attrs.frozen
+class HandOff:
+    """The ladder is parked out: hand the dispatch to its fallback lane, exactly once."""
+
+    dispatch_id: str
+
+
+Effect = Record | Attach | Submit | FindByToken | CancelIfPending | MoveQos | HandOff
+
+
+@attrs.frozen
+class Decision:
+    """What one event led to: the effects to run, in order, and when the dispatch wants its next look."""
+
+    effects: tuple[Effect, ...] = ()
+    wake_at: float | None = None
+    """When the current window closes (None: no deadline of its own, e.g. held, pinned, or final)."""

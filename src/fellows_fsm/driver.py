@@ -1,0 +1,257 @@
+"""The one doer: runs the effects the core decides, for every dispatch of a tick, batched.
+
+Each dispatch's journal effects are committed before the port call they announce (write-ahead); the answer goes
+back to the dispatch, whose next decision follows. Per tick: the steps taken on the fresh observation share one
+journal transaction, at most ``budget`` dispatches change rung, and every parked job of the tick is cancelled in
+ONE call (the only cancel path: a cancel the port proves lets its dispatch resubmit in the same tick; any other
+is read back by the next tick's observe). It decides nothing itself and prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol
+
+import attrs
+
+from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.core import (
+    Attach,
+    CancelIfPending,
+    Decision,
+    Dispatch,
+    FindByToken,
+    HandOff,
+    MoveQos,
+    Record,
+    Submit,
+)
+from fellows_fsm.core.vocab import CANCELLED, PARKED
+from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.scheduler import Observation, Phase, Scheduler
+
+__all__ = ["Driver", "NullRecorder", "Recorder", "TickOutcome"]
+
+log = logging.getLogger(__name__)
+
+_ENTERED = frozenset({"resubmit", "move", "give_up"})
+"""The steps that complete a rung change (onto the next rung, or off the ladder)."""
+
+
+class Recorder(Protocol):
+    """Where the core's journal effects go (the journal): each is committed before the effect it announces."""
+
+    def record(self, effect: Record) -> None:
+        """Persist a step and the dispatch's new state."""
+        ...
+
+    def attach(self, effect: Attach) -> None:
+        """Persist the job id of a dispatch's rung."""
+        ...
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Group the writes made inside it in one transaction (only for steps that announce no port call)."""
+        ...
+
+
+class NullRecorder:
+    """A Recorder that keeps nothing (the dispatches keep their own history)."""
+
+    def record(self, effect: Record) -> None:
+        """Keep nothing."""
+
+    def attach(self, effect: Attach) -> None:
+        """Keep nothing."""
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """No transaction to group."""
+        yield
+
+
+@attrs.frozen
+class TickOutcome:
+    """What one tick did to the dispatches it was given."""
+
+    rung_changes: int
+    deferred: int
+    """Dispatches that wanted to change rung (or have their parked job cancelled) but waited for the budget."""
+    handoffs: tuple[str, ...]
+    """Dispatches that parked out of the whole ladder this tick: hand them to their fallback lane."""
+    rejected: tuple[tuple[str, SubmitRejected], ...]
+    """Dispatches whose first submit the cluster refused (nothing queued): end them as refused."""
+    failures: tuple[str, ...]
+    """One line per dispatch whose port call failed this tick (it retries on the next)."""
+
+
+class Driver:
+    """Runs every dispatch's decisions through one port and one recorder."""
+
+    def __init__(self, scheduler: Scheduler, recorder: Recorder | None = None, clock: Clock | None = None) -> None:
+        self.scheduler = scheduler
+        self.recorder: Recorder = recorder or NullRecorder()
+        self.clock: Clock = clock or SystemClock()
+        self._handoffs: list[str] = []
+        self._rejected: list[tuple[str, SubmitRejected]] = []
+        self._failures: list[str] = []
+        self._cancels: dict[str, tuple[Dispatch, CancelIfPending]] = {}
+        self._changes = 0
+
+    # ----------------------------------------------------------------- one dispatch, outside a tick
+    def start(self, d: Dispatch) -> None:
+        """Submit a new dispatch on its first rung now; SubmitRejected and SchedulerError reach the caller."""
+        self._run(d, d.submit(self.clock.now(), may_change_rung=False))
+
+    def pause(self, dispatches: Iterable[Dispatch], last_answer: float) -> None:
+        """The controller did not answer this tick: stop every walking dispatch's clock (one transaction)."""
+        now = self.clock.now()
+        with self.recorder.batch():
+            for d in dispatches:
+                if d.history and not d.paused:
+                    self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at)))
+
+    # ----------------------------------------------------------------- a tick
+    def tick(
+        self,
+        dispatches: Iterable[Dispatch],
+        observations: Mapping[str, Observation],
+        budget: int,
+        *,
+        park_budget: int | None = None,
+    ) -> TickOutcome:
+        """Advance every dispatch on this tick's observations and run what they need, batched.
+
+        1. Every dispatch with a job moves on its fresh observation (starts, withdrawals, holds, parks, confirmed
+           cancels), in one journal transaction: none of these announces a port call. At most ``park_budget``
+           (default: ``budget``) dispatches park (a rung change begun); the others wait on their rung for a tick
+           whose budget has room, at no cost to this one.
+        2. A rung without a job gets one (submit, or a lost submit looked up by token).
+        3. At most ``budget`` dispatches resubmit (or move in place).
+        4. At most ``budget`` parked jobs are cancelled, in ONE call; those the cancel proves gone (and that were
+           seen pending this tick) resubmit now, within what is left of the budget.
+        """
+        self._handoffs, self._rejected, self._failures, self._cancels, self._changes = [], [], [], {}, 0
+        live = [d for d in dispatches if not d.is_final]
+        now = self.clock.now()
+        later: list[tuple[Dispatch, Decision]] = []
+        jobless: list[Dispatch] = []
+        parks, waiting, park_budget = 0, 0, budget if park_budget is None else park_budget
+        with self.recorder.batch():
+            for d in live:
+                if d.job_id is None:
+                    jobless.append(d)
+                    continue
+                may_leave = parks < park_budget
+                decision = d.advance(observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave)
+                if not decision.effects:
+                    if not may_leave and decision.wake_at is not None and now >= decision.wake_at:
+                        waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one
+                    continue
+                if d.state == PARKED and _parked_now(decision):
+                    parks += 1
+                if self._journal(d, decision) is not None:
+                    later.append((d, decision))  # a port call: run after the batch is committed
+        for d, decision in later:
+            self._guarded(d, decision, journaled=True)
+        for d in jobless:
+            if not d.is_final:
+                self._advance(d, None, False)
+        movers = [d for d in live if d.state in _CHANGING and d.walks_ladder() and (d.state == CANCELLED or _moves(d))]
+        for d in movers[:budget]:
+            self._advance(d, None, True)
+        parked = [(d, e) for d, e in self._cancels.values() if d.state == PARKED and d.job_id == e.job_id]
+        deferred = waiting + max(0, len(movers) - budget) + max(0, len(parked) - budget)
+        to_cancel = parked[:budget]
+        gone: Mapping[str, Observation] = {}
+        try:
+            if to_cancel:
+                gone = self.scheduler.cancel_if_pending([e.job_id for _, e in to_cancel], read_back=False)
+        except SchedulerUnreachable as exc:
+            log.warning("cancels deferred to the next tick: %s", exc)
+        room = budget - self._changes
+        for d, e in to_cancel:
+            seen_pending = d.observation is not None and d.observation.phase is Phase.PENDING
+            if room > 0 and e.job_id in gone and seen_pending:
+                self._guarded(d, d.cancel_answered(gone[e.job_id], self.clock.now(), may_change_rung=True))
+                room -= 1
+        return TickOutcome(self._changes, deferred, tuple(self._handoffs), tuple(self._rejected), tuple(self._failures))
+
+    # ----------------------------------------------------------------- running decisions
+    def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool) -> None:
+        self._guarded(d, d.advance(obs, self.clock.now(), may_change_rung=may_change_rung))
+
+    def _guarded(self, d: Dispatch, decision: Decision, *, journaled: bool = False) -> None:
+        """Run one dispatch's decision; a port error fails this dispatch's step, never the whole tick."""
+        try:
+            self._run(d, decision, journaled=journaled)
+        except SubmitRejected as exc:
+            self._rejected.append((d.id, exc))
+        except SchedulerUnreachable as exc:
+            log.warning("dispatch %s: %s; will retry next tick", d.id, exc)
+        except SchedulerError as exc:
+            self._failures.append(f"dispatch {d.id}: {exc}")
+            log.warning("dispatch %s: %s", d.id, exc)
+
+    def _run(self, d: Dispatch, decision: Decision, *, journaled: bool = False) -> None:
+        """Journal a decision's steps, run its port call, hand the answer back; repeat until nothing is asked."""
+        call = self._port_call(decision) if journaled else self._journal(d, decision)
+        while call is not None:
+            call = self._journal(d, self._call(d, call))
+
+    @staticmethod
+    def _port_call(decision: Decision) -> Submit | FindByToken | MoveQos | None:
+        for effect in decision.effects:
+            if isinstance(effect, Submit | FindByToken | MoveQos):
+                return effect
+        return None
+
+    def _journal(self, d: Dispatch, decision: Decision) -> Submit | FindByToken | MoveQos | None:
+        """Commit a decision's journal effects, note its cancel and handoff; return its port call, if any."""
+        call = None
+        for effect in decision.effects:
+            if isinstance(effect, Record):
+                self.recorder.record(effect)
+                if effect.step.trigger in _ENTERED:
+                    self._changes += 1
+            elif isinstance(effect, Attach):
+                self.recorder.attach(effect)
+            elif isinstance(effect, CancelIfPending):
+                self._cancels[d.id] = (d, effect)
+            elif isinstance(effect, HandOff):
+                self._handoffs.append(d.id)
+            else:
+                call = effect
+        return call
+
+    def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
+        """Run one port call and hand its answer to the dispatch."""
+        if isinstance(call, Submit):
+            try:
+                job_id = self.scheduler.submit(call.spec, qos=call.qos, token=call.token, deadline=call.deadline)
+            except SubmitRejected as exc:
+                return d.submit_refused(exc, self.clock.now())
+            return d.submitted(job_id, self.clock.now())
+        if isinstance(call, FindByToken):
+            found = self.scheduler.find_by_token(call.token)
+            if found is not None:
+                log.info("dispatch %s: found job %s by token %s", d.id, found.job_id, call.token)
+            return d.found(found, self.clock.now())
+        try:
+            moved: bool | QosRejected = self.scheduler.change_qos(call.job_id, call.qos)
+        except QosRejected as exc:
+            moved = exc
+        return d.move_answered(moved, self.clock.now())
+
+
+_CHANGING = frozenset({CANCELLED, PARKED})
+
+
+def _moves(d: Dispatch) -> bool:
+    """Does a parked dispatch change rung by an in-place move (it has a next rung to move to)?"""
+    return d.in_place and d.rung_index + 1 < len(d.ladder.rungs)
+
+
+def _parked_now(decision: Decision) -> bool:
+    return any(isinstance(e, Record) and e.step.trigger == "park" for e in decision.effects)

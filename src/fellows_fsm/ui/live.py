@@ -1,0 +1,148 @@
+"""The live views: the panel that follows one dispatch (submit, demo) and the table of every dispatch a watch drives.
+
+Renderables only, redrawn by the CLI's live loop with the time passed in as ``now``; nothing here polls or prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from fellows_fsm.core.vocab import RUNNING
+from fellows_fsm.ui.history import HistoryEntry
+from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
+from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
+
+__all__ = ["dispatch_panel", "watch_table"]
+
+
+def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
+    """``high-eur ✗ → normal-eur ● → low-eur → gcp``: the rungs left behind, the current one, those ahead."""
+    text = Text()
+    current = len(snap.ladder) if left_ladder(snap) else snap.rung_index
+    for i, qos in enumerate(snap.ladder):
+        if i:
+            text.append(" → ", style="dim")
+        if i < current:
+            text.append(f"{qos} ✗", style="dim strike")
+        elif i == current:
+            text.append(f"{qos} ●", style="bold cyan")
+        else:
+            text.append(qos)
+    lane = snap.lane if snap.lane != "fellows" else next_lane
+    if lane is not None and not snap.pinned:
+        text.append(" → ", style="dim")
+        text.append(f"{lane} ●" if current == len(snap.ladder) else lane, style="bold yellow" if current else "yellow")
+    return text
+
+
+def _job_words(snap: Snapshot) -> Text:
+    if snap.job_id is None:
+        return Text("not queued yet", style="dim")
+    text = Text(snap.job_id, style="bold")
+    if snap.job_state:
+        text.append(f" ({snap.job_state})", style="dim")
+    return text
+
+
+def _headline(snap: Snapshot) -> str:
+    limit = f", --time {span(snap.time_limit_seconds)}" if snap.time_limit_seconds else ""
+    return f"dispatch {snap.dispatch_id} · {snap.name} ({gpu_words(snap.gpus)}{limit})"
+
+
+def dispatch_panel(
+    snap: Snapshot,
+    *,
+    now: float,
+    steps: Sequence[HistoryEntry] = (),
+    next_lane: str | None = None,
+    unreachable_since: float | None = None,
+    message: str | None = None,
+) -> RenderableType:
+    """The live view of one dispatch: rung and QoS, SLURM job, why it waits, park countdown, worst case."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    on_ladder = snap.ladder and not left_ladder(snap)
+    rung = f"   rung {snap.rung_index + 1} of {len(snap.ladder)}" if on_ladder else ""
+    state = shown_state(snap)
+    grid.add_row("state", Text(state, style=state_style(state)).append(rung, style="dim"))
+    if snap.ladder:
+        grid.add_row("ladder", _ladder_line(snap, next_lane))
+    grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == RUNNING else None) or "-"))
+    grid.add_row("SLURM job", _job_words(snap))
+    if not snap.final:
+        if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):
+            words = explain_reason(snap.reason, snap.qos, snap.job_id) if snap.job_state else "looking..."
+            why = Text(words)
+            if snap.reason:
+                why.append(f"  ({snap.reason})", style="dim")
+            grid.add_row("waiting", why)
+        if snap.pinned:
+            grid.add_row("parks in", Text(f"never: pinned to {snap.qos}", style="dim"))
+        elif snap.deadline is not None:
+            left = snap.deadline - now
+            grid.add_row(
+                "parks in",
+                Text(span(left) if left > 0 else "now", style="bold" if left > 0 else "bold yellow").append(
+                    f"   at {clock(snap.deadline)}", style="dim"
+                ),
+            )
+        if snap.worst_case is not None and next_lane is not None:
+            grid.add_row(
+                f"{next_lane} in",
+                Text(f"{span(snap.worst_case - now)} at worst", style="yellow").append(
+                    f"   at {clock(snap.worst_case)}", style="dim"
+                ),
+            )
+    elif snap.outcome:
+        grid.add_row("outcome", Text(snap.outcome, style=state_style(snap.label)))
+    if unreachable_since is not None:
+        grid.add_row(
+            "SLURM",
+            Text(f"not answering for {span(now - unreachable_since)}; retrying with back-off", style="bold red"),
+        )
+    if message:
+        grid.add_row("", Text(message, style="yellow"))
+    panel = Panel(grid, title=_headline(snap), title_align="left", border_style="cyan", expand=False)
+    parts: list[RenderableType] = [panel]
+    if steps:
+        parts.append(_steps_tail(steps))
+    return Group(*parts)
+
+
+def _steps_tail(entries: Sequence[HistoryEntry], keep: int = 6) -> RenderableType:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(style="cyan", no_wrap=True)
+    table.add_column(style="dim")
+    for entry in entries[-keep:]:
+        table.add_row(clock(entry.at), entry.trigger, f"→ {entry.dest}", entry.detail())
+    return table
+
+
+def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None = None) -> RenderableType:
+    """Every dispatch a watch drives, one row each, with its countdowns."""
+    table = Table(title=f"live dispatches ({len(snaps)})", title_justify="left", expand=False)
+    for header in ("dispatch", "name", "state", "QoS", "job", "waiting", "parks in", f"{next_lane or 'next'} in"):
+        table.add_column(header, no_wrap=header != "waiting")
+    for snap in snaps:
+        waiting = explain_reason(snap.reason, snap.qos, snap.job_id) if snap.job_state == "PENDING" else ""
+        parks = "pinned" if snap.pinned else (span(snap.deadline - now) if snap.deadline is not None else "")
+        worst = span(snap.worst_case - now) if snap.worst_case is not None and next_lane else ""
+        table.add_row(
+            snap.dispatch_id,
+            snap.name,
+            Text(shown_state(snap), style=state_style(shown_state(snap))),
+            snap.qos or "-",
+            snap.job_id or "-",
+            waiting,
+            parks,
+            worst,
+        )
+    return table

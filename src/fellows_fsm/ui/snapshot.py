@@ -1,0 +1,196 @@
+"""One dispatch as a user sees it: a Snapshot read from a live Dispatch or a journal row, the state in words,
+and the JSON object of ``status --json``.
+
+Values only: nothing here renders a table or prints.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import attrs
+
+from fellows_fsm.core import Dispatch
+from fellows_fsm.core.vocab import (
+    FAILED_TO_GCP,
+    HANDED_OFF,
+    HANDING_OFF,
+    HANDOFF_FAILED,
+    NO_LANE_LEFT,
+    REFUSED,
+    RUNNING,
+    WITHDRAWN,
+)
+from fellows_fsm.journal import DispatchRow, HandoffRow
+from fellows_fsm.ui.words import iso_utc
+
+__all__ = [
+    "WITHDRAWN",
+    "Listed",
+    "Snapshot",
+    "dispatch_json",
+    "left_ladder",
+    "shown_state",
+    "state_style",
+    "status_words",
+]
+
+
+class Listed(Protocol):
+    """What the status words read of a dispatch: a Snapshot has it, and so has the journal's lighter Listing."""
+
+    @property
+    def dispatch_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def final(self) -> bool: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def qos(self) -> str | None: ...
+    @property
+    def job_id(self) -> str | None: ...
+    @property
+    def lane(self) -> str: ...
+
+
+@attrs.frozen
+class Snapshot:
+    """What the live view shows of one dispatch at one moment."""
+
+    dispatch_id: str
+    name: str
+    gpus: int
+    time_limit_seconds: int | None
+    label: str
+    lane: str
+    qos: str | None
+    job_id: str | None
+    job_state: str | None
+    """SLURM's own state word from the latest observation (PENDING, RUNNING, ...)."""
+    reason: str | None
+    rung_index: int
+    ladder: tuple[str, ...]
+    deadline: float | None
+    """When the current rung's window closes; None when pinned, final or not on the ladder."""
+    worst_case: float | None
+    """When the dispatch is handed on at the latest (the current deadline plus every later cap)."""
+    final: bool
+    outcome: str = ""
+    pinned: bool = False
+
+    @classmethod
+    def of_dispatch(cls, d: Dispatch, *, lane: str = "fellows") -> Snapshot:
+        """Read (never drive) a live Dispatch."""
+        obs = d.observation if d.observation is not None and d.observation.job_id == d.job_id else None
+        walking = not d.pinned and not d.is_final
+        later = math.fsum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :])
+        return cls(
+            dispatch_id=d.id,
+            name=d.spec.name,
+            gpus=d.spec.gpus,
+            time_limit_seconds=d.spec.time_limit_seconds,
+            label=d.label,
+            lane=lane,
+            qos=d.rung.qos,
+            job_id=d.job_id,
+            job_state=obs.state if obs is not None else None,
+            reason=obs.reason if obs is not None else None,
+            rung_index=d.rung_index,
+            ladder=d.ladder.qos_names,
+            deadline=d.deadline if walking else None,
+            worst_case=d.deadline + later if walking else None,
+            final=d.is_final,
+            pinned=d.pinned,
+        )
+
+    @classmethod
+    def of_row(cls, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
+        """A dispatch as the journal has it (no live observation, no deadlines)."""
+        ladder = tuple(str(r["qos"]) for r in row.ladder)
+        rung_index = ladder.index(row.qos) if row.qos in ladder else 0
+        return cls(
+            dispatch_id=row.id,
+            name=str(row.spec.get("name", "")),
+            gpus=int(row.spec.get("gpus", 0)),
+            time_limit_seconds=row.spec.get("time_limit_seconds"),
+            label=row.label,
+            lane=handoff.lane if handoff is not None else row.lane,
+            qos=row.qos,
+            job_id=row.job_id,
+            job_state=None,
+            reason=None,
+            rung_index=rung_index,
+            ladder=ladder,
+            deadline=None,
+            worst_case=None,
+            final=row.final,
+            outcome=row.outcome,
+            pinned=row.pinned,
+        )
+
+
+def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[str, Any]:
+    """One dispatch as a JSON object: ``dispatch_id``, ``state``, ``lane``, ``qos``, ``slurm_job_id`` and more."""
+    return {
+        "dispatch_id": row.id,
+        "name": row.spec.get("name"),
+        "state": row.label,
+        "lane": handoff.lane if handoff is not None else row.lane,
+        "qos": row.qos,
+        "slurm_job_id": row.job_id,
+        "final": row.final,
+        "outcome": row.outcome,
+        "intent": row.intent,
+        "pinned": row.pinned,
+        "gpus": row.spec.get("gpus"),
+        "created_at": iso_utc(row.created_at),
+        "updated_at": iso_utc(row.updated_at),
+        "handoff_exit_status": handoff.exit_status if handoff is not None else None,
+    }
+
+
+def shown_state(snap: Listed) -> str:
+    """The state as a user should read it: what happened, not the machine's last state.
+
+    The journal and ``--json`` keep the machine's label (``FAILED_TO_GCP`` with outcome ``handed-off``); the
+    tables and the live view say ``HANDED_OFF``; a first submit SLURM refused reads ``REFUSED``, not the
+    ``SUBMITTED(...)`` it never reached.
+    """
+    if snap.label == FAILED_TO_GCP:
+        return {
+            "handed-off": HANDED_OFF,
+            "handoff-failed": HANDOFF_FAILED,
+            "no-fallback-lane": NO_LANE_LEFT,
+        }.get(snap.outcome, HANDING_OFF)
+    if snap.final and snap.outcome.startswith("rejected"):
+        return REFUSED
+    return snap.label
+
+
+def left_ladder(snap: Snapshot) -> bool:
+    """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
+    return snap.label == FAILED_TO_GCP or snap.lane != "fellows" or (snap.final and snap.outcome.startswith("rej"))
+
+
+def state_style(label: str) -> str:
+    """The rich style a shown state is drawn in: green once it runs, yellow once it left the ladder, else cyan."""
+    if label in (RUNNING, HANDED_OFF):
+        return "bold green"
+    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, REFUSED, NO_LANE_LEFT, HANDING_OFF):
+        return "bold yellow"
+    return "bold cyan"
+
+
+def status_words(snap: Listed) -> str:
+    """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
+    state = shown_state(snap)
+    if state == RUNNING and snap.qos:
+        return f"{RUNNING}({snap.qos})"
+    if state in (HANDED_OFF, HANDOFF_FAILED, HANDING_OFF) and snap.lane != "fellows":
+        return f"{state}({snap.lane})"
+    return state
