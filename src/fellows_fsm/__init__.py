@@ -1,15 +1,21 @@
-"""fellows_fsm: dispatch GPU batch jobs to a shared SLURM cluster, walking its QoS ladder before GCP."""
+"""fellows_fsm: dispatch GPU batch jobs to a shared SLURM cluster, walking its QoS ladder before GCP.
+
+The Python API (docs/python-api.md): ``Fellows(load_config()).submit(JobSpec(...))``, then ``follow``.
+"""
 
 from __future__ import annotations
 
+from fellows_fsm.api import Check, Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import FellowsConfig, Ladder, Rung
+from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
 from fellows_fsm.core import Decision, Dispatch, Step
 from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN
 from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
+    Interrupted,
+    JournalBusy,
     JournalError,
     LaneError,
     QosRejected,
@@ -17,9 +23,12 @@ from fellows_fsm.errors import (
     SchedulerUnreachable,
     SubmitRejected,
     TransitionNotAllowed,
+    UsageError,
 )
 from fellows_fsm.fake import FakeScheduler
+from fellows_fsm.router import Handle, TickReport
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
+from fellows_fsm.ui.history import HistoryEntry
 
 __all__ = [
     "CANCELLED",
@@ -27,20 +36,29 @@ __all__ = [
     "PARKED",
     "RUNNING",
     "WITHDRAWN",
+    "Check",
     "Clock",
+    "Config",
     "ConfigError",
     "Decision",
     "Dispatch",
     "Driver",
     "FakeScheduler",
+    "Fellows",
     "FellowsConfig",
     "FellowsError",
+    "Handle",
+    "HistoryEntry",
+    "Interrupted",
     "JobSpec",
+    "JournalBusy",
     "JournalError",
     "Ladder",
+    "LaneConfig",
     "LaneError",
     "Observation",
     "Phase",
+    "Progress",
     "QosRejected",
     "ReasonGroup",
     "Recorder",
@@ -50,7 +68,11 @@ __all__ = [
     "SchedulerUnreachable",
     "Step",
     "SubmitRejected",
+    "Submitted",
     "SystemClock",
+    "TickReport",
     "TransitionNotAllowed",
+    "UsageError",
     "classify_reason",
+    "load_config",
 ]

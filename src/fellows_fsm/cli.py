@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import click
@@ -30,22 +30,12 @@ from rich.text import Text
 
 from fellows_fsm import diagram as diagrams
 from fellows_fsm import sim
-from fellows_fsm.clock import SystemClock
+from fellows_fsm.api import Fellows, Progress
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings, load_config
-from fellows_fsm.core import dispatch_token
-from fellows_fsm.core.vocab import OUTCOME_WITHDRAWN, WITHDRAWN
-from fellows_fsm.errors import (
-    FellowsError,
-    LaneError,
-    SchedulerError,
-    SchedulerUnreachable,
-    SubmitRejected,
-    UsageError,
-)
+from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable, UsageError
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import FELLOWS
-from fellows_fsm.preflight import GrantsCache, Preflight, preflight
-from fellows_fsm.router import Router, TickReport
+from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import parse_duration
@@ -157,19 +147,22 @@ def _journal(config: Config, *, readonly: bool = False) -> Iterator[Journal]:
 
 
 def _find(journal: Journal, dispatch_id: str) -> DispatchRow:
-    """The dispatch with this id, or the one whose id starts with it; a usage error otherwise."""
-    row = journal.dispatch(dispatch_id)
-    if row is not None:
-        return row
-    matches = journal.with_prefix(dispatch_id)
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        ids = ", ".join(r.id for r in matches)
-        raise click.BadParameter(f"{dispatch_id!r} matches several dispatches ({ids}); give more of the id")
-    raise click.BadParameter(
-        f"no dispatch {dispatch_id!r} in the journal {journal.path}; `fellows-fsm status` lists them"
-    )
+    """The dispatch with this id, or the one whose id starts with it; a click usage error otherwise."""
+    try:
+        return find(journal, dispatch_id)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@contextmanager
+def _fellows(config: Config, scheduler: Scheduler | None = None) -> Iterator[Fellows]:
+    """The API on this config, through the seam: the port from ``make_scheduler``, grants from ``read_grants``."""
+    port = scheduler if scheduler is not None else make_scheduler(config)
+    fellows = Fellows(config, scheduler=port, grants=lambda: read_grants(port))
+    try:
+        yield fellows
+    finally:
+        fellows.close()
 
 
 def _console(*, stderr: bool = False, quiet: bool = False) -> Console:
@@ -186,36 +179,6 @@ def _echo_json(value: object) -> None:
 
 def _next_lane(config: Config) -> str | None:
     return config.auto_order[1] if len(config.auto_order) > 1 else None
-
-
-def _outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
-    """The error a finished dispatch ends the command with, or None for RUNNING, handed off, or still live."""
-    row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == "RUNNING" or row.outcome == "handed-off":
-        return None
-    handoff = journal.handoff(dispatch_id)
-    if row.outcome == "handoff-failed" and handoff is not None:
-        last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
-        return LaneError(
-            f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
-            f"(argv: {shlex.join(handoff.argv)})"
-        )
-    if row.outcome == "no-fallback-lane":
-        return LaneError(
-            f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
-            "add a [lanes.gcp] table and put 'gcp' in the order"
-        )
-    if row.outcome.startswith("rejected"):
-        return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
-    if row.outcome == "withdrawn":
-        return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
-    if row.outcome == "withdrawn-outside":
-        return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
-    if row.pinned and row.state == "CANCELLED":
-        return SchedulerError(
-            f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
-        )
-    return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
 
 
 # --------------------------------------------------------------------------- the command group
@@ -358,7 +321,9 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
     --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before the first sbatch the
     ladder is checked against what the cluster grants. `--pin fellows` returns once the job is queued
-    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it.
+    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it. While another process
+    drives the journal, the dispatch is enqueued for it and followed from here (driven from here once that
+    process stops).
     """
     if (owned := owned_option(sbatch_args)) is not None:
         raise UsageError(f"sbatch option {owned[0]!r} after `--` is set by fellows-fsm itself: {owned[1]}")
@@ -372,43 +337,50 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         extra_args=sbatch_args,
     )
     config = _config(ctx)
-    scheduler = make_scheduler(config)
-    checked = _preflight(config, scheduler, spec, intent=intent, pin=pin)
-    with _journal(config) as journal:
-        router = Router(config, scheduler, journal)
+    with _fellows(config) as fellows:
+        # Before anything is journaled: the ladder against what the cluster grants (refusals raise here).
+        checked = fellows.check(spec, intent=intent, pin=pin)
+        for line in checked.warnings:
+            click.echo(f"fellows-fsm: warning: {line}", err=True)
+        if checked.refused is not None:
+            raise checked.refused
+        for line in checked.notes:
+            click.echo(f"fellows-fsm: note: {line}", err=True)
         # Ctrl-C until the first job is queued withdraws the dispatch (Interrupted, exit 130); after, it detaches.
-        handle = router.dispatch(
-            spec,
-            intent=intent,
-            pin=pin,
-            ladder=checked.ladder if checked is not None else None,
-            note=checked.note if checked is not None else "",
-        )
+        submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
+        dispatch_id = submitted.dispatch_id
+        journal = fellows.journal
         try:
-            for note in getattr(router.scheduler, "last_notes", ()):
+            for note in submitted.notes:
                 click.echo(f"fellows-fsm: note: {note}", err=True)
-            dispatch = router.live.get(handle.dispatch_id)
-            if dispatch is not None and dispatch.submit_uncertain:
-                raise SchedulerUnreachable(
-                    f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
-                    "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
+            if not submitted.driving:
+                click.echo(
+                    f"fellows-fsm: note: {journal.path} is driven by another router ({fellows.driver}): dispatch "
+                    f"{dispatch_id} is enqueued for it{'' if detach else '; following it from here'}",
+                    err=True,
                 )
             queued_only = pin == FELLOWS and not follow
-            if pin is not None and pin in router.lanes and detach:
-                router.wait_for_handoffs()  # a pinned lane's command IS the submit: its result is the answer
-            elif not detach and not queued_only and not handle.final:
+            if pin is not None and pin != FELLOWS and detach:
+                # A pinned lane's command IS the submit: its result is the answer.
+                if submitted.driving:
+                    fellows.wait_for_handoffs()
+                else:
+                    fellows.follow(dispatch_id)
+            elif queued_only and not submitted.driving:
+                fellows.follow(dispatch_id, until=lambda _: fellows.handle(dispatch_id).slurm_job_id is not None)
+            elif not detach and not queued_only and not submitted.handle.final:
                 # With --json the live view goes to stderr, and only when that is a terminal.
                 console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
-                _follow(router, handle.dispatch_id, console)
+                _follow(fellows, dispatch_id, console)
         except KeyboardInterrupt:
             click.echo(
-                f"detached: dispatch {handle.dispatch_id} goes on; `fellows-fsm watch` drives it, "
-                f"`fellows-fsm cancel {handle.dispatch_id}` withdraws it",
+                f"detached: dispatch {dispatch_id} goes on; `fellows-fsm watch` drives it, "
+                f"`fellows-fsm cancel {dispatch_id}` withdraws it",
                 err=True,
             )
             ctx.exit(INTERRUPTED)
-        row = journal.dispatch(handle.dispatch_id)
-        assert row is not None  # the router journaled it before submitting
+        row = journal.dispatch(dispatch_id)
+        assert row is not None  # journaled before anything was submitted
         handoff = journal.handoff(row.id)
         if as_json:
             _echo_json(dispatch_json(row, handoff))
@@ -421,45 +393,9 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             )
         else:
             click.echo(_summary(row.id, journal))
-        error = _outcome_error(journal, row.id)
+        error = outcome_error(journal, row.id)
     if error is not None:
         raise error
-
-
-def _preflight(
-    config: Config, scheduler: Scheduler, spec: JobSpec, *, intent: str, pin: str | None
-) -> Preflight | None:
-    """Check the dispatch against the cluster's grants before anything is queued; None when it is not checked.
-
-    Refuses (raises) an unknown or ungranted QoS and a job no rung can start; notes skipped rungs and
-    warnings on stderr. Grants come from a cache beside the journal (one sacctmgr round per few minutes).
-    """
-    fellows = config.fellows
-    if intent == "debug" and fellows.debug_qos is None:
-        click.echo(
-            "fellows-fsm: warning: --intent debug, but [fellows] debug_qos is not set: this dispatch walks the "
-            f"production ladder and its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos "
-            "(e.g. 'dev-eur') to start debug jobs there",
-            err=True,
-        )
-    if pin is not None and pin != FELLOWS:
-        return None  # straight to a command lane: nothing is queued on SLURM
-    user = str(getattr(scheduler, "user", "") or os.environ.get("USER", ""))
-    cache = GrantsCache(config.state_dir / "grants.json", key=f"{user}@{os.environ.get('SLURM_CONF', '')}")
-    try:
-        grants = cache.get(SystemClock().now(), lambda: read_grants(scheduler))
-    except SchedulerError as exc:
-        click.echo(
-            f"fellows-fsm: warning: could not read what the cluster grants ({exc}); submitting without the "
-            "check (a refused rung is still skipped when sbatch refuses it)",
-            err=True,
-        )
-        return None
-    ladder = fellows.ladder_for(intent)
-    checked = preflight(ladder, grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(config))
-    for line in [*(f"{s}" for s in checked.note.split("; ") if s), *checked.warnings]:
-        click.echo(f"fellows-fsm: note: {line}", err=True)
-    return checked
 
 
 def _summary(dispatch_id: str, journal: Journal) -> str:
@@ -479,51 +415,68 @@ def _summary(dispatch_id: str, journal: Journal) -> str:
     return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
 
 
-def _follow(router: Router, dispatch_id: str, console: Console) -> None:
-    """Drive the router (every live dispatch) with a live view of one dispatch until it is final."""
-    journal = router.journal
-    clock = router.clock
-    next_lane = _next_lane(router.config)
-    seen: dict[str, float | None] = {"unreachable_since": None}
-    message: dict[str, str | None] = {"text": None}
+@attrs.define
+class _LiveState:
+    """What the live view shows besides the journal: since when SLURM has not answered, the last failures."""
+
+    unreachable_since: float | None = None
+    message: str | None = None
+
+
+def _follow(fellows: Fellows, dispatch_id: str, console: Console) -> None:
+    """Follow one dispatch with a live view until it is final: driving every live dispatch while this process
+    drives the journal, reading the journal while another process does (and taking over if it stops)."""
+    journal = fellows.journal
+    next_lane = _next_lane(fellows.config)
+    state = _LiveState()
 
     def render() -> RenderableType:
         row = journal.dispatch(dispatch_id)
         assert row is not None
         handoff = journal.handoff(dispatch_id)
-        live = router.live.get(dispatch_id)
+        router = fellows.router
+        live = next((d for d in router.on_ladder if d.id == dispatch_id), None) if router is not None else None
         snap = Snapshot.of_dispatch(live) if live is not None else Snapshot.of_row(row, handoff)
         entries = history_entries(row, journal.steps(dispatch_id), journal.jobs(dispatch_id), handoff)
         return dispatch_panel(
             snap,
-            now=clock.now(),
+            now=fellows.clock.now(),
             steps=entries,
             next_lane=next_lane,
-            unreachable_since=seen["unreachable_since"],
-            message=message["text"],
+            unreachable_since=state.unreachable_since,
+            message=state.message,
         )
 
-    _drive(router, console, render, until=lambda report: router.is_done(dispatch_id), seen=seen, message=message)
+    _live(console, render, state, lambda on_tick, sleep: fellows.follow(dispatch_id, on_tick=on_tick, sleep=sleep))
 
 
-def _drive(
-    router: Router,
+_T = TypeVar("_T")
+
+
+def _live(
     console: Console,
     render: Callable[[], RenderableType],
-    *,
-    until: Callable[[TickReport], bool],
-    seen: dict[str, float | None],
-    message: dict[str, str | None],
-) -> TickReport:
-    """Run the router's poll loop under a rich Live view, redrawing the countdowns between polls."""
+    state: _LiveState,
+    run: Callable[[Callable[[Progress], None], Callable[[float], None]], _T],
+) -> _T:
+    """Run ``run(on_tick, sleep)`` (a follow or a watch) under a rich Live view, redrawn between polls too."""
+    was_driving: list[bool] = []
     with Live(render(), console=console, auto_refresh=False, transient=False) as live:
 
-        def on_tick(report: TickReport) -> None:
-            if report.unreachable:
-                seen["unreachable_since"] = seen["unreachable_since"] or report.at
+        def on_tick(progress: Progress) -> None:
+            if was_driving and not was_driving[-1] and progress.driving:
+                click.echo(
+                    "fellows-fsm: note: the router that drove the journal stopped; this process drives it now "
+                    "(every live dispatch)",
+                    err=True,
+                )
+            was_driving[:] = [progress.driving]
+            report = progress.report
+            if report is not None and report.unreachable:
+                state.unreachable_since = state.unreachable_since or report.at
             else:
-                seen["unreachable_since"] = None
-            message["text"] = "; ".join(report.failures) or None
+                state.unreachable_since = None
+            state.message = "; ".join(report.failures) or None if report is not None else None
             live.update(render(), refresh=True)
 
         def sleep(seconds: float) -> None:
@@ -532,11 +485,11 @@ def _drive(
                 time.sleep(min(_REFRESH_SECONDS, left))
                 live.update(render(), refresh=True)
 
-        report = router.run(until=until, on_tick=on_tick, sleep=sleep)
+        result = run(on_tick, sleep)
         live.update(render(), refresh=True)
     if not console.is_terminal:
         console.line()  # rich ends the last frame with a newline only on a terminal
-    return report
+    return result
 
 
 # --------------------------------------------------------------------------- watch
@@ -546,11 +499,17 @@ def _drive(
 @_config_option
 @click.pass_context
 def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
-    """Drive every live dispatch in the journal (after a crash, a detach, or Ctrl-C) until each is final."""
+    """Drive every live dispatch in the journal (after a crash, a detach, or Ctrl-C) until each is final.
+
+    While another process drives the journal, watch follows it read-only (saying who drives) and takes over
+    as soon as that process stops; with --once it only shows where every dispatch stands.
+    """
     config = _config(ctx)
-    with _journal(config) as journal:
-        router = Router(config, make_scheduler(config), journal)
-        ids = router.driven
+    with _fellows(config) as fellows:
+        journal = fellows.journal
+        driving = fellows.drive()
+        router = fellows.router
+        ids = router.driven if router is not None else [r.id for r in journal.dispatches(live_only=True)]
         if not ids:
             if as_json:
                 _echo_json([])
@@ -559,50 +518,70 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             return
         console = _console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
         next_lane = _next_lane(config)
-        for line in _created_with(router, ids):
+        for line in _created_with(config, journal, ids):
             click.echo(f"fellows-fsm: {line}", err=True)
+        if not driving:
+            then = "" if once else "; following it read-only, and driving once it stops"
+            click.echo(
+                f"fellows-fsm: note: {journal.path} is driven by another router ({fellows.driver}){then}", err=True
+            )
         if once:
-            report = router.poll()
-            for failure in report.failures:
+            report = fellows.poll() if driving else None
+            for failure in report.failures if report is not None else ():
                 click.echo(f"fellows-fsm: {failure}", err=True)
-            if report.unreachable:
+            if report is not None and report.unreachable:
                 raise SchedulerUnreachable("SLURM did not answer this poll; the dispatches are unchanged")
         else:
-            seen: dict[str, float | None] = {"unreachable_since": None}
-            message: dict[str, str | None] = {"text": None}
-
-            def render() -> RenderableType:
-                snaps = [Snapshot.of_dispatch(d) for d in router.live.values()]
-                if not snaps and not router.busy:
-                    return Text("every dispatch is final:", style="dim")
-                parts: list[RenderableType] = [watch_table(snaps, now=router.clock.now(), next_lane=next_lane)]
-                if seen["unreachable_since"] is not None:
-                    gone = span(router.clock.now() - (seen["unreachable_since"] or 0))
-                    parts.append(Text(f"SLURM not answering for {gone}; retrying with back-off", style="bold red"))
-                if message["text"]:
-                    parts.append(Text(message["text"], style="yellow"))
-                return Group(*parts)
-
+            state = _LiveState()
             try:
-                _drive(router, console, render, until=lambda report: False, seen=seen, message=message)
+                handles = _live(
+                    console,
+                    lambda: _watch_view(fellows, state, next_lane),
+                    state,
+                    lambda on_tick, sleep: fellows.watch(on_tick=on_tick, sleep=sleep),
+                )
             except KeyboardInterrupt:
                 click.echo("stopped: the dispatches go on; run `fellows-fsm watch` again to drive them", err=True)
                 ctx.exit(INTERRUPTED)
+            ids = list(dict.fromkeys([*ids, *(h.dispatch_id for h in handles)]))
         rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
         if as_json:
             _echo_json([dispatch_json(r, journal.handoff(r.id)) for r in rows])
         else:
             snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
             console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
-        errors = [e for i in ids if (e := _outcome_error(journal, i)) is not None]
+        errors = [e for i in ids if (e := outcome_error(journal, i)) is not None]
     for extra in errors[1:]:
         click.echo(f"fellows-fsm: error: {extra}", err=True)
     if errors:
         raise errors[0]
 
 
+def _watch_view(fellows: Fellows, state: _LiveState, next_lane: str | None) -> RenderableType:
+    """The watch table: the router's live dispatches while this process drives, else the journal's."""
+    now = fellows.clock.now()
+    router = fellows.router
+    if router is not None:
+        snaps = [Snapshot.of_dispatch(d) for d in router.on_ladder]
+        busy = router.busy
+    else:
+        journal = fellows.journal
+        rows = journal.dispatches(live_only=True)
+        snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
+        busy = bool(rows)
+    if not snaps and not busy:
+        return Text("every dispatch is final:", style="dim")
+    parts: list[RenderableType] = [watch_table(snaps, now=now, next_lane=next_lane)]
+    if state.unreachable_since is not None:
+        gone = span(now - state.unreachable_since)
+        parts.append(Text(f"SLURM not answering for {gone}; retrying with back-off", style="bold red"))
+    if state.message:
+        parts.append(Text(state.message, style="yellow"))
+    return Group(*parts)
+
+
 # --------------------------------------------------------------------------- status, history
-_RECENT = 20
+_RECENT = RECENT
 """How many of the most recent dispatches `status` shows besides the live ones, unless --all or --last."""
 
 
@@ -634,15 +613,10 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
             else:
                 click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
             return
-        if dispatch_id:
-            rows = [_find(journal, dispatch_id)]
-        elif show_all:
-            rows = journal.dispatches(live_only=live_only)
-        else:
-            live = journal.dispatches(live_only=True)
-            recent = [] if live_only else journal.recent(last)
-            chosen = {r.id: r for r in [*recent, *live]}
-            rows = sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
+        try:
+            rows = select(journal, dispatch_id, live_only=live_only, last=None if show_all else last)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc)) from None
         handoffs = {r.id: journal.handoff(r.id) for r in rows}
         if as_json:
             _echo_json([dispatch_json(r, handoffs[r.id]) for r in rows])
@@ -675,13 +649,13 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
         _console().print(history_table(row, entries))
 
 
-def _created_with(router: Router, ids: Sequence[str]) -> list[str]:
+def _created_with(config: Config, journal: Journal, ids: Sequence[str]) -> list[str]:
     """One line per group of live dispatches created with another config than this watch's: they finish with
     the ladder, caps and fallback lane they were created with (journaled), not with this config's."""
-    mine = router.config.source
+    mine = config.source
     others: dict[str, list[str]] = {}
     for dispatch_id in ids:
-        row = router.journal.dispatch(dispatch_id)
+        row = journal.dispatch(dispatch_id)
         source = row.settings.get("config") if row is not None else None
         if source is not None and source != mine:
             others.setdefault(str(source), []).append(dispatch_id)
@@ -703,34 +677,12 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
     It takes the journal's driver lock, so stop a running `watch` first (it would otherwise resubmit).
     """
     config = _config(ctx)
-    with _journal(config) as journal:
-        journal.acquire_driver()
-        row = _find(journal, dispatch_id)
-        handoff = journal.handoff(row.id)
-        if handoff is not None and handoff.status != "failed":
-            raise FellowsError(
-                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
-                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
-            )
-        scheduler = make_scheduler(config)
-        job_ids = list(dict.fromkeys([*(j.job_id for j in journal.jobs(row.id)), *filter(None, [row.job_id])]))
-        # A controller that restarted on stale state may have given one of these ids to someone else's job:
-        # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
-        prefix = dispatch_token(row.id, 0)[:-1]
-        seen = scheduler.observe(job_ids) if job_ids else {}
-        job_ids = [
-            j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
-        ]
-        if not row.final and row.lane == FELLOWS:
-            ladder = [str(r["qos"]) for r in row.ladder]
-            rung = ladder.index(row.qos) if row.qos in ladder else 0
-            found = scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
-            if found is not None and found.job_id not in job_ids:
-                job_ids.append(found.job_id)
-        # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
-        if row.outcome != "withdrawn":
-            journal.finish(row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=SystemClock().now())
-        scheduler.cancel(job_ids)
+    with _fellows(config) as fellows:
+        try:
+            job_ids = fellows.cancel(dispatch_id)
+        except UsageError as exc:
+            raise click.BadParameter(str(exc)) from None
+        row = _find(fellows.journal, dispatch_id)
     jobs = ", ".join(job_ids) or "none"
     click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")
 
@@ -950,15 +902,15 @@ def demo(cap: float, keep: bool) -> None:
             "fsm-{dispatch_id}",
         ),
     )
-    fellows = FellowsConfig(
+    ladder = FellowsConfig(
         qos=_DEMO_LADDER[0], qos_ladder=_DEMO_LADDER[1:], park_cap_seconds=cap, poll_interval_seconds=1.0
     )
-    config = Config(fellows=fellows, lanes=(gcp,), state_dir=workdir / "state", source="demo")
+    config = Config(fellows=ladder, lanes=(gcp,), state_dir=workdir / "state", source="demo")
     scheduler = make_scheduler(config)
     if not isinstance(scheduler, SlurmScheduler):
         raise SchedulerError(f"the demo runs on the real SLURM only, not on {type(scheduler).__name__}")
     job_ids: list[str] = []
-    journal: Journal | None = None
+    api: Fellows | None = None
     error: FellowsError | None = None
     try:
         _demo_check_cluster(scheduler, console)
@@ -972,15 +924,14 @@ def demo(cap: float, keep: bool) -> None:
         job_ids += _demo_fill(scheduler, _job_spec("demo-blocker", script, 8, 600, job_args))
         console.print(f"high-eur: jobs {', '.join(job_ids)} run 8 GPUs each, so your 16-GPU cap there is full")
         console.rule("3. submit an 8-GPU job: it pends on high-eur, parks, walks to normal-eur, runs")
-        journal = Journal(config.journal_path)
-        error = _demo_walk(
-            Router(config, scheduler, journal), _job_spec("demo-train", script, 8, 600, job_args), console
-        )
+        api = Fellows(config, scheduler=scheduler)
+        error = _demo_walk(api, _job_spec("demo-train", script, 8, 600, job_args), console)
         console.rule("5. clean up")
     finally:
-        if journal is not None:
+        if api is not None:
+            journal = api.journal
             job_ids += [j.job_id for r in journal.dispatches() for j in journal.jobs(r.id)]
-            journal.close()
+            api.close()
         _demo_clean_up(scheduler, job_ids, console)
         if keep:
             console.print(f"kept the demo's journal: {config.journal_path}")
@@ -1011,21 +962,21 @@ def _demo_fill(scheduler: SlurmScheduler, blocker: JobSpec) -> list[str]:
     return ids
 
 
-def _demo_walk(router: Router, spec: JobSpec, console: Console) -> FellowsError | None:
+def _demo_walk(fellows: Fellows, spec: JobSpec, console: Console) -> FellowsError | None:
     """Dispatch ``spec``, follow it live, print its history; the error its outcome calls for, if any."""
-    journal = router.journal
-    handle = router.dispatch(spec)
+    journal = fellows.journal
+    handle = fellows.submit(spec, check=False).handle
     console.print(
         f"$ fellows-fsm submit {Path(spec.script).name}   (8 GPUs, --time 10:00: dispatch {handle.dispatch_id})"
     )
-    _follow(router, handle.dispatch_id, console)
+    _follow(fellows, handle.dispatch_id, console)
     console.print(_summary(handle.dispatch_id, journal))
     console.rule(f"4. fellows-fsm history {handle.dispatch_id}")
     row = journal.dispatch(handle.dispatch_id)
     assert row is not None
     entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
     console.print(history_table(row, entries))
-    return _outcome_error(journal, handle.dispatch_id)
+    return outcome_error(journal, handle.dispatch_id)
 
 
 def _demo_check_cluster(scheduler: SlurmScheduler, console: Console) -> None:

@@ -11,6 +11,7 @@
     |   +-- SubmitRejected            exit 5  sbatch refused the job (bad script, impossible request)
     |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
+    |   +-- JournalBusy               exit 7  another live router drives it (names the holder)
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigError",
     "FellowsError",
     "Interrupted",
+    "JournalBusy",
     "JournalError",
     "LaneError",
     "QosRejected",
@@ -92,6 +94,14 @@ class JournalError(FellowsError):
     """The journal cannot be opened, is corrupt, or is driven by another live router."""
 
     exit_code = 7
+
+
+class JournalBusy(JournalError):
+    """Another live process holds the journal's driver lock; ``holder`` is what its lock file says of it."""
+
+    def __init__(self, holder: str, message: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 class LaneError(FellowsError):

@@ -32,7 +32,7 @@ from fellows_fsm.core.vocab import (
     OUTCOME_WITHDRAWN_OUTSIDE,
     WITHDRAWN,
 )
-from fellows_fsm.errors import JournalError
+from fellows_fsm.errors import JournalBusy, JournalError
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal", "Listing"]
@@ -250,7 +250,7 @@ class Journal:
         return self.path.with_name(self.path.name + ".lock")
 
     def acquire_driver(self) -> None:
-        """Become the one router driving this journal, or raise JournalError naming the holder."""
+        """Become the one router driving this journal, or raise JournalBusy naming the holder."""
         if self._lock_file is not None:
             return
         handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
@@ -260,9 +260,10 @@ class Journal:
             handle.seek(0)
             holder = handle.read().strip() or "an unknown process"
             handle.close()
-            raise JournalError(
+            raise JournalBusy(
+                holder,
                 f"journal {self.path} is driven by another router ({holder}); stop it, or read with "
-                "`fellows-fsm status`"
+                "`fellows-fsm status`",
             ) from None
         handle.seek(0)
         handle.truncate()

@@ -136,6 +136,12 @@ class Router:
         """The ids of every dispatch this router still drives."""
         return list(dict.fromkeys([*self.live, *self.pending_handoffs, *self.running]))
 
+    @property
+    def on_ladder(self) -> tuple[Dispatch, ...]:
+        """The dispatches on the ladder now, for read-only views (their deadlines, last observation); never
+        advance them from outside: the poll loop does."""
+        return tuple(self.live.values())
+
     # ----------------------------------------------------------------- taking jobs
     def dispatch(
         self,

@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,12 +25,11 @@ from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
-from .conftest import DEV_SLURM, RUNTIME, Cluster, QueueRow
+from .conftest import DEV_SLURM, RUNTIME, Cluster
+from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
 from .test_cli_real import FELLOWS_FSM
 
 pytestmark = pytest.mark.slurm
-
-LEDGER_CODE = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
 
 
 def ledger_lane(tmp_path: Path, *, before: str = "", timeout: float = 60) -> LaneConfig:
@@ -41,12 +40,6 @@ def ledger_lane(tmp_path: Path, *, before: str = "", timeout: float = 60) -> Lan
         command=(sys.executable, "-c", code, str(tmp_path / "gcp.ledger"), "{dispatch_id}"),
         timeout_seconds=timeout,
     )
-
-
-def ledger(tmp_path: Path) -> list[str]:
-    """The dispatch ids the gcp lane's command recorded."""
-    path = tmp_path / "gcp.ledger"
-    return path.read_text().split() if path.exists() else []
 
 
 @pytest.fixture
@@ -81,28 +74,6 @@ def run_until(router: Router, done: Callable[[], bool], *, timeout: float = 60) 
         return done()
 
     router.run(until=until)
-
-
-def jobs_of(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
-    """Every job whose comment carries one of the dispatch's rung tokens, oldest first."""
-    prefix = f"fsm-{dispatch_id}-r"
-    return sorted((r for r in slurm.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
-
-
-def assert_settled(slurm: Cluster, journal: Journal, tmp_path: Path, dispatch_ids: Sequence[str]) -> None:
-    """Each dispatch: one job that ran XOR one handoff (or withdrawn with neither), and none of its jobs pending."""
-    handed = ledger(tmp_path)
-    for dispatch_id in dispatch_ids:
-        row = journal.dispatch(dispatch_id)
-        assert row is not None
-        jobs = jobs_of(slurm, dispatch_id)
-        ran = [j for j in jobs if j.ever_ran]
-        handoffs = handed.count(dispatch_id)
-        assert not [j for j in jobs if j.state == "PENDING"], f"{dispatch_id}: a job is left pending: {jobs}"
-        if row.state == "WITHDRAWN":
-            assert (len(ran), handoffs) == (0, 0), f"{dispatch_id} withdrawn, yet {ran} ran / {handoffs} handoffs"
-        else:
-            assert (len(ran), handoffs) in ((1, 0), (0, 1)), f"{dispatch_id}: ran {ran}, {handoffs} handoffs"
 
 
 def ctld_pid() -> int:

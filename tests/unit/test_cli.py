@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli
+from fellows_fsm import FakeScheduler, Fellows, JobSpec, Observation, SubmitRejected, SystemClock, cli
 from fellows_fsm import journal as journal_module
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.core import Dispatch
@@ -387,11 +390,99 @@ def test_status_reads_while_another_router_drives(env: Path, fake: SchedulingFak
         result = run("status", dispatch_id[:6], "--json")
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
-        submit = run("submit", str(script))
-        assert submit.exit_code == 7
-        assert "driven by another router" in one_error_line(submit)
     finally:
         driver.close()
+
+
+def test_a_second_submit_enqueues_follows_and_takes_over_when_the_driver_stops(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """While another process holds the driver lock, submit enqueues, follows read-only, and drives once it is freed."""
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    timer = threading.Timer(0.5, driver.release_driver)
+    timer.start()
+    try:
+        result = run("submit", str(script))
+    finally:
+        timer.cancel()
+        driver.close()
+    assert result.exit_code == 0, result.output
+    assert "is driven by another router (pid " in result.stderr
+    assert "this process drives it now" in result.stderr
+    assert "is RUNNING on high-eur as SLURM job" in result.stdout
+    [job] = fake.jobs.values()
+    assert job.state == "RUNNING"
+
+
+def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """A submit whose dispatch another process drives to a failed GCP handoff exits 8, as the driver would."""
+    fake.scheduling = False
+    (env / "fellows.toml").write_text(_config_text(env / "state", env / "gcp.ledger", fail_gcp=True))
+    driving, stop = threading.Event(), threading.Event()
+
+    def drive() -> None:  # another process: its own journal connection, in its own thread
+        with Fellows(load_config(), scheduler=fake) as driver:
+            assert driver.drive()
+            driving.set()
+            while not stop.is_set():
+                driver.poll()
+                time.sleep(0.02)
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    try:
+        assert driving.wait(10)
+        result = run("submit", "--json", str(script))
+    finally:
+        stop.set()
+        thread.join()
+    assert result.exit_code == 8, result.output
+    assert "is driven by another router" in result.stderr
+    assert "this process drives it now" not in result.stderr
+    out = json.loads(result.stdout)
+    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handoff-failed")
+    assert "quota exceeded in europe-west4" in result.stderr
+    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+
+
+def test_detach_while_another_router_drives_enqueues_without_queueing(
+    env: Path, fake: SchedulingFake, script: Path
+) -> None:
+    """submit --detach while the journal is driven elsewhere prints the id; its driver queues the job, not submit."""
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    try:
+        result = run("submit", "--detach", str(script))
+    finally:
+        driver.close()
+    assert result.exit_code == 0, result.output
+    dispatch_id = result.stdout.strip()
+    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
+    assert (row["state"], row["slurm_job_id"], row["final"]) == ("SUBMITTED(high-eur)", None, False)
+    assert fake.jobs == {}
+    done = run("watch", "--json")
+    assert done.exit_code == 0, done.output
+    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(dispatch_id, "RUNNING")]
+
+
+def test_watch_once_while_another_router_drives_says_who(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
+    fake.scheduling = False
+    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    driver = Journal(load_config().journal_path)
+    driver.acquire_driver()
+    observed = fake.calls["observe"]
+    try:
+        result = run("watch", "--once", "--json")
+    finally:
+        driver.close()
+    assert result.exit_code == 0, result.output
+    assert f"is driven by another router (pid {os.getpid()}" in result.stderr
+    assert [d["dispatch_id"] for d in json.loads(result.stdout)] == [dispatch_id]
+    assert fake.calls["observe"] == observed
 
 
 def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
@@ -850,6 +941,16 @@ def test_a_job_that_fits_no_rung_is_refused_before_any_paid_lane(env: Path, fake
     assert ledger(env) == []
 
 
+def test_a_refused_debug_job_still_gets_the_debug_warning_first(env: Path, fake: SchedulingFake, script: Path) -> None:
+    """--intent debug without debug_qos warns before the refusal of a job no rung fits (exit 5), nothing queued."""
+    result = run("submit", "--intent", "debug", "--time", "20-00:00:00", str(script))
+    assert result.exit_code == 5
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("fellows-fsm: warning: --intent debug, but [fellows] debug_qos is not set")
+    assert lines[-1].startswith("fellows-fsm: error: no rung")
+    assert fake.jobs == {}
+
+
 def test_pinned_rung_that_can_never_fit_is_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
     """--pin fellows with a job over high-eur's per-user GPU cap exits 5 naming high-eur; nothing queued."""
     before = world(env, fake)
@@ -947,7 +1048,7 @@ def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: Sche
 
 def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
     """A first submit SLURM refuses exits 5, and status then says REFUSED, not SUBMITTED(high-eur)."""
-    fake.fail_next_submit(cli.SubmitRejected("Requested node configuration is not available"))
+    fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
     result = run("submit", str(script))
     refused(result, 5, "Requested node configuration is not available")
     table = run("status").stdout

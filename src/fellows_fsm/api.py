@@ -1,0 +1,434 @@
+"""The Python API: embed fellows-fsm in another program (submit, follow, watch, status, history, cancel).
+
+A ``Fellows`` drives the journal when it can take the driver lock; otherwise it enqueues its dispatches for
+the process that does, follows them read-only, and takes the lock over if that process stops. It prints nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+import attrs
+
+from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config import Config, Ladder
+from fellows_fsm.core import dispatch_token
+from fellows_fsm.core.vocab import OUTCOME_WITHDRAWN, WITHDRAWN
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    JournalBusy,
+    SchedulerError,
+    SchedulerUnreachable,
+    SubmitRejected,
+)
+from fellows_fsm.intake import INTENTS, enqueue
+from fellows_fsm.journal import Journal
+from fellows_fsm.lanes import FELLOWS, CommandLane
+from fellows_fsm.preflight import GrantsCache, preflight
+from fellows_fsm.records import RECENT, find, outcome_error, select
+from fellows_fsm.router import Handle, Router, TickReport
+from fellows_fsm.scheduler import JobSpec, Scheduler
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.ui.history import HistoryEntry, history_entries
+
+__all__ = ["Check", "Fellows", "Progress", "Submitted"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class Check:
+    """What the check before the first sbatch decided for one request (``Fellows.check``)."""
+
+    ladder: Ladder | None = None
+    """The rungs the job can start on, first to last (never-fitting ones left out); None when not checked."""
+    note: str = ""
+    """Why rungs were skipped; journaled on the dispatch's first step."""
+    notes: tuple[str, ...] = ()
+    """One line per skipped rung and per remark of the check, for the user."""
+    warnings: tuple[str, ...] = ()
+    """Why the request goes ahead other than asked: unchecked (grants unreadable), or a debug intent without
+    ``debug_qos``."""
+    refused: FellowsError | None = None
+    """Why the cluster can never take the request (``submit`` raises it): a QoS it does not have or grant
+    (ConfigError), or a job no rung can start (SubmitRejected). None when the request may go ahead."""
+
+
+@attrs.frozen
+class Submitted:
+    """What ``Fellows.submit`` did."""
+
+    handle: Handle
+    """The dispatch as journaled right after the submit."""
+    driving: bool
+    """True if this process drives the journal (it queued the first job itself); False if the dispatch was
+    enqueued for the process that drives it, which submits it on its next poll."""
+    check: Check
+    notes: tuple[str, ...] = ()
+    """What sbatch's rendering said besides the job id (e.g. an ``#SBATCH --qos`` line overridden)."""
+
+    @property
+    def dispatch_id(self) -> str:
+        """The dispatch's id (also ``handle.dispatch_id``)."""
+        return self.handle.dispatch_id
+
+
+@attrs.frozen
+class Progress:
+    """What ``follow`` and ``watch`` report after each poll (driving) or each journal read (following)."""
+
+    at: float
+    driving: bool
+    """True while this process drives the journal; False while it follows another process read-only."""
+    driver: str | None = None
+    """Who drives the journal while this process does not, as its lock file says (``pid 42 on node1``)."""
+    report: TickReport | None = None
+    """The poll's report while this process drives; None while it follows read-only."""
+
+
+class Fellows:
+    """fellows-fsm for one configuration (its ladder, lanes and journal), embedded in a program.
+
+    Only one process drives a journal at a time (an flock, released by the kernel if it dies). ``submit``
+    drives when it can take that lock and otherwise enqueues; ``follow`` and ``watch`` read the journal while
+    another process drives it and take the lock over as soon as that process stops. ``status`` and ``history``
+    only read. Close it (or use it as a context manager) to release the journal.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        scheduler: Scheduler | None = None,
+        clock: Clock | None = None,
+        lanes: Mapping[str, CommandLane] | None = None,
+        grants: Callable[[], Grants] | None = None,
+    ) -> None:
+        """``scheduler`` defaults to the real SLURM; ``grants`` reads what the cluster grants for the check before
+        the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check)."""
+        self.config = config
+        self.scheduler: Scheduler = scheduler if scheduler is not None else SlurmScheduler()
+        self.clock: Clock = clock or SystemClock()
+        self._lanes = lanes
+        self._grants = grants if grants is not None else _default_grants(self.scheduler)
+        self.journal = Journal(config.journal_path)
+        self._router: Router | None = None
+        self._driver: str | None = None
+
+    # ----------------------------------------------------------------- who drives
+    @property
+    def driving(self) -> bool:
+        """True while this process drives the journal."""
+        return self._router is not None
+
+    @property
+    def router(self) -> Router | None:
+        """The router this process drives the journal with (for read-only views), or None while it does not."""
+        return self._router
+
+    @property
+    def driver(self) -> str | None:
+        """Who drove the journal at the last attempt to take it (its lock file's words); None if this process."""
+        return self._driver
+
+    def drive(self) -> bool:
+        """Take the driver lock if it is free and recover every live dispatch; True if this process drives now."""
+        if self._router is not None:
+            return True
+        try:
+            self.journal.acquire_driver()
+        except JournalBusy as exc:
+            self._driver = exc.holder
+            return False
+        try:
+            self._router = Router(self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes)
+        except BaseException:
+            self.journal.release_driver()
+            raise
+        self._driver = None
+        return True
+
+    def close(self) -> None:
+        """Stop driving (the dispatches go on; the next driver recovers them) and close the journal."""
+        self._router = None
+        self.journal.close()
+
+    def __enter__(self) -> Fellows:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- submitting
+    def check(self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None) -> Check:
+        """Check a request against what the cluster grants, before anything is journaled or queued.
+
+        A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
+        ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
+        raise. Grants are cached beside the journal. An unknown intent raises ConfigError.
+        """
+        if intent not in INTENTS:
+            raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+        fellows = self.config.fellows
+        warnings: list[str] = []
+        if intent == "debug" and fellows.debug_qos is None:
+            warnings.append(
+                "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
+                f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
+                "debug jobs there"
+            )
+        if (pin is not None and pin != FELLOWS) or self._grants is None:
+            return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
+        user = str(getattr(self.scheduler, "user", "") or os.environ.get("USER", ""))
+        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{os.environ.get('SLURM_CONF', '')}")
+        try:
+            grants = cache.get(self.clock.now(), self._grants)
+        except SchedulerError as exc:
+            warnings.append(
+                f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "
+                "still skipped when sbatch refuses it)"
+            )
+            return Check(warnings=tuple(warnings))
+        try:
+            checked = preflight(
+                fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(self.config)
+            )
+        except (ConfigError, SubmitRejected) as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
+        notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
+        return Check(checked.ladder, checked.note, notes, tuple(warnings))
+
+    def submit(
+        self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True
+    ) -> Submitted:
+        """Dispatch ``spec``: checked first (``check=False`` skips it, a ``Check`` is used as given; a refused
+        one is raised), then queued by this process if it can drive the journal, else enqueued for the process
+        that drives it.
+
+        ``pin="fellows"`` stays on the first rung; ``pin=<lane>`` goes straight to that command lane. Raises
+        SubmitRejected when SLURM refuses the first submit (nothing left queued), SchedulerUnreachable when it did
+        not answer it (the dispatch stays journaled; the next poll looks its token up before submitting again),
+        and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn).
+        """
+        checked = check if isinstance(check, Check) else Check()
+        if check is True:
+            checked = self.check(spec, intent=intent, pin=pin)
+        if checked.refused is not None:
+            raise checked.refused
+        if not self.drive():
+            dispatch_id = enqueue(
+                self.config,
+                self.journal,
+                spec,
+                intent=intent,
+                pin=pin,
+                ladder=checked.ladder,
+                note=checked.note,
+                at=self.clock.now(),
+            )
+            log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
+            return Submitted(self.handle(dispatch_id), driving=False, check=checked)
+        assert self._router is not None
+        handle = self._router.dispatch(spec, intent=intent, pin=pin, ladder=checked.ladder, note=checked.note)
+        notes = self.scheduler.last_notes if isinstance(self.scheduler, SlurmScheduler) else ()
+        row = self.journal.dispatch(handle.dispatch_id)
+        on_rung = row is not None and row.state.startswith(("SUBMITTED_", "RESUBMITTED_"))
+        if row is not None and on_rung and not row.final and row.job_id is None:
+            raise SchedulerUnreachable(
+                f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
+                "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
+            )
+        return Submitted(handle, driving=True, check=checked, notes=notes)
+
+    # ----------------------------------------------------------------- following
+    def follow(
+        self,
+        dispatch_id: str,
+        *,
+        on_change: Callable[[Handle], None] | None = None,
+        on_tick: Callable[[Progress], None] | None = None,
+        until: Callable[[Progress], bool] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Handle:
+        """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn) or ``until`` says stop.
+
+        While this process drives, it drives every live dispatch of the journal meanwhile. While another process
+        drives, it reads the journal once per poll interval and tries the lock each time: when that process
+        stops (or dies), this one drives, and then also waits for every walking dispatch it took over (so a
+        dispatch whose submitter died is finished). ``on_change`` gets the dispatch's handle at the first poll
+        (or read) and whenever it changes after; ``on_tick`` every poll or read; ``sleep`` waits between them.
+        """
+        last: list[Handle] = []
+
+        def tick(progress: Progress) -> bool:
+            handle = self.handle(dispatch_id)
+            if on_change is not None and (not last or handle != last[0]):
+                on_change(handle)
+            last[:] = [handle]
+            if on_tick is not None:
+                on_tick(progress)
+            return until is not None and until(progress)
+
+        self._loop(lambda: self.handle(dispatch_id).final, tick, sleep)
+        return self.handle(dispatch_id)
+
+    def watch(
+        self, *, on_tick: Callable[[Progress], None] | None = None, sleep: Callable[[float], None] = time.sleep
+    ) -> list[Handle]:
+        """Block until every live dispatch of the journal is final; return the handles of every one it saw live.
+
+        Driving: it drives them all. While another process drives: it follows read-only and takes over the
+        lock when that process stops.
+        """
+        seen: dict[str, None] = {}
+
+        def done() -> bool:
+            live = [row.id for row in self.journal.dispatches(live_only=True)]
+            seen.update(dict.fromkeys(live))
+            if self._router is not None:
+                seen.update(dict.fromkeys(self._router.driven))
+                return not self._router.busy and not live
+            return not live
+
+        def tick(progress: Progress) -> bool:
+            if on_tick is not None:
+                on_tick(progress)
+            return False
+
+        self._loop(done, tick, sleep)
+        return [self.handle(i) for i in seen]
+
+    def poll(self) -> TickReport | None:
+        """One poll of every live dispatch if this process can drive the journal; None while another drives it."""
+        if not self.drive():
+            return None
+        assert self._router is not None
+        return self._router.poll()
+
+    def wait_for_handoffs(self) -> None:
+        """While driving: block until every running handoff command has ended and is recorded (each is bounded by
+        its lane's timeout). Does nothing while another process drives."""
+        if self._router is not None:
+            self._router.wait_for_handoffs()
+
+    def _loop(self, done: Callable[[], bool], tick: Callable[[Progress], bool], sleep: Callable[[float], None]) -> None:
+        """Drive (or follow read-only, trying the lock every poll interval) until ``done()`` or ``tick`` says stop."""
+        if done():
+            tick(Progress(self.clock.now(), self.driving, self._driver))
+            return
+        interval = self.config.fellows.poll_interval_seconds
+        followed_another = False
+        while not self.drive():
+            followed_another = True
+            if tick(Progress(self.clock.now(), False, self._driver)) or done():
+                return
+            sleep(interval)
+        # After a takeover this process inherits the stopped driver's duty: every walking dispatch it recovered
+        # is finished (each ends within the ladder's worst case); pinned ones are driven but not waited for.
+        inherited = [r.id for r in self.journal.dispatches(live_only=True) if not r.pinned] if followed_another else []
+        self._run(lambda: done() and all(_final(self.journal, i) for i in inherited), tick, sleep)
+
+    def _run(self, done: Callable[[], bool], tick: Callable[[Progress], bool], sleep: Callable[[float], None]) -> None:
+        """Drive the router's own loop (its cadence and back-off) until ``done()`` or ``tick`` says stop."""
+        router = self._router
+        assert router is not None
+        stop: list[bool] = []
+
+        def on_tick(report: TickReport) -> None:
+            if tick(Progress(self.clock.now(), True, None, report)):
+                stop.append(True)
+
+        router.run(until=lambda _: bool(stop) or done(), on_tick=on_tick, sleep=sleep)
+
+    # ----------------------------------------------------------------- reading
+    def handle(self, dispatch_id: str) -> Handle:
+        """Where a dispatch stands, from the journal (ConfigError for an id the journal does not hold)."""
+        row = self.journal.dispatch(dispatch_id)
+        if row is None:
+            raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
+        return Handle.from_row(row)
+
+    def status(
+        self, dispatch_id: str | None = None, *, live_only: bool = False, last: int | None = RECENT
+    ) -> list[Handle]:
+        """One dispatch (an id or a unique prefix of one), or the live ones and the ``last`` most recent (every
+        one with ``last=None``), oldest first. Only reads the journal: safe while any process drives it."""
+        return [Handle.from_row(row) for row in select(self.journal, dispatch_id, live_only=live_only, last=last)]
+
+    def history(self, dispatch_id: str) -> list[HistoryEntry]:
+        """Every transition of a dispatch as journaled, then its handoff and withdrawal, if any."""
+        row = find(self.journal, dispatch_id)
+        return history_entries(row, self.journal.steps(row.id), self.journal.jobs(row.id), self.journal.handoff(row.id))
+
+    def error(self, dispatch_id: str) -> FellowsError | None:
+        """The error a finished dispatch ended with (a failed handoff, a refusal, a withdrawal, a pinned job that
+        left the queue), or None if it is RUNNING, handed off, or still live."""
+        return outcome_error(self.journal, find(self.journal, dispatch_id).id)
+
+    # ----------------------------------------------------------------- cancelling
+    def cancel(self, dispatch_id: str) -> list[str]:
+        """Withdraw a dispatch: journal it final (``withdrawn``) first, then scancel every job it got, whatever its
+        state; return their ids. Needs the driver lock (JournalBusy while another process drives the journal).
+
+        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane.
+        """
+        self.journal.acquire_driver()
+        try:
+            row = find(self.journal, dispatch_id)
+            handoff = self.journal.handoff(row.id)
+            if handoff is not None and handoff.status != "failed":
+                raise FellowsError(
+                    f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
+                    f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
+                )
+            job_ids = list(dict.fromkeys([*(j.job_id for j in self.journal.jobs(row.id)), *filter(None, [row.job_id])]))
+            # A controller that restarted on stale state may have given one of these ids to someone else's job:
+            # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
+            prefix = dispatch_token(row.id, 0)[:-1]
+            seen = self.scheduler.observe(job_ids) if job_ids else {}
+            job_ids = [
+                j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
+            ]
+            if not row.final and row.lane == FELLOWS:
+                ladder = [str(r["qos"]) for r in row.ladder]
+                rung = ladder.index(row.qos) if row.qos in ladder else 0
+                found = self.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
+                if found is not None and found.job_id not in job_ids:
+                    job_ids.append(found.job_id)
+            # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
+            if row.outcome != OUTCOME_WITHDRAWN:
+                self.journal.finish(
+                    row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
+                )
+            self.scheduler.cancel(job_ids)
+        finally:
+            if self._router is not None:
+                # Rebuilt from the journal, as after a restart, so the withdrawn dispatch is never advanced again.
+                self._router = Router(self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes)
+            else:
+                self.journal.release_driver()
+        return job_ids
+
+
+def _final(journal: Journal, dispatch_id: str) -> bool:
+    row = journal.dispatch(dispatch_id)
+    return row is None or row.final
+
+
+def _next_lane(config: Config) -> str | None:
+    return config.auto_order[1] if len(config.auto_order) > 1 else None
+
+
+def _default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
+    """sacctmgr through the real port; None for any other port (nothing to read grants from)."""
+    if isinstance(scheduler, SlurmScheduler):
+        return lambda: discover(scheduler.runner, scheduler.user)
+    return None

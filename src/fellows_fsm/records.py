@@ -1,0 +1,84 @@
+"""Reading the journal for people: a dispatch by its id or a prefix, the rows `status` shows, what an end means.
+
+Shared by the Python API and the command line; it only reads, and never renders or prints.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from fellows_fsm.core.vocab import (
+    OUTCOME_HANDED_OFF,
+    OUTCOME_HANDOFF_FAILED,
+    OUTCOME_NO_FALLBACK,
+    OUTCOME_REJECTED,
+    OUTCOME_WITHDRAWN,
+    OUTCOME_WITHDRAWN_OUTSIDE,
+    RUNNING,
+)
+from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.journal import DispatchRow, Journal
+
+__all__ = ["RECENT", "find", "outcome_error", "select"]
+
+RECENT = 20
+"""How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
+
+
+def find(journal: Journal, dispatch_id: str) -> DispatchRow:
+    """The dispatch with this id, or the one whose id starts with it; UsageError (exit 2) otherwise."""
+    row = journal.dispatch(dispatch_id)
+    if row is not None:
+        return row
+    matches = journal.with_prefix(dispatch_id)
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        ids = ", ".join(r.id for r in matches)
+        raise UsageError(f"{dispatch_id!r} matches several dispatches ({ids}); give more of the id")
+    raise UsageError(f"no dispatch {dispatch_id!r} in the journal {journal.path}; `fellows-fsm status` lists them")
+
+
+def select(
+    journal: Journal, dispatch_id: str | None = None, *, live_only: bool = False, last: int | None = RECENT
+) -> list[DispatchRow]:
+    """The rows ``status`` shows: one dispatch; or the live ones and the ``last`` most recent (``last=None``: every
+    one), oldest first; ``live_only`` leaves out the final ones."""
+    if dispatch_id:
+        return [find(journal, dispatch_id)]
+    if last is None:
+        return journal.dispatches(live_only=live_only)
+    live = journal.dispatches(live_only=True)
+    recent = [] if live_only else journal.recent(last)
+    chosen = {r.id: r for r in [*recent, *live]}
+    return sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
+
+
+def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
+    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
+    row = journal.dispatch(dispatch_id)
+    if row is None or not row.final or row.label == RUNNING or row.outcome == OUTCOME_HANDED_OFF:
+        return None
+    handoff = journal.handoff(dispatch_id)
+    if row.outcome == OUTCOME_HANDOFF_FAILED and handoff is not None:
+        last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
+        return LaneError(
+            f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
+            f"(argv: {shlex.join(handoff.argv)})"
+        )
+    if row.outcome == OUTCOME_NO_FALLBACK:
+        return LaneError(
+            f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
+            "add a [lanes.gcp] table and put 'gcp' in the order"
+        )
+    if row.outcome.startswith(OUTCOME_REJECTED):
+        return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
+    if row.outcome == OUTCOME_WITHDRAWN:
+        return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
+    if row.outcome == OUTCOME_WITHDRAWN_OUTSIDE:
+        return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
+    if row.pinned and row.state == "CANCELLED":
+        return SchedulerError(
+            f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
+        )
+    return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")

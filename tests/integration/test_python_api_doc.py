@@ -1,0 +1,61 @@
+"""The example program of docs/python-api.md, extracted from the page and run as written on the real local SLURM."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm.journal import Journal
+
+from .conftest import REPO, Cluster
+from .settled import assert_settled
+from .test_cli_real import _config
+
+pytestmark = pytest.mark.slurm
+
+PAGE = REPO / "docs" / "python-api.md"
+
+
+def example_program() -> str:
+    """The one ```python block of docs/python-api.md."""
+    [program] = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    return program
+
+
+def test_the_documented_example_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Path) -> None:
+    """Run as written (config from $FELLOWS_FSM_CONFIG), the example drives its dispatch off a full high-eur,
+    prints each change and the history, and exits 0 with the job RUNNING on normal-eur."""
+    slurm.occupy("high-eur", 8, count=2)
+    program = tmp_path / "train_on_fellows.py"
+    program.write_text(example_program(), encoding="utf-8")
+    env = {**os.environ, "FELLOWS_FSM_CONFIG": str(_config(tmp_path))}
+    result = subprocess.run(
+        [sys.executable, str(program), slurm.script(300), *slurm.job_args()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    found = re.fullmatch(r"dispatch ([0-9a-f]{12}) \(this process drives the journal\)", lines[0])
+    assert found is not None, lines[0]
+    dispatch_id = found.group(1)
+    changes = [line.split()[0] for line in lines[1:] if line.startswith("  ") and "qos=" in line]
+    assert changes[0] == "SUBMITTED(high-eur)"
+    assert changes[-1] == "RUNNING"
+    history = [line.split()[0] for line in lines if line.startswith("  ") and "->" in line]
+    assert history == ["submit", "park", "cancel", "resubmit", "start"]
+    assert re.fullmatch(rf"{dispatch_id} is RUNNING on fellows \(normal-eur\), job \d+", lines[-1]), lines[-1]
+    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    try:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    finally:
+        journal.close()

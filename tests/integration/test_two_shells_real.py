@@ -1,0 +1,133 @@
+"""Two `fellows-fsm submit` processes on one journal, as two shells run them, against the real local SLURM.
+
+One drives the journal; the other enqueues its dispatch and follows it read-only, and takes the journal over when
+the driver stops (here: SIGKILL mid-rung). After each, ``assert_settled`` checks that every dispatch has exactly
+one job that ran (or one handoff) and that nothing is left pending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fellows_fsm.journal import Journal
+
+from .conftest import Cluster
+from .settled import assert_settled
+from .test_cli_real import FELLOWS_FSM, _cli, _config
+
+pytestmark = pytest.mark.slurm
+
+RUNNING_LINE = re.compile(r"^dispatch ([0-9a-f]{12}) is RUNNING on (\S+) as SLURM job (\d+)$", re.MULTILINE)
+FOLLOWER_NOTE = "is driven by another router"
+TAKEOVER_NOTE = "this process drives it now"
+
+
+def _start_submit(config: Path, slurm: Cluster) -> subprocess.Popen[str]:
+    """`fellows-fsm submit` of an 8-GPU, 10-minute sleeping job, in the foreground (its default follow mode)."""
+    argv = [str(FELLOWS_FSM), "--config", str(config), "submit", "--gpus", "8", "--time", "10:00"]
+    argv += [slurm.script(300), "--", *slurm.job_args()]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _status(config: Path) -> list[dict[str, Any]]:
+    result = _cli(config, "status", "--json")
+    return json.loads(result.stdout) if result.returncode == 0 else []
+
+
+@contextmanager
+def _journal(config: Path) -> Iterator[Journal]:
+    """The journal of ``config``, opened read-only (never the driver lock)."""
+    journal = Journal(config.parent / "state" / "journal.sqlite3", readonly=True)
+    try:
+        yield journal
+    finally:
+        journal.close()
+
+
+def _own_dispatch(out: str) -> tuple[str, str]:
+    """The dispatch id and QoS of the one RUNNING summary line a submit printed last."""
+    [(dispatch_id, qos, _job)] = RUNNING_LINE.findall(out)
+    assert out.strip().splitlines()[-1].startswith(f"dispatch {dispatch_id} is RUNNING"), out[-2000:]
+    return dispatch_id, qos
+
+
+def test_two_submits_at_once_both_run_each_following_its_own(slurm: Cluster, tmp_path: Path) -> None:
+    """Two submits started together on a full high-eur: one drives, the other follows; both print their own walk
+    to normal-eur and exit 0 with their dispatch RUNNING."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path, cap=4.0)
+    procs = [_start_submit(config, slurm), _start_submit(config, slurm)]
+    outputs = [proc.communicate(timeout=180) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, f"exit {proc.returncode}: {out[-2000:]}{err}"
+    mine = [_own_dispatch(out) for out, _ in outputs]
+    assert [qos for _, qos in mine] == ["normal-eur", "normal-eur"]
+    ids = [dispatch_id for dispatch_id, _ in mine]
+    assert len(set(ids)) == 2
+    for (out, _), own, other in zip(outputs, ids, ids[::-1], strict=True):
+        # Each live view is its own dispatch's: its panel and every step of its walk, never the other's id.
+        assert f"dispatch {own}" in out
+        assert other not in out
+        for step in ("submit", "park", "cancel", "resubmit", "start"):
+            assert re.search(rf"\b{step}\b", out), f"no {step} step in the view of {own}:\n{out[-3000:]}"
+    followers = [err for _, err in outputs if FOLLOWER_NOTE in err]
+    assert len(followers) == 1, [err for _, err in outputs]
+    with _journal(config) as journal:
+        for dispatch_id in ids:
+            assert [s.trigger for s in journal.steps(dispatch_id)] == ["submit", "park", "cancel", "resubmit", "start"]
+        assert_settled(slurm, journal, tmp_path, ids)
+
+
+def test_the_follower_takes_over_when_the_driver_is_killed_mid_rung(slurm: Cluster, tmp_path: Path) -> None:
+    """Two submits at once; the driving one is SIGKILLed while both pend on high-eur: the other takes the journal
+    over and walks both dispatches to normal-eur, then exits 0."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path, cap=12.0)
+    procs = {proc.pid: proc for proc in (_start_submit(config, slurm), _start_submit(config, slurm))}
+    lock = config.parent / "state" / "journal.sqlite3.lock"
+    rows: list[dict[str, Any]] = []
+    try:
+
+        def both_pending_on_high_eur() -> bool:
+            rows[:] = _status(config)
+            return len(rows) == 2 and all(r["slurm_job_id"] and r["state"] == "SUBMITTED(high-eur)" for r in rows)
+
+        slurm.wait_for(both_pending_on_high_eur, "both dispatches to be queued on high-eur", timeout=40, tick=0.3)
+        holder = lock.read_text()
+        driver_pid = int(holder.split()[1])
+        assert driver_pid in procs, f"the lock names {holder!r}, not one of the submits {sorted(procs)}"
+        for row in rows:
+            assert slurm.row(row["slurm_job_id"]).state == "PENDING"
+        os.kill(driver_pid, signal.SIGKILL)
+        procs[driver_pid].communicate(timeout=30)
+    except BaseException:
+        for proc in procs.values():
+            proc.kill()
+            proc.communicate(timeout=30)
+        raise
+    [follower] = [proc for pid, proc in procs.items() if pid != driver_pid]
+    out, err = follower.communicate(timeout=180)
+    assert follower.returncode == 0, f"exit {follower.returncode}: {out[-2000:]}{err}"
+    assert FOLLOWER_NOTE in err
+    assert TAKEOVER_NOTE in err
+    own, qos = _own_dispatch(out)
+    assert qos == "normal-eur"
+    ids = [row["dispatch_id"] for row in rows]
+    assert own in ids
+    after = {row["dispatch_id"]: row for row in _status(config)}
+    assert {(after[i]["state"], after[i]["qos"], after[i]["final"]) for i in ids} == {("RUNNING", "normal-eur", True)}
+    with _journal(config) as journal:
+        for dispatch_id in ids:
+            triggers = [s.trigger for s in journal.steps(dispatch_id)]
+            assert triggers == ["submit", "park", "cancel", "resubmit", "start"], (dispatch_id, triggers)
+        assert_settled(slurm, journal, tmp_path, ids)
