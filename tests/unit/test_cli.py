@@ -20,10 +20,12 @@ from fellows_fsm import journal as journal_module
 from fellows_fsm.config import FellowsConfig, load_config
 from fellows_fsm.core import Dispatch
 from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.errors import SchedulerError
 from fellows_fsm.journal import Journal
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
 from fellows_fsm.testing import Driven
+from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui import paths as ui_paths
 from fellows_fsm.ui import words as ui_words
 
@@ -92,8 +94,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -
     config.write_text(_config_text(tmp_path / "state", tmp_path / "gcp.ledger"), encoding="utf-8")
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(config))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "make_scheduler", lambda config: fake)
-    monkeypatch.setattr(cli, "read_grants", lambda scheduler: GRANTS)
+    monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
+    monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
     return tmp_path
 
 
@@ -968,7 +970,7 @@ def test_a_burst_of_submits_reads_the_grants_once(
         reads.append(scheduler)
         return GRANTS
 
-    monkeypatch.setattr(cli, "read_grants", counting)
+    monkeypatch.setattr(ui_app, "read_grants", counting)
     fake.scheduling = False
     for _ in range(3):
         assert run("submit", "--detach", str(script)).exit_code == 0
@@ -982,9 +984,9 @@ def test_unreadable_grants_warn_and_submit_unchecked(
     """When sacctmgr fails, submit warns on stderr and dispatches on the configured ladder."""
 
     def failing(scheduler: object) -> Grants:
-        raise cli.SchedulerError("sacctmgr: slurmdbd is down")
+        raise SchedulerError("sacctmgr: slurmdbd is down")
 
-    monkeypatch.setattr(cli, "read_grants", failing)
+    monkeypatch.setattr(ui_app, "read_grants", failing)
     result = run("submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     assert "could not read what the cluster grants (sacctmgr: slurmdbd is down)" in result.stderr

@@ -16,6 +16,7 @@ from fellows_fsm import cli
 from fellows_fsm.config import FellowsConfig
 from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF
 from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.ui import app as ui_app
 from fellows_fsm.view import WITHDRAWN, HistoryEntry, path_mermaid
 from tests.unit.test_cli import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 
@@ -93,8 +94,8 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SchedulingFake:
     )
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(config))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "make_scheduler", lambda config: fake)
-    monkeypatch.setattr(cli, "read_grants", lambda scheduler: GRANTS)
+    monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
+    monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
     return fake
 
 

@@ -1,0 +1,116 @@
+"""What an sbatch script's ``#SBATCH`` lines ask for: the one reader (GPUs, wall time, job name), as sbatch reads
+them (up to the first line that is neither blank nor a comment; the last value wins)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from fellows_fsm.errors import UsageError
+from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.slurm.accounting import parse_duration
+
+__all__ = ["ScriptDefaults", "job_spec", "read_script_defaults", "time_seconds"]
+
+
+@attrs.frozen
+class ScriptDefaults:
+    """What an sbatch script's ``#SBATCH`` lines ask for (None when it does not say)."""
+
+    gpus: int | None = None
+    time_limit_seconds: int | None = None
+    name: str | None = None
+
+
+_OPTION_NAMES = {"--gres": "gres", "--gpus": "gpus", "-G": "gpus", "--time": "time", "-t": "time"}
+_OPTION_NAMES |= {"--job-name": "name", "-J": "name"}
+
+
+def time_seconds(text: str, where: str) -> int | None:
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise UsageError(
+            f"{where}: {text!r} is not a SLURM time; use MM, HH:MM:SS or D-HH:MM:SS (e.g. 1:00:00)"
+        ) from None
+    if seconds is not None and seconds <= 0:
+        raise UsageError(f"{where}: {text!r} must be longer than zero")
+    return seconds
+
+
+def _gres_gpus(gres: str, where: str) -> int | None:
+    """The GPU count of a ``--gres`` value (``gpu``, ``gpu:8``, ``gpu:a100:8``), None when it asks for no GPU.
+
+    A count that is not a number (``gpu:abc``, or a type without a count) is refused rather than read as 0.
+    """
+    for item in gres.split(","):
+        parts = item.strip().split(":")
+        if parts[0] != "gpu":
+            continue
+        if len(parts) == 1:
+            return 1
+        count = parts[-1].split("(")[0]
+        if len(parts) > 3 or not count.isdigit():
+            raise UsageError(
+                f"{where}: --gres={gres!r} has no GPU count fellows-fsm can read; give it as gpu:N or gpu:TYPE:N, "
+                "e.g. --gres=gpu:8"
+            )
+        return int(count)
+    return None
+
+
+def read_script_defaults(script: Path) -> ScriptDefaults:
+    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time`` and ``--job-name`` from the script's #SBATCH lines.
+
+    Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins.
+    """
+    found: dict[str, str] = {}
+    lines = script.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        if not stripped.startswith("#SBATCH"):
+            continue
+        try:
+            words = shlex.split(stripped.removeprefix("#SBATCH"), comments=True)
+        except ValueError:
+            continue
+        i = 0
+        while i < len(words):
+            word = words[i]
+            option, _, value = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
+            key = _OPTION_NAMES.get(option)
+            if key is not None:
+                if not value and i + 1 < len(words):
+                    i += 1
+                    value = words[i]
+                found[key] = value
+                found[f"{key}@"] = f"{script.name}:{number}"
+            i += 1
+    gpus: int | None = None
+    if "gres" in found:
+        gpus = _gres_gpus(found["gres"], found["gres@"])
+    if "gpus" in found:
+        count = found["gpus"].rsplit(":", 1)[-1]
+        if not count.isdigit():
+            raise UsageError(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count; give e.g. --gpus=8")
+        gpus = int(count)
+    limit = time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
+    return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"))
+
+
+def job_spec(
+    name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
+) -> JobSpec:
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through)."""
+    return JobSpec(
+        name=name,
+        script=str(script),
+        gpus=gpus,
+        time_limit_seconds=time_limit_seconds,
+        extra_args=tuple(extra_args),
+    )

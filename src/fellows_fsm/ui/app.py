@@ -1,0 +1,193 @@
+"""The command group and what every command shares: the seams to the cluster, logging, the config option, the
+journal and the API opened for a command, the console. Only ui/ prints.
+
+The commands reach the cluster only through two functions here, the seam tests replace with
+``monkeypatch.setattr(app, ...)``: ``make_scheduler(config)`` (the port) and ``read_grants(scheduler)`` (sacctmgr).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from fellows_fsm.api import Fellows
+from fellows_fsm.config import Config, load_config
+from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
+from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.records import find
+from fellows_fsm.scheduler import Scheduler
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+
+__all__ = [
+    "INTERRUPTED",
+    "REFRESH_SECONDS",
+    "config_of",
+    "config_option",
+    "echo_json",
+    "find_row",
+    "main",
+    "make_console",
+    "make_scheduler",
+    "next_lane_of",
+    "open_fellows",
+    "open_journal",
+    "read_grants",
+]
+
+log = logging.getLogger("fellows_fsm.cli")
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C: the dispatch goes on, detached."""
+REFRESH_SECONDS = 0.25
+"""How often the live view redraws its countdowns between polls."""
+
+
+# --------------------------------------------------------------------------- the seam to the cluster
+def make_scheduler(config: Config) -> Scheduler:
+    """The port every command uses: the real SLURM (tests replace this with a FakeScheduler)."""
+    return SlurmScheduler()
+
+
+def read_grants(scheduler: Scheduler) -> Grants:
+    """What the cluster grants this user (two sacctmgr calls through the port's runner)."""
+    if not isinstance(scheduler, SlurmScheduler):
+        raise SchedulerError(f"reading grants needs the real SLURM port, not {type(scheduler).__name__}")
+    return discover(scheduler.runner, scheduler.user)
+
+
+# --------------------------------------------------------------------------- errors, logging, config
+class _Group(click.Group):
+    """Turns our errors into one clear line and the error's exit code (tracebacks only with --debug)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except FellowsError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"fellows-fsm: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Logs to whatever ``sys.stderr`` is at emit time (the live view and test runners swap it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(debug: bool) -> None:
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
+        root.removeHandler(handler)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("fellows-fsm: %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    # Errors reach the user as one line each; the library's warnings (retries, skipped polls) show in the
+    # live view already, so they are only logged with --debug.
+    root.setLevel(logging.DEBUG if debug else logging.ERROR)
+
+
+def _remember_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        ctx.ensure_object(dict)["config_path"] = value
+    return value
+
+
+_CONFIG_HELP = "The TOML config (default: $FELLOWS_FSM_CONFIG, else ./fellows.toml)."
+
+
+def config_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config FILE`` on a subcommand too, so it may come before or after the command name."""
+    return click.option(
+        "--config",
+        type=click.Path(dir_okay=False, path_type=Path),
+        expose_value=False,
+        callback=_remember_config,
+        help=_CONFIG_HELP,
+    )(func)
+
+
+def config_of(ctx: click.Context) -> Config:
+    obj = ctx.ensure_object(dict)
+    if "config" not in obj:
+        obj["config"] = load_config(obj.get("config_path"))
+    config: Config = obj["config"]
+    return config
+
+
+@contextmanager
+def open_journal(config: Config, *, readonly: bool = False) -> Iterator[Journal]:
+    journal = Journal(config.journal_path, readonly=readonly)
+    try:
+        yield journal
+    finally:
+        journal.close()
+
+
+def find_row(journal: Journal, dispatch_id: str) -> DispatchRow:
+    """The dispatch with this id, or the one whose id starts with it; a click usage error otherwise."""
+    try:
+        return find(journal, dispatch_id)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@contextmanager
+def open_fellows(config: Config, scheduler: Scheduler | None = None) -> Iterator[Fellows]:
+    """The API on this config, through the seam: the port from ``make_scheduler``, grants from ``read_grants``."""
+    port = scheduler if scheduler is not None else make_scheduler(config)
+    fellows = Fellows(config, scheduler=port, grants=lambda: read_grants(port))
+    try:
+        yield fellows
+    finally:
+        fellows.close()
+
+
+def make_console(*, stderr: bool = False, quiet: bool = False) -> Console:
+    """A rich console; off a terminal it is wide, so piped tables are not cut at 80 columns."""
+    console = Console(stderr=stderr, quiet=quiet)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = 200
+    return console
+
+
+def echo_json(value: object) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+def next_lane_of(config: Config) -> str | None:
+    return config.auto_order[1] if len(config.auto_order) > 1 else None
+
+
+# --------------------------------------------------------------------------- the command group
+@click.group(cls=_Group)
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    expose_value=False,
+    callback=_remember_config,
+    help=_CONFIG_HELP,
+)
+@click.version_option(package_name="fellows-fsm")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Dispatch GPU jobs to the fellows SLURM cluster, walking its QoS ladder before GCP."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+    _configure_logging(debug)

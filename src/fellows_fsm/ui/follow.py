@@ -1,0 +1,145 @@
+"""Following dispatches live: the panel of one dispatch (submit) or the table of all (watch), redrawn between polls
+while this process drives the journal, or while it reads what another process drives."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import attrs
+import click
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.text import Text
+
+from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.journal import Journal
+from fellows_fsm.ui.app import (
+    REFRESH_SECONDS,
+    next_lane_of,
+)
+from fellows_fsm.ui.history import history_entries
+from fellows_fsm.ui.live import dispatch_panel, watch_table
+from fellows_fsm.ui.snapshot import Snapshot
+from fellows_fsm.ui.words import span
+
+__all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
+
+
+def summary(dispatch_id: str, journal: Journal) -> str:
+    row = journal.dispatch(dispatch_id)
+    assert row is not None
+    handoff = journal.handoff(dispatch_id)
+    if row.label == "RUNNING":
+        return f"dispatch {row.id} is RUNNING on {row.qos} as SLURM job {row.job_id}"
+    if handoff is not None and row.outcome == "handed-off":
+        return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
+    if not row.final:
+        return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); `fellows-fsm watch` drives it"
+    if row.outcome.startswith("rejected"):
+        return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix('rejected: ')})"
+    if row.outcome == "no-fallback-lane":
+        return f"dispatch {row.id} parked out of every rung, and no lane follows fellows in [router] order"
+    return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
+
+
+@attrs.define
+class LiveState:
+    """What the live view shows besides the journal: since when SLURM has not answered, the last failures."""
+
+    unreachable_since: float | None = None
+    message: str | None = None
+
+
+def follow_live(fellows: Fellows, dispatch_id: str, console: Console) -> None:
+    """Follow one dispatch with a live view until it is final: driving every live dispatch while this process
+    drives the journal, reading the journal while another process does (and taking over if it stops)."""
+    journal = fellows.journal
+    next_lane = next_lane_of(fellows.config)
+    state = LiveState()
+
+    def render() -> RenderableType:
+        row = journal.dispatch(dispatch_id)
+        assert row is not None
+        handoff = journal.handoff(dispatch_id)
+        router = fellows.router
+        live = next((d for d in router.on_ladder if d.id == dispatch_id), None) if router is not None else None
+        snap = Snapshot.of_dispatch(live) if live is not None else Snapshot.of_row(row, handoff)
+        entries = history_entries(row, journal.steps(dispatch_id), journal.jobs(dispatch_id), handoff)
+        return dispatch_panel(
+            snap,
+            now=fellows.clock.now(),
+            steps=entries,
+            next_lane=next_lane,
+            unreachable_since=state.unreachable_since,
+            message=state.message,
+        )
+
+    live(console, render, state, lambda on_tick, sleep: fellows.follow(dispatch_id, on_tick=on_tick, sleep=sleep))
+
+
+_T = TypeVar("_T")
+
+
+def live(
+    console: Console,
+    render: Callable[[], RenderableType],
+    state: LiveState,
+    run: Callable[[Callable[[Progress], None], Callable[[float], None]], _T],
+) -> _T:
+    """Run ``run(on_tick, sleep)`` (a follow or a watch) under a rich Live view, redrawn between polls too."""
+    was_driving: list[bool] = []
+    with Live(render(), console=console, auto_refresh=False, transient=False) as live:
+
+        def on_tick(progress: Progress) -> None:
+            if was_driving and not was_driving[-1] and progress.driving:
+                click.echo(
+                    "fellows-fsm: note: the router that drove the journal stopped; this process drives it now "
+                    "(every live dispatch)",
+                    err=True,
+                )
+            was_driving[:] = [progress.driving]
+            report = progress.report
+            if report is not None and report.unreachable:
+                state.unreachable_since = state.unreachable_since or report.at
+            else:
+                state.unreachable_since = None
+            state.message = "; ".join(report.failures) or None if report is not None else None
+            live.update(render(), refresh=True)
+
+        def sleep(seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(REFRESH_SECONDS, left))
+                live.update(render(), refresh=True)
+
+        result = run(on_tick, sleep)
+        live.update(render(), refresh=True)
+    if not console.is_terminal:
+        console.line()  # rich ends the last frame with a newline only on a terminal
+    return result
+
+
+def watch_view(fellows: Fellows, state: LiveState, next_lane: str | None) -> RenderableType:
+    """The watch table: the router's live dispatches while this process drives, else the journal's."""
+    now = fellows.clock.now()
+    router = fellows.router
+    if router is not None:
+        snaps = [Snapshot.of_dispatch(d) for d in router.on_ladder]
+        busy = router.busy
+    else:
+        journal = fellows.journal
+        rows = journal.dispatches(live_only=True)
+        snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
+        busy = bool(rows)
+    if not snaps and not busy:
+        return Text("every dispatch is final:", style="dim")
+    parts: list[RenderableType] = [watch_table(snaps, now=now, next_lane=next_lane)]
+    if state.unreachable_since is not None:
+        gone = span(now - state.unreachable_since)
+        parts.append(Text(f"SLURM not answering for {gone}; retrying with back-off", style="bold red"))
+    if state.message:
+        parts.append(Text(state.message, style="yellow"))
+    return Group(*parts)
