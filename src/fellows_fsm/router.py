@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, Ladder, LaneConfig, Rung
+from fellows_fsm.config import Config, Ladder, Rung
 from fellows_fsm.core import Dispatch, dispatch_token
 from fellows_fsm.core.vocab import (
     FAILED_TO_GCP,
@@ -30,9 +30,10 @@ from fellows_fsm.core.vocab import (
 )
 from fellows_fsm.driver import Driver
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes import CommandLane, Handoff
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 
 __all__ = ["Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 
 INTERRUPT_LOOKUPS = 4
 """How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
-HANDOFF_CHECK_SECONDS = 0.05
-"""Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
 
 
 @attrs.frozen
@@ -96,28 +95,24 @@ class Router:
         self.scheduler = scheduler
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
-        self.lanes: dict[str, CommandLane] = (
-            dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes}
+        self.handoffs = Handoffs(
+            journal,
+            self.clock,
+            dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes},
         )
+        """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.driver = Driver(scheduler, journal, self.clock)
         """Runs every dispatch's effects (journal first, then the port), batched per tick."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
-        self.pending_handoffs: dict[str, tuple[str, JobSpec]] = {}
-        """Dispatches pinned to a command lane whose command has not been started yet."""
         self.settings: dict[str, dict[str, Any]] = {}
         """What each driven dispatch was created with (fallback lane, router options, config file)."""
-        self._pinned_lanes: dict[str, CommandLane] = {}
-        """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
-        self.running: dict[str, tuple[str, Handoff]] = {}
-        """Handoff commands under way (lane name, handle), by dispatch id: polled, never waited for."""
         self._last_answer = 0.0
         """When the controller last answered a tick's observe (the start of an outage, once it stops answering)."""
-        self._ended: list[str] = []
         self._failed: list[str] = []
-        """Handoffs that ended, and failure lines, since the last TickReport."""
+        """Failure lines since the last TickReport (besides the handoffs' own)."""
         self._parked_out: list[str] = []
         """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self._adopted_upto = 0
@@ -127,14 +122,24 @@ class Router:
         self._sweep_interrupted()
 
     @property
+    def running(self) -> dict[str, tuple[str, Handoff]]:
+        """Handoff commands under way (lane name, handle), by dispatch id."""
+        return self.handoffs.running
+
+    @property
+    def pending_handoffs(self) -> dict[str, tuple[str, JobSpec]]:
+        """Dispatches pinned to a command lane whose command has not started yet."""
+        return self.handoffs.pending
+
+    @property
     def busy(self) -> bool:
         """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
-        return bool(self.live or self.pending_handoffs or self.running)
+        return bool(self.live or self.handoffs.pending or self.handoffs.running)
 
     @property
     def driven(self) -> list[str]:
         """The ids of every dispatch this router still drives."""
-        return list(dict.fromkeys([*self.live, *self.pending_handoffs, *self.running]))
+        return list(dict.fromkeys([*self.live, *self.handoffs.pending, *self.handoffs.running]))
 
     @property
     def on_ladder(self) -> tuple[Dispatch, ...]:
@@ -166,8 +171,8 @@ class Router:
             self.journal.add_lane_dispatch(
                 dispatch_id, spec, intent=intent, lane=admitted.lane, at=now, settings=settings
             )
-            self.pending_handoffs[dispatch_id] = (admitted.lane, spec)
-            self._hand_off(dispatch_id, admitted.lane, spec)
+            self.handoffs.pending[dispatch_id] = (admitted.lane, spec)
+            self.handoffs.start(dispatch_id, admitted.lane, spec)
             return self.handle(dispatch_id)
         d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
         d.note = note
@@ -274,8 +279,8 @@ class Router:
         self.journal.check_intact()
         self.adopt()
         self.reap_handoffs()
-        for dispatch_id, (lane, spec) in list(self.pending_handoffs.items()):
-            self._hand_off(dispatch_id, lane, spec)
+        for dispatch_id, (lane, spec) in list(self.handoffs.pending.items()):
+            self.handoffs.start(dispatch_id, lane, spec)
         for dispatch_id in self._parked_out:
             if dispatch_id in self.live:
                 self._hand_off_after_ladder(self.live[dispatch_id])
@@ -311,8 +316,8 @@ class Router:
         self._failed.append(f"dispatch {d.id}: refused by the cluster: {exc}")
 
     def _report(self, now: float, observed: int, changes: int, deferred: int, *, unreachable: bool) -> TickReport:
-        ended, failed = tuple(self._ended), tuple(self._failed)
-        self._ended, self._failed = [], []
+        ended, failed = tuple(self.handoffs.ended), (*self._failed, *self.handoffs.failed)
+        self.handoffs.ended, self.handoffs.failed, self._failed = [], [], []
         return TickReport(now, len(self.live), observed, changes, deferred, ended, failed, unreachable)
 
     def run(
@@ -343,10 +348,10 @@ class Router:
                 # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost.
                 backoff = min(backoff * 2, 8 * interval) if report.unreachable else max(interval, 2 * took)
                 next_poll = started + backoff
-            elif self.running:
-                before = len(self.running)
+            elif self.handoffs.running:
+                before = len(self.handoffs.running)
                 self.reap_handoffs()
-                if len(self.running) != before:
+                if len(self.handoffs.running) != before:
                     report = self._report(clock.now(), 0, 0, self.deferred, unreachable=report.unreachable)
                 else:
                     report = attrs.evolve(report, handoffs=(), failures=())
@@ -355,7 +360,7 @@ class Router:
             if (until is not None and until(report)) or not self.busy:
                 return report
             wait = next_poll - clock.now()
-            if self.running:
+            if self.handoffs.running:
                 wait = min(wait, HANDOFF_CHECK_SECONDS)
             sleep(max(0.0, wait))
 
@@ -373,83 +378,15 @@ class Router:
             self.journal.finish(d.id, state=d.state, label=d.label, outcome=OUTCOME_NO_FALLBACK, at=self.clock.now())
             return
         lane = lane_from_json(fallback)
-        self._hand_off(d.id, lane.name, d.spec, lane=self._lane_for(lane))
-
-    def _files(self, dispatch_id: str) -> HandoffFiles:
-        return HandoffFiles(self.journal.path.parent / "handoffs", dispatch_id)
-
-    def _lane_for(self, config: LaneConfig) -> CommandLane:
-        """The lane to run ``config`` with: this router's own if it is the same lane, else one built for it."""
-        mine = self.lanes.get(config.name)
-        if mine is not None and mine.config == config:
-            return mine
-        return CommandLane(config)
-
-    def _hand_off(self, dispatch_id: str, lane_name: str, spec: JobSpec, *, lane: CommandLane | None = None) -> None:
-        """Start a lane's command for a dispatch exactly once (journaled before it starts); never wait for it."""
-        self.pending_handoffs.pop(dispatch_id, None)
-        if dispatch_id in self.running:
-            return
-        if lane is None:
-            lane = self._pinned_lanes.pop(dispatch_id, None) or self.lanes[lane_name]
-        previous = self.journal.handoff(dispatch_id)
-        if previous is not None and previous.status != "started":
-            return  # already done or failed: never twice
-        argv = lane.command(dispatch_id, spec)
-        files = self._files(dispatch_id)
-        now = self.clock.now()
-        handoff: Handoff | None
-        if previous is None:
-            self.journal.start_handoff(dispatch_id, lane_name, argv, now)
-            handoff = lane.start(argv, files, now=now)
-            if handoff.pid is not None:
-                self.journal.set_handoff_pid(dispatch_id, handoff.pid)
-        else:
-            # A router died while the command ran: follow it if it still runs or wrote its status.
-            handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
-            if handoff is None and lane.already_has(dispatch_id, spec):
-                handoff = CompletedHandoff(
-                    HandoffResult(argv, 0, "", "(handoff found by the lane's probe after a restart)")
-                )
-            if handoff is None:
-                # Nothing can tell whether it ran (the router died before the command's pid was journaled,
-                # and no probe is configured): run it again. Exactly-once needs an idempotent command or a
-                # probe; see docs/configuration.md.
-                handoff = lane.start(argv, files, now=now)
-                if handoff.pid is not None:
-                    self.journal.set_handoff_pid(dispatch_id, handoff.pid)
-        self.running[dispatch_id] = (lane_name, handoff)
+        self.handoffs.start(d.id, lane.name, d.spec, lane=self.handoffs.lane_for(lane))
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""
-        while self.running:
-            self.reap_handoffs()
-            if self.running:
-                sleep(HANDOFF_CHECK_SECONDS)
+        self.handoffs.wait(sleep=sleep)
 
     def reap_handoffs(self) -> list[str]:
         """Record every handoff command that has ended (or timed out: its group is killed); no SLURM call."""
-        now = self.clock.now()
-        ended = []
-        for dispatch_id, (lane_name, handoff) in list(self.running.items()):
-            result = handoff.result(now)
-            if result is None:
-                continue
-            self.journal.finish_handoff(
-                dispatch_id,
-                exit_status=result.exit_status,
-                stdout=result.stdout,
-                stderr=result.stderr,
-                at=self.clock.now(),
-                ok=result.ok,
-            )
-            del self.running[dispatch_id]
-            ended.append(dispatch_id)
-            self._ended.append(dispatch_id)
-            if not result.ok:
-                last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-                self._failed.append(f"dispatch {dispatch_id}: {lane_name} command exited {result.exit_status}: {last}")
-        return ended
+        return self.handoffs.reap()
 
     # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
@@ -466,20 +403,20 @@ class Router:
     def _load(self, rows: list[DispatchRow]) -> list[str]:
         recovered = []
         for row in rows:
-            if row.id in self.running:
+            if row.id in self.handoffs.running:
                 continue
             spec = spec_of(row)
             settings = row.settings
             if row.lane != FELLOWS:
                 fallback = settings.get("fallback")
                 if fallback is not None:
-                    self._pinned_lanes[row.id] = self._lane_for(lane_from_json(fallback))
-                elif row.lane not in self.lanes:
+                    self.handoffs.pinned_lanes[row.id] = self.handoffs.lane_for(lane_from_json(fallback))
+                elif row.lane not in self.handoffs.lanes:
                     raise ConfigError(
                         f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({self.config.source}) "
                         "does not define; run watch with the config it was submitted with"
                     )
-                self.pending_handoffs[row.id] = (row.lane, spec)
+                self.handoffs.pending[row.id] = (row.lane, spec)
                 recovered.append(row.id)
                 continue
             ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
