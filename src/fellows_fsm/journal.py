@@ -33,136 +33,19 @@ from fellows_fsm.core.vocab import (
     WITHDRAWN,
 )
 from fellows_fsm.errors import JournalBusy, JournalError
+from fellows_fsm.journal_schema import (
+    MIGRATIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    DispatchRow,
+    HandoffRow,
+    JobRow,
+    Listing,
+)
+from fellows_fsm.journal_schema import dispatch_row as _dispatch_row
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal", "Listing"]
-
-
-SCHEMA_VERSION = 2
-# Each step from version N to N + 1, applied in one transaction when an older journal is opened.
-_MIGRATIONS: dict[int, str] = {
-    1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
-    " ALTER TABLE dispatches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';",
-}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dispatches (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    intent TEXT NOT NULL,
-    lane TEXT NOT NULL,
-    pinned INTEGER NOT NULL,
-    spec TEXT NOT NULL,
-    ladder TEXT NOT NULL,
-    state TEXT NOT NULL,
-    label TEXT NOT NULL,
-    qos TEXT,
-    job_id TEXT,
-    final INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT NOT NULL DEFAULT '',
-    updated_at REAL NOT NULL,
-    settings TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS transitions (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    dispatch_id TEXT NOT NULL REFERENCES dispatches(id),
-    at REAL NOT NULL,
-    source TEXT NOT NULL,
-    dest TEXT NOT NULL,
-    trigger TEXT NOT NULL,
-    rung_index INTEGER NOT NULL,
-    qos TEXT NOT NULL,
-    job_id TEXT,
-    reason TEXT,
-    note TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS transitions_by_dispatch ON transitions(dispatch_id, seq);
-CREATE TABLE IF NOT EXISTS jobs (
-    dispatch_id TEXT NOT NULL REFERENCES dispatches(id),
-    rung_index INTEGER NOT NULL,
-    job_id TEXT NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (dispatch_id, rung_index)
-);
-CREATE TABLE IF NOT EXISTS handoffs (
-    dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
-    lane TEXT NOT NULL,
-    argv TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    exit_status INTEGER,
-    stdout TEXT,
-    stderr TEXT,
-    status TEXT NOT NULL,
-    pid INTEGER
-);
-"""
-
-
-@attrs.frozen
-class DispatchRow:
-    """A dispatch as the journal keeps it (static facts plus its latest state)."""
-
-    id: str
-    created_at: float
-    intent: str
-    lane: str
-    pinned: bool
-    spec: dict[str, Any]
-    ladder: list[dict[str, Any]]
-    state: str
-    label: str
-    qos: str | None
-    job_id: str | None
-    final: bool
-    outcome: str
-    updated_at: float
-    settings: dict[str, Any] = attrs.field(factory=dict)
-    """What the dispatch was created with beyond its ladder (fallback lane, router options, config file)."""
-
-
-@attrs.frozen
-class Listing:
-    """A dispatch as ``status`` lists it: its latest state and the lane it is on, no JSON column to parse."""
-
-    dispatch_id: str
-    name: str
-    label: str
-    final: bool
-    outcome: str
-    qos: str | None
-    job_id: str | None
-    lane: str
-    """The lane of its handoff if it has one, else its own."""
-    updated_at: float
-
-
-@attrs.frozen
-class JobRow:
-    """The SLURM job a rung of a dispatch got."""
-
-    dispatch_id: str
-    rung_index: int
-    job_id: str
-    at: float
-
-
-@attrs.frozen
-class HandoffRow:
-    """A handoff to a fallback lane: its command, and (once it ran) its exit status and output."""
-
-    dispatch_id: str
-    lane: str
-    argv: list[str]
-    started_at: float
-    finished_at: float | None
-    exit_status: int | None
-    stdout: str | None
-    stderr: str | None
-    status: str
-    """``started`` (written before the command runs), ``done``, or ``failed``."""
-    pid: int | None = None
-    """The process group of the running command (journaled right after it starts), to adopt it after a crash."""
 
 
 class Journal:
@@ -194,7 +77,7 @@ class Journal:
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION, *_MIGRATIONS) or (readonly and version == 0):
+            if version not in (0, SCHEMA_VERSION, *MIGRATIONS) or (readonly and version == 0):
                 self._db.close()
                 raise JournalError(
                     f"journal {self.path} has schema version {version}, this fellows-fsm reads "
@@ -212,9 +95,9 @@ class Journal:
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("PRAGMA foreign_keys=ON")
                 if version == 0:
-                    self._db.executescript(_SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+                    self._db.executescript(SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
                 for old in range(version, SCHEMA_VERSION) if version else ():
-                    self._db.executescript(f"BEGIN; {_MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
+                    self._db.executescript(f"BEGIN; {MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
             self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
@@ -623,13 +506,3 @@ def _outcome(step: Step) -> str:
     if step.trigger == "hold":
         return OUTCOME_HELD
     return ""
-
-
-def _dispatch_row(row: sqlite3.Row) -> DispatchRow:
-    values = dict(row)
-    values["pinned"] = bool(values["pinned"])
-    values["final"] = bool(values["final"])
-    values["spec"] = json.loads(values["spec"])
-    values["ladder"] = json.loads(values["ladder"])
-    values["settings"] = json.loads(values.get("settings") or "{}")
-    return DispatchRow(**values)
