@@ -18,7 +18,7 @@ import attrs
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
 from fellows_fsm.core import dispatch_token
-from fellows_fsm.core.vocab import OUTCOME_WITHDRAWN, WITHDRAWN
+from fellows_fsm.core.vocab import FELLOWS, OUTCOME_WITHDRAWN, WITHDRAWN
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -29,7 +29,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.intake import INTENTS, enqueue
 from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import FELLOWS, CommandLane
+from fellows_fsm.lanes import CommandLane
 from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.router import Handle, Router, TickReport

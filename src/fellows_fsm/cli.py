@@ -17,9 +17,9 @@ from pathlib import Path
 import click
 
 from fellows_fsm.config import Config
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import SchedulerUnreachable, UsageError
 from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import FELLOWS
 from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds

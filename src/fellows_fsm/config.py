@@ -19,6 +19,7 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
 __all__ = [
@@ -293,7 +294,7 @@ class LaneConfig:
         if self.probe is not None:
             _argv(f"{where} probe", self.probe)
         _positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
-        if self.name == "fellows":
+        if self.name == FELLOWS:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
 
 
@@ -329,7 +330,7 @@ class RouterConfig:
             )
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
-        if self.order is not None and (not self.order or self.order[0] != "fellows"):
+        if self.order is not None and (not self.order or self.order[0] != FELLOWS):
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
             )
@@ -381,14 +382,14 @@ class Config:
         """The lanes a dispatch walks without a pin: [router] order, else fellows then gcp if configured."""
         if self.router.order is not None:
             return self.router.order
-        return ("fellows", "gcp") if any(lane.name == "gcp" for lane in self.lanes) else ("fellows",)
+        return (FELLOWS, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (FELLOWS,)
 
     def lane(self, name: str) -> LaneConfig:
         """The command lane called ``name``."""
         for lane in self.lanes:
             if lane.name == name:
                 return lane
-        known = ", ".join(["fellows", *(lane.name for lane in self.lanes)])
+        known = ", ".join([FELLOWS, *(lane.name for lane in self.lanes)])
         raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
 
     @property

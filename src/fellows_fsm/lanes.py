@@ -25,7 +25,6 @@ from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = [
-    "FELLOWS",
     "CommandLane",
     "CompletedHandoff",
     "Handoff",
@@ -34,9 +33,6 @@ __all__ = [
     "Lane",
     "ProcessHandoff",
 ]
-
-FELLOWS = "fellows"
-"""The name of the SLURM ladder lane."""
 
 KILL_GRACE_SECONDS = 5.0
 """After a timeout the group gets SIGTERM, then SIGKILL this much later if anything of it is left."""

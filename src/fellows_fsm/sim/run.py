@@ -17,7 +17,7 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import RUNNING
+from fellows_fsm.core.vocab import FELLOWS, RUNNING
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
@@ -128,7 +128,7 @@ class RunResult:
     def free_share(self) -> float:
         """Share of my GPU-hours that ran on the free cluster."""
         total = math.fsum(o.gpu_hours for o in self.outcomes)
-        free = math.fsum(o.gpu_hours for o in self.outcomes if o.lane == "fellows")
+        free = math.fsum(o.gpu_hours for o in self.outcomes if o.lane == FELLOWS)
         return free / total if total > 0 else 0.0
 
     @property
@@ -310,9 +310,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
             ran = cluster.jobs[d.job_id]
             assert ran.start_time is not None
             outcomes.append(
-                _outcome(
-                    job, lane="fellows", qos=ran.qos, start_seconds=ran.start_time - submitted, rung_changes=changes
-                )
+                _outcome(job, lane=FELLOWS, qos=ran.qos, start_seconds=ran.start_time - submitted, rung_changes=changes)
             )
         elif d.id in lane.handed:
             wait = lane.handed[d.id] - submitted + params.gcp_start_seconds
@@ -377,7 +375,7 @@ def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams, *, pre
             outcomes.append(_outcome(job, lane="unstarted", qos=None, start_seconds=None, rung_changes=0))
         else:
             wait = ran.start_time - submitted
-            outcomes.append(_outcome(job, lane="fellows", qos=ran.qos, start_seconds=wait, rung_changes=0))
+            outcomes.append(_outcome(job, lane=FELLOWS, qos=ran.qos, start_seconds=wait, rung_changes=0))
     return RunResult("oracle-prefer" if prefer else "oracle", cap, tuple(outcomes))
 
 

@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.core.vocab import RUNNING
+from fellows_fsm.core.vocab import FELLOWS, RUNNING
 from fellows_fsm.ui.history import HistoryEntry
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
@@ -33,7 +33,7 @@ def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
             text.append(f"{qos} ●", style="bold cyan")
         else:
             text.append(qos)
-    lane = snap.lane if snap.lane != "fellows" else next_lane
+    lane = snap.lane if snap.lane != FELLOWS else next_lane
     if lane is not None and not snap.pinned:
         text.append(" → ", style="dim")
         text.append(f"{lane} ●" if current == len(snap.ladder) else lane, style="bold yellow" if current else "yellow")

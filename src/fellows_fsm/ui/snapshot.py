@@ -14,6 +14,7 @@ import attrs
 from fellows_fsm.core import Dispatch
 from fellows_fsm.core.vocab import (
     FAILED_TO_GCP,
+    FELLOWS,
     HANDED_OFF,
     HANDING_OFF,
     HANDOFF_FAILED,
@@ -84,7 +85,7 @@ class Snapshot:
     pinned: bool = False
 
     @classmethod
-    def of_dispatch(cls, d: Dispatch, *, lane: str = "fellows") -> Snapshot:
+    def of_dispatch(cls, d: Dispatch, *, lane: str = FELLOWS) -> Snapshot:
         """Read (never drive) a live Dispatch."""
         obs = d.observation if d.observation is not None and d.observation.job_id == d.job_id else None
         walking = not d.pinned and not d.is_final
@@ -174,7 +175,7 @@ def shown_state(snap: Listed) -> str:
 
 def left_ladder(snap: Snapshot) -> bool:
     """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
-    return snap.label == FAILED_TO_GCP or snap.lane != "fellows" or (snap.final and snap.outcome.startswith("rej"))
+    return snap.label == FAILED_TO_GCP or snap.lane != FELLOWS or (snap.final and snap.outcome.startswith("rej"))
 
 
 def state_style(label: str) -> str:
@@ -191,6 +192,6 @@ def status_words(snap: Listed) -> str:
     state = shown_state(snap)
     if state == RUNNING and snap.qos:
         return f"{RUNNING}({snap.qos})"
-    if state in (HANDED_OFF, HANDOFF_FAILED, HANDING_OFF) and snap.lane != "fellows":
+    if state in (HANDED_OFF, HANDOFF_FAILED, HANDING_OFF) and snap.lane != FELLOWS:
         return f"{state}({snap.lane})"
     return state

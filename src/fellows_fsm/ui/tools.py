@@ -21,6 +21,7 @@ from fellows_fsm import diagram as diagrams
 from fellows_fsm import sim
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable
 from fellows_fsm.records import outcome_error
 from fellows_fsm.scheduler import JobSpec, Phase
@@ -96,7 +97,7 @@ def _config_view(config: Config) -> RenderableType:
     lanes = Table(title="lanes", title_justify="left")
     for header in ("lane", "command", "probe", "manual only", "timeout"):
         lanes.add_column(header)
-    lanes.add_row("fellows", "(the SLURM ladder above)", "", "no", "")
+    lanes.add_row(FELLOWS, "(the SLURM ladder above)", "", "no", "")
     for lane in config.lanes:
         probe = " ".join(lane.probe) if lane.probe else "-"
         lanes.add_row(
