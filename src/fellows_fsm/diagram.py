@@ -14,11 +14,16 @@ from transitions.extensions import GraphMachine
 
 from fellows_fsm.config import FellowsConfig, Ladder
 from fellows_fsm.core import TABLE, Dispatch, machine_definition
+from fellows_fsm.core.vocab import FIXED_STATES, LANE_EDGES, LANE_STATES, MEANING
 
-__all__ = ["GUARDS", "DiagramMachine", "graph_machine", "mermaid", "state_diagram_page"]
+__all__ = ["DiagramMachine", "graph_machine", "guard_names", "mermaid", "state_diagram_page"]
 
-GUARDS = ("walks_ladder", "rung_expired", "rung_cannot_start", "job_started", "job_gone")
-"""The guard methods of Dispatch that the table names (left_<qos> guards are generated per rung)."""
+
+def guard_names() -> tuple[str, ...]:
+    """Every guard method of Dispatch that the table names, in order of first use (left_<qos> guards are made per
+    rung from left_previous_rung / left_last_rung)."""
+    names = dict.fromkeys(g for *_, guards in TABLE for g in guards if not g.startswith("left_"))
+    return tuple(names)
 
 
 class _LabelledState(State):
@@ -113,12 +118,24 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
             f"| {rung.label} | `{rung.state_name}` | pending on {rung.qos} ({first}); "
             f"parks after its window of {rung.park_cap_seconds:g} s |"
         )
+    out += [f"| {state} | `{state}` | {MEANING[state]} |" for state in (*FIXED_STATES, *LANE_STATES)]
     out += [
-        "| PARKED | `PARKED` | the rung's window closed (or it can never start the job); "
-        "cancelling, only if still pending |",
-        "| CANCELLED | `CANCELLED` | the rung's job is confirmed gone, never started; next rung or GCP |",
-        "| RUNNING | `RUNNING` | the job started on the free cluster (final) |",
-        "| FAILED_TO_GCP | `FAILED_TO_GCP` | every rung parked out; handed to the next lane once (final) |",
+        "",
+        "## The handoff",
+        "",
+        "After the machine: the router's handoffs run the fallback lane's command once and record how it ended.",
+        "A ladder dispatch keeps `FAILED_TO_GCP` in the journal's state column, with the outcome `handed-off` or",
+        "`handoff-failed`; `status` and the live view show it in the lane state.",
+        "",
+        "```mermaid",
+        "stateDiagram-v2",
+        "  direction LR",
+        *(f"  {source} --> {dest}: {trigger}" for trigger, source, dest, _ in LANE_EDGES),
+        "```",
+        "",
+        "| step | from | to | when |",
+        "|---|---|---|---|",
+        *(f"| {trigger} | {source} | {dest} | {when} |" for trigger, source, dest, when in LANE_EDGES),
         "",
         "## Triggers",
         "",
@@ -129,7 +146,7 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
     for trigger, source, dest, guards in TABLE:
         out.append(f"| {trigger} | {source} | {dest} | {' & '.join(guards)} |")
     out += ["", "## Guards", "", "| guard | question |", "|---|---|"]
-    for name in GUARDS:
+    for name in guard_names():
         out.append(f"| `{name}` | {_first_line(getattr(Dispatch, name))} |")
     out.append("| `left_<qos>` | Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)? |")
     return "\n".join(out) + "\n"

@@ -116,10 +116,11 @@ def _dispatch_path_from_cli(fake: SchedulingFake) -> str:
     return text
 
 
-def _page_block() -> str:
-    """The one fenced mermaid block of docs/state-diagram.md as generated."""
-    [block] = re.findall(r"^```mermaid\n(.*?)^```$", state_diagram_page(), flags=re.MULTILINE | re.DOTALL)
-    return str(block)
+def _page_blocks() -> dict[str, str]:
+    """The fenced mermaid blocks of docs/state-diagram.md as generated (the machine, then the handoff)."""
+    blocks = re.findall(r"^```mermaid\n(.*?)^```$", state_diagram_page(), flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 2
+    return {f"docs page block {i}": str(block) for i, block in enumerate(blocks, 1)}
 
 
 def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
@@ -130,7 +131,7 @@ def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
         "reference ladder": mermaid(ladder),
         "debug ladder": mermaid(FellowsConfig(park_cap_seconds=600, debug_qos="dev-eur").ladder_for("debug")),
         "one-rung ladder": mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
-        "docs page block": _page_block(),
+        **_page_blocks(),
         "dispatch path (cli)": _dispatch_path_from_cli(cli_env),
         "dispatch path to gcp": path_mermaid(ladder, _walked_to_gcp(), title="dispatch to-gcp"),
         "dispatch path withdrawn": path_mermaid(

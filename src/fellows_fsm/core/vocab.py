@@ -16,7 +16,9 @@ __all__ = [
     "HANDED_OFF",
     "HANDING_OFF",
     "HANDOFF_FAILED",
+    "LANE_EDGES",
     "LANE_STATES",
+    "MEANING",
     "NO_LANE_LEFT",
     "OUTCOME_HANDED_OFF",
     "OUTCOME_HANDOFF_FAILED",
@@ -71,6 +73,29 @@ OUTCOME_HANDED_OFF = "handed-off"
 OUTCOME_HANDOFF_FAILED = "handoff-failed"
 OUTCOME_REJECTED = "rejected: "
 """The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
+
+
+MEANING: dict[str, str] = {
+    PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
+    CANCELLED: "the rung's job is confirmed gone, never started; next rung or GCP",
+    RUNNING: "the job started on the free cluster (final)",
+    FAILED_TO_GCP: "every rung parked out; handed to the fallback lane once (final once the handoff is recorded)",
+    WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel`, or by Ctrl-C while queued (final)",
+    HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",
+    HANDED_OFF: "the lane's command exited 0 (final)",
+    HANDOFF_FAILED: "the lane's command failed or timed out (final)",
+}
+"""What each fixed and lane state means, as the generated state-diagram page says it."""
+
+LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
+    ("pin", "[*]", HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
+    ("hand_off", FAILED_TO_GCP, HANDING_OFF, "the HandOff effect: the fallback lane's command starts, journaled first"),
+    ("handed_off", HANDING_OFF, HANDED_OFF, "the command exited 0"),
+    ("handoff_failed", HANDING_OFF, HANDOFF_FAILED, "the command exited non-zero, or its timeout killed its group"),
+)
+"""The handoff, after the machine: run by the router's Handoffs (handoffs.py) and recorded by
+``Journal.finish_handoff``. A ladder dispatch keeps FAILED_TO_GCP in the journal's state column, with the outcome
+``handed-off`` or ``handoff-failed``; the views show it in the lane state."""
 
 
 def is_final_state(state: str, *, pinned: bool) -> bool:
