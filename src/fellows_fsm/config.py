@@ -12,6 +12,7 @@ import re
 import shutil
 import tomllib
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +175,9 @@ class FellowsConfig:
         """The production ladder's QoS, in order: ``qos``, then ``qos_ladder``."""
         return (self.qos, *self.qos_ladder)
 
-    @property
+    @cached_property
     def ladder(self) -> Ladder:
-        """The production ladder: ``qos`` then ``qos_ladder``, with their caps."""
+        """The production ladder: ``qos`` then ``qos_ladder``, with their caps (built once, shared by dispatches)."""
         return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)))
 
     def ladder_for(self, intent: str) -> Ladder:
@@ -185,6 +186,12 @@ class FellowsConfig:
             raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
         if intent == "prod" or self.debug_qos is None:
             return self.ladder
+        return self.debug_ladder
+
+    @cached_property
+    def debug_ladder(self) -> Ladder:
+        """The ladder of a debug dispatch when ``debug_qos`` is configured: it first, then the production rungs."""
+        assert self.debug_qos is not None
         debug_cap = self.debug_park_cap_seconds or self.park_cap_seconds
         rungs = [Rung(0, self.debug_qos, debug_cap)]
         rungs += [Rung(i + 1, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)]

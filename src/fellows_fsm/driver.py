@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -41,14 +41,10 @@ _ENTERED = frozenset({"resubmit", "move", "give_up"})
 
 
 class Recorder(Protocol):
-    """Where the core's journal effects go (the journal): each is committed before the effect it announces."""
+    """Where the core's journal effects go (the journal): committed before the effect they announce."""
 
-    def record(self, effect: Record) -> None:
-        """Persist a step and the dispatch's new state."""
-        ...
-
-    def attach(self, effect: Attach) -> None:
-        """Persist the job id of a dispatch's rung."""
+    def write(self, effects: Sequence[Record | Attach]) -> None:
+        """Persist one decision's steps (and the dispatch's new state) and job ids, together."""
         ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
@@ -59,10 +55,7 @@ class Recorder(Protocol):
 class NullRecorder:
     """A Recorder that keeps nothing (the dispatches keep their own history)."""
 
-    def record(self, effect: Record) -> None:
-        """Keep nothing."""
-
-    def attach(self, effect: Attach) -> None:
+    def write(self, effects: Sequence[Record | Attach]) -> None:
         """Keep nothing."""
 
     @contextlib.contextmanager
@@ -210,19 +203,22 @@ class Driver:
     def _journal(self, d: Dispatch, decision: Decision) -> Submit | FindByToken | MoveQos | None:
         """Commit a decision's journal effects, note its cancel and handoff; return its port call, if any."""
         call = None
+        writes: list[Record | Attach] = []
         for effect in decision.effects:
             if isinstance(effect, Record):
-                self.recorder.record(effect)
+                writes.append(effect)
                 if effect.step.trigger in _ENTERED:
                     self._changes += 1
             elif isinstance(effect, Attach):
-                self.recorder.attach(effect)
+                writes.append(effect)
             elif isinstance(effect, CancelIfPending):
                 self._cancels[d.id] = (d, effect)
             elif isinstance(effect, HandOff):
                 self._handoffs.append(d.id)
             else:
                 call = effect
+        if writes:
+            self.recorder.write(writes)
         return call
 
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:

@@ -229,14 +229,15 @@ class Journal:
         intent: str,
         at: float,
         settings: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> int:
         """Journal a new ladder dispatch (before anything is submitted for it), with what it needs to finish.
 
         A dispatch journaled without steps is submitted by whichever process drives the journal, on its next tick.
+        Returns the row id (the order in which drivers adopt rows).
         """
         first = ladder.first
         with self._write() as db:
-            db.execute(
+            cursor = db.execute(
                 "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
                 " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,?,?,?,?,?,?,NULL,0,'',?,?)",
                 (
@@ -254,6 +255,7 @@ class Journal:
                     json.dumps(settings or {}),
                 ),
             )
+        return int(cursor.lastrowid or 0)
 
     def add_lane_dispatch(
         self,
@@ -264,10 +266,10 @@ class Journal:
         lane: str,
         at: float,
         settings: dict[str, Any] | None = None,
-    ) -> None:
-        """Journal a dispatch pinned straight to a command lane (before its command runs)."""
+    ) -> int:
+        """Journal a dispatch pinned straight to a command lane (before its command runs); returns its row id."""
         with self._write() as db:
-            db.execute(
+            cursor = db.execute(
                 "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
                 " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,1,?,'[]',?,?,NULL,NULL,0,'',?,?)",
                 (
@@ -282,52 +284,60 @@ class Journal:
                     json.dumps(settings or {}),
                 ),
             )
+        return int(cursor.lastrowid or 0)
+
+    def write(self, effects: Sequence[Record | Attach]) -> None:
+        """Commit one decision's journal effects together (steps, then job ids), before anything they announce.
+
+        Every step is its own transitions row; the dispatch row is updated once, to where the last effect leaves it.
+        """
+        row: dict[str, dict[str, Any]] = {}
+        with self._write() as db:
+            for effect in effects:
+                if isinstance(effect, Record):
+                    step = effect.step
+                    db.execute(
+                        "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
+                        " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            effect.dispatch_id,
+                            step.at,
+                            step.source,
+                            step.dest,
+                            step.trigger,
+                            step.rung_index,
+                            step.qos,
+                            step.job_id,
+                            step.reason,
+                            step.note,
+                        ),
+                    )
+                    row.setdefault(effect.dispatch_id, {}).update(
+                        state=step.dest,
+                        label=effect.label,
+                        qos=step.qos,
+                        job_id=step.job_id,
+                        final=int(effect.final),
+                        outcome=_outcome(step),
+                        updated_at=step.at,
+                    )
+                else:
+                    db.execute(
+                        "INSERT OR REPLACE INTO jobs (dispatch_id, rung_index, job_id, at) VALUES (?,?,?,?)",
+                        (effect.dispatch_id, effect.rung_index, effect.job_id, effect.at),
+                    )
+                    row.setdefault(effect.dispatch_id, {}).update(job_id=effect.job_id, updated_at=effect.at)
+            for dispatch_id, values in row.items():
+                columns = ", ".join(f"{name}=?" for name in values)
+                db.execute(f"UPDATE dispatches SET {columns} WHERE id=?", (*values.values(), dispatch_id))  # noqa: S608 - column names are ours
 
     def record(self, effect: Record) -> None:
-        """Commit a step (and the dispatch's new state) before anything it announces is done."""
-        step = effect.step
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
-                " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (
-                    effect.dispatch_id,
-                    step.at,
-                    step.source,
-                    step.dest,
-                    step.trigger,
-                    step.rung_index,
-                    step.qos,
-                    step.job_id,
-                    step.reason,
-                    step.note,
-                ),
-            )
-            db.execute(
-                "UPDATE dispatches SET state=?, label=?, qos=?, job_id=?, final=?, outcome=?, updated_at=? WHERE id=?",
-                (
-                    step.dest,
-                    effect.label,
-                    step.qos,
-                    step.job_id,
-                    int(effect.final),
-                    _outcome(step),
-                    step.at,
-                    effect.dispatch_id,
-                ),
-            )
+        """Commit one step (and the dispatch's new state)."""
+        self.write((effect,))
 
     def attach(self, effect: Attach) -> None:
         """Commit the job id a rung's submit returned (or a move kept)."""
-        with self._write() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO jobs (dispatch_id, rung_index, job_id, at) VALUES (?,?,?,?)",
-                (effect.dispatch_id, effect.rung_index, effect.job_id, effect.at),
-            )
-            db.execute(
-                "UPDATE dispatches SET job_id=?, updated_at=? WHERE id=?",
-                (effect.job_id, effect.at, effect.dispatch_id),
-            )
+        self.write((effect,))
 
     def finish(self, dispatch_id: str, *, state: str, label: str, outcome: str, at: float) -> None:
         """Mark a dispatch final with an outcome (handed off, rejected, withdrawn)."""
@@ -406,11 +416,16 @@ class Journal:
         A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the new
         rows (a range on SQLite's rowid), and parses only those it does not already drive.
         """
-        last = self._read("SELECT max(rowid) FROM dispatches")[0][0] or rowid
-        rows = self._read(
-            "SELECT * FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", (rowid, last)
-        )
-        return int(last), [_dispatch_row(r) for r in rows if r["id"] not in known]
+        last = int(self._read("SELECT max(rowid) FROM dispatches")[0][0] or rowid)
+        span = (rowid, last)
+        ids = self._read("SELECT id FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", span)
+        wanted = [r[0] for r in ids if r[0] not in known]
+        if len(wanted) > 100:  # a restart: one scan beats a lookup per row
+            rows = self._read(
+                "SELECT * FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", span
+            )
+            return last, [_dispatch_row(r) for r in rows if r["id"] not in known]
+        return last, [row for dispatch_id in wanted if (row := self.dispatch(dispatch_id)) is not None]
 
     def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
         """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""

@@ -168,16 +168,20 @@ class Router:
         admitted = admit(self.config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
         spec, settings = admitted.spec, admitted.settings
         if admitted.ladder is None:
-            self.journal.add_lane_dispatch(
+            rowid = self.journal.add_lane_dispatch(
                 dispatch_id, spec, intent=intent, lane=admitted.lane, at=now, settings=settings
             )
+            self._adopted(rowid)
             self.handoffs.pending[dispatch_id] = (admitted.lane, spec)
             self.handoffs.start(dispatch_id, admitted.lane, spec)
             return self.handle(dispatch_id)
         d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
         d.note = note
         try:
-            self.journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings)
+            rowid = self.journal.add_dispatch(
+                d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings
+            )
+            self._adopted(rowid)
             self.settings[d.id] = settings
             self.driver.start(d)
         except KeyboardInterrupt:
@@ -393,6 +397,11 @@ class Router:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids."""
         self._adopted_upto, rows = self.journal.live_after(0)
         return self._load(rows)
+
+    def _adopted(self, rowid: int) -> None:
+        """This router wrote row ``rowid`` itself: adoption need not read it (unless another row came between)."""
+        if rowid == self._adopted_upto + 1:
+            self._adopted_upto = rowid
 
     def adopt(self) -> list[str]:
         """Take on the live dispatches journaled since the last look (by another process: a second ``submit``

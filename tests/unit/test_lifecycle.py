@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import pytest
@@ -333,13 +334,14 @@ def test_recorder_failure_aborts_the_transition(
         steps: ClassVar[list[Step]] = []
         jobs: ClassVar[dict[int, str]] = {}
 
-        def record(self, effect: Record) -> None:
+        def write(self, effects: Sequence[Record | Attach]) -> None:
             if self.fail:
                 raise OSError("disk full")
-            self.steps.append(effect.step)
-
-        def attach(self, effect: Attach) -> None:
-            self.jobs[effect.rung_index] = effect.job_id
+            for effect in effects:
+                if isinstance(effect, Record):
+                    self.steps.append(effect.step)
+                else:
+                    self.jobs[effect.rung_index] = effect.job_id
 
     recorder = FailingRecorder()
     d = make_dispatch(recorder=recorder)

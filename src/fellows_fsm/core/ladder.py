@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cached_property
 
 import attrs
 
@@ -20,13 +21,13 @@ class Rung:
     qos: str
     park_cap_seconds: float
 
-    @property
+    @cached_property
     def state_name(self) -> str:
         """The identifier-safe state name, e.g. ``SUBMITTED_high_eur`` or ``RESUBMITTED_normal_eur``."""
         verb = "SUBMITTED" if self.index == 0 else "RESUBMITTED"
         return f"{verb}_{re.sub(r'[^A-Za-z0-9]', '_', self.qos)}"
 
-    @property
+    @cached_property
     def label(self) -> str:
         """The human label, e.g. ``SUBMITTED(high-eur)``."""
         verb = "SUBMITTED" if self.index == 0 else "RESUBMITTED"
