@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from typing import Protocol
 
 import attrs
@@ -142,9 +143,9 @@ class Observation:
         """True for a job cancelled outside the router (an scancel by its owner or an admin)."""
         return self.phase is Phase.GONE and self.state.split(" ", 1)[0] == "CANCELLED"
 
-    @property
+    @cached_property
     def reason_group(self) -> ReasonGroup:
-        """The group of the pending reason (only meaningful while PENDING)."""
+        """The group of the pending reason (only meaningful while PENDING); worked out once per observation."""
         return classify_reason(self.reason)
 
 

@@ -66,7 +66,15 @@ def test_core_imports_nothing_that_does_io(path: Path) -> None:
 def test_the_pure_modules_the_core_may_import_do_no_io() -> None:
     """errors.py and scheduler.py, which the core imports, themselves import no I/O module."""
     for name in ("errors.py", "scheduler.py"):
-        assert _imports(SRC / name) <= {"__future__", "attrs", "enum", "re", "collections.abc", "typing"}, name
+        assert _imports(SRC / name) <= {
+            "__future__",
+            "attrs",
+            "enum",
+            "functools",
+            "re",
+            "collections.abc",
+            "typing",
+        }, name
 
 
 def test_one_cancel_path_in_the_code() -> None:

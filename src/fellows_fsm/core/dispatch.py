@@ -334,7 +334,10 @@ class Dispatch(Steps):
 
     def _next_trigger(self) -> str | None:
         """The first row of the current state, in table order, whose guards all hold."""
-        for trigger, guards in self._order.get(self.state, ()):
+        rows = self._order.get(self.state)
+        if rows is None:
+            return None
+        for trigger, guards in rows:
             for guard in guards:
                 if not guard(self):
                     break
@@ -382,8 +385,10 @@ class Dispatch(Steps):
     def _checked(self, obs: Observation) -> Observation:
         """``obs`` as it bears on this dispatch: a stranger's job under our id, or a job unknown for too long, is
         our job gone (a controller that restarted lost it and reused its id); nothing else is changed."""
-        prefix = dispatch_token(self.id, 0)[:-1]
-        if obs.token is not None and not obs.token.startswith(prefix):
+        token = obs.token  # ours is fsm-<dispatch id>-r<rung>
+        if token is not None and not (
+            token.startswith("fsm-") and token.startswith(self.id, 4) and token.startswith("-r", 4 + len(self.id))
+        ):
             self.note = f"job id {obs.job_id} now belongs to another job ({obs.token}); ours was lost by the controller"
             return Observation(obs.job_id, Phase.GONE, state="LOST")
         if obs.phase is not Phase.UNKNOWN:
