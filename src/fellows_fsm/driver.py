@@ -91,6 +91,9 @@ class Driver:
         self._failures: list[str] = []
         self._cancels: dict[str, tuple[Dispatch, CancelIfPending]] = {}
         self._changes = 0
+        self._attaches: list[Attach] | None = None
+        """During a tick, the job ids answered by this tick's submits: journaled together when it ends (a job whose
+        id is lost to a crash before that is found again by its token)."""
 
     # ----------------------------------------------------------------- one dispatch, outside a tick
     def start(self, d: Dispatch) -> None:
@@ -126,6 +129,21 @@ class Driver:
            seen pending this tick) resubmit now, within what is left of the budget.
         """
         self._handoffs, self._rejected, self._failures, self._cancels, self._changes = [], [], [], {}, 0
+        self._attaches = []
+        try:
+            return self._tick(dispatches, observations, budget, park_budget)
+        finally:
+            attaches, self._attaches = self._attaches, None
+            if attaches:
+                self.recorder.write(attaches)
+
+    def _tick(
+        self,
+        dispatches: Iterable[Dispatch],
+        observations: Mapping[str, Observation],
+        budget: int,
+        park_budget: int | None,
+    ) -> TickOutcome:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
         later: list[tuple[Dispatch, Decision]] = []
@@ -210,7 +228,10 @@ class Driver:
                 if effect.step.trigger in _ENTERED:
                     self._changes += 1
             elif isinstance(effect, Attach):
-                writes.append(effect)
+                if self._attaches is not None:
+                    self._attaches.append(effect)
+                else:
+                    writes.append(effect)
             elif isinstance(effect, CancelIfPending):
                 self._cancels[d.id] = (d, effect)
             elif isinstance(effect, HandOff):
