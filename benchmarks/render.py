@@ -367,10 +367,10 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
         f"(all of them: 10,000 parks at 10,000 live), then changes the rung of {budget}. The new code also bounds "
         f"the parks of a tick by that budget: at most {budget} dispatches park per tick, and the others stay on their "
         f"rung, untouched, until a tick has room. So at 10,000 live the new code's all-windows-close tick parks "
-        f"{budget}, not 10,000, and the last of them parks about {10_000 // budget} ticks later (a later park, by "
-        "up to that many poll intervals, than in the old code, which parked them all at once but still moved only "
-        f"{budget} a tick). Both change the rung of {budget} dispatches in that tick (one journaled fake sbatch "
-        "each).\n"
+        f"{budget}, not 10,000 (the old code's tick parks all 10,000). In both versions {budget} dispatches change "
+        f"rung per tick (one journaled fake sbatch each), so the last of them changes rung about {10_000 // budget} "
+        "ticks after its window closed; meanwhile the old code holds it in PARKED, the new code on its rung "
+        "(SUBMITTED, its job left alone).\n"
     )
     stopped = r.get("old_stopped")
     if stopped:
@@ -405,13 +405,20 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
 
 
 COST_PROFILE = (
-    "Where the new code's 10,000-dispatch tick goes (cProfile of `Router.poll`, see the report of the run): in a "
-    "steady tick, one `Dispatch.advance` per dispatch on the tick's fresh observation, which returns at once when "
-    "the observation is unchanged and the window still open. The first steady tick is the exception: every "
-    "dispatch has its first observation, so its guards run and a step is journaled for each. In a moving tick the "
-    "cost is the budget's rung changes: each is a park, a cancel answer and a resubmit, whose journal rows are "
-    "committed before the fake sbatch they announce (write-ahead), so a tick with a full budget pays a few hundred "
-    "commits whatever the number of live dispatches.\n"
+    "Where the new code's 10,000-dispatch tick goes (cProfile of `Router.poll` on the same setup). A later steady "
+    "tick: one `Dispatch.advance` per dispatch on the tick's fresh observation, which returns at once when the "
+    "observation equals the last one and the window is still open; around it, per dispatch and tick, a `Decision` "
+    "is built and `is_final` (a property) is asked three times (the router's observe list, the driver's live list, "
+    "the router's sweep of final dispatches). The first steady tick: every dispatch has its first observation, so "
+    "each tries its state's rows as compiled guards (no step fires, nothing is journaled), and `Router.adopt` reads "
+    "back every row the router itself journaled since its last tick (all of them, `SELECT *`, then skipped by id). "
+    "A moving tick: the dispatches still waiting for the budget take the fast path; the budget's rung changes each "
+    "take a park, a cancel answer and a resubmit, whose journal rows are committed before the fake sbatch they "
+    "announce (write-ahead): sqlite statements are the largest single item, a cost that grows with the budget, not "
+    "with the number of live dispatches. Memory: the new `Dispatch` has 30 instance attributes, the number at which "
+    "CPython 3.11 stops sharing an instance dict's keys between instances, so every dispatch's `__dict__` is a full "
+    "table of its own; that is most of what the new code adds per live dispatch. Every dispatch also still builds "
+    "its own `Ladder` (`FellowsConfig.ladder` makes a new one on each call).\n"
 )
 
 
