@@ -391,9 +391,9 @@ def _reach(state: str, d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeF
     elif state in (PARKED, CANCELLED):
         frozen.tick(CAP)
         poll(d, fake, may_change_rung=False)
-        if state == CANCELLED:
-            d.observation = fake.cancel_if_pending([d.job_id])[d.job_id]
-            d.cancel()
+        if state == CANCELLED:  # the cancel is answered, and the tick has no room to resubmit
+            gone = fake.cancel_if_pending([d.job_id])[d.job_id]
+            d.d.cancel_answered(gone, fake.clock.now(), may_change_rung=False)
     elif state == FAILED_TO_GCP:
         for _ in range(3):
             frozen.tick(d.deadline - fake.clock.now())

@@ -77,6 +77,8 @@ class Dispatch(Steps):
     deadline: float = attrs.field(init=False, default=0.0)
     """When the current rung's window closes (its park deadline)."""
     observation: Observation | None = attrs.field(init=False, default=None)
+    look: Observation | None = attrs.field(init=False, default=None)
+    """The observation, when it is of the current job (what every guard reads); set with them by ``_see``."""
     history: list[Step] = attrs.field(init=False, factory=list)
     note: str = attrs.field(init=False, default="")
     """Written on the next step (why it is taken), then cleared."""
@@ -170,7 +172,7 @@ class Dispatch(Steps):
         last = history[-1]
         d.state = last.dest
         d.rung_index = last.rung_index
-        d.job_id = jobs.get(d.rung_index)
+        d._see(jobs.get(d.rung_index), None)
         d.submit_uncertain = d.job_id is None and d.on_rung
         return d
 
@@ -238,7 +240,7 @@ class Dispatch(Steps):
                 now, may_change_rung=may_change_rung
             )  # journaled but never submitted (enqueued, a crash, or SLURM was down)
         if observation is not None and self.job_id is not None and observation.job_id == self.job_id:
-            self.observation = self._checked(observation)
+            self._see(self.job_id, self._checked(observation))
         self._settle()
         return self._decide()
 
@@ -291,7 +293,7 @@ class Dispatch(Steps):
         self.submit_uncertain = False
         if observation is not None:
             self._attach(observation.job_id, observation)
-            self.observation = self._checked(observation)
+            self._see(self.job_id, self._checked(observation))
         self._settle()
         return self._decide()
 
@@ -299,7 +301,7 @@ class Dispatch(Steps):
         """A cancel's answer for the parked job (GONE: the cancel proved it gone; STARTED: it started first)."""
         self._begin(now, changing=may_change_rung)
         if observation.job_id == self.job_id:
-            self.observation = observation
+            self._see(self.job_id, observation)
         self._settle()
         return self._decide()
 
@@ -318,6 +320,14 @@ class Dispatch(Steps):
         return self._decide()
 
     # ----------------------------------------------------------------- the step loop: the table's order
+    def _see(self, job_id: str | None, observation: Observation | None) -> None:
+        """Set the current job and the last observation (and ``look``, what the guards read) together."""
+        self.job_id = job_id
+        self.observation = observation
+        self.look = (
+            observation if observation is not None and job_id is not None and observation.job_id == job_id else None
+        )
+
     def _begin(self, now: float, *, changing: bool) -> None:
         self.now = now
         self.changing = changing
@@ -333,21 +343,18 @@ class Dispatch(Steps):
             getattr(self, "_" + trigger)()
 
     def _next_trigger(self) -> str | None:
-        """The first row of the current state, in table order, whose guards all hold."""
+        """The first row of the current state, in table order, whose guards all hold (machine.step_order)."""
         rows = self._order.get(self.state)
-        if rows is None:
-            return None
-        for trigger, guards in rows:
-            for guard in guards:
-                if not guard(self):
-                    break
-            else:
-                return trigger
-        return None
+        return None if rows is None else rows(self)
 
     def _decide(self) -> Decision:
         """The effects the dispatch now needs (after its steps' journal effects), and when to look again."""
-        if self.on_rung and self.job_id is None and not self.refused:
+        on_rung = self.state not in OFF_RUNG
+        if on_rung and self.job_id is not None:  # waiting on its rung: nothing to ask (the common case)
+            out = self._out
+            wake = None if self.pinned or self.held or self.paused else self.deadline
+            return Decision(tuple(out), wake) if out else Decision((), wake)
+        if on_rung and self.job_id is None and not self.refused:
             if self.submit_uncertain:
                 self._out.append(FindByToken(self.id, self.token()))
             else:
@@ -378,8 +385,7 @@ class Dispatch(Steps):
 
     def _attach(self, job_id: str, observation: Observation | None) -> None:
         self._out.append(Attach(self.id, self.rung_index, job_id, self.now))
-        self.job_id = job_id
-        self.observation = observation
+        self._see(job_id, observation)
         self.submit_uncertain = False
 
     def _checked(self, obs: Observation) -> Observation:
@@ -435,7 +441,7 @@ class Dispatch(Steps):
             self._record(name, self.state, dest, self.rung_index, job_id=self.job_id)
 
     def _record(self, trigger: str, source: str, dest: str, rung_index: int, *, job_id: str | None) -> None:
-        obs = self._current()
+        obs = self.look
         step = Step(
             at=self.now,
             source=source,

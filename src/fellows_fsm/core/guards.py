@@ -31,6 +31,7 @@ class Guards:
     job_id: str | None
     deadline: float
     observation: Observation | None
+    look: Observation | None
     submit_uncertain: bool
     refused: bool
     moved: bool
@@ -68,7 +69,7 @@ class Guards:
 
     def rung_cannot_start(self, event: Any = None) -> bool:
         """Does the latest pending reason prove this rung can never start the job?"""
-        obs = self._current()
+        obs = self.look
         return (
             obs is not None
             and obs.phase is Phase.PENDING
@@ -86,7 +87,7 @@ class Guards:
         last = self.rung_index == len(self.ladder.rungs) - 1
         if last and not self.park_early_last_rung:
             return None
-        obs = self._current()
+        obs = self.look
         if obs is not None and obs.qos is not None and obs.qos != self.rung.qos:
             return None  # a look taken before an in-place move says nothing about this rung
         return park_early_reason(self.park_early, obs, self.deadline, last_rung=last)
@@ -97,22 +98,22 @@ class Guards:
 
     def job_started(self, event: Any = None) -> bool:
         """Was the current job seen running (or having run)?"""
-        obs = self._current()
+        obs = self.look
         return obs is not None and obs.phase is Phase.STARTED
 
     def job_ended_by_others(self, event: Any = None) -> bool:
         """Was the current job cancelled outside the router, or dropped while someone held it?"""
-        obs = self._current()
+        obs = self.look
         return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or self.held)
 
     def job_held(self, event: Any = None) -> bool:
         """Is the current job newly seen held by its owner or an admin?"""
-        obs = self._current()
+        obs = self.look
         return not self.held and obs is not None and obs.phase is Phase.PENDING and obs.reason_group is ReasonGroup.HELD
 
     def job_released(self, event: Any = None) -> bool:
         """Was the current job held, and is it now seen pending without the hold (or started)?"""
-        obs = self._current()
+        obs = self.look
         return (
             self.held
             and obs is not None
@@ -140,9 +141,8 @@ class Guards:
         """Is the rung's job confirmed gone without starting (or was none queued: refused, or parked before one)?"""
         if self.job_id is None:
             return self.refused or not self.on_rung
-        obs = self._current()
+        obs = self.look
         return obs is not None and obs.phase is Phase.GONE
 
     def _current(self) -> Observation | None:
-        obs = self.observation
-        return obs if obs is not None and self.job_id is not None and obs.job_id == self.job_id else None
+        return self.look

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from operator import methodcaller
 from typing import Any
 
 import attrs
@@ -108,6 +107,7 @@ def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
         return bool(model.rung_index == rung.index)
 
     guard.__name__ = f"left_{rung.state_name.split('_', 1)[1]}"
+    guard.rung_index = rung.index  # type: ignore[attr-defined]  # read by step_order's generated code
     return guard
 
 
@@ -155,19 +155,33 @@ def build_machine(ladder: Ladder) -> Machine:
     )
 
 
-Guard = Callable[[Any], bool]
-StepOrder = dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]]
+StepOrder = dict[str, Callable[[Any], str | None]]
+"""Per state: a function of the model that returns the trigger of the first row whose guards all hold, or None."""
 
 
 @cache
 def step_order(ladder: Ladder) -> StepOrder:
-    """For each state, the rows a look tries, in table order: (trigger, guards as callables of the model).
-    External triggers are left out."""
+    """For each state, the rows a look tries, in table order, compiled into one function of the model.
+
+    The function is generated from TABLE (as namedtuple generates its class): one ``if`` per row, its guards joined
+    with ``and`` in the order written, so a look asks the same questions in the same order as the table says, at the
+    cost of plain method calls. External triggers (submit, pause) are left out: they are told, never tried.
+    """
     _, transitions = machine_definition(ladder)
-    order: dict[str, list[tuple[str, tuple[Guard, ...]]]] = {}
+    rows: dict[str, list[str]] = {}
     for t in transitions:
         if t["trigger"] in EXTERNAL:
             continue
-        guards = tuple(methodcaller(g) if isinstance(g, str) else g for g in t["conditions"])
-        order.setdefault(t["source"], []).append((t["trigger"], guards))
-    return {state: tuple(rows) for state, rows in order.items()}
+        tests = [f"d.{g}()" if isinstance(g, str) else f"d.rung_index == {g.rung_index}" for g in t["conditions"]]
+        rows.setdefault(t["source"], []).append(
+            f"    if {' and '.join(tests) or 'True'}:\n        return {t['trigger']!r}"
+        )
+    order: StepOrder = {}
+    for state, body in rows.items():
+        source = "def next_step(d):\n" + "\n".join(body) + "\n    return None\n"
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<step order of {state}>", "exec"), namespace)  # noqa: S102 - our own table, no input
+        function = namespace["next_step"]
+        function.__doc__ = source
+        order[state] = function
+    return order

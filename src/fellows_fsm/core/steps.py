@@ -10,6 +10,7 @@ from fellows_fsm.core.effects import Attach, Effect, HandOff
 from fellows_fsm.core.guards import Guards
 from fellows_fsm.core.ladder import window_deadline
 from fellows_fsm.core.machine import Step
+from fellows_fsm.scheduler import Observation
 
 __all__ = ["EARLY_PARK", "Steps"]
 
@@ -32,6 +33,9 @@ class Steps(Guards):
     def _fire(self, trigger: str) -> None:
         raise NotImplementedError
 
+    def _see(self, job_id: str | None, observation: Observation | None) -> None:
+        raise NotImplementedError
+
     def _pause(self, since: float | None = None) -> None:
         self.paused_since = min(self.now, since) if since is not None else self.now
         self.note = f"SLURM has not answered since {time.strftime('%H:%M:%S', time.localtime(self.paused_since))}"
@@ -49,7 +53,7 @@ class Steps(Guards):
         self._fire("start")
 
     def _withdraw(self) -> None:
-        obs = self._current()
+        obs = self.look
         state = obs.state if obs is not None else "gone"
         if self.held and (obs is None or not obs.ended_by_others):
             self.note = f"job {self.job_id} ended ({state}) while held; a hold is someone's decision: not resubmitted"
@@ -91,14 +95,13 @@ class Steps(Guards):
     def _move(self) -> None:
         self._enter_next_rung("move")
         self.moved = False
-        self.observation = None  # the last look was at the previous rung: the next poll looks at this one
+        self._see(self.job_id, None)  # the last look was at the previous rung: the next poll looks at this one
         assert self.job_id is not None
         self._out.append(Attach(self.id, self.rung_index, self.job_id, self.now))
 
     def _resubmit(self) -> None:
         self._enter_next_rung("resubmit")
-        self.job_id = None
-        self.observation = None
+        self._see(None, None)
         if self.rung_expired():
             # The walk ran late (an outage, or caps shorter than the poll): this rung's window closed before it
             # opened. Queue nothing; the next step parks it, so GCP is never later than promised.
