@@ -42,6 +42,16 @@ _ENTERS_RUNG = frozenset({"resubmit", "move"})
 _FINAL = frozenset({RUNNING, WITHDRAWN})
 
 
+class _Idle(list):  # type: ignore[type-arg]
+    """The effects list between events: shared by every dispatch, so it must stay empty (appending is a bug)."""
+
+    def append(self, item: object) -> None:
+        raise RuntimeError(f"an effect ({item!r}) outside an event: call it through submit/advance/fire")
+
+
+_IDLE: list[Effect] = _Idle()
+
+
 # Not frozen (transitions sets ``state`` on the model); slotted, so 100,000 live dispatches keep no dict each.
 @attrs.define(eq=False)
 class Dispatch(Steps):
@@ -104,7 +114,8 @@ class Dispatch(Steps):
     leaving: bool = attrs.field(init=False, default=True)
     """Whether this event may park the dispatch (the driver's per-tick bound on parks: a park it could not follow
     with a cancel this tick is not taken, nor paid for, until a tick that can)."""
-    _out: list[Effect] = attrs.field(init=False, factory=list)
+    _out: list[Effect] = attrs.field(init=False, factory=lambda: _IDLE)
+    """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     _order: StepOrder = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -255,7 +266,8 @@ class Dispatch(Steps):
         if self.paused or self.is_final or not self.history or not self.walks_ladder():
             return Decision((), None)
         self._pause(since)
-        return Decision(tuple(self._out), None)
+        out, self._out = self._out, _IDLE
+        return Decision(tuple(out), None)
 
     def fire(self, trigger: str, now: float) -> Decision:
         """Fire one trigger by hand, out of the table's order (tests, tools): its guards must hold, else
@@ -313,6 +325,7 @@ class Dispatch(Steps):
             self.note = f"in-place move refused ({answer}); cancelling instead"
             self.in_place = False
         elif not answer:
+            self._out = _IDLE
             return Decision((), self._wake_at())  # no longer pending (it started, or ended): the next look says
         else:
             self.moved = True
@@ -351,7 +364,7 @@ class Dispatch(Steps):
         """The effects the dispatch now needs (after its steps' journal effects), and when to look again."""
         on_rung = self.state not in OFF_RUNG
         if on_rung and self.job_id is not None:  # waiting on its rung: nothing to ask (the common case)
-            out = self._out
+            out, self._out = self._out, _IDLE
             wake = None if self.pinned or self.held or self.paused else self.deadline
             return Decision(tuple(out), wake) if out else Decision((), wake)
         if on_rung and self.job_id is None and not self.refused:
@@ -365,7 +378,8 @@ class Dispatch(Steps):
                     self._out.append(MoveQos(self.id, self.job_id, self.ladder.rungs[self.rung_index + 1].qos))
             else:
                 self._out.append(CancelIfPending(self.id, self.job_id))
-        return Decision(tuple(self._out), self._wake_at())
+        out, self._out = self._out, _IDLE
+        return Decision(tuple(out), self._wake_at())
 
     def _wake_at(self) -> float | None:
         if self.on_rung and self.walks_ladder() and not (self.held or self.paused):
