@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,11 +69,16 @@ class Journal:
                 f"journal {self.path} is read-only for this user; its dispatches can be read (status, history) but "
                 "not driven: fix the permissions of the file and its folder, or run as the user who owns it"
             )
+        setup = None
         try:
             if readonly:
                 self._db = _open_readonly(self.path)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                # Two processes opening a new journal at once (two shells' submits) would both create it; WAL mode
+                # and the schema are set up under an flock of their own, one process after the other.
+                setup = open(self.path.with_name(self.path.name + ".setup-lock"), "a", encoding="utf-8")  # noqa: SIM115
+                fcntl.flock(setup, fcntl.LOCK_EX)
                 self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
@@ -106,6 +112,9 @@ class Journal:
         except OSError as exc:
             self._close_refused()
             raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
+        finally:
+            if setup is not None:
+                setup.close()  # releases the flock
 
     def check_intact(self) -> None:
         """Raise JournalError if the journal file was deleted or replaced since it was opened.
@@ -383,10 +392,17 @@ class Journal:
     # ----------------------------------------------------------------- reads
     def _read(self, query: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
-        try:
-            return self._db.execute(query, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
+        for attempt in range(50):
+            try:
+                return self._db.execute(query, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                # Busy is not damage: a WAL reader can be told so at once while another process sets the file up.
+                if "locked" not in str(exc) or attempt == 49:
+                    raise _damaged(self.path, exc) from None
+                time.sleep(0.1)
+            except sqlite3.DatabaseError as exc:
+                raise _damaged(self.path, exc) from None
+        raise AssertionError("unreachable")
 
     def dispatches(self, *, live_only: bool = False) -> list[DispatchRow]:
         """Every dispatch, oldest first (only those not final with ``live_only``)."""
