@@ -17,8 +17,8 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
-from fellows_fsm.core import dispatch_token
-from fellows_fsm.core.vocab import FELLOWS, OUTCOME_WITHDRAWN, WITHDRAWN
+from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.daemon import ensure_driver, remember_config
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -28,13 +28,13 @@ from fellows_fsm.errors import (
     SubmitRejected,
 )
 from fellows_fsm.intake import INTENTS, enqueue
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal import DriverOwner, Journal
 from fellows_fsm.lanes import CommandLane
 from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, select
-from fellows_fsm.router import Handle, Router, TickReport
+from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST, Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, port_for
 from fellows_fsm.ui.history import HistoryEntry, history_entries
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
@@ -109,17 +109,28 @@ class Fellows:
         clock: Clock | None = None,
         lanes: Mapping[str, CommandLane] | None = None,
         grants: Callable[[], Grants] | None = None,
+        background: bool = False,
+        start_driver: Callable[[Config, Journal], DriverOwner | None] | None = None,
     ) -> None:
         """``scheduler`` defaults to the real SLURM; ``grants`` reads what the cluster grants for the check before
-        the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check)."""
+        the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check).
+
+        ``background=True`` hands every dispatch to the journal's background driver (daemon.py): ``submit``
+        enqueues and starts that driver if none runs, and returns at once; ``follow``, ``watch`` and ``cancel``
+        never drive in this process, so the walk goes on whatever becomes of it. ``start_driver`` starts the
+        driver (default ``daemon.ensure_driver``; tests run one in a thread)."""
         self.config = config
-        self.scheduler: Scheduler = scheduler if scheduler is not None else SlurmScheduler()
+        self.scheduler: Scheduler = scheduler if scheduler is not None else port_for(config)
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
         self._grants = grants if grants is not None else _default_grants(self.scheduler)
         self.journal = Journal(config.journal_path)
         self._router: Router | None = None
         self._driver: str | None = None
+        self.background = background
+        self._start_driver = start_driver or ensure_driver
+        self.started: DriverOwner | None = None
+        """The background driver this Fellows started, if it started one (the CLI says so once)."""
 
     # ----------------------------------------------------------------- who drives
     @property
@@ -138,7 +149,13 @@ class Fellows:
         return self._driver
 
     def drive(self) -> bool:
-        """Take the driver lock if it is free and recover every live dispatch; True if this process drives now."""
+        """Take the driver lock if it is free and recover every live dispatch; True if this process drives now.
+
+        In background mode this process never drives: it starts the background driver if none runs (and the
+        journal has work), and returns False."""
+        if self.background:
+            self.ensure_driver()
+            return False
         if self._router is not None:
             return True
         try:
@@ -153,6 +170,16 @@ class Fellows:
             raise
         self._driver = None
         return True
+
+    def ensure_driver(self) -> DriverOwner | None:
+        """Start the journal's background driver if it has work and nobody drives it; return the record of the
+        driver it started (None if one was running or nothing is live). Notes who drives in ``driver``."""
+        started = self._start_driver(self.config, self.journal)
+        if started is not None and self.started is None:
+            self.started = started
+        owner = self.journal.owner()
+        self._driver = owner.describe() if owner is not None else None
+        return started
 
     def close(self) -> None:
         """Stop driving (the dispatches go on; the next driver recovers them) and close the journal."""
@@ -223,6 +250,8 @@ class Fellows:
             checked = self.check(spec, intent=intent, pin=pin)
         if checked.refused is not None:
             raise checked.refused
+        if self.background:
+            remember_config(self.config, self.journal)
         if not self.drive():
             dispatch_id = enqueue(
                 self.config,
@@ -234,6 +263,8 @@ class Fellows:
                 note=checked.note,
                 at=self.clock.now(),
             )
+            if self.background:
+                self.ensure_driver()
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
             return Submitted(self.handle(dispatch_id), driving=False, check=checked)
         assert self._router is not None
@@ -374,48 +405,53 @@ class Fellows:
         return outcome_error(self.journal, find(self.journal, dispatch_id).id)
 
     # ----------------------------------------------------------------- cancelling
-    def cancel(self, dispatch_id: str) -> list[str]:
+    def cancel(self, dispatch_id: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> list[str]:
         """Withdraw a dispatch: journal it final (``withdrawn``) first, then scancel every job it got, whatever its
-        state; return their ids. Needs the driver lock (JournalBusy while another process drives the journal).
+        state; return their ids (``Router.withdraw``). A dispatch handed to a command lane cannot be taken back
+        (FellowsError): cancel it in that lane.
 
-        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane.
+        The journal's driver does it: this process if it drives or can take the lock (and is not in background
+        mode); otherwise the cancel is journaled as a request for the driver that holds the lock (started if
+        none runs), and this waits up to ``wait`` seconds for its answer.
         """
-        self.journal.acquire_driver()
-        try:
-            row = find(self.journal, dispatch_id)
-            handoff = self.journal.handoff(row.id)
-            if handoff is not None and handoff.status != "failed":
-                raise FellowsError(
-                    f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
-                    f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
-                )
-            job_ids = list(dict.fromkeys([*(j.job_id for j in self.journal.jobs(row.id)), *filter(None, [row.job_id])]))
-            # A controller that restarted on stale state may have given one of these ids to someone else's job:
-            # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
-            prefix = dispatch_token(row.id, 0)[:-1]
-            seen = self.scheduler.observe(job_ids) if job_ids else {}
-            job_ids = [
-                j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
-            ]
-            if not row.final and row.lane == FELLOWS:
-                ladder = [str(r["qos"]) for r in row.ladder]
-                rung = ladder.index(row.qos) if row.qos in ladder else 0
-                found = self.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
-                if found is not None and found.job_id not in job_ids:
-                    job_ids.append(found.job_id)
-            # Written ahead: a router restarted after this never resubmits; a failed scancel is safe to re-run.
-            if row.outcome != OUTCOME_WITHDRAWN:
-                self.journal.finish(
-                    row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
-                )
-            self.scheduler.cancel(job_ids)
-        finally:
-            if self._router is not None:
-                # Rebuilt from the journal, as after a restart, so the withdrawn dispatch is never advanced again.
-                self._router = Router(self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes)
+        row = find(self.journal, dispatch_id)
+        if self._router is not None:
+            return self._router.withdraw(row.id)
+        if not self.background:
+            try:
+                self.journal.acquire_driver()
+            except JournalBusy:
+                pass
             else:
-                self.journal.release_driver()
-        return job_ids
+                try:
+                    return Router(
+                        self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes
+                    ).withdraw(row.id)
+                finally:
+                    self.journal.release_driver()
+        handoff = self.journal.handoff(row.id)
+        if handoff is not None and handoff.status != "failed":
+            raise FellowsError(
+                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
+                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
+            )
+        self.journal.drop_meta(CANCEL_ANSWER + row.id)
+        self.journal.put_meta(CANCEL_REQUEST + row.id, {"at": self.clock.now()})
+        end = time.monotonic() + wait
+        while True:
+            self._start_driver(self.config, self.journal)
+            answer = self.journal.get_meta(CANCEL_ANSWER + row.id)
+            if answer is not None:
+                self.journal.drop_meta(CANCEL_ANSWER + row.id)
+                if "error" in answer:
+                    raise FellowsError(str(answer["error"]))
+                return [str(j) for j in answer["jobs"]]
+            if time.monotonic() > end:
+                raise FellowsError(
+                    f"the driver of {self.journal.path} did not answer the cancel of dispatch {row.id} within "
+                    f"{wait:g} s; the request stays journaled and is done at its next tick"
+                )
+            sleep(min(0.1, self.config.fellows.poll_interval_seconds))
 
 
 def _final(journal: Journal, dispatch_id: str) -> bool:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
+from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import SchedulerUnreachable, UsageError
@@ -23,6 +25,7 @@ from fellows_fsm.journal import Journal
 from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
+from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui import tools
 from fellows_fsm.ui.app import (
     INTERRUPTED,
@@ -37,6 +40,8 @@ from fellows_fsm.ui.app import (
     open_fellows,
     open_journal,
     read_grants,
+    say_started,
+    start_driver,
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_entries, history_table
@@ -44,6 +49,7 @@ from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
 from fellows_fsm.ui.status import status_table
 
 __all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "tools"]
+_ = _driver_commands  # registers `fellows-fsm driver` on the group
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +83,14 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     time_limit: str | None,
     name: str | None,
 ) -> None:
-    """Dispatch an sbatch SCRIPT through the router and follow it until it runs or reaches GCP.
+    """Dispatch an sbatch SCRIPT and follow it until it runs or reaches GCP.
 
     Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
-    --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before the first sbatch the
-    ladder is checked against what the cluster grants. `--pin fellows` returns once the job is queued
-    (add --follow to stay). Ctrl-C detaches: the dispatch goes on, `watch` drives it. While another process
-    drives the journal, the dispatch is enqueued for it and followed from here (driven from here once that
-    process stops).
+    --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before anything is queued the
+    ladder is checked against what the cluster grants. The journal's background driver walks the dispatch
+    (started here if none runs): this command only follows it, so Ctrl-C, a closed terminal or a dropped ssh
+    session never stops the walk. `--detach` returns once the first job is queued; `--pin fellows` too (add
+    --follow to stay).
     """
     if (owned := owned_option(sbatch_args)) is not None:
         raise UsageError(f"sbatch option {owned[0]!r} after `--` is set by fellows-fsm itself: {owned[1]}")
@@ -107,36 +113,27 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             raise checked.refused
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
-        # Ctrl-C until the first job is queued withdraws the dispatch (Interrupted, exit 130); after, it detaches.
         submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
+        say_started(fellows.started, config)
         dispatch_id = submitted.dispatch_id
         journal = fellows.journal
+        queued_only = pin == FELLOWS and not follow
         try:
-            for note in submitted.notes:
-                click.echo(f"fellows-fsm: note: {note}", err=True)
-            if not submitted.driving:
-                click.echo(
-                    f"fellows-fsm: note: {journal.path} is driven by another router ({fellows.driver}): dispatch "
-                    f"{dispatch_id} is enqueued for it{'' if detach else '; following it from here'}",
-                    err=True,
-                )
-            queued_only = pin == FELLOWS and not follow
-            if pin is not None and pin != FELLOWS and detach:
-                # A pinned lane's command IS the submit: its result is the answer.
-                if submitted.driving:
-                    fellows.wait_for_handoffs()
+            if pin is not None and pin != FELLOWS:
+                if detach:
+                    fellows.follow(dispatch_id)  # a pinned lane's command IS the submit: its result is the answer
                 else:
-                    fellows.follow(dispatch_id)
-            elif queued_only and not submitted.driving:
-                fellows.follow(dispatch_id, until=lambda _: fellows.handle(dispatch_id).slurm_job_id is not None)
-            elif not detach and not queued_only and not submitted.handle.final:
+                    follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+            elif detach or queued_only:
+                _wait_until_queued(fellows, dispatch_id)
+            else:
+                _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, is said at once
                 # With --json the live view goes to stderr, and only when that is a terminal.
-                console = make_console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
-                follow_live(fellows, dispatch_id, console)
+                follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
         except KeyboardInterrupt:
             click.echo(
-                f"detached: dispatch {dispatch_id} goes on; `fellows-fsm watch` drives it, "
-                f"`fellows-fsm cancel {dispatch_id}` withdraws it",
+                f"detached: dispatch {dispatch_id} goes on, walked by the background driver; "
+                f"`fellows-fsm watch` follows it, `fellows-fsm cancel {dispatch_id}` withdraws it",
                 err=True,
             )
             ctx.exit(INTERRUPTED)
@@ -159,6 +156,35 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         raise error
 
 
+DETACH_WAIT_SECONDS = 30.0
+"""How long ``submit --detach`` waits for the driver to queue the first job (or SLURM to refuse it)."""
+
+
+def _quiet(as_json: bool) -> bool:
+    return as_json and not sys.stderr.isatty()
+
+
+def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
+    """Follow until the dispatch's first job is queued (or it is final): a refusal is still an exit code.
+
+    SchedulerUnreachable (exit 6) if SLURM has not queued it within ``DETACH_WAIT_SECONDS``: it stays journaled,
+    and the driver goes on asking (looking its token up first, so it is never queued twice)."""
+    end = time.monotonic() + DETACH_WAIT_SECONDS
+
+    def queued(_: object) -> bool:
+        handle = fellows.handle(dispatch_id)
+        if handle.slurm_job_id is not None or handle.final:
+            return True
+        if time.monotonic() > end:
+            raise SchedulerUnreachable(
+                f"SLURM has not queued dispatch {dispatch_id}'s job within {DETACH_WAIT_SECONDS:g} s; it stays "
+                "journaled and the background driver keeps trying (never twice); `fellows-fsm watch` follows it"
+            )
+        return False
+
+    fellows.follow(dispatch_id, until=queued)
+
+
 # --------------------------------------------------------------------------- watch
 @main.command(short_help="Drive every live dispatch to the end.")
 @click.option("--once", is_flag=True, help="Poll once, print where every dispatch stands, and return.")
@@ -166,15 +192,18 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
 @config_option
 @click.pass_context
 def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
-    """Drive every live dispatch in the journal (after a crash, a detach, or Ctrl-C) until each is final.
+    """Follow every live dispatch in the journal until each is final; the background driver walks them (started
+    here if none runs), so stopping watch stops nothing.
 
-    While another process drives the journal, watch follows it read-only (saying who drives) and takes over
-    as soon as that process stops; with --once it only shows where every dispatch stands.
+    With --once it takes one poll itself when no driver runs (the fallback where login nodes kill long-lived
+    processes: run it from cron, with poll_interval_seconds set to the cron period), and shows where every
+    dispatch stands.
     """
     config = config_of(ctx)
-    with open_fellows(config) as fellows:
+    with open_fellows(config, background=not once) as fellows:
         journal = fellows.journal
         driving = fellows.drive()
+        say_started(fellows.started, config)
         router = fellows.router
         ids = router.driven if router is not None else [r.id for r in journal.dispatches(live_only=True)]
         if not ids:
@@ -183,15 +212,12 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             else:
                 click.echo(f"no live dispatches in {journal.path}")
             return
-        console = make_console(stderr=as_json, quiet=as_json and not sys.stderr.isatty())
+        console = make_console(stderr=as_json, quiet=_quiet(as_json))
         next_lane = next_lane_of(config)
         for line in _created_with(config, journal, ids):
             click.echo(f"fellows-fsm: {line}", err=True)
-        if not driving:
-            then = "" if once else "; following it read-only, and driving once it stops"
-            click.echo(
-                f"fellows-fsm: note: {journal.path} is driven by another router ({fellows.driver}){then}", err=True
-            )
+        if once and not driving:
+            click.echo(f"fellows-fsm: note: {journal.path} is driven by another router ({fellows.driver})", err=True)
         if once:
             report = fellows.poll() if driving else None
             for failure in report.failures if report is not None else ():
@@ -208,7 +234,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
                     lambda on_tick, sleep: fellows.watch(on_tick=on_tick, sleep=sleep),
                 )
             except KeyboardInterrupt:
-                click.echo("stopped: the dispatches go on; run `fellows-fsm watch` again to drive them", err=True)
+                click.echo("stopped following: the background driver walks the dispatches on", err=True)
                 ctx.exit(INTERRUPTED)
             ids = list(dict.fromkeys([*ids, *(h.dispatch_id for h in handles)]))
         rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
@@ -248,6 +274,7 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
     """
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:  # read-only use: never the driver lock
+        say_started(start_driver(config, journal), config)
         total = journal.count()
         if show_all and not dispatch_id and not as_json:
             # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
@@ -285,6 +312,7 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
     """Every transition of DISPATCH_ID: time, from, to, trigger, QoS, SLURM job and pending reason."""
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:
+        say_started(start_driver(config, journal), config)
         row = find_row(journal, dispatch_id)
         entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
     if as_json:
@@ -318,7 +346,7 @@ def _created_with(config: Config, journal: Journal, ids: Sequence[str]) -> list[
 def cancel(ctx: click.Context, dispatch_id: str) -> None:
     """Withdraw DISPATCH_ID: scancel its SLURM jobs whatever their state, and mark it final (withdrawn).
 
-    It takes the journal's driver lock, so stop a running `watch` first (it would otherwise resubmit).
+    The journal's driver does it (the background driver, started if none runs), so it is never resubmitted.
     """
     config = config_of(ctx)
     with open_fellows(config) as fellows:
@@ -326,6 +354,7 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
             job_ids = fellows.cancel(dispatch_id)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
+        say_started(fellows.started, config)
         row = find_row(fellows.journal, dispatch_id)
     jobs = ", ".join(job_ids) or "none"
     click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")

@@ -37,6 +37,7 @@ __all__ = [
     "LaneConfig",
     "RouterConfig",
     "Rung",
+    "config_mapping",
     "config_warnings",
     "default_park_cap",
     "load_config",
@@ -317,8 +318,12 @@ class RouterConfig:
     Polls come once per poll interval, so this is a rate. Default (None): derived from the interval,
     ``RUNG_CHANGES_PER_SECOND`` per second of it (200 a poll at the default 10 s), enough for 10,000
     dispatches with 600 s caps; see ``Config.rung_changes_per_tick``."""
-    controller_deadline: bool = True
-    """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a parked job if we are dead."""
+    controller_deadline: bool = False
+    """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a job still pending at the window's end
+    plus its time limit. Off by default: SLURM's deadline is not moved by a hold, an outage or time no driver
+    watched, so it can drop a job while no driver is alive to queue its next rung (docs/configuration.md)."""
+    driver_idle_seconds: float = 30.0
+    """How long the background driver stays up once nothing is live (then it exits; any command restarts it)."""
     change_rung: str = "cancel"
     """How a parked job changes rung: 'cancel' (cancel if pending, then sbatch on the next QoS) or
     'in-place' (``scontrol update qos=<next>`` on the pending job, same job id; slurmctld refuses it once the
@@ -335,6 +340,7 @@ class RouterConfig:
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
+        _positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
         if self.order is not None and (not self.order or self.order[0] != FELLOWS):
@@ -455,6 +461,32 @@ class Config:
             raise ConfigError(message if message.startswith(source) else f"{source}: {message}") from None
         except TypeError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+
+
+def config_mapping(config: Config) -> dict[str, Any]:
+    """The config as the TOML mapping ``Config.from_mapping`` takes (every key, defaults resolved): what the
+    background driver is started with, so it needs no config file, current directory or environment of its own."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple | list):
+            return [plain(v) for v in value]
+        if isinstance(value, Path):
+            return str(value)
+        return value
+
+    def table(value: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+        return {
+            f.name: plain(getattr(value, f.name))
+            for f in attrs.fields(type(value))
+            if f.name not in skip and getattr(value, f.name) is not None
+        }
+
+    return {
+        "fellows": table(config.fellows),
+        "lanes": {lane.name: table(lane, skip=("name",)) for lane in config.lanes},
+        "router": table(config.router),
+        "state_dir": str(config.state_dir.absolute()),
+    }
 
 
 def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:

@@ -100,13 +100,14 @@ class Driver:
         """Submit a new dispatch on its first rung now; SubmitRejected and SchedulerError reach the caller."""
         self._run(d, d.submit(self.clock.now(), may_change_rung=False))
 
-    def pause(self, dispatches: Iterable[Dispatch], last_answer: float) -> None:
-        """The controller did not answer this tick: stop every walking dispatch's clock (one transaction)."""
+    def pause(self, dispatches: Iterable[Dispatch], last_answer: float, *, why: str = "") -> None:
+        """The controller did not answer this tick (or no driver watched since ``last_answer``): stop every walking
+        dispatch's clock from then (one transaction); the next answered look resumes it."""
         now = self.clock.now()
         with self.recorder.batch():
             for d in dispatches:
                 if d.history and not d.paused:
-                    self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at)))
+                    self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at), why=why))
 
     # ----------------------------------------------------------------- a tick
     def tick(
@@ -245,11 +246,12 @@ class Driver:
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
         """Run one port call and hand its answer to the dispatch."""
         if isinstance(call, Submit):
+            asked_at = self.clock.now()
             try:
                 job_id = self.scheduler.submit(call.spec, qos=call.qos, token=call.token, deadline=call.deadline)
             except SubmitRejected as exc:
                 return d.submit_refused(exc, self.clock.now())
-            return d.submitted(job_id, self.clock.now())
+            return d.submitted(job_id, self.clock.now(), asked_at=asked_at)
         if isinstance(call, FindByToken):
             found = self.scheduler.find_by_token(call.token)
             if found is not None:

@@ -46,7 +46,7 @@ from fellows_fsm.journal_schema import (
 from fellows_fsm.journal_schema import dispatch_row as _dispatch_row
 from fellows_fsm.scheduler import JobSpec
 
-__all__ = ["DispatchRow", "HandoffRow", "JobRow", "Journal", "Listing"]
+__all__ = ["DispatchRow", "DriverOwner", "HandoffRow", "JobRow", "Journal", "Listing", "lock_held"]
 
 
 class Journal:
@@ -62,6 +62,9 @@ class Journal:
         readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
         self.readonly = readonly
         self._lock_file: Any = None
+        self._owner: DriverOwner | None = None
+        self.last_watched: float | None = None
+        """When the journal's previous driver last ticked (read from the lock file as the lock is taken)."""
         self._batching = False
         self._identity: tuple[int, int] | None = None
         if not readonly and self.path.exists() and not _writable(self.path):
@@ -141,8 +144,12 @@ class Journal:
         """The file whose flock marks the one router that drives this journal."""
         return self.path.with_name(self.path.name + ".lock")
 
-    def acquire_driver(self) -> None:
-        """Become the one router driving this journal, or raise JournalBusy naming the holder."""
+    def acquire_driver(self, *, kind: str = "in-process", log: str | None = None, at: float | None = None) -> None:
+        """Become the one router driving this journal, or raise JournalBusy naming the holder.
+
+        The lock file then holds the owner's record (pid, host, since, kind, log, last tick: ``DriverOwner``),
+        which outlives the owner: the next driver reads from it when the journal was last watched.
+        """
         if self._lock_file is not None:
             return
         handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
@@ -150,18 +157,63 @@ class Journal:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "an unknown process"
+            owner = DriverOwner.parse(handle.read())
             handle.close()
+            holder = owner.describe() if owner is not None else "an unknown process"
             raise JournalBusy(
                 holder,
                 f"journal {self.path} is driven by another router ({holder}); stop it, or read with "
                 "`fellows-fsm status`",
             ) from None
         handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        handle.flush()
+        previous = DriverOwner.parse(handle.read())
+        self.last_watched = previous.last_tick if previous is not None else None
         self._lock_file = handle
+        self._owner = DriverOwner(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            since=time.time() if at is None else at,
+            kind=kind,
+            log=log,
+            last_tick=self.last_watched,
+        )
+        self._write_owner()
+
+    def beat(self, at: float) -> None:
+        """Note in the owner record that the driver ticked at ``at`` (what the next driver counts as watched)."""
+        if self._lock_file is not None and self._owner is not None:
+            self._owner = attrs.evolve(self._owner, last_tick=at)
+            self._write_owner()
+
+    def _write_owner(self) -> None:
+        handle, owner = self._lock_file, self._owner
+        assert handle is not None
+        assert owner is not None
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(owner.dump())
+            handle.flush()
+        except OSError:
+            pass  # the record is for people and the next driver; a full disk must not stop the walk
+
+    @property
+    def driving(self) -> bool:
+        """True while this Journal holds the driver lock."""
+        return self._lock_file is not None
+
+    def owner(self) -> DriverOwner | None:
+        """The driver lock's owner record as the lock file has it (of a live driver, or of the last one)."""
+        try:
+            return DriverOwner.parse(self.lock_path.read_text(encoding="utf-8"))
+        except OSError:
+            return None
+
+    def driver_alive(self) -> bool:
+        """Does some process hold the driver lock now (this one included)? A probe: it never keeps the lock."""
+        if self._lock_file is not None:
+            return True
+        return lock_held(self.lock_path)
 
     def release_driver(self) -> None:
         """Stop driving the journal (the lock is also released when the process dies)."""
@@ -169,6 +221,7 @@ class Journal:
             fcntl.flock(self._lock_file, fcntl.LOCK_UN)
             self._lock_file.close()
             self._lock_file = None
+            self._owner = None
 
     def close(self) -> None:
         """Release the lock and close the database."""
@@ -390,6 +443,27 @@ class Journal:
             )
 
     # ----------------------------------------------------------------- reads
+    # ----------------------------------------------------------------- requests and the driver's settings
+    def put_meta(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key`` in the journal's meta table (a request, the driver's settings)."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get_meta(self, key: str) -> Any:
+        """The JSON value stored under ``key``, or None."""
+        rows = self._read("SELECT value FROM meta WHERE key=?", (key,))
+        return json.loads(rows[0]["value"]) if rows else None
+
+    def meta_with_prefix(self, prefix: str) -> dict[str, Any]:
+        """Every meta entry whose key starts with ``prefix``, by the rest of its key."""
+        rows = self._read("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (prefix, prefix + "\U0010ffff"))
+        return {row["key"][len(prefix) :]: json.loads(row["value"]) for row in rows}
+
+    def drop_meta(self, key: str) -> None:
+        """Remove ``key`` from the meta table (nothing happens if it is not there)."""
+        with self._write() as db:
+            db.execute("DELETE FROM meta WHERE key=?", (key,))
+
     def _read(self, query: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
         for attempt in range(50):
@@ -537,3 +611,61 @@ def _outcome(step: Step) -> str:
     if step.trigger == "hold":
         return OUTCOME_HELD
     return ""
+
+
+def lock_held(lock_path: Path) -> bool:
+    """Does a process hold the driver lock at ``lock_path``? Probed with a non-blocking flock, released at once."""
+    try:
+        handle = open(lock_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        handle.close()  # closing releases a lock the probe took
+    return False
+
+
+@attrs.frozen
+class DriverOwner:
+    """What the driver lock file says of the process that holds (or last held) the lock."""
+
+    pid: int
+    host: str
+    since: float
+    kind: str = "in-process"
+    """``background`` (the driver process started on demand) or ``in-process`` (a program driving itself)."""
+    log: str | None = None
+    last_tick: float | None = None
+    """When it last ticked: time after this, until the next driver ticks, was watched by no one."""
+
+    def dump(self) -> str:
+        return json.dumps(attrs.asdict(self))
+
+    @classmethod
+    def parse(cls, text: str) -> DriverOwner | None:
+        """The record from a lock file's text (None if empty or unreadable; the old "pid N on host" form too)."""
+        text = text.strip()
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(
+                pid=int(data["pid"]),
+                host=str(data["host"]),
+                since=float(data["since"]),
+                kind=str(data.get("kind", "in-process")),
+                log=data.get("log"),
+                last_tick=None if data.get("last_tick") is None else float(data["last_tick"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            words = text.split()
+            if len(words) == 4 and words[0] == "pid" and words[1].isdigit():
+                return cls(pid=int(words[1]), host=words[3], since=0.0)
+            return None
+
+    def describe(self) -> str:
+        """``pid 42 on node1`` (what people and older messages read)."""
+        return f"pid {self.pid} on {self.host}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shlex
 
+from fellows_fsm.config import Ladder, Rung
+from fellows_fsm.core import Dispatch
 from fellows_fsm.core.vocab import (
     OUTCOME_HANDED_OFF,
     OUTCOME_HANDOFF_FAILED,
@@ -17,9 +19,10 @@ from fellows_fsm.core.vocab import (
     RUNNING,
 )
 from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.intake import spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 
-__all__ = ["RECENT", "find", "outcome_error", "select"]
+__all__ = ["RECENT", "find", "outcome_error", "restore", "select"]
 
 RECENT = 20
 """How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
@@ -82,3 +85,26 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
             f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
         )
     return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
+
+
+def restore(
+    journal: Journal, row: DispatchRow, *, controller_deadline: bool = False, in_place: bool = False
+) -> Dispatch:
+    """A ladder dispatch rebuilt from its journaled steps and jobs, exactly where it stood (its window's deadline
+    included): what a driver recovers, and what a follower reads its countdowns from. The two keyword defaults
+    serve a row journaled before dispatches carried them."""
+    settings = row.settings
+    ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
+    return Dispatch.restore(
+        row.id,
+        spec_of(row),
+        ladder,
+        history=journal.steps(row.id),
+        jobs={j.rung_index: j.job_id for j in journal.jobs(row.id)},
+        pinned=row.pinned,
+        controller_deadline=bool(settings.get("controller_deadline", controller_deadline)),
+        in_place=bool(settings.get("in_place", in_place)),
+        # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
+        park_early=str(settings.get("park_early", "off")),
+        park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
+    )

@@ -8,6 +8,7 @@ exactly once. Everything is journaled ahead, and ``recover`` resumes after a cra
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import threading
 import time
@@ -18,28 +19,43 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, Ladder, Rung
+from fellows_fsm.config import Config, Ladder
 from fellows_fsm.core import Dispatch, dispatch_token
 from fellows_fsm.core.vocab import (
     FAILED_TO_GCP,
     FELLOWS,
     OUTCOME_NO_FALLBACK,
     OUTCOME_REJECTED,
+    OUTCOME_WITHDRAWN,
     OUTCOME_WITHDRAWN_INTERRUPTED,
     WITHDRAWN,
 )
 from fellows_fsm.driver import Driver
-from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    Interrupted,
+    SchedulerError,
+    SchedulerUnreachable,
+    SubmitRejected,
+)
 from fellows_fsm.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import CommandLane, Handoff
+from fellows_fsm.records import restore
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 
-__all__ = ["Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
+__all__ = ["CANCEL_ANSWER", "CANCEL_REQUEST", "Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
 
 log = logging.getLogger(__name__)
 
+UNWATCHED_SLACK_SECONDS = 1.0
+"""A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
+CANCEL_REQUEST = "cancel:"
+"""The meta key prefix of a cancel another process asks of the driver (the driver does every port call)."""
+CANCEL_ANSWER = "cancelled:"
+"""The meta key prefix of the driver's answer to a cancel request."""
 INTERRUPT_LOOKUPS = 4
 """How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
 
@@ -281,6 +297,8 @@ class Router:
         """
         now = self.clock.now()
         self.journal.check_intact()
+        self.journal.beat(now)
+        self.take_requests()
         self.adopt()
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.handoffs.pending.items()):
@@ -330,8 +348,13 @@ class Router:
         until: Callable[[TickReport], bool] | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        linger: bool = False,
     ) -> TickReport:
         """Poll until every dispatch is final (or ``until`` says stop): ONE poll per poll interval.
+
+        ``linger``: go on polling when nothing is live (the background driver, which adopts what others
+        enqueue), until ``until`` says stop. Time in which no tick came (this process stopped, or no driver ran
+        before it) is not spent from any window: see ``catch_up``.
 
         The cadence is the promise to a shared slurmctld: at most one observe (one squeue) and one cancel
         call per interval, whatever the number of dispatches or the spread of their deadlines; a window
@@ -344,8 +367,10 @@ class Router:
         clock = self.clock  # the cadence runs on the injected clock, so a simulation's time drives it too
         report = self._report(clock.now(), 0, 0, 0, unreachable=False)
         next_poll = clock.now()
+        self.catch_up_unwatched()
         while True:
             if clock.now() >= next_poll:
+                self.catch_up(next_poll)  # a stopped process (SIGSTOP, a laptop asleep) ticks late
                 started = clock.now()
                 report = self.poll()
                 took = clock.now() - started
@@ -361,12 +386,91 @@ class Router:
                     report = attrs.evolve(report, handoffs=(), failures=())
             if on_tick is not None:
                 on_tick(report)
-            if (until is not None and until(report)) or not self.busy:
+            if (until is not None and until(report)) or (not linger and not self.busy):
                 return report
             wait = next_poll - clock.now()
             if self.handoffs.running:
                 wait = min(wait, HANDOFF_CHECK_SECONDS)
             sleep(max(0.0, wait))
+
+    def catch_up_unwatched(self) -> bool:
+        """Before this router's first tick: the previous driver's next tick was due one interval after its last
+        (the lock file's record); from then to now nobody watched the journal (``catch_up``). Once only."""
+        last, self.journal.last_watched = self.journal.last_watched, None
+        return last is not None and self.catch_up(last + self.config.fellows.poll_interval_seconds)
+
+    def catch_up(self, due: float) -> bool:
+        """A tick was due at ``due``; if it comes much later (no driver ran, or this one was stopped), stop every
+        walking dispatch's clock from ``due``: the next answered tick resumes it, every window later by the gap.
+        A rung is tried only while a driver watches it, so a free rung is never passed over for time nobody
+        watched. Returns True if it paused anything."""
+        now = self.clock.now()
+        interval = self.config.fellows.poll_interval_seconds
+        if now - due <= max(2 * interval, UNWATCHED_SLACK_SECONDS) or not self.live:
+            return False
+        since = time.strftime("%H:%M:%S", time.localtime(due))
+        why = f"no driver watched from {since} for {now - due:.0f} s; the windows wait for that time"
+        log.warning("no tick since %s (%.0f s): every window moves later by that time", since, now - due)
+        self.driver.pause(self.live.values(), due, why=why)
+        return True
+
+    def take_requests(self) -> list[str]:
+        """Do what other processes asked of this journal's driver (a ``cancel``); return the ids withdrawn.
+
+        A request is a meta row ``cancel:<id>``; its answer is written as ``cancelled:<id>`` (the job ids, or
+        the error), for the asking process to read, and the request is dropped."""
+        done = []
+        for dispatch_id in self.journal.meta_with_prefix(CANCEL_REQUEST):
+            answer: dict[str, Any]
+            try:
+                answer = {"jobs": self.withdraw(dispatch_id)}
+                done.append(dispatch_id)
+            except FellowsError as exc:
+                answer = {"error": str(exc), "exit_code": exc.exit_code}
+            self.journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
+            self.journal.drop_meta(CANCEL_REQUEST + dispatch_id)
+        return done
+
+    def withdraw(self, dispatch_id: str) -> list[str]:
+        """Withdraw a dispatch (a user's ``cancel``): journal it final (``withdrawn``) first, then scancel every
+        job it got, whatever its state; return their ids. It is never advanced again.
+
+        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane.
+        """
+        row = self.journal.dispatch(dispatch_id)
+        if row is None:
+            raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
+        handoff = self.journal.handoff(row.id)
+        if handoff is not None and handoff.status != "failed":
+            raise FellowsError(
+                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
+                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
+            )
+        job_ids = list(dict.fromkeys([*(j.job_id for j in self.journal.jobs(row.id)), *filter(None, [row.job_id])]))
+        # A controller that restarted on stale state may have given one of these ids to someone else's job:
+        # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
+        prefix = dispatch_token(row.id, 0)[:-1]
+        seen = self.scheduler.observe(job_ids) if job_ids else {}
+        job_ids = [
+            j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
+        ]
+        if not row.final and row.lane == FELLOWS:
+            ladder = [str(r["qos"]) for r in row.ladder]
+            rung = ladder.index(row.qos) if row.qos in ladder else 0
+            found = self.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
+            if found is not None and found.job_id not in job_ids:
+                job_ids.append(found.job_id)
+        # Written ahead: a driver restarted after this never resubmits; a failed scancel is safe to re-run.
+        if row.outcome != OUTCOME_WITHDRAWN:
+            self.journal.finish(
+                row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
+            )
+        self.live.pop(row.id, None)
+        self.handoffs.pending.pop(row.id, None)
+        if row.id in self._parked_out:
+            self._parked_out.remove(row.id)
+        self.scheduler.cancel(job_ids)
+        return job_ids
 
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch) -> None:
@@ -428,20 +532,11 @@ class Router:
                 self.handoffs.pending[row.id] = (row.lane, spec)
                 recovered.append(row.id)
                 continue
-            ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
-            jobs = {j.rung_index: j.job_id for j in self.journal.jobs(row.id)}
-            d = Dispatch.restore(
-                row.id,
-                spec,
-                ladder,
-                history=self.journal.steps(row.id),
-                jobs=jobs,
-                pinned=row.pinned,
-                controller_deadline=bool(settings.get("controller_deadline", self.config.router.controller_deadline)),
-                in_place=bool(settings.get("in_place", self.config.router.change_rung == "in-place")),
-                # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
-                park_early=str(settings.get("park_early", "off")),
-                park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
+            d = restore(
+                self.journal,
+                row,
+                controller_deadline=self.config.router.controller_deadline,
+                in_place=self.config.router.change_rung == "in-place",
             )
             if not d.history:
                 d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note

@@ -6,14 +6,19 @@ effects first, the port calls after, one batched cancel); ``fellows_fsm.FakeSche
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config import Config
 from fellows_fsm.core import TRIGGERS, Dispatch
+from fellows_fsm.daemon import has_work, serve
 from fellows_fsm.driver import Driver, Recorder
+from fellows_fsm.journal import DriverOwner, Journal, lock_held
 from fellows_fsm.scheduler import Observation, Scheduler
 
-__all__ = ["Driven"]
+__all__ = ["Driven", "ThreadedDriver"]
 
 
 class Driven:
@@ -48,3 +53,52 @@ class Driven:
         outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1)
         if outcome.rejected:
             raise outcome.rejected[0][1]
+
+
+class ThreadedDriver:
+    """The background driver in a thread of this process, on any port: a test's stand-in for ``ensure_driver``.
+
+    Call it as ``ensure_driver`` is called (``(config, journal)``): it starts ``daemon.serve`` in a thread when
+    the journal has work and no driver holds its lock, and returns the owner record (else None). ``close()``
+    stops every driver it started (each finishes the tick in hand) and waits for them.
+    """
+
+    def __init__(self, scheduler: Scheduler, *, clock: Clock | None = None) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.started = 0
+        """How many drivers it started (a test of "one driver" counts these)."""
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, config: Config, journal: Journal | None = None) -> DriverOwner | None:
+        with self._lock:
+            path = config.journal_path
+            reader = journal if journal is not None else Journal(path, readonly=True)
+            try:
+                if reader.driver_alive() or not has_work(reader):
+                    return None
+            finally:
+                if journal is None:
+                    reader.close()
+            thread = threading.Thread(
+                target=serve,
+                args=(config, self.scheduler),
+                kwargs={"clock": self.clock, "stop_event": self._stop, "kind": "background"},
+                name=f"driver-{self.started}",
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+            self.started += 1
+            lock = path.with_name(path.name + ".lock")
+            while thread.is_alive() and not lock_held(lock):
+                time.sleep(0.005)
+            return DriverOwner.parse(lock.read_text(encoding="utf-8")) if thread.is_alive() else None
+
+    def close(self) -> None:
+        """Stop every driver started here and wait for them."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)

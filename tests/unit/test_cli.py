@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from fellows_fsm.errors import SchedulerError
 from fellows_fsm.journal import Journal
 from fellows_fsm.scheduler import ReasonGroup
 from fellows_fsm.slurm import Association, Grants, QosInfo
-from fellows_fsm.testing import Driven
+from fellows_fsm.testing import Driven, ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui import paths as ui_paths
 from fellows_fsm.ui import words as ui_words
@@ -88,14 +88,24 @@ GRANTS = Grants(
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -> Path:
-    """A config with 0.3 s park caps and a ledger gcp lane in tmp_path, and the seam pointed at the fake."""
+def drivers(fake: SchedulingFake) -> Iterator[ThreadedDriver]:
+    """The background driver of these tests: daemon.serve on the fake, in a thread (stopped after the test)."""
+    threaded = ThreadedDriver(fake)
+    yield threaded
+    threaded.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake, drivers: ThreadedDriver) -> Path:
+    """A config with 0.3 s park caps and a ledger gcp lane in tmp_path, and the seams pointed at the fake (the
+    port, the grants, and a background driver in a thread)."""
     config = tmp_path / "fellows.toml"
     config.write_text(_config_text(tmp_path / "state", tmp_path / "gcp.ledger"), encoding="utf-8")
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(config))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
     monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
+    monkeypatch.setattr(ui_app, "start_driver", drivers)
     return tmp_path
 
 
@@ -125,8 +135,8 @@ def ledger(env: Path) -> list[str]:
 
 
 def one_error_line(result: Result) -> str:
-    """The single stderr line of a failed command (and no traceback)."""
-    lines = result.stderr.strip().splitlines()
+    """The single stderr line of a failed command (and no traceback), besides the note of a driver started."""
+    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(ui_app.STARTED)]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.output
     assert lines[0].startswith("fellows-fsm: error: ")
@@ -290,8 +300,11 @@ def test_unknown_pin_is_a_config_error(env: Path, script: Path) -> None:
     assert "known lanes: fellows, gcp" in one_error_line(result)
 
 
-def test_unreachable_slurm_at_submit_exits_6(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_unreachable_slurm_at_submit_exits_6(
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """When SLURM does not answer the first submit, submit exits 6 and the dispatch stays journaled for watch."""
+    monkeypatch.setattr(cli, "DETACH_WAIT_SECONDS", 0.5)  # how long submit waits for the driver's first sbatch
     fake.unreachable = True
     result = run("submit", str(script))
     assert result.exit_code == 6

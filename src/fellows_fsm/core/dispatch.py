@@ -34,8 +34,10 @@ from fellows_fsm.core.vocab import CANCELLED, PARKED, RUNNING, WITHDRAWN, is_fin
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler import JobSpec, Observation, Phase
 
-__all__ = ["EARLY_PARK", "LOST_AFTER_SECONDS", "Dispatch"]
+__all__ = ["EARLY_PARK", "LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
 
+SLOW_SUBMIT_SECONDS = 2.0
+"""An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
 LOST_AFTER_SECONDS = 120.0
 """A job unknown to squeue and sacct for this long is gone (a controller that restarted and lost it)."""
 _ENTERS_RUNG = frozenset({"resubmit", "move"})
@@ -255,17 +257,18 @@ class Dispatch(Steps):
         self._settle()
         return self._decide()
 
-    def pause(self, now: float, since: float | None = None) -> Decision:
-        """The controller does not answer: stop the ladder's clock, so an outage never walks a job past a free
-        rung to a paid lane (every window, this one and the later ones, resumes where it stood).
+    def pause(self, now: float, since: float | None = None, *, why: str = "") -> Decision:
+        """The controller does not answer, or no driver watched: stop the ladder's clock, so neither walks a job
+        past a free rung to a paid lane (every window, this one and the later ones, resumes where it stood).
 
-        ``since`` is when the controller last answered (the outage began after it); it defaults to now. Nothing
-        happens to a pinned, final, never-submitted or already paused dispatch.
+        ``since`` is when the clock stopped (the controller's last answer, the tick no driver took); it defaults
+        to now, and the step is journaled at it. ``why`` is the step's note (default: SLURM has not answered).
+        Nothing happens to a pinned, final, never-submitted or already paused dispatch.
         """
         self._begin(now, changing=False)
         if self.paused or self.is_final or not self.history or not self.walks_ladder():
             return Decision((), None)
-        self._pause(since)
+        self._pause(since, why)
         out, self._out = self._out, _IDLE
         return Decision(tuple(out), None)
 
@@ -280,10 +283,26 @@ class Dispatch(Steps):
         getattr(self, "_" + trigger)()
         return self._decide()
 
-    def submitted(self, job_id: str, now: float) -> Decision:
-        """The submit's answer: the current rung's job is ``job_id``."""
+    def submitted(self, job_id: str, now: float, *, asked_at: float | None = None) -> Decision:
+        """The submit's answer: the current rung's job is ``job_id``.
+
+        ``asked_at``: when sbatch was called. An answer slower than ``SLOW_SUBMIT_SECONDS`` (a stalled controller)
+        is an outage of its own: the rung's window stops from the call to the answer (a pause and a resume), so
+        it counts from when the job was really queued, never from before it existed.
+        """
         self._begin(now, changing=self.changing)
         self._attach(job_id, None)
+        if (
+            asked_at is not None
+            and now - asked_at > SLOW_SUBMIT_SECONDS
+            and self.on_rung
+            and self.walks_ladder()
+            and not self.paused
+            and self.history
+            and asked_at >= self.history[-1].at
+        ):
+            self._pause(asked_at, f"sbatch took {now - asked_at:.0f} s to answer; the window counts from its answer")
+            self._resume()
         return self._decide()
 
     def submit_refused(self, error: SubmitRejected, now: float) -> Decision:

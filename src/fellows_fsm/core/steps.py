@@ -36,10 +36,17 @@ class Steps(Guards):
     def _see(self, job_id: str | None, observation: Observation | None) -> None:
         raise NotImplementedError
 
-    def _pause(self, since: float | None = None) -> None:
+    def _pause(self, since: float | None = None, why: str = "") -> None:
+        """Stop the ladder's clock from ``since`` (default now). The step is journaled AT ``since``, so a replay
+        of the journal moves the window by exactly what the live dispatch moved it by."""
         self.paused_since = min(self.now, since) if since is not None else self.now
-        self.note = f"SLURM has not answered since {time.strftime('%H:%M:%S', time.localtime(self.paused_since))}"
-        self._fire("pause")
+        clock = time.strftime("%H:%M:%S", time.localtime(self.paused_since))
+        self.note = why or f"SLURM has not answered since {clock}"
+        now, self.now = self.now, self.paused_since
+        try:
+            self._fire("pause")
+        finally:
+            self.now = now
         self.paused = True
 
     def _resume(self) -> None:

@@ -16,7 +16,7 @@ from fellows_fsm.slurm.accounting import (
     discover,
 )
 from fellows_fsm.slurm.observe import Observer
-from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.port import SlurmScheduler, port_for
 from fellows_fsm.slurm.render import SbatchCommand, render_sbatch
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 
@@ -34,5 +34,6 @@ __all__ = [
     "SlurmScheduler",
     "check_ladder",
     "discover",
+    "port_for",
     "render_sbatch",
 ]

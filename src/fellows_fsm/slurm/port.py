@@ -13,6 +13,7 @@ import pwd
 import re
 from collections.abc import Mapping, Sequence
 
+from fellows_fsm.config import Config
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
 from fellows_fsm.scheduler import JobSpec, Observation, Phase
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
@@ -247,3 +248,8 @@ def _slurm_words(text: str) -> str:
 def _id_key(job_id: str) -> tuple[int, int]:
     head, _, tail = job_id.partition("_")
     return (int(head) if head.isdigit() else -1, int(tail) if tail.isdigit() else -1)
+
+
+def port_for(config: Config) -> SlurmScheduler:
+    """The real port for ``config``: what every command and the background driver reach the cluster with."""
+    return SlurmScheduler()

@@ -21,15 +21,17 @@ from rich.console import Console
 
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, load_config
+from fellows_fsm.daemon import ensure_driver
 from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
-from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.journal import DispatchRow, DriverOwner, Journal
 from fellows_fsm.records import find
 from fellows_fsm.scheduler import Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, port_for
 
 __all__ = [
     "INTERRUPTED",
     "REFRESH_SECONDS",
+    "STARTED",
     "config_of",
     "config_option",
     "echo_json",
@@ -41,12 +43,16 @@ __all__ = [
     "open_fellows",
     "open_journal",
     "read_grants",
+    "say_started",
+    "start_driver",
 ]
 
 log = logging.getLogger("fellows_fsm.cli")
 
 INTERRUPTED = 130
 """Exit status after Ctrl-C: the dispatch goes on, detached."""
+STARTED = "fellows-fsm: started the background driver"
+"""How the one line begins that a command prints when it started the journal's background driver."""
 REFRESH_SECONDS = 0.25
 """How often the live view redraws its countdowns between polls."""
 
@@ -54,7 +60,23 @@ REFRESH_SECONDS = 0.25
 # --------------------------------------------------------------------------- the seam to the cluster
 def make_scheduler(config: Config) -> Scheduler:
     """The port every command uses: the real SLURM (tests replace this with a FakeScheduler)."""
-    return SlurmScheduler()
+    return port_for(config)
+
+
+def start_driver(config: Config, journal: Journal | None = None) -> DriverOwner | None:
+    """Start the journal's background driver if it has work and none runs (tests run one in a thread instead)."""
+    return ensure_driver(config, journal)
+
+
+def say_started(owner: DriverOwner | None, config: Config) -> None:
+    """The one line a command prints when it started the background driver."""
+    if owner is not None:
+        where = f"; log {owner.log}" if owner.log else ""
+        click.echo(
+            f"{STARTED} for {config.journal_path} ({owner.describe()}{where}); it walks every dispatch whatever "
+            "becomes of this terminal (`fellows-fsm driver stop`)",
+            err=True,
+        )
 
 
 def read_grants(scheduler: Scheduler) -> Grants:
@@ -148,10 +170,18 @@ def find_row(journal: Journal, dispatch_id: str) -> DispatchRow:
 
 
 @contextmanager
-def open_fellows(config: Config, scheduler: Scheduler | None = None) -> Iterator[Fellows]:
-    """The API on this config, through the seam: the port from ``make_scheduler``, grants from ``read_grants``."""
+def open_fellows(config: Config, scheduler: Scheduler | None = None, *, background: bool = True) -> Iterator[Fellows]:
+    """The API on this config, through the seam: the port from ``make_scheduler``, grants from ``read_grants``,
+    the background driver from ``start_driver``. ``background`` (the default for commands): dispatches are
+    walked by the journal's background driver, never by the command's own process."""
     port = scheduler if scheduler is not None else make_scheduler(config)
-    fellows = Fellows(config, scheduler=port, grants=lambda: read_grants(port))
+    fellows = Fellows(
+        config,
+        scheduler=port,
+        grants=lambda: read_grants(port),
+        background=background,
+        start_driver=lambda c, j: start_driver(c, j),  # noqa: PLW0108 - looked up at call time (the test seam)
+    )
     try:
         yield fellows
     finally:

@@ -22,10 +22,13 @@ from fellows_fsm.ui.app import (
 )
 from fellows_fsm.ui.history import history_entries
 from fellows_fsm.ui.live import dispatch_panel, watch_table
-from fellows_fsm.ui.snapshot import Snapshot
+from fellows_fsm.ui.snapshot import Snapshot, journaled
 from fellows_fsm.ui.words import span
 
 __all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
+
+COUNTDOWN_ROWS = 200
+"""The most live dispatches the watch table rebuilds from their steps for countdowns on every redraw."""
 
 
 def summary(dispatch_id: str, journal: Journal) -> str:
@@ -37,7 +40,7 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     if handoff is not None and row.outcome == "handed-off":
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if not row.final:
-        return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); `fellows-fsm watch` drives it"
+        return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); the background driver walks it"
     if row.outcome.startswith("rejected"):
         return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix('rejected: ')})"
     if row.outcome == "no-fallback-lane":
@@ -55,7 +58,7 @@ class LiveState:
 
 def follow_live(fellows: Fellows, dispatch_id: str, console: Console) -> None:
     """Follow one dispatch with a live view until it is final: driving every live dispatch while this process
-    drives the journal, reading the journal while another process does (and taking over if it stops)."""
+    drives the journal, else reading the journal that the driver writes (its countdowns included)."""
     journal = fellows.journal
     next_lane = next_lane_of(fellows.config)
     state = LiveState()
@@ -66,7 +69,7 @@ def follow_live(fellows: Fellows, dispatch_id: str, console: Console) -> None:
         handoff = journal.handoff(dispatch_id)
         router = fellows.router
         live = next((d for d in router.on_ladder if d.id == dispatch_id), None) if router is not None else None
-        snap = Snapshot.of_dispatch(live) if live is not None else Snapshot.of_row(row, handoff)
+        snap = Snapshot.of_dispatch(live) if live is not None else journaled(journal, row, handoff)
         entries = history_entries(row, journal.steps(dispatch_id), journal.jobs(dispatch_id), handoff)
         return dispatch_panel(
             snap,
@@ -132,7 +135,9 @@ def watch_view(fellows: Fellows, state: LiveState, next_lane: str | None) -> Ren
     else:
         journal = fellows.journal
         rows = journal.dispatches(live_only=True)
-        snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
+        # Countdowns are rebuilt from each live row's steps; past a few hundred rows the table shows states only.
+        read = journaled if len(rows) <= COUNTDOWN_ROWS else (lambda _, r, h: Snapshot.of_row(r, h))
+        snaps = [read(journal, r, journal.handoff(r.id)) for r in rows]
         busy = bool(rows)
     if not snaps and not busy:
         return Text("every dispatch is final:", style="dim")

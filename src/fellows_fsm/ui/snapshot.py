@@ -23,7 +23,8 @@ from fellows_fsm.core.vocab import (
     RUNNING,
     WITHDRAWN,
 )
-from fellows_fsm.journal import DispatchRow, HandoffRow
+from fellows_fsm.journal import DispatchRow, HandoffRow, Journal
+from fellows_fsm.records import restore
 from fellows_fsm.ui.words import iso_utc
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Listed",
     "Snapshot",
     "dispatch_json",
+    "journaled",
     "left_ladder",
     "shown_state",
     "state_style",
@@ -133,6 +135,17 @@ class Snapshot:
             outcome=row.outcome,
             pinned=row.pinned,
         )
+
+
+def journaled(journal: Journal, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
+    """A dispatch as the journal has it, with its countdowns: a live ladder dispatch is rebuilt from its steps
+    (the window's deadline is data the journal gives, not memory of the process that drives it)."""
+    if row.final or row.lane != FELLOWS or handoff is not None or not row.ladder:
+        return Snapshot.of_row(row, handoff)
+    d = restore(journal, row)
+    if not d.history:
+        return Snapshot.of_row(row, handoff)
+    return attrs.evolve(Snapshot.of_dispatch(d), reason=d.history[-1].reason, outcome=row.outcome)
 
 
 def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[str, Any]:
