@@ -6,6 +6,7 @@ the process that does, follows them read-only, and takes the lock over if that p
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shlex
@@ -111,6 +112,7 @@ class Fellows:
         grants: Callable[[], Grants] | None = None,
         background: bool = False,
         start_driver: Callable[[Config, Journal], DriverOwner | None] | None = None,
+        on_start: Callable[[DriverOwner], None] | None = None,
     ) -> None:
         """``scheduler`` defaults to the real SLURM; ``grants`` reads what the cluster grants for the check before
         the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check).
@@ -118,7 +120,8 @@ class Fellows:
         ``background=True`` hands every dispatch to the journal's background driver (daemon.py): ``submit``
         enqueues and starts that driver if none runs, and returns at once; ``follow``, ``watch`` and ``cancel``
         never drive in this process, so the walk goes on whatever becomes of it. ``start_driver`` starts the
-        driver (default ``daemon.ensure_driver``; tests run one in a thread)."""
+        driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
+        Fellows starts one (the CLI says so on stderr)."""
         self.config = config
         self.scheduler: Scheduler = scheduler if scheduler is not None else port_for(config)
         self.clock: Clock = clock or SystemClock()
@@ -129,8 +132,9 @@ class Fellows:
         self._driver: str | None = None
         self.background = background
         self._start_driver = start_driver or ensure_driver
+        self._on_start = on_start
         self.started: DriverOwner | None = None
-        """The background driver this Fellows started, if it started one (the CLI says so once)."""
+        """The background driver this Fellows started last, if it started one."""
 
     # ----------------------------------------------------------------- who drives
     @property
@@ -175,8 +179,10 @@ class Fellows:
         """Start the journal's background driver if it has work and nobody drives it; return the record of the
         driver it started (None if one was running or nothing is live). Notes who drives in ``driver``."""
         started = self._start_driver(self.config, self.journal)
-        if started is not None and self.started is None:
+        if started is not None:
             self.started = started
+            if self._on_start is not None:
+                self._on_start(started)
         owner = self.journal.owner()
         self._driver = owner.describe() if owner is not None else None
         return started
@@ -437,21 +443,26 @@ class Fellows:
             )
         self.journal.drop_meta(CANCEL_ANSWER + row.id)
         self.journal.put_meta(CANCEL_REQUEST + row.id, {"at": self.clock.now()})
-        end = time.monotonic() + wait
-        while True:
-            self._start_driver(self.config, self.journal)
+        step = min(0.1, self.config.fellows.poll_interval_seconds)
+        for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
+            self.ensure_driver()
             answer = self.journal.get_meta(CANCEL_ANSWER + row.id)
             if answer is not None:
                 self.journal.drop_meta(CANCEL_ANSWER + row.id)
                 if "error" in answer:
                     raise FellowsError(str(answer["error"]))
                 return [str(j) for j in answer["jobs"]]
-            if time.monotonic() > end:
-                raise FellowsError(
-                    f"the driver of {self.journal.path} did not answer the cancel of dispatch {row.id} within "
-                    f"{wait:g} s; the request stays journaled and is done at its next tick"
+            if attempt * step >= wait:
+                owner = self.journal.owner()
+                holder = owner.describe() if owner is not None else "an unknown process"
+                raise JournalBusy(
+                    holder,
+                    f"journal {self.journal.path} is driven by another router ({holder}), which did not answer the "
+                    f"cancel of dispatch {row.id} within {wait:g} s; the request stays journaled and the journal's "
+                    "driver does it at its next tick",
                 )
-            sleep(min(0.1, self.config.fellows.poll_interval_seconds))
+            sleep(step)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
 
 
 def _final(journal: Journal, dispatch_id: str) -> bool:

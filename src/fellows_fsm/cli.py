@@ -25,8 +25,8 @@ from fellows_fsm.journal import Journal
 from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
+from fellows_fsm.ui import app, tools
 from fellows_fsm.ui import driver as _driver_commands
-from fellows_fsm.ui import tools
 from fellows_fsm.ui.app import (
     INTERRUPTED,
     config_of,
@@ -41,7 +41,6 @@ from fellows_fsm.ui.app import (
     open_journal,
     read_grants,
     say_started,
-    start_driver,
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_entries, history_table
@@ -114,9 +113,15 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
         submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
-        say_started(fellows.started, config)
         dispatch_id = submitted.dispatch_id
         journal = fellows.journal
+        owner = journal.owner() if fellows.started is None else None  # started here: said by open_fellows
+        if owner is not None and owner.kind != "background" and journal.driver_alive():
+            click.echo(
+                f"fellows-fsm: note: {journal.path} is driven by another router ({owner.describe()}): it walks "
+                f"dispatch {dispatch_id}; following it from here",
+                err=True,
+            )
         queued_only = pin == FELLOWS and not follow
         try:
             if pin is not None and pin != FELLOWS:
@@ -203,7 +208,6 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
     with open_fellows(config, background=not once) as fellows:
         journal = fellows.journal
         driving = fellows.drive()
-        say_started(fellows.started, config)
         router = fellows.router
         ids = router.driven if router is not None else [r.id for r in journal.dispatches(live_only=True)]
         if not ids:
@@ -274,7 +278,7 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
     """
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:  # read-only use: never the driver lock
-        say_started(start_driver(config, journal), config)
+        say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
         total = journal.count()
         if show_all and not dispatch_id and not as_json:
             # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
@@ -312,7 +316,7 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
     """Every transition of DISPATCH_ID: time, from, to, trigger, QoS, SLURM job and pending reason."""
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:
-        say_started(start_driver(config, journal), config)
+        say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
         row = find_row(journal, dispatch_id)
         entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
     if as_json:
@@ -354,7 +358,6 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
             job_ids = fellows.cancel(dispatch_id)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
-        say_started(fellows.started, config)
         row = find_row(fellows.journal, dispatch_id)
     jobs = ", ".join(job_ids) or "none"
     click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")

@@ -102,3 +102,4 @@ class ThreadedDriver:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=30)
+        self._threads, self._stop = [], threading.Event()  # a later call starts a driver again

@@ -386,11 +386,12 @@ def test_cancel_while_driving_withdraws_for_good(
 
 
 def test_cancel_needs_the_driver_lock(make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal) -> None:
-    """cancel while another process drives raises JournalBusy (exit 7) naming it, and scancels nothing."""
+    """cancel while another process holds the lock and never answers raises JournalBusy (exit 7) naming it, and
+    scancels nothing (the request stays journaled for that driver)."""
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
     with pytest.raises(JournalBusy) as raised:
-        fellows.cancel(dispatch_id)
+        fellows.cancel(dispatch_id, wait=0.3)
     assert raised.value.exit_code == 7
     assert f"pid {os.getpid()}" in str(raised.value)
     assert not fellows.handle(dispatch_id).final

@@ -314,10 +314,13 @@ def test_unreachable_slurm_at_submit_exits_6(
     assert (row["final"], row["slurm_job_id"]) == (False, None)
 
 
-def test_watch_once_exits_6_when_slurm_does_not_answer(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """watch --once reports an unanswered poll with exit 6 and changes nothing."""
+def test_watch_once_exits_6_when_slurm_does_not_answer(
+    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+) -> None:
+    """watch --once (no driver running: it polls itself) reports an unanswered poll with exit 6."""
     fake.scheduling = False
     run("submit", "--detach", str(script))
+    drivers.close()  # the background driver stopped: watch --once is the cron fallback that polls itself
     fake.unreachable = True
     result = run("watch", "--once")
     assert result.exit_code == 6
@@ -395,24 +398,24 @@ def test_status_lists_dispatches_with_the_documented_keys(env: Path, fake: Sched
     assert all(i in table for i in ids)
 
 
-def test_status_reads_while_another_router_drives(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """status works while another process holds the journal's driver lock."""
+def test_status_reads_while_another_router_drives(
+    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+) -> None:
+    """status works while the background driver holds the journal's driver lock, and starts no second one."""
     fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    driver = Journal(load_config().journal_path)
-    driver.acquire_driver()
-    try:
-        result = run("status", dispatch_id[:6], "--json")
-        assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
-    finally:
-        driver.close()
+    assert Journal(load_config().journal_path, readonly=True).driver_alive()
+    result = run("status", dispatch_id[:6], "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
+    assert drivers.started == 1
 
 
-def test_a_second_submit_enqueues_follows_and_takes_over_when_the_driver_stops(
-    env: Path, fake: SchedulingFake, script: Path
+def test_a_submit_while_a_program_drives_follows_and_starts_a_driver_once_it_stops(
+    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
-    """While another process holds the driver lock, submit enqueues, follows read-only, and drives once it is freed."""
+    """While another process holds the driver lock, submit enqueues and follows; once that process lets go, the
+    follower starts the background driver, which walks the dispatch: the follower itself never drives."""
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
     timer = threading.Timer(0.5, driver.release_driver)
@@ -424,7 +427,8 @@ def test_a_second_submit_enqueues_follows_and_takes_over_when_the_driver_stops(
         driver.close()
     assert result.exit_code == 0, result.output
     assert "is driven by another router (pid " in result.stderr
-    assert "this process drives it now" in result.stderr
+    assert ui_app.STARTED in result.stderr
+    assert drivers.started == 1
     assert "is RUNNING on high-eur as SLURM job" in result.stdout
     [job] = fake.jobs.values()
     assert job.state == "RUNNING"
@@ -464,29 +468,33 @@ def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
 
 
 def test_detach_while_another_router_drives_enqueues_without_queueing(
-    env: Path, fake: SchedulingFake, script: Path
+    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """submit --detach while the journal is driven elsewhere prints the id; its driver queues the job, not submit."""
+    """submit --detach never queues a job itself: while a process that does not tick holds the lock, it waits
+    for that driver's sbatch, exits 6 with the dispatch journaled, and the next driver queues the job."""
+    monkeypatch.setattr(cli, "DETACH_WAIT_SECONDS", 0.5)
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
     try:
         result = run("submit", "--detach", str(script))
     finally:
         driver.close()
-    assert result.exit_code == 0, result.output
-    dispatch_id = result.stdout.strip()
-    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
-    assert (row["state"], row["slurm_job_id"], row["final"]) == ("SUBMITTED(high-eur)", None, False)
-    assert fake.jobs == {}
+    assert result.exit_code == 6, result.output
+    [row] = json.loads(run("status", "--json").stdout)
+    assert (row["state"], row["final"]) == ("SUBMITTED(high-eur)", False), row["outcome"]
     done = run("watch", "--json")
     assert done.exit_code == 0, done.output
-    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(dispatch_id, "RUNNING")]
+    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(row["dispatch_id"], "RUNNING")]
+    assert len(fake.jobs) == 1
 
 
-def test_watch_once_while_another_router_drives_says_who(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_watch_once_while_another_router_drives_says_who(
+    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+) -> None:
     """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
     fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    drivers.close()
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
     observed = fake.calls["observe"]
@@ -557,18 +565,21 @@ def test_cancel_a_running_dispatch_cancels_its_job(env: Path, fake: SchedulingFa
     assert job.state == "CANCELLED"
 
 
-def test_cancel_refuses_while_a_router_drives(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """cancel needs the driver lock (a running watch would resubmit): exit 7 while another router holds it."""
+def test_cancel_while_the_driver_drives_is_done_by_the_driver(
+    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+) -> None:
+    """cancel while the background driver walks the dispatch asks that driver (the one doer): withdrawn, job gone."""
     fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    driver = Journal(load_config().journal_path)
-    driver.acquire_driver()
-    try:
-        result = run("cancel", dispatch_id)
-    finally:
-        driver.close()
-    assert result.exit_code == 7
-    assert "driven by another router" in one_error_line(result)
+    assert Journal(load_config().journal_path, readonly=True).driver_alive()
+    result = run("cancel", dispatch_id)
+    assert result.exit_code == 0, result.output
+    [job] = fake.jobs.values()
+    assert f"withdrawn (SLURM jobs cancelled: {job.job_id})" in result.stdout
+    assert job.state == "CANCELLED"
+    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
+    assert (row["state"], row["final"]) == ("WITHDRAWN", True)
+    assert drivers.started == 1
 
 
 def test_cancel_a_handed_off_dispatch_is_refused(env: Path, script: Path) -> None:
@@ -1018,7 +1029,6 @@ def test_pinned_submit_returns_once_queued(env: Path, fake: SchedulingFake, scri
     text = run("submit", "--pin", "fellows", str(script))
     assert text.exit_code == 0, text.output
     assert "is queued on high-eur as SLURM job" in text.stdout
-    assert fake.calls["observe"] == 0  # nothing followed the job
 
 
 def test_pinned_submit_with_follow_stays_until_running(env: Path, fake: SchedulingFake, script: Path) -> None:

@@ -181,6 +181,7 @@ def open_fellows(config: Config, scheduler: Scheduler | None = None, *, backgrou
         grants=lambda: read_grants(port),
         background=background,
         start_driver=lambda c, j: start_driver(c, j),  # noqa: PLW0108 - looked up at call time (the test seam)
+        on_start=lambda owner: say_started(owner, config),
     )
     try:
         yield fellows
