@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Protocol
 
 import attrs
 
-from fellows_fsm.config import LaneConfig
+from fellows_fsm.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec
 
@@ -228,8 +229,16 @@ class ProcessHandoff:
         return HandoffResult(self.argv, status, self.files.read(self.files.stdout), stderr)
 
 
-def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
-    """The values a lane's argv template may use."""
+_SAFE_ALPHABET = {
+    "dispatch_id": re.compile(r"[0-9a-f]+"),
+    "gpus": re.compile(r"[0-9]+"),
+    "time_limit_seconds": re.compile(r"[0-9]*"),
+    "time_limit_minutes": re.compile(r"[0-9]*"),
+}
+
+
+def job_values(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
+    """Every value a lane command gets for one dispatch, by placeholder name."""
     limit = spec.time_limit_seconds
     return {
         "dispatch_id": dispatch_id,
@@ -240,6 +249,27 @@ def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
         "time_limit_minutes": "" if limit is None else str(max(1, -(-limit // 60))),
         "workdir": os.path.dirname(os.path.abspath(spec.script)),
     }
+
+
+def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
+    """The values a lane's argv template may use: only those fellows-fsm makes from a safe alphabet (checked
+    here again, so a journal row edited by hand cannot smuggle code into an argument)."""
+    values = job_values(dispatch_id, spec)
+    safe = {}
+    for name in PLACEHOLDERS:
+        if not _SAFE_ALPHABET[name].fullmatch(values[name]):
+            raise ConfigError(f"{name}={values[name]!r} is not made of digits; refusing to put it in a lane's argv")
+        safe[name] = values[name]
+    return safe
+
+
+def lane_environment(dispatch_id: str, spec: JobSpec) -> dict[str, str]:
+    """The environment of a lane command: this process's, plus ``FSM_JOB_NAME``, ``FSM_SCRIPT``, ... (one
+    variable per value; a variable's text is never run as code unless the lane's own command says so)."""
+    env = dict(os.environ)
+    for name, value in job_values(dispatch_id, spec).items():
+        env[LANE_ENVIRONMENT[name]] = value
+    return env
 
 
 class CommandLane:
@@ -274,10 +304,14 @@ class CommandLane:
         """Run the probe, if configured: True if the lane already has this dispatch, None if unknowable."""
         if self.config.probe is None:
             return None
-        return run_once(self.render(self.config.probe, dispatch_id, spec), self.config.timeout_seconds).ok
+        argv = self.render(self.config.probe, dispatch_id, spec)
+        return run_once(argv, self.config.timeout_seconds, env=lane_environment(dispatch_id, spec)).ok
 
-    def start(self, argv: tuple[str, ...], files: HandoffFiles, *, now: float) -> Handoff:
-        """Start the handoff command in a session of its own and return at once."""
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
+        """Start the handoff command in a session of its own and return at once; ``env`` is its environment
+        (``lane_environment``: the job's values as ``FSM_*`` variables), else this process's."""
         files.directory.mkdir(parents=True, exist_ok=True)
         for path in (files.status, files.stdout, files.stderr):
             path.unlink(missing_ok=True)
@@ -291,7 +325,7 @@ class CommandLane:
         pid = os.posix_spawn(
             sys.executable,
             [sys.executable, "-I", "-c", _WRAPPER, str(files.status), *argv],
-            dict(os.environ),
+            dict(os.environ if env is None else env),
             file_actions=actions,
             setsid=True,
         )
@@ -309,12 +343,17 @@ class CommandLane:
         return ProcessHandoff(argv, files, started_at, self.config.timeout_seconds, pid)
 
 
-def run_once(argv: tuple[str, ...], timeout: float) -> HandoffResult:
+def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None) -> HandoffResult:
     """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
     try:
         # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=None if env is None else dict(env),
         )
     except OSError as exc:
         return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")

@@ -70,6 +70,9 @@ _FIXED_GROUPS: Mapping[str, ReasonGroup] = {
     "Priority": ReasonGroup.CONTENTION,
     "Reservation": ReasonGroup.CONTENTION,
     "NodeDown": ReasonGroup.CONTENTION,
+    # An admin closed the partition (or it is not active yet): it may open again, so the rung waits its window.
+    "PartitionDown": ReasonGroup.CONTENTION,
+    "PartitionInactive": ReasonGroup.CONTENTION,
     "PartitionTimeLimit": ReasonGroup.NEVER_FITS,
     "PartitionNodeLimit": ReasonGroup.NEVER_FITS,
     "BadConstraints": ReasonGroup.NEVER_FITS,
