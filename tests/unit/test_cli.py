@@ -895,11 +895,11 @@ def test_sbatch_options_fellows_fsm_owns_are_refused_after_dashdash(
 
 
 def test_other_sbatch_options_pass_through(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """Options fellows-fsm does not own (e.g. --mem, --partition, --time-min) reach sbatch unchanged."""
-    result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+    """Options fellows-fsm does not own (e.g. --mem, --partition, --exclusive) reach sbatch unchanged."""
+    result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--exclusive", "-v")
     assert result.exit_code == 0, result.output
     job = fake.jobs[json.loads(result.stdout)["slurm_job_id"]]
-    assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+    assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--exclusive", "-v")
 
 
 # --------------------------------------------------------------------------- the preflight through submit

@@ -14,6 +14,7 @@ import attrs
 from fellows_fsm.errors import UsageError
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.slurm.render import owned_option
 
 __all__ = ["ScriptDefaults", "check_job_name", "check_script", "job_spec", "read_script_defaults", "time_seconds"]
 
@@ -117,6 +118,11 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
             words = shlex.split(stripped.removeprefix("#SBATCH"), comments=True)
         except ValueError:
             continue
+        if (owned := owned_option(words, in_script=True)) is not None:
+            raise UsageError(
+                f"{script.name}:{number}: '#SBATCH {owned[0]}' is refused by fellows-fsm: {owned[1]}; "
+                "remove the line (docs/usage.md lists these options)"
+            )
         i = 0
         while i < len(words):
             word = words[i]
