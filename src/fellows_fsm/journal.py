@@ -30,6 +30,7 @@ from fellows_fsm.core.vocab import (
     OUTCOME_HANDED_OFF,
     OUTCOME_HANDOFF_FAILED,
     OUTCOME_HELD,
+    OUTCOME_MOVED_OUTSIDE,
     OUTCOME_WITHDRAWN_OUTSIDE,
     WITHDRAWN,
 )
@@ -546,4 +547,6 @@ def _outcome(step: Step) -> str:
         return OUTCOME_WITHDRAWN_OUTSIDE
     if step.trigger == "hold":
         return OUTCOME_HELD
+    if step.trigger == "defer":
+        return OUTCOME_MOVED_OUTSIDE
     return ""

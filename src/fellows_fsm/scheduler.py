@@ -137,6 +137,10 @@ class Observation:
     """When the job started (only for a job that started)."""
     token: str | None = None
     """The job's comment as the scheduler reports it (the dispatch token); None when not reported."""
+    partition: str | None = None
+    """The partition as the scheduler reports it (squeue's Partition); None when not reported."""
+    time_limit_seconds: int | None = None
+    """The time limit as the scheduler reports it (squeue's TimeLimit); None when not reported or unlimited."""
     expected_start: float | None = None
     """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
     estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""

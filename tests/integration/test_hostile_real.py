@@ -11,6 +11,8 @@ import json
 import os
 import sqlite3
 import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -50,8 +52,8 @@ def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cl
     """A gcp command that exits 3 while its children (one in a new session) would append to the ledger 3 s later:
     exit 8, no process of it left, and a retry with a working command makes exactly one paid handoff."""
     book = tmp_path / "gcp.ledger"
-    late = f'trap "" TERM; sleep 3; echo "$1" >> {book}'
-    code = f'(sleep 3; echo "$1" >> {book}) & setsid sh -c \'{late}\' sh "$1" & exit 3'
+    late = f'trap "" TERM; sleep 8; echo "$1" >> {book}'
+    code = f'(sleep 8; echo "$1" >> {book}) & setsid sh -c \'{late}\' sh "$1" & exit 3'
     config = cli_config(tmp_path)
     text = config.read_text().split("[lanes.gcp]")[0]
     config.write_text(text + f"[lanes.gcp]\ncommand = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n")
@@ -135,3 +137,76 @@ def test_a_damaged_journal_refuses_submit_before_sbatch(slurm: Cluster, tmp_path
 
 def _scontrol(*args: str) -> None:
     subprocess.run(["scontrol", *args], check=True, capture_output=True, text=True, timeout=20)
+
+
+# --------------------------------------------------------------------------- 4: someone else moves the job
+def _status(config: Path, dispatch_id: str) -> dict[str, object]:
+    result = cli(config, "status", dispatch_id, "--json")
+    assert result.returncode == 0, result.stderr
+    value = json.loads(result.stdout)
+    row: dict[str, object] = value[0] if isinstance(value, list) else value
+    return row
+
+
+def test_a_job_moved_to_another_qos_runs_there_and_every_view_says_so(slurm: Cluster, tmp_path: Path) -> None:
+    """`scontrol update JobId=N QOS=low-eur` on the pending job: it runs on low-eur, and status, JSON and history
+    say low-eur (what SLURM reports) and that someone else moved it."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = cli_config(tmp_path, cap=120.0)
+    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    job_id = str(_status(config, dispatch_id)["slurm_job_id"])
+    _scontrol("update", f"JobId={job_id}", "QOS=low-eur")
+    watch = cli(config, "watch")
+    assert watch.returncode == 0, watch.stderr
+    status = _status(config, dispatch_id)
+    assert (status["state"], status["qos"], status["slurm_job_id"]) == ("RUNNING", "low-eur", job_id)
+    assert "low-eur" in cli(config, "status").stdout
+    history = json.loads(cli(config, "history", dispatch_id, "--json").stdout)
+    assert history[-1]["qos"] == "low-eur"
+    assert "someone else moved" in history[-1]["note"]
+    assert slurm.row(job_id).qos == "low-eur"
+    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    try:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    finally:
+        journal.close()
+
+
+def test_a_job_whose_time_limit_someone_changed_is_never_walked(slurm: Cluster, tmp_path: Path) -> None:
+    """`scontrol update JobId=N TimeLimit=20` on the pending job: history names the change and whose decision it
+    is, the job stays on high-eur past its 3 s window (never walked to GCP), and runs there once room frees."""
+    blockers = slurm.occupy("high-eur", 8, count=2)
+    config = cli_config(tmp_path, cap=3.0)
+    # Without sbatch --deadline: slurmctld would drop a job whose limit grew past it (then withdrawn, not walked).
+    config.write_text(config.read_text().replace("[lanes.gcp]", "[router]\ncontroller_deadline = false\n\n[lanes.gcp]"))
+    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    job_id = str(_status(config, dispatch_id)["slurm_job_id"])
+    _scontrol("update", f"JobId={job_id}", "TimeLimit=20")
+    assert cli(config, "watch", "--once").returncode == 0
+    steps = json.loads(cli(config, "history", dispatch_id, "--json").stdout)
+    defer = steps[-1]
+    assert defer["trigger"] == "defer"
+    assert "time limit 10 min -> 20 min" in defer["note"]
+    assert "someone else" in defer["note"]
+    assert _status(config, dispatch_id)["outcome"] == "moved-outside"
+    closed = datetime.fromisoformat(steps[0]["at"]).timestamp() + 3.0 + 1.0  # the window's end, and a poll
+    slurm.wait_for(lambda: time.time() > closed, "the 3 s window to close")
+    assert cli(config, "watch", "--once").returncode == 0
+    status = _status(config, dispatch_id)
+    assert (status["state"], status["slurm_job_id"]) == ("SUBMITTED(high-eur)", job_id)
+    assert [j.job_id for j in slurm.queue() if j.comment.startswith(f"fsm-{dispatch_id}")] == [job_id]
+    slurm.cancel(*blockers)
+    watch = cli(config, "watch")
+    assert watch.returncode == 0, watch.stderr
+    status = _status(config, dispatch_id)
+    assert (status["state"], status["qos"]) == ("RUNNING", "high-eur")
+    assert ledger(tmp_path) == []
+    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    try:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    finally:
+        journal.close()

@@ -46,7 +46,7 @@ def _run_to_end(command: tuple[str, ...], tmp_path: Path, *, timeout: float = 60
     return result
 
 
-# Each forks a child that would "create the paid job" 3 s later (one in the group, one that left it with setsid),
+# Each forks a child that would "create the paid job" 8 s later (one in the group, one that left it with setsid),
 # then fails: a non-zero exit, a signal, or hanging until the timeout.
 FAILURES = {
     "exit 3": ("exit 3", 60.0, 3),
@@ -61,8 +61,8 @@ def test_a_failed_handoff_leaves_no_process_that_could_still_pay(tmp_path: Path,
     ignores SIGTERM), so the job it meant to create never appears."""
     tail, timeout, status = FAILURES[how]
     marker = tmp_path / f"paid-{uuid.uuid4().hex}"
-    late = f"trap '' TERM; sleep 3; echo paid >> {marker}"
-    code = f'(sleep 3; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
+    late = f"trap '' TERM; sleep 8; echo paid >> {marker}"
+    code = f'(sleep 8; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
     result = _run_to_end(("sh", "-c", code), tmp_path, timeout=timeout)
     assert result.exit_status == status
     assert _processes_with(str(marker)) == []  # nothing is left that could write the marker later
