@@ -73,7 +73,7 @@ FORMS: dict[str, list[str]] = {
     "bash -o pipefail -c": ["bash", "-o", "pipefail", "-c", SH_CODE],
     "bash -O extglob -c": ["bash", "-O", "extglob", "-c", SH_CODE],
     "bash --norc --noprofile -c": ["bash", "--norc", "--noprofile", "-c", SH_CODE],
-    "bash -lc": ["bash", "-lc", SH_CODE],
+    "bash -ec": ["bash", "-ec", SH_CODE],
     "/bin/bash -euo pipefail -c": ["/bin/bash", "-euo", "pipefail", "-c", SH_CODE],
     "dash -c": ["dash", "-c", SH_CODE],
     "dash -e -c": ["dash", "-e", "-c", SH_CODE],
