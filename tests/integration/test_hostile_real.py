@@ -26,9 +26,9 @@ from .test_faults_real import cli, cli_config, submit_argv
 pytestmark = pytest.mark.slurm
 
 
-def _our_jobs(slurm: Cluster) -> list[str]:
-    """Every queued job carrying a dispatch token."""
-    return [r.job_id for r in slurm.queue() if r.comment.startswith("fsm-")]
+def _our_jobs(slurm: Cluster) -> set[str]:
+    """Every job squeue shows (ended ones too, for MinJobAge) that carries a dispatch token."""
+    return {r.job_id for r in slurm.queue() if r.comment.startswith("fsm-")}
 
 
 def _processes_with(text: str) -> list[str]:
@@ -51,6 +51,7 @@ def _processes_with(text: str) -> list[str]:
 def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cluster, tmp_path: Path) -> None:
     """A gcp command that exits 3 while its children (one in a new session) would append to the ledger 3 s later:
     exit 8, no process of it left, and a retry with a working command makes exactly one paid handoff."""
+    before = _our_jobs(slurm)
     book = tmp_path / "gcp.ledger"
     late = f'trap "" TERM; sleep 8; echo "$1" >> {book}'
     code = f'(sleep 8; echo "$1" >> {book}) & setsid sh -c \'{late}\' sh "$1" & exit 3'
@@ -75,7 +76,7 @@ def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cl
         assert_settled(slurm, journal, tmp_path, [second])
     finally:
         journal.close()
-    assert _our_jobs(slurm) == []
+    assert _our_jobs(slurm) == before
 
 
 # --------------------------------------------------------------------------- 3: sbatch options that break the loop
@@ -86,31 +87,34 @@ def test_an_sbatch_option_that_would_block_or_miscount_is_refused(
     slurm: Cluster, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     """`-- --wait` or `--gpus-per-node=2`: exit 2 with one line naming it, nothing queued, no journal written."""
+    before = _our_jobs(slurm)
     config = cli_config(tmp_path)
     result = cli(config, "submit", "--detach", "--gpus", "8", slurm.script(300), *args, *slurm.job_args())
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert repr(args[1]) in lines[0]
-    assert _our_jobs(slurm) == []
+    assert _our_jobs(slurm) == before
     assert not (tmp_path / "state" / "journal.sqlite3").exists()
 
 
 @pytest.mark.parametrize("line", ["#SBATCH --wait", "#SBATCH --gpus-per-node=2"])
 def test_an_sbatch_line_that_would_block_or_miscount_is_refused(slurm: Cluster, tmp_path: Path, line: str) -> None:
     """The same options in the script's #SBATCH lines: exit 2 naming the file and the line, nothing queued."""
+    before = _our_jobs(slurm)
     script = Path(slurm.script(300))
     script.write_text(f"#!/bin/bash\n#SBATCH --gres=gpu:8\n{line}\nsleep 300\n")
     result = cli(cli_config(tmp_path), "submit", "--detach", str(script), "--", *slurm.job_args())
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert f"{script.name}:3" in result.stderr
-    assert _our_jobs(slurm) == []
+    assert _our_jobs(slurm) == before
 
 
 # --------------------------------------------------------------------------- 5: a damaged journal
 def test_a_damaged_journal_refuses_submit_before_sbatch(slurm: Cluster, tmp_path: Path) -> None:
     """With a page of the journal damaged, submit --detach exits 7 with one line and queues no job."""
+    before = _our_jobs(slurm)
     config = cli_config(tmp_path)
     for _ in range(3):
         assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
@@ -121,18 +125,18 @@ def test_a_damaged_journal_refuses_submit_before_sbatch(slurm: Cluster, tmp_path
     data = bytearray(path.read_bytes())
     data[2 * 4096 :] = b"\xff" * (len(data) - 2 * 4096)
     path.write_bytes(bytes(data))
-    before = path.read_bytes()
+    kept = path.read_bytes()
     handed = ledger(tmp_path)
     result = cli(config, *submit_argv(slurm, "--detach"))
     assert result.returncode == 7, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "keep the file" in result.stderr
-    assert _our_jobs(slurm) == []
-    assert path.read_bytes() == before
+    assert _our_jobs(slurm) == before
+    assert path.read_bytes() == kept
     assert ledger(tmp_path) == handed
     watch = cli(config, "watch", "--once")
     assert watch.returncode == 7, watch.stderr
-    assert _our_jobs(slurm) == []
+    assert _our_jobs(slurm) == before
 
 
 def _scontrol(*args: str) -> None:
