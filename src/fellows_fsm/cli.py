@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- submit
 @main.command(context_settings={"show_default": True}, short_help="Dispatch an sbatch script and follow it.")
-@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+# The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
+@click.argument("script", type=click.Path(path_type=Path))
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
 @click.option("--intent", type=click.Choice(["prod", "debug"]), default="prod", help="debug starts on debug_qos.")
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")

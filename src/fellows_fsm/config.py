@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_LATER_RUNGS",
     "DEFAULT_PARK_CAP_SECONDS",
     "DEFAULT_QOS",
+    "LANE_ENVIRONMENT",
     "PARK_CAP_ENV",
     "STATE_DIR_ENV",
     "Config",
@@ -218,22 +219,38 @@ class FellowsConfig:
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
 CONFIG_ENV = "FELLOWS_FSM_CONFIG"
-PLACEHOLDERS = frozenset(
-    {"dispatch_id", "job_name", "script", "gpus", "time_limit_seconds", "time_limit_minutes", "workdir"}
-)
+PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
+"""The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
+which no program can read as code. Every value of a job reaches a lane command through the environment."""
+LANE_ENVIRONMENT = {
+    "dispatch_id": "FSM_DISPATCH_ID",
+    "job_name": "FSM_JOB_NAME",
+    "script": "FSM_SCRIPT",
+    "workdir": "FSM_WORKDIR",
+    "gpus": "FSM_GPUS",
+    "time_limit_seconds": "FSM_TIME_LIMIT_SECONDS",
+    "time_limit_minutes": "FSM_TIME_LIMIT_MINUTES",
+}
+"""The environment variable of every value a lane command gets (the job's user controls job_name, script, workdir)."""
+USER_VALUES = frozenset({"job_name", "script", "workdir"})
+"""Values a job's user controls: refused as argv placeholders (an argument may be code to the program that
+gets it: ``sh -c``, ``perl -E``, ``find -exec``, ssh's remote command...), passed only in the environment."""
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
-_SAMPLE_VALUES = dict.fromkeys(PLACEHOLDERS, "x")
-# Programs that run their argument after -c/-e as code: a placeholder there is code a job name can inject into.
-_INTERPRETERS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox", "python", "python3"})
-_INTERPRETERS |= frozenset({"perl", "ruby", "node"})
-_CODE_FLAG = re.compile(r"^-[A-Za-z]*[ce]$")
+_SAMPLE_VALUES = dict.fromkeys(PLACEHOLDERS, "1")
 
 
 def _check_template_item(key: str, item: str) -> None:
     """Refuse an argv item whose ``{...}`` fields are malformed or unknown (it must fill for every dispatch)."""
-    for name in _PLACEHOLDER.findall(item):
+    for name in _PLACEHOLDER.findall(item.replace("{{", "").replace("}}", "")):
+        if name in USER_VALUES:
+            variable = LANE_ENVIRONMENT[name]
+            raise ConfigError(
+                f"{key} uses placeholder {{{name}}}, a value the job's user controls, which could run as code in "
+                f"an argument; read it from the environment as ${variable} instead, e.g. "
+                f"['sh', '-c', 'exec sky launch \"${variable}\"']"
+            )
         if name not in PLACEHOLDERS:
             raise ConfigError(
                 f"{key} uses placeholder {{{name}}}, which is not known; "
@@ -248,26 +265,6 @@ def _check_template_item(key: str, item: str) -> None:
         ) from None
 
 
-def _check_no_code_placeholders(key: str, argv: tuple[str, ...]) -> None:
-    """Refuse placeholders inside the code argument of ``sh -c``, ``bash -c``, ``python -c``, ``perl -e``..."""
-    for i, item in enumerate(argv):
-        program = re.sub(r"[0-9.]+$", "", item.rsplit("/", 1)[-1])
-        if program not in _INTERPRETERS:
-            continue
-        for j in range(i + 1, len(argv) - 1):
-            if not argv[j].startswith("-"):
-                break
-            if _CODE_FLAG.match(argv[j]):
-                code = argv[j + 1]
-                if _PLACEHOLDER.search(code.replace("{{", "").replace("}}", "")):
-                    raise ConfigError(
-                        f"{key} puts a placeholder inside the code of {item} {argv[j]} ({code!r}), where a job "
-                        "name could run as code; pass it as an argument after the code instead, e.g. "
-                        "['sh', '-c', 'sky status \"$1\"', 'sh', 'fsm-{dispatch_id}']"
-                    )
-                break
-
-
 def _argv(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
         raise ConfigError(
@@ -278,9 +275,7 @@ def _argv(key: str, value: object) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise ConfigError(f"{key} item {item!r} must be a string")
         _check_template_item(key, item)
-    argv = tuple(value)
-    _check_no_code_placeholders(key, argv)
-    return argv
+    return tuple(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -360,6 +355,11 @@ class RouterConfig:
 
 def _default_state_dir() -> Path:
     raw = os.environ.get(STATE_DIR_ENV)
+    if raw is not None and not raw.strip():
+        raise ConfigError(
+            f"{STATE_DIR_ENV}={raw!r} is set but empty; unset it (the default is $XDG_STATE_HOME/fellows-fsm) "
+            "or give a directory"
+        )
     if raw:
         return Path(raw)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -441,6 +441,11 @@ class Config:
                         raise ConfigError(
                             f"[lanes.{name}]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}"
                         )
+                if "command" not in table:
+                    raise ConfigError(
+                        f"[lanes.{name}] has no command; give the argv that hands a job over, e.g. "
+                        "command = ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
+                    )
                 lanes.append(LaneConfig(name=name, **dict(table)))
             router_table = _table(data, "router", source)
             allowed = {a.name for a in attrs.fields(RouterConfig)}
@@ -499,17 +504,29 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
 def load_config(path: Path | str | None = None) -> Config:
     """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the defaults."""
     candidate = Path(path) if path is not None else None
+    where = f"config file {candidate}"
     if candidate is None and os.environ.get(CONFIG_ENV):
         candidate = Path(os.environ[CONFIG_ENV])
+        where = f"{CONFIG_ENV}={str(candidate)!r}"
     if candidate is None:
         default = Path("fellows.toml")
         if not default.exists():
             return Config()
         candidate = default
+        where = f"config file {candidate}"
     try:
         data = tomllib.loads(candidate.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {candidate} does not exist; create it or pass --config") from None
+        raise ConfigError(f"{where} does not exist; create it or pass --config") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a directory, not a TOML file; point it at a file such as fellows.toml") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "point it at a TOML file such as examples/fellows.toml"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read ({exc.strerror}); fix its permissions or pass --config") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
     return Config.from_mapping(data, source=str(candidate), base=candidate.absolute().parent)

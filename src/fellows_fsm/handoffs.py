@@ -11,7 +11,7 @@ from collections.abc import Callable
 from fellows_fsm.clock import Clock
 from fellows_fsm.config import LaneConfig
 from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult, lane_environment
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs"]
@@ -65,7 +65,7 @@ class Handoffs:
         handoff: Handoff | None
         if previous is None:
             self.journal.start_handoff(dispatch_id, lane_name, argv, now)
-            handoff = lane.start(argv, files, now=now)
+            handoff = lane.start(argv, files, now=now, env=lane_environment(dispatch_id, spec))
             if handoff.pid is not None:
                 self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         else:
@@ -79,7 +79,7 @@ class Handoffs:
                 # Nothing can tell whether it ran (the router died before the command's pid was journaled,
                 # and no probe is configured): run it again. Exactly-once needs an idempotent command or a
                 # probe; see docs/configuration.md.
-                handoff = lane.start(argv, files, now=now)
+                handoff = lane.start(argv, files, now=now, env=lane_environment(dispatch_id, spec))
                 if handoff.pid is not None:
                     self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         self.running[dispatch_id] = (lane_name, handoff)

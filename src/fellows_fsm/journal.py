@@ -30,6 +30,7 @@ from fellows_fsm.core.vocab import (
     OUTCOME_HANDED_OFF,
     OUTCOME_HANDOFF_FAILED,
     OUTCOME_HELD,
+    OUTCOME_MOVED_OUTSIDE,
     OUTCOME_WITHDRAWN_OUTSIDE,
     WITHDRAWN,
 )
@@ -108,6 +109,10 @@ class Journal:
                 for old in range(version, SCHEMA_VERSION) if version else ():
                     self._db.executescript(f"BEGIN; {MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
             self._db.execute("SELECT count(*) FROM dispatches").fetchone()
+            if not readonly and version:
+                # Before anything this process writes (and before any sbatch it would journal): a damaged page
+                # refuses the command here, not after its job was queued. Readers keep reading what they can.
+                self._check_pages()
             self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
             self._close_refused()
@@ -118,6 +123,12 @@ class Journal:
         finally:
             if setup is not None:
                 setup.close()  # releases the flock
+
+    def _check_pages(self) -> None:
+        """Raise sqlite3.DatabaseError if SQLite's quick_check finds a damaged page (every page is read once)."""
+        problems = [row[0] for row in self._db.execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems).replace("\n", " "))
 
     def check_intact(self) -> None:
         """Raise JournalError if the journal file was deleted or replaced since it was opened.
@@ -610,6 +621,8 @@ def _outcome(step: Step) -> str:
         return OUTCOME_WITHDRAWN_OUTSIDE
     if step.trigger == "hold":
         return OUTCOME_HELD
+    if step.trigger == "defer":
+        return OUTCOME_MOVED_OUTSIDE
     return ""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Protocol
 
 import attrs
 
-from fellows_fsm.config import LaneConfig
+from fellows_fsm.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec
 
@@ -36,17 +37,86 @@ __all__ = [
 
 KILL_GRACE_SECONDS = 5.0
 """After a timeout the group gets SIGTERM, then SIGKILL this much later if anything of it is left."""
+CLEANUP_GRACE_SECONDS = 2.0
+"""After a command failed, the wrapper's SIGTERM to what it left gets this long before SIGKILL (shorter than
+``KILL_GRACE_SECONDS``, so a wrapper cleaning up after a timeout is done before the router's SIGKILL)."""
 
-# The wrapper runs the command as its child (same process group) and writes its exit status, atomically,
-# when it ends. Killed with its group on a timeout, it writes nothing: the router records the timeout.
+# The wrapper runs the command as its child (same process group), as a child subreaper (an orphaned descendant,
+# even one that left the group with setsid, becomes its child again). When the command FAILS (a non-zero exit,
+# killed by a signal, or SIGTERM from the router's timeout), it ends every process of its group and every
+# descendant (SIGTERM, then SIGKILL after a grace) BEFORE it writes the exit status, so nothing of a failed
+# handoff can go on to create the paid job afterwards, even when no router is alive to look. A command that
+# succeeds may leave a daemon of its own (``gcloud ... --async``, ``sky launch -d``): it is left alone, since
+# exit 0 means the lane took the job. Killed by the router's timeout, it writes no status (the router records
+# 124). Killed with SIGKILL from outside, it cannot clean up: the router then kills the group it journaled.
 _WRAPPER = """\
-import os, subprocess, sys
-status = sys.argv[1]
+import ctypes, os, signal, subprocess, sys, time
+status, grace, me = sys.argv[1], float(sys.argv[2]), os.getpid()
 try:
-    code = subprocess.call(sys.argv[2:], stdin=subprocess.DEVNULL)
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except (OSError, AttributeError):
+    pass
+class Stop(Exception):
+    pass
+def stop(signum, frame):
+    raise Stop
+signal.signal(signal.SIGTERM, stop)
+def left():
+    group, children = set(), {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] in (b"Z", b"X"):
+            continue
+        if int(fields[2]) == me:
+            group.add(int(entry))
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    todo = [me, *group]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in group:
+                group.add(child)
+                todo.append(child)
+    return group
+def clean():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    end, sent = time.monotonic() + grace, set()
+    while True:
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        pids = left()
+        if not pids:
+            return
+        late = time.monotonic() >= end
+        for pid in pids:
+            if late or pid not in sent:
+                try:
+                    os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
+                except OSError:
+                    pass
+                sent.add(pid)
+        time.sleep(0.02)
+stopped = False
+try:
+    code = subprocess.call(sys.argv[3:], stdin=subprocess.DEVNULL)
+except Stop:
+    stopped, code = True, 143
 except OSError as exc:
-    sys.stderr.write(f"{sys.argv[2]}: {exc.strerror}\\n")
+    sys.stderr.write(f"{sys.argv[3]}: {exc.strerror}\\n")
     code = 127
+if code != 0:
+    clean()
+if stopped:
+    sys.exit(code)
 with open(status + ".tmp", "w") as f:
     f.write(str(code))
 os.replace(status + ".tmp", status)
@@ -159,6 +229,17 @@ def _group_alive(pid: int, files: HandoffFiles) -> bool:
     return str(files.status).encode() in cmdline
 
 
+def _group_members(pgid: int) -> bool:
+    """True while any process (not a zombie) is in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -176,6 +257,8 @@ class ProcessHandoff:
     own: bool = False
     """True when this process started the command (its child, reaped here); False for an adopted one."""
     terminated_at: float | None = None
+    lost_at: float | None = None
+    """When the wrapper was found gone without a status (what is left of its group then gets SIGTERM)."""
     reaped: bool = False
 
     def _leader_running(self) -> bool:
@@ -197,13 +280,27 @@ class ProcessHandoff:
         alive = self._leader_running()  # first: a status written just after this look is seen next time
         status = self.files.read_status()
         if status is not None:
+            if self.own and not self.reaped and self.pid is not None:
+                # The wrapper writes the status as its last act (after a failure, once its processes are gone):
+                # reap it now, so a result never comes while any process of the handoff still runs.
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.pid, 0)
+                self.reaped = True
             return self._result(status, "")
         if self.terminated_at is not None:
             if alive and now < self.terminated_at + KILL_GRACE_SECONDS:
                 return None
             return self._kill()
         if not alive:
-            # Gone without a status: killed from outside, or the wrapper itself failed.
+            # Gone without a status: the wrapper was killed from outside (or failed itself) and could not clean
+            # up. End what is left of its group (SIGTERM, then SIGKILL after the grace) before reporting.
+            assert self.pid is not None
+            if self.lost_at is None:
+                self.lost_at = now
+                _kill_group(self.pid, signal.SIGTERM)
+            if _group_members(self.pid) and now < self.lost_at + KILL_GRACE_SECONDS:
+                return None
+            _kill_group(self.pid, signal.SIGKILL)
             return self._result(125, "the handoff command ended without an exit status (killed from outside?)")
         if now < self.started_at + self.timeout_seconds:
             return None
@@ -228,8 +325,16 @@ class ProcessHandoff:
         return HandoffResult(self.argv, status, self.files.read(self.files.stdout), stderr)
 
 
-def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
-    """The values a lane's argv template may use."""
+_SAFE_ALPHABET = {
+    "dispatch_id": re.compile(r"[0-9a-f]+"),
+    "gpus": re.compile(r"[0-9]+"),
+    "time_limit_seconds": re.compile(r"[0-9]*"),
+    "time_limit_minutes": re.compile(r"[0-9]*"),
+}
+
+
+def job_values(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
+    """Every value a lane command gets for one dispatch, by placeholder name."""
     limit = spec.time_limit_seconds
     return {
         "dispatch_id": dispatch_id,
@@ -240,6 +345,27 @@ def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
         "time_limit_minutes": "" if limit is None else str(max(1, -(-limit // 60))),
         "workdir": os.path.dirname(os.path.abspath(spec.script)),
     }
+
+
+def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
+    """The values a lane's argv template may use: only those fellows-fsm makes from a safe alphabet (checked
+    here again, so a journal row edited by hand cannot smuggle code into an argument)."""
+    values = job_values(dispatch_id, spec)
+    safe = {}
+    for name in PLACEHOLDERS:
+        if not _SAFE_ALPHABET[name].fullmatch(values[name]):
+            raise ConfigError(f"{name}={values[name]!r} is not made of digits; refusing to put it in a lane's argv")
+        safe[name] = values[name]
+    return safe
+
+
+def lane_environment(dispatch_id: str, spec: JobSpec) -> dict[str, str]:
+    """The environment of a lane command: this process's, plus ``FSM_JOB_NAME``, ``FSM_SCRIPT``, ... (one
+    variable per value; a variable's text is never run as code unless the lane's own command says so)."""
+    env = dict(os.environ)
+    for name, value in job_values(dispatch_id, spec).items():
+        env[LANE_ENVIRONMENT[name]] = value
+    return env
 
 
 class CommandLane:
@@ -274,10 +400,14 @@ class CommandLane:
         """Run the probe, if configured: True if the lane already has this dispatch, None if unknowable."""
         if self.config.probe is None:
             return None
-        return run_once(self.render(self.config.probe, dispatch_id, spec), self.config.timeout_seconds).ok
+        argv = self.render(self.config.probe, dispatch_id, spec)
+        return run_once(argv, self.config.timeout_seconds, env=lane_environment(dispatch_id, spec)).ok
 
-    def start(self, argv: tuple[str, ...], files: HandoffFiles, *, now: float) -> Handoff:
-        """Start the handoff command in a session of its own and return at once."""
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
+        """Start the handoff command in a session of its own and return at once; ``env`` is its environment
+        (``lane_environment``: the job's values as ``FSM_*`` variables), else this process's."""
         files.directory.mkdir(parents=True, exist_ok=True)
         for path in (files.status, files.stdout, files.stderr):
             path.unlink(missing_ok=True)
@@ -290,8 +420,8 @@ class CommandLane:
         ]
         pid = os.posix_spawn(
             sys.executable,
-            [sys.executable, "-I", "-c", _WRAPPER, str(files.status), *argv],
-            dict(os.environ),
+            [sys.executable, "-I", "-c", _WRAPPER, str(files.status), str(CLEANUP_GRACE_SECONDS), *argv],
+            dict(os.environ if env is None else env),
             file_actions=actions,
             setsid=True,
         )
@@ -309,12 +439,17 @@ class CommandLane:
         return ProcessHandoff(argv, files, started_at, self.config.timeout_seconds, pid)
 
 
-def run_once(argv: tuple[str, ...], timeout: float) -> HandoffResult:
+def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None) -> HandoffResult:
     """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
     try:
         # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=None if env is None else dict(env),
         )
     except OSError as exc:
         return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")

@@ -70,6 +70,9 @@ _FIXED_GROUPS: Mapping[str, ReasonGroup] = {
     "Priority": ReasonGroup.CONTENTION,
     "Reservation": ReasonGroup.CONTENTION,
     "NodeDown": ReasonGroup.CONTENTION,
+    # An admin closed the partition (or it is not active yet): it may open again, so the rung waits its window.
+    "PartitionDown": ReasonGroup.CONTENTION,
+    "PartitionInactive": ReasonGroup.CONTENTION,
     "PartitionTimeLimit": ReasonGroup.NEVER_FITS,
     "PartitionNodeLimit": ReasonGroup.NEVER_FITS,
     "BadConstraints": ReasonGroup.NEVER_FITS,
@@ -134,6 +137,10 @@ class Observation:
     """When the job started (only for a job that started)."""
     token: str | None = None
     """The job's comment as the scheduler reports it (the dispatch token); None when not reported."""
+    partition: str | None = None
+    """The partition as the scheduler reports it (squeue's Partition); None when not reported."""
+    time_limit_seconds: int | None = None
+    """The time limit as the scheduler reports it (squeue's TimeLimit); None when not reported or unlimited."""
     expected_start: float | None = None
     """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
     estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""

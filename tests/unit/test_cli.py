@@ -739,7 +739,7 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "fellows.toml"
     result = run("config", "check", "--config", str(example))
     assert result.exit_code == 0, result.output
-    assert "gcloud batch jobs submit fsm-{dispatch_id}" in result.stdout
+    assert "gcloud batch jobs submit" in result.stdout
 
 
 def test_diagram_svg_is_a_valid_svg_document(env: Path, tmp_path: Path) -> None:
@@ -799,8 +799,8 @@ BAD_CONFIGS = [
     ({"fellows": "park_cap_seconds = 1e300"}, ["park_cap_seconds=1e+300", "maximum"]),
     ({"fellows": "poll_interval_seconds = 0.000001"}, ["poll_interval_seconds=1e-06", "minimum"]),
     ({"router": "order = ['fellows', 'gcp', 'gcp']"}, ["order=", "'gcp' twice"]),
-    ({"gcp": "['sh', '-c', 'sky launch {job_name}']"}, ["sh -c", "'sky launch {job_name}'", "after the code"]),
-    ({"gcp": "['/bin/bash', '-ec', 'echo {script}']"}, ["/bin/bash -ec", "{script}"]),
+    ({"gcp": "['sh', '-c', 'sky launch {job_name}']"}, ["[lanes.gcp] command", "{job_name}", "$FSM_JOB_NAME"]),
+    ({"gcp": "['/bin/bash', '-ec', 'echo {script}']"}, ["[lanes.gcp] command", "{script}", "$FSM_SCRIPT"]),
     ({"top": "state_dir = 5"}, ["state_dir=5"]),
 ]
 
@@ -919,11 +919,11 @@ def test_sbatch_options_fellows_fsm_owns_are_refused_after_dashdash(
 
 
 def test_other_sbatch_options_pass_through(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """Options fellows-fsm does not own (e.g. --mem, --partition, --time-min) reach sbatch unchanged."""
-    result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+    """Options fellows-fsm does not own (e.g. --mem, --partition, --exclusive) reach sbatch unchanged."""
+    result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--exclusive", "-v")
     assert result.exit_code == 0, result.output
     job = fake.jobs[json.loads(result.stdout)["slurm_job_id"]]
-    assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--time-min=30", "-v")
+    assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--exclusive", "-v")
 
 
 # --------------------------------------------------------------------------- the preflight through submit
@@ -1044,19 +1044,6 @@ def test_debug_intent_without_debug_qos_warns(env: Path, fake: SchedulingFake, s
     assert result.exit_code == 0, result.output
     assert "warning: --intent debug, but [fellows] debug_qos is not set" in result.stderr
     assert "'D_'" in result.stderr
-
-
-def test_a_hostile_job_name_is_never_run_by_the_safe_sh_c_form(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """With the documented form (value as $1 after the code) a job name full of shell is only ever data."""
-    out = env / "names.txt"
-    pwned = env / "pwned"
-    command = json.dumps(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", "{job_name}", str(out)])
-    (env / "fellows.toml").write_text(_toml(env, gcp=command))
-    name = f"x; touch {pwned}; $(touch {pwned})"
-    result = run("submit", "--pin", "gcp", "--name", name, str(script))
-    assert result.exit_code == 0, result.output
-    assert out.read_text() == name + "\n"
-    assert not pwned.exists()
 
 
 # --------------------------------------------------------------------------- words a user sees

@@ -82,7 +82,7 @@ def test_phase_mapping(state: str, started: bool, phase: Phase) -> None:
 def test_squeue_line_parses_every_field() -> None:
     """A pending line keeps its reason and QoS; a running line has a start time and no reason."""
     rows = parse_squeue(
-        f"4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|fsm-d1-r0|\n2|RUNNING|None|normal-eur|{T0}|gpu01|0|(null)|\n"
+        f"4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|gpu|10:00|fsm-d1-r0|\n2|RUNNING|None|normal-eur|{T0}|gpu01|0|gpu|10:00|(null)|\n"
     )
     pending, running = rows["4"].observation, rows["2"].observation
     assert pending.phase is Phase.PENDING
@@ -98,13 +98,13 @@ def test_squeue_line_parses_every_field() -> None:
 
 def test_pending_reason_none_stays_none() -> None:
     """The reason ``None`` (not evaluated yet) is None, never the string 'None'."""
-    obs = parse_squeue("5|PENDING|None|high-eur|N/A|n/a|0|(null)|\n")["5"].observation
+    obs = parse_squeue("5|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|(null)|\n")["5"].observation
     assert obs.reason is None
 
 
 def test_cancelled_while_pending_is_gone_despite_its_start_stamp() -> None:
     """SLURM stamps %S on a job cancelled while pending; without a batch host it never ran."""
-    obs = parse_squeue(f"4|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|0|tok|\n")["4"].observation
+    obs = parse_squeue(f"4|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|0|gpu|10:00|tok|\n")["4"].observation
     assert obs.phase is Phase.GONE
     assert obs.start_time is None
     assert obs.reason is None
@@ -112,49 +112,51 @@ def test_cancelled_while_pending_is_gone_despite_its_start_stamp() -> None:
 
 def test_cancelled_after_start_is_started() -> None:
     """A job cancelled while running started: the dispatch must never resubmit it."""
-    obs = parse_squeue(f"3|CANCELLED|None|high-eur|{T0}|gpu01|0|(null)|\n")["3"].observation
+    obs = parse_squeue(f"3|CANCELLED|None|high-eur|{T0}|gpu01|0|gpu|10:00|(null)|\n")["3"].observation
     assert obs.phase is Phase.STARTED
 
 
 def test_estimated_start_of_a_pending_job_is_not_a_start() -> None:
     """squeue shows a backfill estimate as %S for some pending jobs: that is not a start time."""
-    obs = parse_squeue("6|PENDING|Resources|low-eur|2027-01-01T00:00:00|n/a|0|(null)|\n")["6"].observation
+    obs = parse_squeue("6|PENDING|Resources|low-eur|2027-01-01T00:00:00|n/a|0|gpu|10:00|(null)|\n")["6"].observation
     assert obs.phase is Phase.PENDING
     assert obs.start_time is None
 
 
 def test_a_pending_jobs_start_time_is_its_expected_start() -> None:
     """The same squeue field gives a pending job's backfill estimate as expected_start (no extra call)."""
-    obs = parse_squeue("6|PENDING|Resources|high-eur|2027-01-01T00:00:00|n/a|0|(null)|\n")["6"].observation
+    obs = parse_squeue("6|PENDING|Resources|high-eur|2027-01-01T00:00:00|n/a|0|gpu|10:00|(null)|\n")["6"].observation
     assert obs.expected_start == datetime(2027, 1, 1, 0, 0, 0).timestamp()
 
 
 def test_a_pending_job_without_an_estimate_has_no_expected_start() -> None:
     """N/A in squeue's StartTime (SLURM 22.05's reading of a job over its own per-QoS cap, time limits in the way or
     not: this line as measured) is no estimate, not a time, and the reason still reads."""
-    obs = parse_squeue("4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|(null)|\n")["4"].observation
+    obs = parse_squeue("4|PENDING|QOSMaxGRESPerUser|high-eur|N/A|n/a|0|gpu|10:00|(null)|\n")["4"].observation
     assert (obs.expected_start, obs.reason) == (None, "QOSMaxGRESPerUser")
 
 
 def test_a_running_job_has_no_expected_start() -> None:
     """Only a pending job carries an estimate; a running job's StartTime is its start."""
-    obs = parse_squeue(f"2|RUNNING|None|normal-eur|{T0}|gpu01|0|(null)|\n")["2"].observation
+    obs = parse_squeue(f"2|RUNNING|None|normal-eur|{T0}|gpu01|0|gpu|10:00|(null)|\n")["2"].observation
     assert obs.expected_start is None
     assert obs.start_time is not None
 
 
 def test_comment_may_hold_the_separator() -> None:
     """The comment is the last field, so a '|' inside it does not shift the other fields."""
-    rows = parse_squeue("4|PENDING|Priority|high-eur|N/A|n/a|0|tok|B x|\n")
+    rows = parse_squeue("4|PENDING|Priority|high-eur|N/A|n/a|0|gpu|10:00|tok|B x|\n")
     assert rows["4"].comment == "tok|B x"
     assert rows["4"].observation.reason == "Priority"
 
 
 def test_a_requeued_job_counts_as_started() -> None:
     """A job requeued before the router saw it run reads PENDING with no batch host, but RestartCnt says it ran."""
-    obs = parse_squeue("7|PENDING|BeginTime|high-eur|2026-11-30T23:39:52|n/a|1|fsm-x-r0|\n")["7"].observation
+    obs = parse_squeue("7|PENDING|BeginTime|high-eur|2026-11-30T23:39:52|n/a|1|gpu|10:00|fsm-x-r0|\n")["7"].observation
     assert obs.phase is Phase.STARTED
-    fresh = parse_squeue("8|PENDING|BeginTime|high-eur|2026-11-30T23:39:52|n/a|0|fsm-x-r0|\n")["8"].observation
+    fresh = parse_squeue("8|PENDING|BeginTime|high-eur|2026-11-30T23:39:52|n/a|0|gpu|10:00|fsm-x-r0|\n")[
+        "8"
+    ].observation
     assert fresh.phase is Phase.PENDING
 
 
@@ -200,7 +202,15 @@ def test_squeue_argv_never_filters_by_qos_or_partition() -> None:
 def test_one_squeue_for_many_jobs() -> None:
     """Observing many jobs costs exactly one squeue and no sacct when squeue knows them all."""
     runner = ScriptedRunner(
-        {"squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|0|a|\n2|PENDING|Priority|low-eur|N/A|n/a|0|b|\n", "")]}
+        {
+            "squeue": [
+                (
+                    0,
+                    f"1|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|a|\n2|PENDING|Priority|low-eur|N/A|n/a|0|gpu|10:00|b|\n",
+                    "",
+                )
+            ]
+        }
     )
     seen = Observer(runner).observe(["1", "2", "1"])
     assert list(seen) == ["1", "2"]
@@ -213,7 +223,7 @@ def test_ids_squeue_forgot_go_to_one_sacct() -> None:
     """Ids missing from squeue are looked up in one sacct with an explicit --starttime."""
     runner = ScriptedRunner(
         {
-            "squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|0|a|\n", "")],
+            "squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
             "sacct": [(0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|gpu01|\n", "")],
         }
     )
@@ -234,7 +244,7 @@ def test_empty_squeue_is_asked_again_before_sacct() -> None:
             "squeue": [
                 (0, "", ""),
                 (1, "", "slurm_load_jobs error: Invalid job id specified\n"),
-                (0, f"1|RUNNING|None|q|{T0}|h|0||\n", ""),
+                (0, f"1|RUNNING|None|q|{T0}|h|0|gpu|10:00||\n", ""),
             ]
         }
     )
@@ -276,7 +286,7 @@ def test_no_ids_no_calls() -> None:
 
 
 def _pending(job_id: str, reason: str, qos: str = "high-eur") -> str:
-    return f"{job_id}|PENDING|{reason}|{qos}|N/A|n/a|0|t|\n"
+    return f"{job_id}|PENDING|{reason}|{qos}|N/A|n/a|0|gpu|10:00|t|\n"
 
 
 def _reasons(lines: list[str], job_id: str = "5") -> list[str | None]:
@@ -302,7 +312,7 @@ def test_none_before_any_reason_stays_not_evaluated() -> None:
     [
         pytest.param(_pending("5", "None", qos="normal-eur"), None, id="moved-to-another-qos"),
         pytest.param(_pending("5", "JobHeldUser"), "JobHeldUser", id="another-reason"),
-        pytest.param(f"5|RUNNING|None|high-eur|{T0}|gpu01|0|t|\n", None, id="started"),
+        pytest.param(f"5|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|t|\n", None, id="started"),
     ],
 )
 def test_remembered_reason_is_forgotten_when_the_job_moves_on(second: str, expected: str | None) -> None:

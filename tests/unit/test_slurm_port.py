@@ -127,7 +127,7 @@ def test_cancel_if_pending_fences_then_cancels_before_23_11() -> None:
         {
             "scancel": [V22, (0, "", "")],
             "scontrol": [(0, "", "")],
-            "squeue": [(0, f"9|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|0|t|\n", "")],
+            "squeue": [(0, f"9|CANCELLED|QOSMaxGRESPerUser|high-eur|{T0}|n/a|0|gpu|10:00|t|\n", "")],
         }
     )
     obs = port.cancel_if_pending(["9"])["9"]
@@ -147,7 +147,7 @@ def test_cancel_if_pending_leaves_a_started_job_alone() -> None:
         {
             "scancel": [V22],
             "scontrol": [(1, "", "Job is no longer pending execution for job 9\n")],
-            "squeue": [(0, f"9|RUNNING|None|high-eur|{T0}|gpu01|0|t|\n", "")],
+            "squeue": [(0, f"9|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|t|\n", "")],
         }
     )
     assert port.cancel_if_pending(["9"])["9"].phase is Phase.STARTED
@@ -181,7 +181,11 @@ def test_cancel_if_pending_uses_ctld_from_23_11_6_and_asks_the_version_once() ->
         {
             "scancel": [V23, (0, "", "")],
             "squeue": [
-                (0, f"9|CANCELLED|Priority|high-eur|{T0}|n/a|0|t|\n8|RUNNING|None|high-eur|{T0}|gpu01|0|u|\n", "")
+                (
+                    0,
+                    f"9|CANCELLED|Priority|high-eur|{T0}|n/a|0|gpu|10:00|t|\n8|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|u|\n",
+                    "",
+                )
             ],
         }
     )
@@ -209,9 +213,9 @@ def test_find_by_token_picks_the_newest_tagged_job() -> None:
             "squeue": [
                 (
                     0,
-                    f"10|CANCELLED|None|high-eur|{T0}|n/a|0|fsm-d-r0|\n"
-                    f"12|PENDING|None|high-eur|N/A|n/a|0|fsm-d-r0|\n"
-                    f"11|PENDING|None|high-eur|N/A|n/a|0|fsm-other-r0|\n",
+                    f"10|CANCELLED|None|high-eur|{T0}|n/a|0|gpu|10:00|fsm-d-r0|\n"
+                    f"12|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|fsm-d-r0|\n"
+                    f"11|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|fsm-other-r0|\n",
                     "",
                 )
             ]

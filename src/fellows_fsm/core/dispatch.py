@@ -102,6 +102,11 @@ class Dispatch(Steps):
     """The parked job was just moved in place to the next rung's QoS."""
     held: bool = attrs.field(init=False, default=False)
     """The current job was last seen held (JobHeldUser/JobHeldAdmin): its window does not walk it away."""
+    deferred: bool = attrs.field(init=False, default=False)
+    """Someone else moved the current job (its QoS, partition or time limit): it is theirs to place, never walked."""
+    first_seen: tuple[str | None, int | None] | None = attrs.field(init=False, default=None)
+    """The partition and time limit the current job was first seen pending with (what a later change is read
+    against; after a restart, the first look after it)."""
     paused: bool = attrs.field(init=False, default=False)
     """The controller stopped answering: the ladder's clock is stopped until it answers again."""
     paused_since: float | None = attrs.field(init=False, default=None)
@@ -179,6 +184,7 @@ class Dispatch(Steps):
                 d.deadline += step.at - paused_since
         for step in history:
             d.held = step.trigger == "hold" or (d.held and step.trigger not in ("release", *_ENTERS_RUNG))
+            d.deferred = step.trigger == "defer" or (d.deferred and step.trigger not in _ENTERS_RUNG)
             d.paused = step.trigger == "pause" or (d.paused and step.trigger != "resume")
         if d.paused:
             d.paused_since = paused_since
@@ -245,7 +251,7 @@ class Dispatch(Steps):
             and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
         ):
             # Nothing new, and no park may be taken: every guard answers as it did last time.
-            return Decision((), None if self.held or self.pinned else self.deadline)
+            return Decision((), None if self.held or self.deferred or self.pinned else self.deadline)
         self._begin(now, changing=may_change_rung)
         self.leaving = may_leave
         if not self.history:
@@ -353,12 +359,17 @@ class Dispatch(Steps):
 
     # ----------------------------------------------------------------- the step loop: the table's order
     def _see(self, job_id: str | None, observation: Observation | None) -> None:
-        """Set the current job and the last observation (and ``look``, what the guards read) together."""
+        """Set the current job and the last observation (and ``look``, what the guards read) together; the first
+        pending look at a job is what an outside change of its partition or time limit is read against."""
+        if job_id != self.job_id:
+            self.first_seen = None
         self.job_id = job_id
         self.observation = observation
         self.look = (
             observation if observation is not None and job_id is not None and observation.job_id == job_id else None
         )
+        if self.first_seen is None and self.look is not None and self.look.phase is Phase.PENDING:
+            self.first_seen = (self.look.partition, self.look.time_limit_seconds)
 
     def _begin(self, now: float, *, changing: bool) -> None:
         self.now = now
@@ -384,7 +395,7 @@ class Dispatch(Steps):
         on_rung = self.state not in OFF_RUNG
         if on_rung and self.job_id is not None:  # waiting on its rung: nothing to ask (the common case)
             out, self._out = self._out, _IDLE
-            wake = None if self.pinned or self.held or self.paused else self.deadline
+            wake = None if self.pinned or self.held or self.deferred or self.paused else self.deadline
             return Decision(tuple(out), wake) if out else Decision((), wake)
         if on_rung and self.job_id is None and not self.refused:
             if self.submit_uncertain:
@@ -401,7 +412,7 @@ class Dispatch(Steps):
         return Decision(tuple(out), self._wake_at())
 
     def _wake_at(self) -> float | None:
-        if self.on_rung and self.walks_ladder() and not (self.held or self.paused):
+        if self.on_rung and self.walks_ladder() and not (self.held or self.deferred or self.paused):
             return self.deadline
         return None
 
@@ -475,13 +486,16 @@ class Dispatch(Steps):
 
     def _record(self, trigger: str, source: str, dest: str, rung_index: int, *, job_id: str | None) -> None:
         obs = self.look
+        qos = self.ladder.rungs[rung_index].qos
+        if obs is not None and obs.qos and rung_index == self.rung_index and self.on_rung:
+            qos = obs.qos  # what SLURM reports (someone may have moved the job): the journal believes SLURM
         step = Step(
             at=self.now,
             source=source,
             dest=dest,
             trigger=trigger,
             rung_index=rung_index,
-            qos=self.ladder.rungs[rung_index].qos,
+            qos=qos,
             job_id=job_id,
             reason=obs.reason if obs is not None else None,
             note=self.note,

@@ -11,7 +11,7 @@ from typing import Any
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import park_early_reason
 from fellows_fsm.core.vocab import FIXED_STATES
-from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
+from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup
 
 __all__ = ["OFF_RUNG", "Guards"]
 
@@ -36,6 +36,9 @@ class Guards:
     refused: bool
     moved: bool
     held: bool
+    deferred: bool
+    first_seen: tuple[str | None, int | None] | None
+    spec: JobSpec
     paused: bool
     now: float
     changing: bool
@@ -104,7 +107,35 @@ class Guards:
     def job_ended_by_others(self, event: Any = None) -> bool:
         """Was the current job cancelled outside the router, or dropped while someone held it?"""
         obs = self.look
-        return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or self.held)
+        return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or self.held or self.deferred)
+
+    def moved_by_others(self) -> list[str]:
+        """What someone else changed on the current pending job, as SLURM reports it ([] when nothing): its QoS
+        (not the rung's), its partition or its time limit (not what it was first seen with, or submitted with)."""
+        obs = self.look
+        if obs is None or obs.phase is not Phase.PENDING:
+            return []
+        changes = []
+        if obs.qos is not None and obs.qos != self.rung.qos:
+            changes.append(f"QoS {self.rung.qos} -> {obs.qos}")
+        first_partition, first_limit = self.first_seen or (None, None)
+        if first_partition is not None and obs.partition is not None and obs.partition != first_partition:
+            changes.append(f"partition {first_partition} -> {obs.partition}")
+        asked = self.spec.time_limit_seconds
+        # SLURM keeps a time limit in whole minutes.
+        expected = -(-asked // 60) * 60 if asked is not None else first_limit
+        if expected is not None and obs.time_limit_seconds is not None and obs.time_limit_seconds != expected:
+            changes.append(f"time limit {expected // 60} min -> {obs.time_limit_seconds // 60} min")
+        return changes
+
+    def job_moved_by_others(self, event: Any = None) -> bool:
+        """Is the current job newly seen moved by someone else (``scontrol update`` of its QoS, partition or
+        time limit)?"""
+        return not self.deferred and bool(self.moved_by_others())
+
+    def job_not_moved(self, event: Any = None) -> bool:
+        """Is the current job where the ladder put it (no one else moved it), so the ladder may walk it?"""
+        return not self.deferred
 
     def job_held(self, event: Any = None) -> bool:
         """Is the current job newly seen held by its owner or an admin?"""

@@ -49,11 +49,22 @@ TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     ("withdraw", RUNG, WITHDRAWN, ("job_ended_by_others",)),  # someone's scancel is a decision, not a rung
     ("drop", RUNG, CANCELLED, ("job_gone",)),  # gone without starting (deadline, refused QoS, lost)
     ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
+    ("defer", RUNG, SAME, ("job_moved_by_others",)),  # scontrol update by someone else: theirs, never walked
     ("release", RUNG, SAME, ("job_released",)),
     # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
-    ("park", RUNG, PARKED, ("rung_expired", "walks_ladder", "may_leave_rung", "job_known", "job_not_held")),
-    ("park", RUNG, PARKED, ("rung_cannot_start", "walks_ladder", "may_leave_rung")),
-    ("park", RUNG, PARKED, ("cannot_start_in_window", "walks_ladder", "may_leave_rung", "job_known", "job_not_held")),
+    (
+        "park",
+        RUNG,
+        PARKED,
+        ("rung_expired", "walks_ladder", "may_leave_rung", "job_known", "job_not_held", "job_not_moved"),
+    ),
+    ("park", RUNG, PARKED, ("rung_cannot_start", "walks_ladder", "may_leave_rung", "job_not_moved")),
+    (
+        "park",
+        RUNG,
+        PARKED,
+        ("cannot_start_in_window", "walks_ladder", "may_leave_rung", "job_known", "job_not_held", "job_not_moved"),
+    ),
     ("start", PARKED, RUNNING, ("job_started",)),  # a late start wins over the cancel
     ("cancel", PARKED, CANCELLED, ("job_gone",)),  # the cancel is confirmed (or there was no job)
     ("move", PARKED, NEXT_RUNG, ("walks_ladder", "moved_in_place", "left_previous_rung")),  # scontrol, same job

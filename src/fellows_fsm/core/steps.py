@@ -57,13 +57,30 @@ class Steps(Guards):
         self.paused_since = None
 
     def _start(self) -> None:
+        obs = self.look
+        if obs is not None and obs.qos and obs.qos != self.rung.qos and self.on_rung:
+            self.note = f"runs on {obs.qos}, not {self.rung.qos}: someone else moved job {self.job_id} (SLURM says so)"
         self._fire("start")
+
+    def _defer(self) -> None:
+        """Someone else moved the job: their decision, like a hold. It stays where they put it, never walked."""
+        changes = "; ".join(self.moved_by_others())
+        self.note = (
+            f"job {self.job_id} was moved by someone else ({changes}); their decision: it is no longer walked, "
+            "and runs (or ends) where they put it"
+        )
+        self._fire("defer")
+        self.deferred = True
 
     def _withdraw(self) -> None:
         obs = self.look
         state = obs.state if obs is not None else "gone"
         if self.held and (obs is None or not obs.ended_by_others):
             self.note = f"job {self.job_id} ended ({state}) while held; a hold is someone's decision: not resubmitted"
+        elif self.deferred and (obs is None or not obs.ended_by_others):
+            self.note = (
+                f"job {self.job_id} ended ({state}) after someone else moved it; their decision: not resubmitted"
+            )
         else:
             self.note = f"job {self.job_id} was cancelled outside fellows-fsm ({state}); not resubmitted"
         self._fire("withdraw")

@@ -23,6 +23,7 @@ __all__ = [
     "OUTCOME_HANDED_OFF",
     "OUTCOME_HANDOFF_FAILED",
     "OUTCOME_HELD",
+    "OUTCOME_MOVED_OUTSIDE",
     "OUTCOME_NO_FALLBACK",
     "OUTCOME_REJECTED",
     "OUTCOME_WITHDRAWN",
@@ -63,6 +64,8 @@ NO_LANE_LEFT = "NO_LANE_LEFT"
 
 # Outcomes (the journal's ``outcome`` column).
 OUTCOME_HELD = "held"
+OUTCOME_MOVED_OUTSIDE = "moved-outside"
+"""Someone else moved the job (scontrol update of its QoS, partition or time limit): it is not walked."""
 OUTCOME_WITHDRAWN = "withdrawn"
 """Withdrawn by ``fellows-fsm cancel``."""
 OUTCOME_WITHDRAWN_OUTSIDE = "withdrawn-outside"

@@ -197,7 +197,9 @@ class InProcessLane(CommandLane):
         self.handed: dict[str, float] = {}
         """When each dispatch was handed over, by dispatch id."""
 
-    def start(self, argv: tuple[str, ...], files: HandoffFiles, *, now: float) -> Handoff:
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
         """Record the handoff (the dispatch id is the argv's last item) and succeed at once."""
         self.handed[argv[-1]] = self.clock.now()
         return CompletedHandoff(HandoffResult(argv, 0, "", ""))

@@ -16,6 +16,7 @@ from datetime import datetime
 import attrs
 
 from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
+from fellows_fsm.slurm.accounting import parse_duration
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [
@@ -38,7 +39,18 @@ log = logging.getLogger(__name__)
 # real start from the start time SLURM stamps on a job cancelled while pending (the cancel time); RestartCnt
 # tells a job that ran and was requeued (it reads PENDING, no batch host, a future start) from one that never
 # ran; the comment (the dispatch token) comes last since it may hold '|'.
-SQUEUE_FIELDS = ("JobID", "State", "Reason", "QOS", "StartTime", "BatchHost", "RestartCnt", "Comment")
+SQUEUE_FIELDS = (
+    "JobID",
+    "State",
+    "Reason",
+    "QOS",
+    "StartTime",
+    "BatchHost",
+    "RestartCnt",
+    "Partition",
+    "TimeLimit",
+    "Comment",
+)
 SQUEUE_FORMAT = ",".join(f"{field}:|" for field in SQUEUE_FIELDS)
 # NodeList ("None assigned" for a job that never ran) plays %B's part: sacct's Start of a job cancelled
 # while pending is sometimes None and sometimes the cancel time.
@@ -108,6 +120,8 @@ def _row(
     started: bool,
     comment: str,
     restarted: bool = False,
+    partition: str = "",
+    time_limit: str = "",
 ) -> JobRow:
     # A requeued job ran once: for the dispatch it started, whatever it reads now (PENDING, a future start).
     phase = Phase.STARTED if restarted else phase_of(state, started=started)
@@ -124,8 +138,21 @@ def _row(
         start_time=start_time,
         token=_text_or_none(comment),
         expected_start=expected,
+        partition=_text_or_none(partition),
+        time_limit_seconds=_limit_seconds(time_limit),
     )
     return JobRow(job_id, observation, observation.token)
+
+
+def _limit_seconds(text: str) -> int | None:
+    """A TimeLimit as squeue prints it (``10:00``, ``1-00:00:00``) in seconds; None for UNLIMITED or unreadable."""
+    text = text.strip()
+    if not text or text in _NO_VALUE or text.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError:
+        return None
 
 
 def _parse_rows(stdout: str, command: str, *, ran: Callable[[str], bool]) -> dict[str, JobRow]:
@@ -154,10 +181,21 @@ def parse_squeue(stdout: str) -> dict[str, JobRow]:
         if len(parts) != len(SQUEUE_FIELDS):
             log.warning("squeue: ignoring a line not in the expected format: %r", line)
             continue
-        job_id, state, reason, qos, start, host, restarts, comment = (part.strip() for part in parts)
+        job_id, state, reason, qos, start, host, restarts, partition, limit, comment = (part.strip() for part in parts)
         started = _text_or_none(host) is not None and parse_slurm_time(start) is not None
         restarted = restarts.isdigit() and int(restarts) > 0
-        rows[job_id] = _row(job_id, state, reason, qos, start, started=started, comment=comment, restarted=restarted)
+        rows[job_id] = _row(
+            job_id,
+            state,
+            reason,
+            qos,
+            start,
+            started=started,
+            comment=comment,
+            restarted=restarted,
+            partition=partition,
+            time_limit=limit,
+        )
     return rows
 
 

@@ -3,7 +3,9 @@ them (up to the first line that is neither blank nor a comment; the last value w
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,8 +14,9 @@ import attrs
 from fellows_fsm.errors import UsageError
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.slurm.render import owned_option
 
-__all__ = ["ScriptDefaults", "job_spec", "read_script_defaults", "time_seconds"]
+__all__ = ["ScriptDefaults", "check_job_name", "check_script", "job_spec", "read_script_defaults", "time_seconds"]
 
 
 @attrs.frozen
@@ -62,13 +65,49 @@ def _gres_gpus(gres: str, where: str) -> int | None:
     return None
 
 
+def check_script(script: Path) -> None:
+    """Refuse, in one line naming it, a script that is missing, a directory, not a regular file (a FIFO would
+    block the reader forever) or unreadable; it is looked at with stat, never opened, before this passes."""
+    try:
+        mode = os.stat(script).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"script {str(script)!r} does not exist; give the path of an sbatch script") from None
+    except OSError as exc:
+        raise UsageError(f"script {str(script)!r} cannot be read ({exc.strerror}); give an sbatch script") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"script {str(script)!r} is a directory; give the path of an sbatch script in it")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        raise UsageError(f"script {str(script)!r} is {kind}, not a regular file; give an sbatch script file")
+    if not os.access(script, os.R_OK):
+        raise UsageError(f"script {str(script)!r} is not readable by this user; fix its permissions")
+
+
+def check_job_name(name: str, where: str = "--name") -> str:
+    """Refuse a job name with a control character (a newline would split SLURM's and our tables' rows)."""
+    for char in name:
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            raise UsageError(
+                f"{where} {name!r} has a control character ({char!r}); give a job name on one line, "
+                "e.g. letters, digits, '-', '_' or '.'"
+            )
+    if not name.strip():
+        raise UsageError(f"{where} {name!r} is empty; give a job name, e.g. 'train'")
+    return name
+
+
 def read_script_defaults(script: Path) -> ScriptDefaults:
     """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time`` and ``--job-name`` from the script's #SBATCH lines.
 
-    Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins.
+    Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins. The
+    script is checked first (``check_script``): a missing, directory or non-regular one is refused unopened.
     """
+    check_script(script)
     found: dict[str, str] = {}
-    lines = script.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        lines = script.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise UsageError(f"script {str(script)!r} cannot be read ({exc.strerror}); give an sbatch script") from None
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
@@ -79,6 +118,11 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
             words = shlex.split(stripped.removeprefix("#SBATCH"), comments=True)
         except ValueError:
             continue
+        if (owned := owned_option(words, in_script=True)) is not None:
+            raise UsageError(
+                f"{script.name}:{number}: '#SBATCH {owned[0]}' is refused by fellows-fsm: {owned[1]}; "
+                "remove the line (docs/usage.md lists these options)"
+            )
         i = 0
         while i < len(words):
             word = words[i]
@@ -106,9 +150,10 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
 def job_spec(
     name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
 ) -> JobSpec:
-    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through)."""
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); a job name with a
+    control character is refused (``check_job_name``)."""
     return JobSpec(
-        name=name,
+        name=check_job_name(name),
         script=str(script),
         gpus=gpus,
         time_limit_seconds=time_limit_seconds,

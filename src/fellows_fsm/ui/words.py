@@ -68,6 +68,9 @@ _REASON_WORDS: Mapping[str, str] = {
     "QOSMaxWallDurationPerJobLimit": "the job's --time is over the MaxWall of {qos}; it can never start there",
     "QOSGrpGRES": "the shared GPU pool of {qos} is full (all users)",
     "AssocGrpGRES": "your account's GPU budget is full; every rung shares it",
+    "PartitionDown": "its partition is down (an admin closed it); it waits for it to open, within this rung's window",
+    "PartitionInactive": "the job's partition is not active (an admin's setting); it waits within this rung's window",
+    "NodeDown": "a node the job needs is down; it waits for the node, within this rung's window",
 }
 
 
