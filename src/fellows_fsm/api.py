@@ -25,6 +25,7 @@ from fellows_fsm.errors import (
     JournalBusy,
     SchedulerError,
     SchedulerUnreachable,
+    SshLoginRefused,
     SubmitRejected,
 )
 from fellows_fsm.intake import INTENTS, enqueue
@@ -34,7 +35,7 @@ from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.router import Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
 from fellows_fsm.ui.history import HistoryEntry, history_entries
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
@@ -113,11 +114,11 @@ class Fellows:
         """``scheduler`` defaults to the real SLURM; ``grants`` reads what the cluster grants for the check before
         the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check)."""
         self.config = config
-        self.scheduler: Scheduler = scheduler if scheduler is not None else SlurmScheduler()
+        self.scheduler: Scheduler = scheduler if scheduler is not None else slurm_scheduler(config)
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
         self._grants = grants if grants is not None else _default_grants(self.scheduler)
-        self.journal = Journal(config.journal_path)
+        self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
 
@@ -188,9 +189,12 @@ class Fellows:
         if (pin is not None and pin != FELLOWS) or self._grants is None:
             return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
         user = str(getattr(self.scheduler, "user", "") or os.environ.get("USER", ""))
-        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{os.environ.get('SLURM_CONF', '')}")
+        cluster = self.config.fellows.host or os.environ.get("SLURM_CONF", "")
+        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{cluster}")
         try:
             grants = cache.get(self.clock.now(), self._grants)
+        except SshLoginRefused:
+            raise  # nothing will work until someone acts: stop before anything is journaled or queued
         except SchedulerError as exc:
             warnings.append(
                 f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "

@@ -217,7 +217,7 @@ class SlurmScheduler:
         try:
             content = path.read_bytes()
         except OSError as exc:
-            raise UsageError(f"script {spec.script} cannot be read here ({exc.strerror}); give a readable file") from None
+            raise UsageError(f"script {spec.script} cannot be read here ({exc.strerror})") from None
         if len(content) > _SCRIPT_MAX_BYTES:
             raise UsageError(f"script {spec.script} is over sbatch's 4 MB limit; make it smaller")
         head = list(argv[:-1])  # the script path comes last (render_sbatch)

@@ -59,7 +59,7 @@ class Reply:
     seconds: float
 
 
-class NoAnswer(Exception):  # noqa: N818 - a condition, like TimeoutError
+class NoAnswer(Exception):
     """The command got no answer: ``why``, and ``delivered`` when it may have run anyway (so not to be repeated)."""
 
     def __init__(self, why: str, *, delivered: bool) -> None:
@@ -68,7 +68,7 @@ class NoAnswer(Exception):  # noqa: N818 - a condition, like TimeoutError
         self.delivered = delivered
 
 
-class CommandMissing(Exception):  # noqa: N818 - a condition, like FileNotFoundError
+class CommandMissing(Exception):
     """The program is not installed where the transport runs it; the message says where."""
 
 
@@ -137,7 +137,9 @@ _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # '<word>'...`, with no character it treats specially inside single quotes. The program drops the variables
 # named by the prefixes, sets the requested ones through env(1), and maps the command's own exit 255 to 254:
 # 255 is what ssh itself exits with for its own failures, so a 255 reaching us is always ssh's.
-_UNSET = 'set -f; for n in $(env | sed -n "s/=.*//p"); do case $n in {cases}) command unset "$n" 2>/dev/null;; esac; done; '  # noqa: E501
+_UNSET = (
+    'set -f; for n in $(env | sed -n "s/=.*//p"); do case $n in {cases}) command unset "$n" 2>/dev/null;; esac; done; '
+)
 _DECODE = 'for a in "$@"; do shift; v=$(printf %s "$a" | base64 -d; echo x); set -- "$@" "${v%x}"; done; '
 _RUN = 'env "$@"; r=$?; if test $r -eq 255; then exit 254; fi; exit $r'
 _COMMAND_MISSING = 127
@@ -175,20 +177,34 @@ def remote_command(argv: Sequence[str], env: Mapping[str, str], drop_env_prefixe
 # ----------------------------------------------------------------------------------------------- ssh
 # ssh's own words for a login that will not work until someone acts (a host key, a key, a name).
 _LOGIN_REFUSED = (
-    ("Host key verification failed", "its host key is unknown or has changed: check it, then add it with "
-     "`ssh {host}` once or to the known_hosts file your ssh_options name"),
-    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "its host key has changed: check with the cluster's admins, then "
-     "replace the old key in known_hosts"),
-    ("Permission denied", "it refused authentication: set up key-based login (ssh-copy-id, or IdentityFile in the "
-     "ssh config) so `ssh -o BatchMode=yes {host} true` works without a prompt"),
-    ("Could not resolve hostname", "ssh cannot resolve the name: fix [fellows] host, or add a Host entry for it to "
-     "your ssh config"),
-    ("Too many authentication failures", "it refused authentication: name one key with IdentityFile and "
-     "IdentitiesOnly yes in the ssh config"),
+    (
+        "Host key verification failed",
+        "its host key is unknown or has changed: check it, then add it with "
+        "`ssh {host}` once or to the known_hosts file your ssh_options name",
+    ),
+    (
+        "REMOTE HOST IDENTIFICATION HAS CHANGED",
+        "its host key has changed: check with the cluster's admins, then replace the old key in known_hosts",
+    ),
+    (
+        "Permission denied",
+        "it refused authentication: set up key-based login (ssh-copy-id, or IdentityFile in the "
+        "ssh config) so `ssh -o BatchMode=yes {host} true` works without a prompt",
+    ),
+    (
+        "Could not resolve hostname",
+        "ssh cannot resolve the name: fix [fellows] host, or add a Host entry for it to your ssh config",
+    ),
+    (
+        "Too many authentication failures",
+        "it refused authentication: name one key with IdentityFile and IdentitiesOnly yes in the ssh config",
+    ),
     ("Bad configuration option", "the ssh options or ssh config are wrong: fix [fellows] ssh_options"),
     ("Bad owner or permissions", "the ssh config's permissions are refused: chmod 600 it"),
-    ("no matching host key type", "no host key type is shared with the server: set HostKeyAlgorithms in the ssh "
-     "config"),
+    (
+        "no matching host key type",
+        "no host key type is shared with the server: set HostKeyAlgorithms in the ssh config",
+    ),
 )
 # ssh's words for a connection that never reached the remote shell: safe to repeat any command.
 _NOT_CONNECTED = (
@@ -324,6 +340,4 @@ class SshTransport:
 
     def close(self) -> None:
         """End the master connection now (``ssh -O exit``); the next command opens a new one."""
-        subprocess.run(
-            self.ssh_argv("-O", "exit", self.host), capture_output=True, timeout=10, check=False
-        )
+        subprocess.run(self.ssh_argv("-O", "exit", self.host), capture_output=True, timeout=10, check=False)

@@ -25,7 +25,7 @@ from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.records import find
 from fellows_fsm.scheduler import Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
 
 __all__ = [
     "INTERRUPTED",
@@ -53,8 +53,9 @@ REFRESH_SECONDS = 0.25
 
 # --------------------------------------------------------------------------- the seam to the cluster
 def make_scheduler(config: Config) -> Scheduler:
-    """The port every command uses: the real SLURM (tests replace this with a FakeScheduler)."""
-    return SlurmScheduler()
+    """The port every command uses: the real SLURM, here or on ``[fellows] host`` over ssh (tests replace this
+    with a FakeScheduler)."""
+    return slurm_scheduler(config)
 
 
 def read_grants(scheduler: Scheduler) -> Grants:
