@@ -216,7 +216,7 @@ _NOT_CONNECTED = (
     "banner exchange",
     "Connection reset by peer",
 )
-_SOCKET_MAX = 100  # sun_path is 108 bytes; ssh adds a random suffix while it binds the socket
+_SOCKET_MAX = 88  # sun_path holds 107 bytes, and ssh binds the socket under a 17-character random suffix first
 _DESTINATION = re.compile(r"^(?:ssh://)?(?:[^\s@/:]+@)?[^\s@/:-][^\s@/:]*(?::\d+)?$")
 
 
