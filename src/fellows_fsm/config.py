@@ -152,7 +152,8 @@ class FellowsConfig:
         if self.remote_workdir is not None:
             if self.host is None:
                 raise ConfigError(f"remote_workdir={self.remote_workdir!r} is set without host; set host, or remove it")
-            if not isinstance(self.remote_workdir, str) or not self.remote_workdir.startswith(("/", "~")):
+            # An absolute path: sbatch does not expand '~', and a relative one would depend on the login directory.
+            if not isinstance(self.remote_workdir, str) or not self.remote_workdir.startswith("/"):
                 raise ConfigError(
                     f"remote_workdir={self.remote_workdir!r} must be an absolute path on the cluster, e.g. "
                     "'/scratch/me/jobs'"
