@@ -320,3 +320,13 @@ def test_a_script_only_here_runs_on_the_cluster_in_remote_workdir(remote: Remote
     assert (remote.workdir / f"{marker}.txt").read_text().strip() == marker
     (remote.workdir / f"{marker}.txt").unlink()
     assert shutil.which("sbatch", path=remote.env["PATH"]) == str(remote.tmp_path / "stubs" / "sbatch")
+
+
+def test_the_demo_walks_the_ladder_over_ssh(remote: Remote, slurm: Cluster) -> None:
+    """`fellows-fsm demo` with a remote config walks to normal-eur over ssh, cleans up, and runs no SLURM here."""
+    result = remote.cli("demo", "--cap", "3", timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    assert f"on {HOST} over ssh" in result.stdout
+    assert "is RUNNING on normal-eur" in result.stdout
+    slurm.wait_for(lambda: not slurm.live_ids(), "the demo's jobs to be gone", timeout=20)
+    assert remote.local_calls() == []
