@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -244,11 +245,11 @@ def test_sshd_gone_for_15_s_mid_rung_stops_the_clock_and_runs_on_normal_eur(
     result = json.loads(out)
     assert (result["state"], result["qos"]) == ("RUNNING", "normal-eur"), err
     dispatch_id = _dispatch_of(row)
-    journal = remote.journal()
-    assert "pause" in [s.trigger for s in journal.steps(dispatch_id)]
-    assert ledger(tmp_path) == []
-    assert remote.local_calls() == []
-    assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    with closing(remote.journal()) as journal:
+        assert "pause" in [s.trigger for s in journal.steps(dispatch_id)]
+        assert ledger(tmp_path) == []
+        assert remote.local_calls() == []
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
 
 
 def test_a_killed_master_is_replaced_by_the_next_poll(remote: Remote, slurm: Cluster, tmp_path: Path) -> None:
@@ -272,7 +273,8 @@ def test_a_killed_master_is_replaced_by_the_next_poll(remote: Remote, slurm: Clu
     assert second is not None
     assert second != first
     assert ledger(tmp_path) == []
-    assert_settled(slurm, remote.journal(), tmp_path, [_dispatch_of(row)])
+    with closing(remote.journal()) as journal:
+        assert_settled(slurm, journal, tmp_path, [_dispatch_of(row)])
 
 
 def test_an_unknown_host_key_is_one_line_and_nothing_is_queued(remote: Remote, slurm: Cluster) -> None:
@@ -289,7 +291,9 @@ def test_an_unknown_host_key_is_one_line_and_nothing_is_queued(remote: Remote, s
     assert "host key" in line
     assert {r.job_id for r in slurm.queue()} == before
     journal = remote.tmp_path / "state" / "journal.sqlite3"
-    assert not journal.exists() or Journal(journal, readonly=True).dispatches() == []
+    if journal.exists():
+        with closing(Journal(journal, readonly=True)) as opened:
+            assert opened.dispatches() == []
 
 
 def test_a_shell_code_job_name_arrives_literal(remote: Remote, slurm: Cluster) -> None:

@@ -4,6 +4,7 @@ override without WAL, and the refusal through the CLI."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,7 @@ def test_the_override_drives_without_wal(monkeypatch: pytest.MonkeyPatch, tmp_pa
     _pose_as(monkeypatch, 0x0BD00BD0)
     journal = Journal(tmp_path / "journal.sqlite3", allow_network_fs=True)
     journal.close()
-    with sqlite3.connect(tmp_path / "journal.sqlite3") as db:
+    with closing(sqlite3.connect(tmp_path / "journal.sqlite3")) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
 
