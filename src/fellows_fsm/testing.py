@@ -32,6 +32,7 @@ class MockTransport:
         self.remote = remote
         self.where = "in a MockTransport"
         self.reach_hint = "check the MockTransport's handler"
+        self.peer = "the MockTransport"
         self.requests: list[Request] = []
 
     def run(self, request: Request) -> Reply:

@@ -106,8 +106,9 @@ def _fake_ssh(tmp_path: Path, rc: int, stderr: str, stdout: str = "") -> SshTran
         "Host key verification failed.\r\n",
         "me@charmander: Permission denied (publickey).\r\n",
         "ssh: Could not resolve hostname charmander: Name or service not known\r\n",
+        "Can't open user config file /nonexistent: No such file or directory\r\n",
     ],
-    ids=["host-key", "auth", "unknown-host"],
+    ids=["host-key", "auth", "unknown-host", "ssh-config"],
 )
 def test_a_login_ssh_refuses_is_one_error_naming_the_host(tmp_path: Path, stderr: str) -> None:
     """A host key, an auth refusal or an unknown name raise SshLoginRefused (exit 9) naming the host, not a retry."""
@@ -177,7 +178,7 @@ def test_retries_a_connection_that_never_reached_the_host() -> None:
 
     transport = MockTransport(handler, remote=True)
     runner = CommandRunner(transport=transport, retry=RetryPolicy(attempts=3), sleep=lambda _: None)
-    with pytest.raises(SchedulerUnreachable, match="after 3 attempt"):
+    with pytest.raises(SchedulerUnreachable, match=r"could not reach the MockTransport .*after 3 attempt"):
         runner.run(("sacctmgr", "show", "qos"))
     assert len(transport.requests) == 3
 

@@ -171,14 +171,14 @@ class CommandRunner:
             why, delivered = outcome
             if delivered and not idempotent:
                 raise SchedulerUnreachable(
-                    f"{name} got no reply from the SLURM controller ({why}); the request may have been "
+                    f"{name} got no reply from {self.transport.peer} ({why}); the request may have been "
                     "carried out, so it is not repeated blindly"
                 )
             policy = retry or self.retry
             delay = policy.delay(attempt)
             if attempt >= policy.attempts or spent + delay > policy.budget_seconds:
                 raise SchedulerUnreachable(
-                    f"{name} could not reach the SLURM controller ({why}) after {attempt} attempt(s) in "
+                    f"{name} could not reach {self.transport.peer} ({why}) after {attempt} attempt(s) in "
                     f"{spent:.1f} s; {self.transport.reach_hint}"
                 )
             log.warning("%s: %s; retry %d in %.1f s", name, why, attempt, delay)

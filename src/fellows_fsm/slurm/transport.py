@@ -82,6 +82,8 @@ class Transport(Protocol):
     """Where commands run, for messages: 'here' or 'on <host> over ssh'."""
     reach_hint: str
     """What to try when the cluster does not answer."""
+    peer: str
+    """What a command that gets no answer could not reach, for messages."""
 
     def run(self, request: Request) -> Reply: ...
 
@@ -96,6 +98,7 @@ class LocalTransport:
 
     remote = False
     where = "here"
+    peer = "the SLURM controller"
     reach_hint = "check `scontrol ping` and that SLURM_CONF points at the right cluster"
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
@@ -200,6 +203,9 @@ _LOGIN_REFUSED = (
         "it refused authentication: name one key with IdentityFile and IdentitiesOnly yes in the ssh config",
     ),
     ("Bad configuration option", "the ssh options or ssh config are wrong: fix [fellows] ssh_options"),
+    ("Can't open user config file", "the ssh config named by -F cannot be read: fix [fellows] ssh_options"),
+    ("unknown option --", "ssh refused an option: fix [fellows] ssh_options"),
+    ("Unsupported option", "ssh refused an option: fix [fellows] ssh_options"),
     ("Bad owner or permissions", "the ssh config's permissions are refused: chmod 600 it"),
     (
         "no matching host key type",
@@ -258,6 +264,7 @@ class SshTransport:
         self.persist_seconds = persist_seconds
         self.ssh = ssh
         self.where = f"on {host} over ssh"
+        self.peer = f"{host} over ssh"
         self.reach_hint = f"check that `ssh {host} scontrol ping` answers from here"
         self.control_path = self._control_path(Path(control_dir))
 
