@@ -90,8 +90,9 @@ def floor(repeats: int) -> dict[str, object]:
     }
 
 
-def scenario(args: argparse.Namespace) -> dict[str, Any]:
-    """One run: blockers, ``args.dispatches`` dispatches walking the whole ladder, the lags from the journal."""
+def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> dict[str, Any]:
+    """One run: blockers, ``args.dispatches`` dispatches walking the whole ladder, the lags from the journal
+    (``port``: the router's port, default the local SLURM commands; benchmarks.ssh_transport passes one over ssh)."""
     realslurm.cancel(realslurm.live_ids())
     realslurm.wait_empty()
     blockers = [
@@ -99,7 +100,7 @@ def scenario(args: argparse.Namespace) -> dict[str, Any]:
     ]
     blockers.append(realslurm.sbatch("low-eur", 32, 600, name="blocker"))
     realslurm.wait_state(blockers, "RUNNING")
-    port = SlurmScheduler(CommandRunner(timeout_seconds=30))
+    port = port or SlurmScheduler(CommandRunner(timeout_seconds=30))
     with tempfile.TemporaryDirectory(prefix="fellows-overhead-") as state_dir:
         config = Config(
             fellows=FellowsConfig(park_cap_seconds=args.cap, poll_interval_seconds=args.poll, park_early="off"),

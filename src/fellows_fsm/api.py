@@ -26,6 +26,7 @@ from fellows_fsm.errors import (
     JournalBusy,
     SchedulerError,
     SchedulerUnreachable,
+    SshLoginRefused,
     SubmitRejected,
 )
 from fellows_fsm.intake import INTENTS, enqueue
@@ -35,7 +36,7 @@ from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, select
 from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST, Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover, port_for
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
 from fellows_fsm.ui.history import HistoryEntry, history_entries
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
@@ -123,11 +124,11 @@ class Fellows:
         driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
         Fellows starts one (the CLI says so on stderr)."""
         self.config = config
-        self.scheduler: Scheduler = scheduler if scheduler is not None else port_for(config)
+        self.scheduler: Scheduler = scheduler if scheduler is not None else slurm_scheduler(config)
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
         self._grants = grants if grants is not None else _default_grants(self.scheduler)
-        self.journal = Journal(config.journal_path)
+        self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
         self.background = background
@@ -221,9 +222,12 @@ class Fellows:
         if (pin is not None and pin != FELLOWS) or self._grants is None:
             return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
         user = str(getattr(self.scheduler, "user", "") or os.environ.get("USER", ""))
-        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{os.environ.get('SLURM_CONF', '')}")
+        cluster = self.config.fellows.host or os.environ.get("SLURM_CONF", "")
+        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{cluster}")
         try:
             grants = cache.get(self.clock.now(), self._grants)
+        except SshLoginRefused:
+            raise  # nothing will work until someone acts: stop before anything is journaled or queued
         except SchedulerError as exc:
             warnings.append(
                 f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "

@@ -22,6 +22,7 @@ from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.slurm.transport import check_destination
 
 __all__ = [
     "CONFIG_ENV",
@@ -90,6 +91,15 @@ def _check_qos_name(key: str, name: object) -> str:
     return name
 
 
+def _ssh_options(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            f"ssh_options={value!r} must be a list of ssh arguments (argv, never a shell string), "
+            "e.g. ['-F', '/home/me/.ssh/config'] or ['-J', 'bastion']"
+        )
+    return tuple(value)
+
+
 def _ladder_tuple(value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise ConfigError(f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']")
@@ -123,9 +133,33 @@ class FellowsConfig:
     park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
     """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
     no, the last rung waits out its window; see docs/configuration.md)."""
+    host: str | None = None
+    """The cluster's login host as an ssh destination (an ssh-config Host, 'user@host' or 'ssh://user@host:port'):
+    every SLURM command runs there over one shared ssh connection. None: the SLURM commands on PATH here."""
+    ssh_options: tuple[str, ...] = attrs.field(default=(), converter=_ssh_options)
+    """Extra ssh arguments, before the destination (e.g. ['-F', '/path/ssh_config'], ['-J', 'bastion'])."""
+    ssh_connect_timeout_seconds: float = 10.0
+    """How long ssh may take to connect before the cluster counts as unreachable for that command."""
+    remote_workdir: str | None = None
+    """With ``host``: the job's working directory on the cluster when its script has no ``#SBATCH --chdir``
+    (default: the login directory, normally the home directory, where sbatch starts over ssh)."""
 
     def __attrs_post_init__(self) -> None:
         _check_qos_name("qos", self.qos)
+        if self.host is not None:
+            check_destination(self.host)
+        _positive_seconds("ssh_connect_timeout_seconds", self.ssh_connect_timeout_seconds, most=MAX_POLL_SECONDS)
+        if self.ssh_options and self.host is None:
+            raise ConfigError(f"ssh_options={list(self.ssh_options)!r} is set without host; set host too, or remove it")
+        if self.remote_workdir is not None:
+            if self.host is None:
+                raise ConfigError(f"remote_workdir={self.remote_workdir!r} is set without host; set host, or remove it")
+            # An absolute path: sbatch does not expand '~', and a relative one would depend on the login directory.
+            if not isinstance(self.remote_workdir, str) or not self.remote_workdir.startswith("/"):
+                raise ConfigError(
+                    f"remote_workdir={self.remote_workdir!r} must be an absolute path on the cluster, e.g. "
+                    "'/scratch/me/jobs'"
+                )
         for i, name in enumerate(self.qos_ladder):
             _check_qos_name(f"qos_ladder[{i}]", name)
         _positive_seconds("park_cap_seconds", self.park_cap_seconds)
@@ -374,6 +408,9 @@ class Config:
     lanes: tuple[LaneConfig, ...] = ()
     router: RouterConfig = attrs.field(factory=RouterConfig)
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
+    allow_network_state_dir: bool = False
+    """Drive a journal whose state_dir is on a network filesystem (NFS, Lustre, GPFS, ...) anyway, with SQLite's
+    rollback journal instead of WAL. Safe only if every fellows-fsm process using it runs on ONE host."""
     source: str = "defaults"
     """Where the config came from (a file path, or 'defaults'), for error messages."""
 
@@ -424,7 +461,7 @@ class Config:
 
         A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
         """
-        known = {"fellows", "lanes", "router", "state_dir"}
+        known = {"fellows", "lanes", "router", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
                 raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
@@ -460,6 +497,12 @@ class Config:
                 state_dir = Path(data["state_dir"]).expanduser()
                 # A relative state_dir is the config file's neighbour, wherever the command runs from.
                 extra["state_dir"] = state_dir if base is None else base / state_dir
+            if "allow_network_state_dir" in data:
+                if not isinstance(data["allow_network_state_dir"], bool):
+                    raise ConfigError(
+                        f"allow_network_state_dir={data['allow_network_state_dir']!r} must be true or false"
+                    )
+                extra["allow_network_state_dir"] = data["allow_network_state_dir"]
             return cls(fellows=fellows, lanes=tuple(lanes), router=router, source=source, **extra)
         except ConfigError as exc:
             message = str(exc)
@@ -491,6 +534,7 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "lanes": {lane.name: table(lane, skip=("name",)) for lane in config.lanes},
         "router": table(config.router),
         "state_dir": str(config.state_dir.absolute()),
+        "allow_network_state_dir": config.allow_network_state_dir,
     }
 
 

@@ -32,7 +32,7 @@ from fellows_fsm.journal import DriverOwner, Journal, lock_held
 from fellows_fsm.lanes import CommandLane
 from fellows_fsm.router import CANCEL_REQUEST, Router
 from fellows_fsm.scheduler import Scheduler
-from fellows_fsm.slurm import port_for
+from fellows_fsm.slurm import slurm_scheduler
 
 __all__ = [
     "DRIVER_CONFIG",
@@ -164,7 +164,7 @@ def serve(
     """
     stop_event = stop_event or threading.Event()
     clock = clock or SystemClock()
-    journal = Journal(config.journal_path)
+    journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
     try:
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
@@ -297,7 +297,7 @@ def _driver_process(path: Path) -> int:
     try:
         config = _journaled_config(path)
         log.info("driver %d starting for %s (config %s)", os.getpid(), path, config.source)
-        drove = serve(config, port_for(config), stop_event=stop_event, log=str(logfile))
+        drove = serve(config, slurm_scheduler(config), stop_event=stop_event, log=str(logfile))
         log.info("driver %d %s", os.getpid(), "exits: nothing live" if drove else "not needed: another drives")
         return 0
     except FellowsError as exc:

@@ -7,7 +7,10 @@
     |   +-- TraceError                exit 3  a simulator trace line is wrong (names the line and the key)
     +-- TransitionNotAllowed          exit 4  a trigger fired from a state, or past a guard, that forbids it
     +-- SchedulerError                exit 5  the scheduler refused or failed a request
-    |   +-- SchedulerUnreachable      exit 6  the controller did not answer (retried before this is raised)
+    |   +-- SchedulerUnreachable      exit 6  the controller did not answer (retried before this is raised), or
+    |   |   |                                 ssh to the cluster's host failed (refused, dropped, timed out)
+    |   |   +-- SshLoginRefused       exit 9  ssh cannot log in to [fellows] host: unknown or changed host key,
+    |   |                                     refused authentication, unknown host name (nothing was queued)
     |   +-- SubmitRejected            exit 5  sbatch refused the job (bad script, impossible request)
     |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
@@ -31,6 +34,7 @@ __all__ = [
     "QosRejected",
     "SchedulerError",
     "SchedulerUnreachable",
+    "SshLoginRefused",
     "SubmitRejected",
     "TraceError",
     "TransitionNotAllowed",
@@ -76,6 +80,19 @@ class SchedulerUnreachable(SchedulerError):
     """The SLURM controller did not answer in time, even after retries."""
 
     exit_code = 6
+
+
+class SshLoginRefused(SchedulerUnreachable):
+    """ssh cannot log in to the cluster's host until someone acts (a host key, a key, a name); ``host`` names it.
+
+    A walking dispatch treats it as an unreachable cluster (its ladder's clock stops); a new submit stops on it.
+    """
+
+    exit_code = 9
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(message)
+        self.host = host
 
 
 class SubmitRejected(SchedulerError):

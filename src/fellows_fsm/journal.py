@@ -46,6 +46,7 @@ from fellows_fsm.journal_schema import (
 )
 from fellows_fsm.journal_schema import dispatch_row as _dispatch_row
 from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.statefs import refuse_network_fs
 
 __all__ = ["DispatchRow", "DriverOwner", "HandoffRow", "JobRow", "Journal", "Listing", "lock_held"]
 
@@ -53,19 +54,24 @@ __all__ = ["DispatchRow", "DriverOwner", "HandoffRow", "JobRow", "Journal", "Lis
 class Journal:
     """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
 
-    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+    _lock_file: Any = None
+    """The open driver lock file while this Journal holds the lock."""
+    _owner: DriverOwner | None = None
+    last_watched: float | None = None
+    """When the journal's previous driver last ticked (read from the lock file as the lock is taken)."""
+
+    def __init__(self, path: Path | str, *, readonly: bool = False, allow_network_fs: bool = False) -> None:
         """Open (or create) the journal at ``path``; ``readonly`` opens an existing one to read only.
 
         A journal this user cannot write is refused for driving with a message that says so (not "corrupt":
-        that advice would orphan its live jobs), and still opens read-only for status and history.
+        that advice would orphan its live jobs), and still opens read-only for status and history. So is one on
+        a network filesystem (statefs.py), unless ``allow_network_fs``: then SQLite keeps a rollback journal,
+        not WAL (which needs shared memory on one host).
         """
         self.path = Path(path)
+        self.wal = readonly or _wal_ok(self.path, allow_network_fs=allow_network_fs)
         readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
         self.readonly = readonly
-        self._lock_file: Any = None
-        self._owner: DriverOwner | None = None
-        self.last_watched: float | None = None
-        """When the journal's previous driver last ticked (read from the lock file as the lock is taken)."""
         self._batching = False
         self._identity: tuple[int, int] | None = None
         if not readonly and self.path.exists() and not _writable(self.path):
@@ -101,7 +107,7 @@ class Journal:
                     "point state_dir elsewhere or move the file aside"
                 )
             if not readonly:
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA journal_mode={'WAL' if self.wal else 'DELETE'}")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("PRAGMA foreign_keys=ON")
                 if version == 0:
@@ -584,6 +590,17 @@ class Journal:
         values = dict(rows[0])
         values["argv"] = json.loads(values["argv"])
         return HandoffRow(**values)
+
+
+def _wal_ok(path: Path, *, allow_network_fs: bool) -> bool:
+    """True on a local disk; False on a network filesystem when allowed (a rollback journal instead), else raise."""
+    try:
+        refuse_network_fs(path.parent)
+    except JournalError:
+        if not allow_network_fs:
+            raise
+        return False
+    return True
 
 
 def _writable(path: Path) -> bool:

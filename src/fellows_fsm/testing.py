@@ -1,13 +1,17 @@
-"""Drive one dispatch by hand, through the production driver: for tests and for trying the machine out.
+"""First-class fakes for tests: drive one dispatch by hand through the production driver, and answer SLURM
+commands from a function.
 
 ``Driven(Dispatch(...), FakeScheduler())`` runs what the core decides exactly as a router tick does (the journal
 effects first, the port calls after, one batched cancel); ``fellows_fsm.FakeScheduler`` is the shipped fake port.
+``MockTransport(handler)`` is the transport under the real SLURM port (httpx's pattern): ``handler(request)``
+returns a ``Reply`` or raises what a transport raises (``NoAnswer``, ``SshLoginRefused``, ...).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fellows_fsm.clock import Clock, SystemClock
@@ -17,8 +21,29 @@ from fellows_fsm.daemon import has_work, serve
 from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.journal import DriverOwner, Journal, lock_held
 from fellows_fsm.scheduler import Observation, Scheduler
+from fellows_fsm.slurm.transport import NoAnswer, Reply, Request
 
-__all__ = ["Driven", "ThreadedDriver"]
+__all__ = ["Driven", "MockTransport", "NoAnswer", "Reply", "Request", "ThreadedDriver"]
+
+
+class MockTransport:
+    """A transport that answers every request with ``handler(request)``; ``requests`` records them in order.
+
+    ``remote=True`` makes the port behave as over ssh (the script's content sent on stdin).
+    """
+
+    def __init__(self, handler: Callable[[Request], Reply], *, remote: bool = False) -> None:
+        self.handler = handler
+        self.remote = remote
+        self.where = "in a MockTransport"
+        self.reach_hint = "check the MockTransport's handler"
+        self.peer = "the MockTransport"
+        self.requests: list[Request] = []
+
+    def run(self, request: Request) -> Reply:
+        """Record ``request`` and return the handler's reply (or let its exception through)."""
+        self.requests.append(request)
+        return self.handler(request)
 
 
 class Driven:

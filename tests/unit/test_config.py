@@ -125,3 +125,38 @@ def test_toml_errors_name_the_file_and_key(tmp_path: Path) -> None:
         load_config(path)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_host_and_ssh_options_are_read_from_fellows() -> None:
+    """[fellows] host, ssh_options and remote_workdir reach the config as given."""
+    config = Config.from_mapping(
+        {"fellows": {"host": "ssh://me@login:2222", "ssh_options": ["-J", "bastion"], "remote_workdir": "/scratch"}}
+    )
+    assert (config.fellows.host, config.fellows.ssh_options, config.fellows.remote_workdir) == (
+        "ssh://me@login:2222",
+        ("-J", "bastion"),
+        "/scratch",
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"ssh_options": ["-F", "x"]}, "without host"),
+        ({"host": "login", "ssh_options": "-F x"}, "must be a list of ssh arguments"),
+        ({"host": "login", "remote_workdir": "jobs"}, "must be an absolute path"),
+        ({"host": "-oProxyCommand=touch /tmp/x"}, "is not an ssh destination"),
+    ],
+    ids=["options-without-host", "options-as-string", "relative-workdir", "option-as-host"],
+)
+def test_bad_ssh_settings_are_refused_naming_the_key(table: dict[str, object], words: str) -> None:
+    """ssh settings that cannot work are a ConfigError naming the key and the value."""
+    with pytest.raises(ConfigError, match=words):
+        Config.from_mapping({"fellows": table})
+
+
+def test_allow_network_state_dir_must_be_a_boolean() -> None:
+    """allow_network_state_dir takes true or false only."""
+    assert Config.from_mapping({"allow_network_state_dir": True}).allow_network_state_dir is True
+    with pytest.raises(ConfigError, match="must be true or false"):
+        Config.from_mapping({"allow_network_state_dir": "yes"})

@@ -51,6 +51,7 @@ PUBLIC = {
     "TransitionNotAllowed",
     "SchedulerError",
     "SchedulerUnreachable",
+    "SshLoginRefused",
     "SubmitRejected",
     "QosRejected",
     "JournalError",

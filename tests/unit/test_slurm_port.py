@@ -35,6 +35,7 @@ class ScriptedRunner(CommandRunner):
         idempotent: bool = True,
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
+        stdin: bytes | None = None,
     ) -> CommandResult:
         """Record ``argv`` and play the next reply for its command (the last one repeats)."""
         argv = tuple(argv)

@@ -6,6 +6,8 @@ and errors; it never knows the lifecycle's states and never decides a transition
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fellows_fsm.slurm.accounting import (
     Association,
     Grants,
@@ -16,9 +18,29 @@ from fellows_fsm.slurm.accounting import (
     discover,
 )
 from fellows_fsm.slurm.observe import Observer
-from fellows_fsm.slurm.port import SlurmScheduler, port_for
+from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.render import SbatchCommand, render_sbatch
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
+from fellows_fsm.slurm.transport import LocalTransport, SshTransport, Transport
+
+if TYPE_CHECKING:
+    from fellows_fsm.config import Config
+
+
+def slurm_scheduler(config: Config) -> SlurmScheduler:
+    """The SLURM port for ``config``: the commands here, or on ``[fellows] host`` over one shared ssh master
+    connection whose socket lives under ``<state_dir>/ssh``."""
+    fellows = config.fellows
+    if fellows.host is None:
+        return SlurmScheduler()
+    transport = SshTransport(
+        fellows.host,
+        options=fellows.ssh_options,
+        control_dir=config.state_dir / "ssh",
+        connect_timeout_seconds=fellows.ssh_connect_timeout_seconds,
+    )
+    return SlurmScheduler(CommandRunner(transport=transport), remote_workdir=fellows.remote_workdir)
+
 
 __all__ = [
     "Association",
@@ -26,14 +48,17 @@ __all__ = [
     "CommandRunner",
     "Grants",
     "LadderCheck",
+    "LocalTransport",
     "Observer",
     "QosInfo",
     "RetryPolicy",
     "SbatchCommand",
     "SkippedRung",
     "SlurmScheduler",
+    "SshTransport",
+    "Transport",
     "check_ladder",
     "discover",
-    "port_for",
     "render_sbatch",
+    "slurm_scheduler",
 ]

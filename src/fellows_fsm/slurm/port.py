@@ -12,13 +12,14 @@ import os
 import pwd
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from fellows_fsm.config import Config
-from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
+from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.scheduler import JobSpec, Observation, Phase
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
+from fellows_fsm.slurm.script import read_script_defaults
 
 __all__ = ["SlurmScheduler", "parse_sbatch_id", "parse_version"]
 
@@ -39,6 +40,7 @@ _FENCE_BEGIN = "now+365days"
 _ERROR_PREFIX = re.compile(r"^\S+: error: ")
 _FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
 _KILL_ERROR = re.compile(r"Kill job error on job id (?P<job>\d+(?:_\d+)?):")
+_SCRIPT_MAX_BYTES = 4 * 1024 * 1024  # sbatch's own limit on a batch script
 
 
 def parse_sbatch_id(stdout: str) -> str:
@@ -66,7 +68,10 @@ def _current_user() -> str:
 class SlurmScheduler:
     """The Scheduler port on a real SLURM cluster; every call goes through one CommandRunner.
 
-    ``runner.calls`` counts commands, so callers can check that one observe is one squeue.
+    ``runner.calls`` counts commands, so callers can check that one observe is one squeue. When the runner's
+    transport is remote (ssh), the script's content travels with the sbatch on stdin, the job's working dir is
+    the script's ``#SBATCH --chdir`` (or ``--chdir`` in its sbatch options), else ``remote_workdir``, else the
+    login directory sbatch starts in on the host; ``user`` is the login's user there (``id -un``, asked once).
     """
 
     def __init__(
@@ -75,13 +80,29 @@ class SlurmScheduler:
         *,
         user: str | None = None,
         observer: Observer | None = None,
+        remote_workdir: str | None = None,
     ) -> None:
         self.runner = runner or CommandRunner()
-        self.user = user or _current_user()
+        self._user = user
+        self.remote_workdir = remote_workdir
         self.observer = observer or Observer(self.runner)
         self._ctld_cancel: bool | None = None
         self.last_notes: tuple[str, ...] = ()
         """User-facing notes from the latest submit's render (e.g. an #SBATCH --qos line overridden)."""
+
+    @property
+    def user(self) -> str:
+        """The user whose jobs and grants these are: here the process's, over ssh the login's (asked once)."""
+        if self._user is None:
+            if self.runner.transport.remote:
+                found = self.runner.run(("id", "-un"))
+                name = found.stdout.strip()
+                if not found.ok or not name:
+                    raise SchedulerError(f"`id -un` {self.runner.transport.where} failed: {found.message}")
+                self._user = name
+            else:
+                self._user = _current_user()
+        return self._user
 
     # ----------------------------------------------------------------- the port
     def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
@@ -93,7 +114,10 @@ class SlurmScheduler:
         for note in command.notes:
             log.info("%s", note)
         self.last_notes = command.notes
-        result = self.runner.run(command.argv, idempotent=False)
+        argv, stdin = command.argv, None
+        if self.runner.transport.remote:
+            argv, stdin = self._remote_submit(spec, argv)
+        result = self.runner.run(argv, idempotent=False, stdin=stdin)
         if result.ok:
             return parse_sbatch_id(result.stdout)
         words = _slurm_words(result.stderr or result.stdout)
@@ -184,6 +208,24 @@ class SlurmScheduler:
         return parse_version(result.stdout or result.stderr)
 
     # ----------------------------------------------------------------- helpers
+    def _remote_submit(self, spec: JobSpec, argv: tuple[str, ...]) -> tuple[tuple[str, ...], bytes]:
+        """The sbatch argv without the local script path (sbatch reads the script on stdin), and the script's bytes.
+
+        A working dir comes from the script or its sbatch options, else ``remote_workdir``: never a local path.
+        """
+        path = Path(spec.script)
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"script {spec.script} cannot be read here ({exc.strerror})") from None
+        if len(content) > _SCRIPT_MAX_BYTES:
+            raise UsageError(f"script {spec.script} is over sbatch's 4 MB limit; make it smaller")
+        head = list(argv[:-1])  # the script path comes last (render_sbatch)
+        chosen = any(a == "-D" or a.startswith(("--chdir", "-D")) for a in spec.extra_args)
+        if not chosen and read_script_defaults(path).chdir is None and self.remote_workdir is not None:
+            head.insert(2, f"--chdir={self.remote_workdir}")
+        return tuple(head), content
+
     def _scancel_has_ctld(self) -> bool:
         if self._ctld_cancel is None:
             self._ctld_cancel = self.scancel_version() >= CTLD_CANCEL_VERSION
@@ -248,8 +290,3 @@ def _slurm_words(text: str) -> str:
 def _id_key(job_id: str) -> tuple[int, int]:
     head, _, tail = job_id.partition("_")
     return (int(head) if head.isdigit() else -1, int(tail) if tail.isdigit() else -1)
-
-
-def port_for(config: Config) -> SlurmScheduler:
-    """The real port for ``config``: what every command and the background driver reach the cluster with."""
-    return SlurmScheduler()

@@ -1,4 +1,5 @@
-"""Run one SLURM command (an argv list, never a shell) with a timeout, and classify how it failed.
+"""Run one SLURM command (an argv list, never a shell) through a Transport (here, or over ssh) with a timeout,
+and classify how it failed.
 
 It rides through an unreachable controller with bounded exponential back-off and counts calls per command.
 It never interprets a command's output beyond failure classes, and never retries a non-idempotent command
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
+from fellows_fsm.slurm.transport import CommandMissing, LocalTransport, NoAnswer, Request, Transport
 
 __all__ = [
     "ONE_ATTEMPT",
@@ -36,6 +37,8 @@ _MAYBE_DELIVERED = ("Socket timed out", "Zero Bytes were transmitted")
 # Client environment variables that silently filter or reshape what squeue/sacct/scancel report; the
 # commands below pass every option they rely on, so these are dropped rather than trusted.
 _DROPPED_ENV_PREFIXES = ("SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_")
+# Times come back in ISO form whatever the user's (or the login host's) SLURM_TIME_FORMAT.
+_SET_ENV = {"SLURM_TIME_FORMAT": "standard"}
 
 
 def slurm_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -49,7 +52,7 @@ def slurm_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
         for key, value in (os.environ if base is None else base).items()
         if not key.startswith(_DROPPED_ENV_PREFIXES)
     }
-    env["SLURM_TIME_FORMAT"] = "standard"
+    env.update(_SET_ENV)
     return env
 
 
@@ -102,8 +105,10 @@ class CommandResult:
 class CommandRunner:
     """Runs SLURM client commands; ``calls`` counts runs (attempts) per command name, ``seconds`` their time.
 
-    ``env`` (default: the process environment, read at each call) is filtered by ``slurm_env``;
-    ``sleep`` is injectable so tests of the back-off do not wait.
+    Commands go through ``transport`` (default: here, ``LocalTransport(env)``; ``SshTransport`` runs them on the
+    cluster's login host; ``fellows_fsm.testing.MockTransport`` answers from a function). ``env`` (default: the
+    process environment, read at each call) is filtered as ``slurm_env`` says; ``sleep`` is injectable so tests
+    of the back-off do not wait.
     """
 
     def __init__(
@@ -113,10 +118,12 @@ class CommandRunner:
         retry: RetryPolicy | None = None,
         env: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.timeout_seconds = timeout_seconds
         self.retry = retry or RetryPolicy()
         self.env = None if env is None else dict(env)
+        self.transport: Transport = transport if transport is not None else LocalTransport(self.env)
         self._sleep = sleep
         self.calls: Counter[str] = Counter()
         self.seconds: defaultdict[str, float] = defaultdict(float)
@@ -136,15 +143,18 @@ class CommandRunner:
         idempotent: bool = True,
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
+        stdin: bytes | None = None,
     ) -> CommandResult:
-        """Run ``argv`` and return its result, whatever its exit status, unless the controller is unreachable.
+        """Run ``argv`` (``stdin`` fed to it) and return its result, whatever its exit status, unless the
+        controller (or, over ssh, the host) is unreachable.
 
         ``retry`` overrides the runner's policy for this call (the poll's own squeue makes ONE attempt: the
         next poll, a poll interval later, is its retry).
 
-        Unreachable (the known stderr lines, or the process timing out) is retried with back-off within the
-        policy; a command that is not ``idempotent`` is retried only if the request surely never left.
-        Raises SchedulerUnreachable when the retries are spent, SchedulerError when the binary is missing.
+        Unreachable (the known stderr lines, the process timing out, ssh's own failures) is retried with back-off
+        within the policy; a command that is not ``idempotent`` is retried only if the request surely never left.
+        Raises SchedulerUnreachable when the retries are spent, SshLoginRefused (at once) when ssh cannot log in,
+        SchedulerError when the binary is missing.
         """
         argv = tuple(argv)
         name = os.path.basename(argv[0])
@@ -154,60 +164,51 @@ class CommandRunner:
         while True:
             attempt += 1
             t0 = self._now()
-            outcome = self._attempt(argv, name, timeout)
+            outcome = self._attempt(argv, name, timeout, stdin)
             if isinstance(outcome, CommandResult):
                 return outcome
             spent += self._now() - t0
             why, delivered = outcome
             if delivered and not idempotent:
                 raise SchedulerUnreachable(
-                    f"{name} got no reply from the SLURM controller ({why}); the request may have been "
+                    f"{name} got no reply from {self.transport.peer} ({why}); the request may have been "
                     "carried out, so it is not repeated blindly"
                 )
             policy = retry or self.retry
             delay = policy.delay(attempt)
             if attempt >= policy.attempts or spent + delay > policy.budget_seconds:
                 raise SchedulerUnreachable(
-                    f"{name} could not reach the SLURM controller ({why}) after {attempt} attempt(s) in "
-                    f"{spent:.1f} s; check `scontrol ping` and that SLURM_CONF points at the right cluster"
+                    f"{name} could not reach {self.transport.peer} ({why}) after {attempt} attempt(s) in "
+                    f"{spent:.1f} s; {self.transport.reach_hint}"
                 )
             log.warning("%s: %s; retry %d in %.1f s", name, why, attempt, delay)
             self.sleep(delay)
             spent += delay
 
-    def _attempt(self, argv: tuple[str, ...], name: str, timeout: float) -> CommandResult | tuple[str, bool]:
+    def _attempt(
+        self, argv: tuple[str, ...], name: str, timeout: float, stdin: bytes | None
+    ) -> CommandResult | tuple[str, bool]:
         """One run: its result, or why the controller counts as unreachable and whether it may have acted."""
-        env = slurm_env(self.env)
+        request = Request(argv, dict(_SET_ENV), _DROPPED_ENV_PREFIXES, stdin, timeout)
         self.calls[name] += 1
         t0 = self._now()
         try:
-            # errors="replace": a job name or comment in another encoding must not break a whole poll.
-            proc = subprocess.run(
-                argv,
-                capture_output=True,
-                encoding="utf-8",
-                errors="replace",
-                timeout=timeout,
-                env=env,
-                check=False,
-            )
-        except FileNotFoundError:
+            reply = self.transport.run(request)
+        except CommandMissing as exc:
             raise SchedulerError(
-                f"the SLURM command {name!r} is not installed or not on PATH; install slurm-client "
+                f"the SLURM command {name!r} cannot run: {exc}; install slurm-client "
                 "(Debian: apt-get install slurm-client) or run `scripts/dev-slurm up`"
             ) from None
-        except PermissionError as exc:
-            raise SchedulerError(f"the SLURM command {name!r} cannot be executed: {exc}") from None
-        except subprocess.TimeoutExpired:
+        except NoAnswer as exc:
             self.seconds[name] += self._now() - t0
-            return f"no reply within {timeout:g} s", True
+            return exc.why, exc.delivered
         elapsed = self._now() - t0
         self.seconds[name] += elapsed
-        result = CommandResult(argv, proc.returncode, proc.stdout, proc.stderr, elapsed)
+        result = CommandResult(argv, reply.returncode, reply.stdout, reply.stderr, elapsed)
         if result.ok:
             return result
-        if any(marker in proc.stderr for marker in _NOT_CONNECTED):
+        if any(marker in reply.stderr for marker in _NOT_CONNECTED):
             return result.message, False
-        if any(marker in proc.stderr for marker in _MAYBE_DELIVERED):
+        if any(marker in reply.stderr for marker in _MAYBE_DELIVERED):
             return result.message, True
         return result

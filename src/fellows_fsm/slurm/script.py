@@ -1,5 +1,5 @@
-"""What an sbatch script's ``#SBATCH`` lines ask for: the one reader (GPUs, wall time, job name), as sbatch reads
-them (up to the first line that is neither blank nor a comment; the last value wins)."""
+"""What an sbatch script's ``#SBATCH`` lines ask for: the one reader (GPUs, wall time, job name, working dir), as
+sbatch reads them (up to the first line that is neither blank nor a comment; the last value wins)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,12 @@ class ScriptDefaults:
     gpus: int | None = None
     time_limit_seconds: int | None = None
     name: str | None = None
+    chdir: str | None = None
+    """The job's working directory (``--chdir``/``-D``), as written."""
 
 
 _OPTION_NAMES = {"--gres": "gres", "--gpus": "gpus", "-G": "gpus", "--time": "time", "-t": "time"}
-_OPTION_NAMES |= {"--job-name": "name", "-J": "name"}
+_OPTION_NAMES |= {"--job-name": "name", "-J": "name", "--chdir": "chdir", "-D": "chdir"}
 
 
 def time_seconds(text: str, where: str) -> int | None:
@@ -97,7 +99,7 @@ def check_job_name(name: str, where: str = "--name") -> str:
 
 
 def read_script_defaults(script: Path) -> ScriptDefaults:
-    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time`` and ``--job-name`` from the script's #SBATCH lines.
+    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time``, ``--job-name`` and ``--chdir`` from the #SBATCH lines.
 
     Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins. The
     script is checked first (``check_script``): a missing, directory or non-regular one is refused unopened.
@@ -144,7 +146,7 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
             raise UsageError(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count; give e.g. --gpus=8")
         gpus = int(count)
     limit = time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
-    return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"))
+    return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"), chdir=found.get("chdir"))
 
 
 def job_spec(

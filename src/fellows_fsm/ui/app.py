@@ -26,7 +26,7 @@ from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
 from fellows_fsm.journal import DispatchRow, DriverOwner, Journal
 from fellows_fsm.records import find
 from fellows_fsm.scheduler import Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover, port_for
+from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
 
 __all__ = [
     "INTERRUPTED",
@@ -59,8 +59,9 @@ REFRESH_SECONDS = 0.25
 
 # --------------------------------------------------------------------------- the seam to the cluster
 def make_scheduler(config: Config) -> Scheduler:
-    """The port every command uses: the real SLURM (tests replace this with a FakeScheduler)."""
-    return port_for(config)
+    """The port every command uses: the real SLURM, here or on ``[fellows] host`` over ssh (tests replace this
+    with a FakeScheduler)."""
+    return slurm_scheduler(config)
 
 
 def start_driver(config: Config, journal: Journal | None = None) -> DriverOwner | None:

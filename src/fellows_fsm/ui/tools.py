@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm import diagram as diagrams
-from fellows_fsm import sim
+from fellows_fsm import sim, statefs
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings
 from fellows_fsm.core.vocab import FELLOWS
@@ -122,8 +122,32 @@ def _config_view(config: Config) -> RenderableType:
     derived = "" if config.router.max_rung_changes_per_tick is not None else " (derived from the poll interval)"
     facts.add_row("rung changes", f"at most {config.rung_changes_per_tick} per poll{derived}")
     facts.add_row("controller deadline", "on (sbatch --deadline)" if config.router.controller_deadline else "off")
-    facts.add_row("journal", str(config.journal_path))
+    facts.add_row("journal", _journal_fact(config))
+    facts.add_row("cluster", _cluster_fact(fellows))
     return Group(rungs, lanes, facts, Text("config OK", style="bold green"))
+
+
+def _journal_fact(config: Config) -> str:
+    try:
+        fs = statefs.filesystem_of(config.state_dir)
+    except OSError as exc:
+        return f"{config.journal_path} (filesystem unreadable: {exc.strerror})"
+    if not fs.network:
+        return f"{config.journal_path} (local disk: {fs.name})"
+    if config.allow_network_state_dir:
+        return f"{config.journal_path} ({fs.name}, a network filesystem: allowed, no WAL; one host only)"
+    return f"{config.journal_path} ({fs.name}, a network filesystem: refused for driving; status and history work)"
+
+
+def _cluster_fact(fellows: FellowsConfig) -> str:
+    if fellows.host is None:
+        return "the SLURM commands on PATH here (SLURM_CONF: " + os.environ.get("SLURM_CONF", "(default)") + ")"
+    options = f", ssh options {' '.join(fellows.ssh_options)}" if fellows.ssh_options else ""
+    workdir = fellows.remote_workdir or "the login directory"
+    return (
+        f"{fellows.host} over ssh (one shared master connection, batch mode, connect timeout "
+        f"{fellows.ssh_connect_timeout_seconds:g} s{options}); jobs run in {workdir} unless the script says --chdir"
+    )
 
 
 # --------------------------------------------------------------------------- diagram
@@ -247,11 +271,15 @@ def simulate(
 @main.command(short_help="Walk the ladder live on the real SLURM.")
 @click.option("--cap", type=click.FloatRange(min=1.0), default=5.0, show_default=True, help="Park cap per rung (s).")
 @click.option("--keep", is_flag=True, help="Keep the demo's temporary state dir (journal) and print its path.")
-def demo(cap: float, keep: bool) -> None:
+@config_option
+@click.pass_context
+def demo(ctx: click.Context, cap: float, keep: bool) -> None:
     """Walk the ladder live on the real SLURM: fill your high-eur GPU cap, submit 8 GPUs, watch it move on.
 
-    Needs a reachable SLURM with the fellows QoS tiers (scripts/dev-slurm up). It cancels its own jobs at the end.
+    Needs a reachable SLURM with the fellows QoS tiers (scripts/dev-slurm up), here or on the config's [fellows]
+    host over ssh. It cancels its own jobs at the end.
     """
+    user = config_of(ctx).fellows
     console = make_console()
     workdir = Path(tempfile.mkdtemp(prefix="fellows-fsm-demo-"))
     gcp = LaneConfig(
@@ -264,7 +292,14 @@ def demo(cap: float, keep: bool) -> None:
         ),
     )
     ladder = FellowsConfig(
-        qos=_DEMO_LADDER[0], qos_ladder=_DEMO_LADDER[1:], park_cap_seconds=cap, poll_interval_seconds=1.0
+        qos=_DEMO_LADDER[0],
+        qos_ladder=_DEMO_LADDER[1:],
+        park_cap_seconds=cap,
+        poll_interval_seconds=1.0,
+        host=user.host,
+        ssh_options=user.ssh_options,
+        ssh_connect_timeout_seconds=user.ssh_connect_timeout_seconds,
+        remote_workdir=user.remote_workdir,
     )
     config = Config(fellows=ladder, lanes=(gcp,), state_dir=workdir / "state", source="demo")
     scheduler = app.make_scheduler(config)
@@ -277,7 +312,8 @@ def demo(cap: float, keep: bool) -> None:
         _demo_check_cluster(scheduler, console)
         script = workdir / "sleep.sbatch"
         script.write_text("#!/bin/bash\n#SBATCH --time=10:00\nsleep 300\n", encoding="utf-8")
-        job_args = (f"--chdir={workdir}", "--output=/dev/null")
+        # Over ssh the job runs in remote_workdir (or the login directory) there: a local temp dir does not exist.
+        job_args = ("--output=/dev/null",) if user.host else (f"--chdir={workdir}", "--output=/dev/null")
         console.rule("1. what the cluster grants you (fellows-fsm ladder)")
         check = job_spec("demo", script, gpus=8, time_limit_seconds=600)
         console.print(ladder_table(ladder_report(config, app.read_grants(scheduler), check)))
@@ -328,14 +364,15 @@ def _demo_walk(fellows: Fellows, spec: JobSpec, console: Console) -> FellowsErro
 
 
 def _demo_check_cluster(scheduler: SlurmScheduler, console: Console) -> None:
-    conf = os.environ.get("SLURM_CONF", "(default)")
+    transport = scheduler.runner.transport
+    where = transport.where if transport.remote else f"SLURM_CONF={os.environ.get('SLURM_CONF', '(default)')}"
     ping = scheduler.runner.run(("scontrol", "ping"))
     if not ping.ok or "UP" not in ping.stdout:
         raise SchedulerUnreachable(
-            f"SLURM does not answer (SLURM_CONF={conf}: {ping.message}); start the local one with "
+            f"SLURM does not answer ({where}: {ping.message}); start the local one with "
             '`scripts/dev-slurm up && eval "$(scripts/dev-slurm env)"`'
         )
-    console.print(f"SLURM answers ({ping.stdout.strip()}; SLURM_CONF={conf})")
+    console.print(f"SLURM answers ({ping.stdout.strip()}; {where})")
 
 
 def _demo_wait_running(scheduler: SlurmScheduler, job_ids: Sequence[str], timeout: float = 30.0) -> None:
