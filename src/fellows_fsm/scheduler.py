@@ -15,10 +15,13 @@ from typing import Protocol
 import attrs
 
 __all__ = [
+    "FinishedJob",
+    "History",
     "JobSpec",
     "Observation",
     "Phase",
     "ReasonGroup",
+    "RunningJob",
     "Scheduler",
     "classify_reason",
 ]
@@ -149,6 +152,71 @@ class Observation:
         return classify_reason(self.reason)
 
 
+@attrs.frozen
+class FinishedJob:
+    """One job that ran and ended on its own (completed, failed or timed out): how long it ran, against its limit."""
+
+    elapsed_seconds: float
+    limit_seconds: float
+
+    @property
+    def ratio(self) -> float:
+        """Elapsed over limit, at most 1 (a job killed at its limit may be seen a few seconds past it)."""
+        return min(1.0, self.elapsed_seconds / self.limit_seconds)
+
+
+@attrs.frozen
+class RunningJob:
+    """One job running now: what it holds and since when, and its time limit (None: no limit)."""
+
+    job_id: str
+    gpus: int
+    started_at: float
+    limit_seconds: float | None
+
+
+def _finished(items: Iterable[FinishedJob]) -> tuple[FinishedJob, ...]:
+    return tuple(items)
+
+
+def _running(items: Iterable[RunningJob]) -> tuple[RunningJob, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class History:
+    """The cluster's recent past and its present, as one read through the port saw them (``Scheduler.history``).
+
+    Read at most once every few minutes, never per poll (the router's HistoryCache), and handed to the core as a
+    value: the ``calibrated`` park_early policy re-estimates the running jobs' ends from the finished ones.
+    """
+
+    read_at: float
+    finished: tuple[FinishedJob, ...] = attrs.field(default=(), converter=_finished)
+    """The jobs that ended on their own since the read's start (with a time limit)."""
+    running: tuple[RunningJob, ...] = attrs.field(default=(), converter=_running)
+    """The running jobs the read could see (others' may be hidden by the site's PrivateData)."""
+    total_gpus: int | None = None
+    """GPUs of the cluster's nodes (None: not known)."""
+    used_gpus: int | None = None
+    """GPUs allocated now, as the nodes report them (None: not known); more than ``running`` holds means jobs
+    the read cannot see (PrivateData)."""
+    all_users: bool = True
+    """False when only the user's own jobs were visible (PrivateData, or sacct without the right to see others)."""
+
+    @cached_property
+    def ratios(self) -> tuple[float, ...]:
+        """Every finished job's elapsed/limit, sorted (worked out once per read)."""
+        return tuple(sorted(job.ratio for job in self.finished))
+
+    @property
+    def hidden_gpus(self) -> int:
+        """GPUs allocated to jobs the read could not see (0 when the nodes' figure is not known)."""
+        if self.used_gpus is None:
+            return 0
+        return max(0, self.used_gpus - sum(job.gpus for job in self.running))
+
+
 class Scheduler(Protocol):
     """The port: everything the lifecycle machine and the router may ask of a cluster."""
 
@@ -186,4 +254,11 @@ class Scheduler(Protocol):
 
     def find_by_token(self, token: str) -> Observation | None:
         """Find the newest job tagged with a dispatch token (a submit whose reply was lost), or None."""
+        ...
+
+    def history(self, *, since: float) -> History:
+        """The jobs that finished since ``since`` (elapsed and limit), the running ones, and the GPUs in use.
+
+        Several commands (on SLURM: sacct, squeue, scontrol): read at most once every few minutes, never per poll.
+        """
         ...

@@ -11,7 +11,7 @@ from typing import Any
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.core import TRIGGERS, Dispatch
 from fellows_fsm.driver import Driver, Recorder
-from fellows_fsm.scheduler import Observation, Scheduler
+from fellows_fsm.scheduler import History, Observation, Scheduler
 
 __all__ = ["Driven"]
 
@@ -41,10 +41,13 @@ class Driven:
         """The first submit, as Router.dispatch makes it."""
         self.driver.start(self.d)
 
-    def advance(self, observation: Observation | None, *, may_change_rung: bool = True) -> None:
-        """One router tick with this observation of the job (None: no new look); a refused first submit raises."""
+    def advance(
+        self, observation: Observation | None, *, may_change_rung: bool = True, history: History | None = None
+    ) -> None:
+        """One router tick with this observation of the job (None: no new look) and, for ``park_early =
+        "calibrated"``, the cluster's history; a refused first submit raises."""
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
-        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1)
+        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1, history=history)
         if outcome.rejected:
             raise outcome.rejected[0][1]
