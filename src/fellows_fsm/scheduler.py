@@ -20,6 +20,7 @@ __all__ = [
     "JobSpec",
     "Observation",
     "Phase",
+    "PendingJob",
     "ReasonGroup",
     "RunningJob",
     "Scheduler",
@@ -175,6 +176,28 @@ class RunningJob:
     limit_seconds: float | None
 
 
+@attrs.frozen
+class PendingJob:
+    """One job pending now: what it asks for, its scheduling priority, its QoS and its pending reason."""
+
+    job_id: str
+    gpus: int
+    priority: float
+    qos: str | None = None
+    reason: str | None = None
+    own: bool = False
+    """One of the reading user's own jobs (which may walk off its rung, or leave for the paid lane, itself)."""
+
+
+def _pending(items: Iterable[PendingJob]) -> tuple[PendingJob, ...]:
+    return tuple(items)
+
+
+def _id_order(job_id: str) -> tuple[int, str]:
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (0, job_id)
+
+
 def _finished(items: Iterable[FinishedJob]) -> tuple[FinishedJob, ...]:
     return tuple(items)
 
@@ -196,6 +219,8 @@ class History:
     """The jobs that ended on their own since the read's start (with a time limit)."""
     running: tuple[RunningJob, ...] = attrs.field(default=(), converter=_running)
     """The running jobs the read could see (others' may be hidden by the site's PrivateData)."""
+    pending: tuple[PendingJob, ...] = attrs.field(default=(), converter=_pending)
+    """The pending jobs the read could see (the ones ahead of a job take the GPUs that free up first)."""
     total_gpus: int | None = None
     """GPUs of the cluster's nodes (None: not known)."""
     used_gpus: int | None = None
@@ -208,6 +233,26 @@ class History:
     def ratios(self) -> tuple[float, ...]:
         """Every finished job's elapsed/limit, sorted (worked out once per read)."""
         return tuple(sorted(job.ratio for job in self.finished))
+
+    def gpus_ahead_of(self, job_id: str, qos: str | None) -> int:
+        """GPUs asked for by other users' pending jobs ahead of ``job_id`` that wait only for resources (Resources
+        or Priority): a higher priority, or the same and an earlier id (the user's own may walk away themselves). Its priority is its own in the read, else
+        (queued since the read) the highest seen on its QoS; with neither, none is counted ahead."""
+        mine = next((p.priority for p in self.pending if p.job_id == job_id), None)
+        if mine is None:
+            same = [p.priority for p in self.pending if qos is not None and p.qos == qos]
+            if not same:
+                return 0
+            mine = max(same)
+        key = _id_order(job_id)
+        return sum(
+            p.gpus
+            for p in self.pending
+            if p.job_id != job_id
+            and not p.own
+            and classify_reason(p.reason) is ReasonGroup.CONTENTION
+            and (p.priority > mine or (p.priority == mine and _id_order(p.job_id) < key))
+        )
 
     @property
     def hidden_gpus(self) -> int:

@@ -90,7 +90,9 @@ def _ends_by(ratios: tuple[float, ...], started: float, limit: float, now: float
     return ended / left
 
 
-def start_chance(history: History | None, *, gpus: int, now: float, window_end: float) -> StartChance | None:
+def start_chance(
+    history: History | None, *, gpus: int, now: float, window_end: float, job_id: str = "", qos: str | None = None
+) -> StartChance | None:
     """The chance that enough of the running jobs end by ``window_end`` to free ``gpus`` GPUs; None when the
     history cannot say (fewer than CALIBRATED_MIN_HISTORY finished jobs, the cluster's GPUs unknown, or running
     jobs hidden from the read).
@@ -105,7 +107,8 @@ def start_chance(history: History | None, *, gpus: int, now: float, window_end: 
         return None  # the jobs in the way are not all visible (PrivateData): nothing to calibrate
     ratios = history.ratios
     in_way = [j for j in history.running if j.limit_seconds is None or j.started_at + j.limit_seconds > now]
-    need = gpus - (history.total_gpus - sum(j.gpus for j in in_way))
+    ahead = history.gpus_ahead_of(job_id, qos)
+    need = gpus + ahead - (history.total_gpus - sum(j.gpus for j in in_way))
     probability = 1.0
     if need > 0:
         # P(the GPUs of the jobs that end reach ``need``): a distribution over freed GPUs, capped at ``need``.
@@ -165,7 +168,9 @@ def park_early_reason(
     own_cap = group is ReasonGroup.OWN_CAP
     if policy == "calibrated":
         if last_rung and group is ReasonGroup.CONTENTION:
-            chance = start_chance(history, gpus=gpus, now=now, window_end=window_end)
+            chance = start_chance(
+                history, gpus=gpus, now=now, window_end=window_end, job_id=observation.job_id, qos=observation.qos
+            )
             if chance is not None:
                 if chance.probability < CALIBRATED_LEAVE_BELOW:
                     return f"{chance.note}; leaving for {where}"

@@ -29,6 +29,7 @@ from fellows_fsm.sim.trace import (
     load_trace,
     parse_trace,
     synthetic_trace,
+    realistic_time_limits,
     with_time_limits,
 )
 
@@ -61,5 +62,6 @@ __all__ = [
     "synthetic_trace",
     "to_json",
     "to_records",
+    "realistic_time_limits",
     "with_time_limits",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from fellows_fsm.errors import ConfigError, QosRejected, SubmitRejected
-from fellows_fsm.scheduler import FinishedJob, History, JobSpec, Observation, Phase, RunningJob
+from fellows_fsm.scheduler import FinishedJob, History, JobSpec, Observation, PendingJob, Phase, RunningJob
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.trace import BACKGROUND_QOS, ME, TraceJob
 
@@ -241,8 +241,14 @@ class SimCluster:
             for job in self._running.values()
             if job.start_time is not None
         ]
+        pending = [
+            PendingJob(
+                job.job_id, job.gpus, float(self.tiers[job.qos].priority), job.qos, job.reason, job.user == self.user
+            )
+            for job in self._pending.values()
+        ]
         now = self.clock.now()
-        return History(now, finished, running, total_gpus=self.gpus, used_gpus=self._used_total)
+        return History(now, finished, running, pending, total_gpus=self.gpus, used_gpus=self._used_total)
 
     def _read(self, job_ids: Sequence[str]) -> dict[str, Observation]:
         self._estimate(job_ids)
