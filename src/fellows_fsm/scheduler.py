@@ -19,8 +19,8 @@ __all__ = [
     "History",
     "JobSpec",
     "Observation",
-    "Phase",
     "PendingJob",
+    "Phase",
     "ReasonGroup",
     "RunningJob",
     "Scheduler",
@@ -235,9 +235,10 @@ class History:
         return tuple(sorted(job.ratio for job in self.finished))
 
     def gpus_ahead_of(self, job_id: str, qos: str | None) -> int:
-        """GPUs asked for by other users' pending jobs ahead of ``job_id`` that wait only for resources (Resources
-        or Priority): a higher priority, or the same and an earlier id (the user's own may walk away themselves). Its priority is its own in the read, else
-        (queued since the read) the highest seen on its QoS; with neither, none is counted ahead."""
+        """GPUs asked for by other users' pending jobs ahead of ``job_id`` that wait only for resources
+        (Resources or Priority): a higher priority, or the same and an earlier id (the user's own may walk away
+        themselves). Its priority is its own in the read, else (queued since the read) the highest seen on its
+        QoS; with neither, none is counted ahead."""
         mine = next((p.priority for p in self.pending if p.job_id == job_id), None)
         if mine is None:
             same = [p.priority for p in self.pending if qos is not None and p.qos == qos]

@@ -28,8 +28,8 @@ from fellows_fsm.sim.trace import (
     dump_trace,
     load_trace,
     parse_trace,
-    synthetic_trace,
     realistic_time_limits,
+    synthetic_trace,
     with_time_limits,
 )
 
@@ -56,12 +56,12 @@ __all__ = [
     "parse_strategies",
     "parse_tier",
     "parse_trace",
+    "realistic_time_limits",
     "run_sweep",
     "simulate",
     "strategy_config",
     "synthetic_trace",
     "to_json",
     "to_records",
-    "realistic_time_limits",
     "with_time_limits",
 ]
