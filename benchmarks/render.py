@@ -288,6 +288,24 @@ def section_load(lines: list[str]) -> dict[str, Any] | None:
         "(`scontrol update jobid=a,b,... StartTime=...`) "
         "that stops the jobs from starting before the client-side `scancel --state=PENDING` of 22.05 lands.\n"
     )
+    for run in r.get("calibrated", []):
+        polls = run["polls"]
+        first, rest = polls[0], polls[1:]
+        counts = " / ".join(f"{first[c]}" for c in ("squeue", "sacct", "scontrol"))
+        later = " / ".join(
+            f"{min(p[c] for p in rest)}-{max(p[c] for p in rest)}"
+            if min(p[c] for p in rest) != max(p[c] for p in rest)
+            else str(rest[0][c])
+            for c in ("squeue", "sacct", "scontrol")
+        )
+        lines.append(
+            f'With `park_early = "calibrated"` ({run["live_dispatches"]} dispatches waiting on their last rung, '
+            f"low-eur, the node full; {len(polls)} polls one after another, same command): the cluster's history is "
+            f"read {run['history_reads']} time(s) in all (HistoryCache, refreshed every "
+            f"{run['history_refresh_seconds']:g} s: one sacct, one squeue of the running jobs, one scontrol of the "
+            f"nodes). squeue / sacct / scontrol in the first poll: {counts}; in each later poll: {later}. No extra "
+            "call per poll.\n"
+        )
     return r
 
 

@@ -199,7 +199,7 @@ def test_own_jobs_only_history_says_so_in_the_note() -> None:
         now=now,
     )
     assert reason is not None
-    assert "history: 180 jobs (yours only: other users' jobs are hidden)" in reason
+    assert "history: 180 jobs (yours only: no other user's job was visible)" in reason
 
 
 def test_free_rungs_are_left_as_own_cap_does(

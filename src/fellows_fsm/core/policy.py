@@ -70,7 +70,7 @@ class StartChance:
     @property
     def note(self) -> str:
         """The figures, as history shows them."""
-        whose = "" if self.all_users else " (yours only: other users' jobs are hidden)"
+        whose = "" if self.all_users else " (yours only: no other user's job was visible)"
         return (
             f"{self.in_the_way} jobs in the way; history: {self.history_jobs} jobs{whose}, median elapsed/limit "
             f"{self.median_ratio:.2f}; start within the window: {round(100 * self.probability)} %"
