@@ -67,7 +67,7 @@ def fill_node(slurm: Cluster, *, limit_minutes: int, seconds: int) -> list[str]:
 
 
 def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step], str, str, Router]:
-    """One 8-GPU calibrated dispatch on low-eur then gcp; its steps, final state and lane (and the router)."""
+    """One 8-GPU calibrated dispatch on low-eur then gcp; its steps, final state and outcome (and the router)."""
     config = Config(
         fellows=FellowsConfig(
             qos="low-eur",
@@ -97,7 +97,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
         steps = router.journal.steps(handle.dispatch_id)
     finally:
         router.journal.close()
-    return steps, final.state, final.lane, router
+    return steps, final.state, final.outcome, router
 
 
 def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm: Cluster, tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm:
     since = time.time()
     build_history(slurm, limit_minutes=1, seconds=600, end_states=("TIMEOUT",))
     fill_node(slurm, limit_minutes=30, seconds=600)
-    steps, state, lane, router = dispatch_on_last_rung(slurm, tmp_path, since)
+    steps, state, outcome, router = dispatch_on_last_rung(slurm, tmp_path, since)
     submit, park = steps[0], next(s for s in steps if s.trigger == "park")
     assert park.note.startswith("park_early=calibrated: 8 jobs in the way; history: ")
     found = re.search(r"history: (\d+) jobs[^,]*, median elapsed/limit 1\.00;", park.note)
@@ -114,9 +114,8 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm:
     assert int(found.group(1)) >= HISTORY_JOBS  # its own jobs (and any other that ended on its own since it began)
     assert park.note.endswith("start within the window: 0 %; leaving for the paid lane")
     assert park.at <= submit.at + 5 * POLL  # within a few polls, not at the window's end
-    assert lane == "gcp"
+    assert (state, outcome) == ("FAILED_TO_GCP", "handed-off")
     assert router.cluster_history.reads == 1
-    assert state == "FAILED_TO_GCP"
 
 
 def test_a_history_of_jobs_ending_at_a_twentieth_of_their_limits_waits_and_starts(
@@ -127,9 +126,9 @@ def test_a_history_of_jobs_ending_at_a_twentieth_of_their_limits_waits_and_start
     since = time.time()
     build_history(slurm, limit_minutes=10, seconds=30, end_states=("COMPLETED",))
     fill_node(slurm, limit_minutes=10, seconds=30)
-    steps, state, lane, _ = dispatch_on_last_rung(slurm, tmp_path, since)
+    steps, state, outcome, _ = dispatch_on_last_rung(slurm, tmp_path, since)
     assert [s.trigger for s in steps] == ["submit", "start"]
-    assert (state, lane, steps[-1].qos) == ("RUNNING", "fellows", "low-eur")
+    assert (state, steps[-1].qos) == ("RUNNING", "low-eur")
 
 
 def test_a_full_node_gives_an_own_capped_job_the_end_of_its_own_jobs_limits_as_the_simulator_does(
