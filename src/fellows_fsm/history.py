@@ -44,7 +44,8 @@ class HistoryCache:
 
     def get(self, dispatches: Iterable[Dispatch], now: float) -> History | None:
         """The history for this tick, or None when no dispatch needs it (no read is made then)."""
-        if not any(d.calibrating and d.on_rung for d in dispatches):
+        # The attribute first: a scan of 10,000 dispatches that use another policy costs well under a millisecond.
+        if not any(d.park_early == "calibrated" and d.calibrating and d.on_rung for d in dispatches):
             return self.value
         if self._tried_at is None or now - self._tried_at >= self.refresh_seconds:
             self._tried_at = now
