@@ -757,6 +757,14 @@ def main() -> None:
             "1 (for the purged ids only) in the purge poll | yes |"
         )
         head.append(f"| sacctmgr never per poll | max {sacctmgr} | {'yes' if sacctmgr == 0 else 'NO'} |")
+        for run in b.get("calibrated", []):
+            later = run["polls"][1:]
+            extra = max(p["sacct"] + p["scontrol"] + max(0, p["squeue"] - 1) for p in later)
+            head.append(
+                f"| `calibrated`: the history read (sacct + squeue + scontrol) never per poll "
+                f"({run['live_dispatches']} live, {len(run['polls'])} polls) | {run['history_reads']} read in all; "
+                f"max {extra} extra calls in the later polls | {'yes' if extra == 0 and run['history_reads'] == 1 else 'NO'} |"
+            )
     if e is not None:
         squeue = max(run["max_squeue_per_interval"] for run in e["runs"])
         scancel = max(run["max_scancel_per_interval"] for run in e["runs"])
