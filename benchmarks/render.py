@@ -760,10 +760,11 @@ def main() -> None:
         for run in b.get("calibrated", []):
             later = run["polls"][1:]
             extra = max(p["sacct"] + p["scontrol"] + max(0, p["squeue"] - 1) for p in later)
+            met = "yes" if extra == 0 and run["history_reads"] == 1 else "NO"
             head.append(
                 f"| `calibrated`: the history read (sacct + squeue + scontrol) never per poll "
                 f"({run['live_dispatches']} live, {len(run['polls'])} polls) | {run['history_reads']} read in all; "
-                f"max {extra} extra calls in the later polls | {'yes' if extra == 0 and run['history_reads'] == 1 else 'NO'} |"
+                f"max {extra} extra calls in the later polls | {met} |"
             )
     if e is not None:
         squeue = max(run["max_squeue_per_interval"] for run in e["runs"])
