@@ -127,7 +127,7 @@ def test_a_history_of_jobs_ending_at_a_twentieth_of_their_limits_waits_and_start
     build_history(slurm, limit_minutes=10, seconds=30, end_states=("COMPLETED",))
     fill_node(slurm, limit_minutes=10, seconds=30)
     steps, state, _, _ = dispatch_on_last_rung(slurm, tmp_path, since)
-    assert [s.trigger for s in steps] == ["submit", "start"]
+    assert [s.trigger for s in steps] == ["submit", "start"], [s.note for s in steps]
     assert (state, steps[-1].qos) == ("RUNNING", "low-eur")
 
 
