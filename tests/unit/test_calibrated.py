@@ -152,21 +152,23 @@ def test_history_that_changes_between_polls_is_decided_at_the_poll_it_changes(
     assert PARKED in [s.dest for s in d.history]
 
 
-def test_the_same_history_leaves_once_the_jobs_in_the_way_outlive_the_short_ones(
+def test_a_later_read_that_still_sees_the_jobs_running_past_the_short_runs_leaves(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """One read kept, the chance is worked out again each poll: jobs in the way past the short runs' 5 min are long."""
+    """Half the history ran 5 min, half 30: jobs a minute in may be short ones (it waits, also once they are 7 min
+    in, since the read may be stale); a read that still sees them running 7 min in knows they are long: it leaves."""
     d = on_last_rung(make_dispatch, fake)
     now = fake.clock.now()
-    # Half the finished jobs ran 5 min of their hour, half 30 min; the 8 jobs in the way began a minute ago.
     finished = [FinishedJob(300.0 if i % 2 else 1800.0, HOUR) for i in range(100)]
     in_way = [RunningJob(str(i), 8, now - 60, HOUR) for i in range(8)]
-    past = History(now, finished, in_way, total_gpus=64, used_gpus=64)
     frozen.tick(10)
-    tick(d, fake, past)
+    tick(d, fake, History(now, finished, in_way, total_gpus=64, used_gpus=64))
     assert d.state == LAST  # each may be a short one: 1 - 0.5^8 of a start
     frozen.tick(400)
-    tick(d, fake, None)  # 7.8 min in, none has ended: all are long ones, none ends within the window
+    tick(d, fake, None)  # the same read: the jobs may have ended since it, so it still waits
+    assert d.state == LAST
+    frozen.tick(10)
+    tick(d, fake, History(fake.clock.now(), finished, in_way, total_gpus=64, used_gpus=64))
     note = next(s.note for s in d.history if s.trigger == "park")
     assert "start within the window: 0 %" in note
 

@@ -77,15 +77,17 @@ class StartChance:
         )
 
 
-def _ends_by(ratios: tuple[float, ...], started: float, limit: float, now: float, by: float) -> float:
-    """The chance a job running since ``started`` with time limit ``limit`` has ended by ``by``, given it runs at
-    ``now``: its elapsed/limit drawn from the history's ``ratios``, conditioned on what it has already run."""
+def _ends_by(ratios: tuple[float, ...], started: float, limit: float, seen_at: float, by: float) -> float:
+    """The chance a job running since ``started`` with time limit ``limit`` has ended by ``by``, given it was still
+    running when the history was read (``seen_at``): its elapsed/limit drawn from the history's ``ratios``,
+    conditioned on what it had run by then. (Not on ``now``: the read may be minutes old, and the job may have
+    ended since; a job seen running past every job of the history runs to its limit, as SLURM plans.)"""
     if by >= started + limit:
         return 1.0  # SLURM ends it at its limit
-    ran = max(0.0, now - started) / limit
-    left = len(ratios) - bisect.bisect_right(ratios, ran)  # history's jobs that ran longer than this one has
+    ran = max(0.0, seen_at - started) / limit
+    left = len(ratios) - bisect.bisect_right(ratios, ran)  # history's jobs that ran longer than this one had
     if left == 0:
-        return 0.0  # longer than any job of the history: it runs to its limit, as SLURM plans
+        return 0.0
     ended = bisect.bisect_right(ratios, (by - started) / limit) - bisect.bisect_right(ratios, ran)
     return ended / left
 
@@ -98,8 +100,10 @@ def start_chance(
     jobs hidden from the read).
 
     Each running job's end is re-estimated from the history (how far into their limits jobs end, given how long
-    this one has already run), independently of the others; the job starts once the GPUs that end, with those free
-    at the read, hold it. Jobs pending ahead of it are not counted (the chance errs high: it waits, never pays).
+    this one had run when the history was read), independently of the others; the job starts once the GPUs that
+    end, with those free at the read, hold it and the other users' jobs pending ahead of it (History.gpus_ahead_of:
+    a higher priority, waiting for resources only). The read may be minutes old: jobs queued since are not counted
+    ahead, and jobs that ended since count as ending (the chance errs high: it waits, never pays).
     """
     if history is None or len(history.finished) < CALIBRATED_MIN_HISTORY or history.total_gpus is None:
         return None
@@ -116,7 +120,7 @@ def start_chance(
         for job in in_way:
             if job.limit_seconds is None or job.limit_seconds <= 0 or job.gpus <= 0:
                 continue  # never ends by a limit (or holds no GPU): frees nothing the plan can count on
-            p = _ends_by(ratios, job.started_at, job.limit_seconds, now, window_end)
+            p = _ends_by(ratios, job.started_at, job.limit_seconds, history.read_at, window_end)
             if p <= 0.0:
                 continue
             for k in range(need, -1, -1):
