@@ -17,7 +17,7 @@ from fellows_fsm.core.policy import (
 )
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
-from fellows_fsm.scheduler import FinishedJob, History, RunningJob
+from fellows_fsm.scheduler import FinishedJob, History, PendingJob, RunningJob
 from fellows_fsm.testing import Driven
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
@@ -257,3 +257,24 @@ def test_no_history_is_read_without_a_calibrated_dispatch_on_a_last_rung(
         assert fake.calls["history"] == 0
     finally:
         router.journal.close()
+
+
+def test_other_users_jobs_pending_ahead_take_the_gpus_first() -> None:
+    """One 8-GPU job in the way that surely ends in time: alone it starts (100 %); behind another user's 8-GPU job
+    of a higher priority it cannot (0 %); the user's own pending job, or a lower priority one, is not ahead."""
+    now = 1_000_000.0
+    finished = [FinishedJob(0.1 * HOUR, HOUR)] * 50
+    running = [RunningJob("1", 8, now, HOUR)]
+
+    def chance(*pending: PendingJob) -> float:
+        past = History(now, finished, running, pending, total_gpus=8, used_gpus=8)
+        got = start_chance(past, gpus=8, now=now, window_end=now + 0.2 * HOUR, job_id="9", qos="low-eur")
+        assert got is not None
+        return got.probability
+
+    mine = PendingJob("9", 8, 10.0, "low-eur", "Priority", own=True)
+    assert chance(mine) == 1.0
+    assert chance(mine, PendingJob("5", 8, 50.0, "normal-eur", "Resources")) == 0.0
+    assert chance(mine, PendingJob("5", 8, 50.0, "normal-eur", "Resources", own=True)) == 1.0
+    assert chance(mine, PendingJob("12", 8, 5.0, "other", "Resources")) == 1.0
+    assert chance(mine, PendingJob("5", 8, 50.0, "normal-eur", "QOSMaxGRESPerUser")) == 1.0

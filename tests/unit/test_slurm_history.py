@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.slurm.accounting import parse_history_sacct, parse_nodes, parse_running_squeue, read_history
+from fellows_fsm.slurm.accounting import parse_history_sacct, parse_nodes, parse_queue, read_history
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner
 
 # As printed on the local SLURM 22.05.8 (sacct -a -P -n -X -o JobID,User,State,ElapsedRaw,TimelimitRaw).
@@ -18,7 +18,11 @@ SACCT = """1|root|COMPLETED|30|10
 5|bob|RUNNING|40|60
 6|bob|FAILED|60|120
 """
-SQUEUE = "2|root|2026-12-01T10:58:53|30:00|cpu=1,mem=1G,node=1,billing=1,gres/gpu=8|\n7|root|N/A|10:00||\n"
+SQUEUE = (
+    "2|root|R|2026-12-01T10:58:53|30:00|cpu=1,mem=1G,node=1,billing=1,gres/gpu=8|25000|normal-eur|None|\n"
+    "8|alice|PD|2026-12-01T12:04:26|30:00|cpu=1,mem=1G,node=1,billing=1,gres/gpu=64|5000|low-eur|Resources|\n"
+    "7|root|PD|N/A|10:00||10000|low-eur|Priority|\n"
+)
 NODES = "NodeName=gpu01 Arch=x86_64 CfgTRES=cpu=64,mem=1000G,billing=64,gres/gpu=64 AllocTRES=cpu=1,mem=1G,gres/gpu=8\n"
 
 
@@ -57,10 +61,15 @@ def test_a_history_of_the_users_own_jobs_says_so() -> None:
     assert not others
 
 
-def test_running_jobs_and_the_nodes_gpus_are_read() -> None:
-    """squeue's running jobs (start, limit, GPUs from tres-alloc) and scontrol's configured/allocated GPUs."""
-    running = parse_running_squeue(SQUEUE)
+def test_running_and_pending_jobs_and_the_nodes_gpus_are_read() -> None:
+    """squeue's running jobs (start, limit, GPUs from tres-alloc), its pending ones (GPUs, priority, QoS, reason,
+    whose) and scontrol's configured/allocated GPUs."""
+    running, pending = parse_queue(SQUEUE, user="root")
     assert [(j.job_id, j.gpus, j.limit_seconds) for j in running] == [("2", 8, 1800.0)]
+    assert [(p.job_id, p.gpus, p.priority, p.qos, p.reason, p.own) for p in pending] == [
+        ("8", 64, 5000.0, "low-eur", "Resources", False),
+        ("7", 0, 10000.0, "low-eur", "Priority", True),
+    ]
     assert parse_nodes(NODES) == (64, 8)
     assert parse_nodes("") == (None, None)
 

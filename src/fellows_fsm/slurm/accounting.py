@@ -15,7 +15,7 @@ import attrs
 
 from fellows_fsm.config import Ladder, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError
-from fellows_fsm.scheduler import FinishedJob, History, JobSpec, RunningJob
+from fellows_fsm.scheduler import FinishedJob, History, JobSpec, PendingJob, RunningJob
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
@@ -34,7 +34,7 @@ __all__ = [
     "parse_history_sacct",
     "parse_nodes",
     "parse_qos",
-    "parse_running_squeue",
+    "parse_queue",
     "read_history",
 ]
 
@@ -295,7 +295,7 @@ def _never_fits(info: QosInfo, spec: JobSpec) -> str | None:
 
 # ----------------------------------------------------------------- the cluster's history (park_early calibrated)
 HISTORY_SACCT_FIELDS = "JobID,User,State,ElapsedRaw,TimelimitRaw"
-RUNNING_SQUEUE_FORMAT = "JobID:|,UserName:|,StartTime:|,TimeLimit:|,tres-alloc:|"
+QUEUE_FORMAT = "JobID:|,UserName:|,StateCompact:|,StartTime:|,TimeLimit:|,tres-alloc:|,PriorityLong:|,QOS:|,Reason:|"
 ENDED_ON_THEIR_OWN = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"})
 """The end states a finished job's elapsed time says something about; a cancelled job (someone's decision) and
 a job that never ran are left out."""
@@ -332,22 +332,30 @@ def _epoch(text: str) -> float | None:
         return None
 
 
-def parse_running_squeue(stdout: str) -> list[RunningJob]:
-    """``squeue -t RUNNING -O RUNNING_SQUEUE_FORMAT`` lines: id, start, limit and GPUs of each running job."""
+def parse_queue(stdout: str, *, user: str) -> tuple[list[RunningJob], list[PendingJob]]:
+    """``squeue -t RUNNING,PENDING -O QUEUE_FORMAT`` lines: each running job's start, limit and GPUs, and each
+    pending job's GPUs, priority, QoS and reason (``own`` for ``user``'s)."""
     running: list[RunningJob] = []
+    pending: list[PendingJob] = []
     for line in stdout.splitlines():
         parts = [p.strip() for p in line.split("|")]
-        if len(parts) < 5 or not parts[0]:
+        if len(parts) < 9 or not parts[0]:
             continue
-        started = _epoch(parts[2])
-        if started is None:
+        job_id, owner, state, start, limit_text, tres, priority, qos, reason = parts[:9]
+        gpus = _tres_gpus(tres)
+        if state == "PD":
+            rank = float(priority) if priority.isdigit() else 0.0
+            pending.append(PendingJob(job_id, gpus, rank, qos or None, reason or None, owner == user))
+            continue
+        started = _epoch(start)
+        if state != "R" or started is None:
             continue
         try:
-            limit = parse_duration(parts[3])
+            limit = parse_duration(limit_text)
         except ValueError:
             limit = None
-        running.append(RunningJob(parts[0], _tres_gpus(parts[4]), started, None if limit is None else float(limit)))
-    return running
+        running.append(RunningJob(job_id, gpus, started, None if limit is None else float(limit)))
+    return running, pending
 
 
 def _tres_gpus(tres: str) -> int:
@@ -370,7 +378,7 @@ def parse_nodes(stdout: str) -> tuple[int | None, int | None]:
 
 def read_history(runner: CommandRunner, *, user: str, since: float, now: float) -> History:
     """The cluster's history in three commands: sacct (every user where the site allows it, else ``-u user``),
-    squeue of the running jobs, and the nodes' GPUs (scontrol).
+    squeue of the running and pending jobs, and the nodes' GPUs (scontrol).
 
     Under ``PrivateData=jobs`` a plain user's ``sacct -a`` and ``squeue`` show only that user's jobs: the history
     is then the user's own (``all_users`` False), and the nodes' allocated GPUs beyond the visible running jobs
@@ -384,15 +392,17 @@ def read_history(runner: CommandRunner, *, user: str, since: float, now: float) 
         if not result.ok:
             raise SchedulerError(f"sacct could not read the finished jobs: {result.message}")
     finished, others = parse_history_sacct(result.stdout, user=user)
-    queue = runner.run(("squeue", "-h", "-t", "RUNNING", "-O", RUNNING_SQUEUE_FORMAT))
+    queue = runner.run(("squeue", "-h", "-t", "RUNNING,PENDING", "-O", QUEUE_FORMAT))
     if not queue.ok:
         raise SchedulerError(f"squeue could not list the running jobs: {queue.message}")
+    running, pending = parse_queue(queue.stdout, user=user)
     nodes = runner.run(("scontrol", "-o", "show", "node"))
     total, used = parse_nodes(nodes.stdout) if nodes.ok else (None, None)
     return History(
         now,
         finished,
-        parse_running_squeue(queue.stdout),
+        running,
+        pending,
         total_gpus=total,
         used_gpus=used,
         all_users=others,
