@@ -303,8 +303,8 @@ def section_load(lines: list[str]) -> dict[str, Any] | None:
             f"low-eur, the node full; {len(polls)} polls one after another, same command): the cluster's history is "
             f"read {run['history_reads']} time(s) in all (HistoryCache, refreshed every "
             f"{run['history_refresh_seconds']:g} s: one sacct, one squeue of the running and pending jobs, one "
-            f"scontrol of the nodes). squeue / sacct / scontrol in the first poll: {counts}; in each later poll: {later}. No extra "
-            "call per poll.\n"
+            f"scontrol of the nodes). squeue / sacct / scontrol in the first poll: {counts}; in each later poll: "
+            f"{later}. No extra call per poll.\n"
         )
     return r
 
