@@ -36,6 +36,7 @@ POLICIES: tuple[tuple[str, str, bool], ...] = (
     ("own-cap", "reason-aware", True),
     ("estimate", "predictive", False),
     ("estimate, last rung too", "predictive", True),
+    ("calibrated", "calibrated", False),
     ("oracle", "oracle", True),
     ("oracle-prefer", "oracle-prefer", True),
 )

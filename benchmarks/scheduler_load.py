@@ -4,7 +4,9 @@ The real Router and SlurmScheduler run on the local SLURM (``--real``, default 1
 shared lock) or on a scripted slurmctld (``--fake``, default 1000; benchmarks/fakectld.py answers the
 same argv from memory). Counted per poll: squeue, sacct, sacctmgr, sbatch, scancel (and scontrol),
 in steady polls (nothing to change), in polls where windows closed (bounded rung changes), and, on the
-scripted slurmctld, in a poll where squeue has forgotten some jobs (sacct for those only).
+scripted slurmctld, in a poll where squeue has forgotten some jobs (sacct for those only). ``--calibrated``
+(default 10, local SLURM): dispatches under ``park_early = "calibrated"`` waiting on their last rung, 20 polls,
+counting the history read (sacct, squeue, scontrol: once per refresh, never per poll).
 
     flock /tmp/fellows-slurm-tests.lock sh -c 'scripts/dev-slurm up >/dev/null &&
         eval "$(scripts/dev-slurm env)" && .venv/bin/python -m benchmarks.scheduler_load'
@@ -163,12 +165,67 @@ def measure(size: int, *, real: bool, cap: float) -> dict[str, Any]:
     }
 
 
+def measure_calibrated(size: int, polls: int) -> dict[str, Any]:
+    """``size`` dispatches with ``park_early = "calibrated"`` pending on their last rung (low-eur, the node full),
+    ``polls`` polls back to back: the history read (sacct, squeue, scontrol) comes once, in the first poll only."""
+    runner = CommandRunner(timeout_seconds=30)
+    port = SlurmScheduler(runner, user="root")
+    spec = _spec(True)
+    blocker = _sbatch_blocker(spec)
+    created: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="fellows-load-") as state_dir:
+        lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+        config = Config(
+            fellows=FellowsConfig(
+                qos="low-eur",
+                qos_ladder=(),
+                park_cap_seconds=3600.0,
+                poll_interval_seconds=1.0,
+                park_early="calibrated",
+            ),
+            lanes=(lane,),
+            router=RouterConfig(),
+            state_dir=state_dir,
+        )
+        journal = Journal(config.journal_path)
+        clock = SystemClock()
+        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
+        try:
+            for _ in range(size):
+                router.dispatch(spec)
+            created = [d.job_id for d in router.live.values() if d.job_id]
+            per_poll = []
+            for _ in range(polls):
+                before = Counter(runner.calls)
+                router.poll()
+                per_poll.append(_delta(before, runner.calls))
+        finally:
+            journal.close()
+            subprocess.run(["scancel", *[i for i in [*created, blocker] if i]], check=False)
+    return {
+        "live_dispatches": size,
+        "backend": "real SLURM 22.05",
+        "park_early": "calibrated",
+        "polls": per_poll,
+        "history_reads": router.cluster_history.reads,
+        "history_refresh_seconds": router.cluster_history.refresh_seconds,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--real", default="10,100", help="sizes on the local SLURM ('' for none)")
     parser.add_argument("--fake", default="1000", help="sizes on the scripted slurmctld ('' for none)")
     parser.add_argument("--cap", type=float, default=30.0, help="park cap of the real runs (seconds)")
+    parser.add_argument(
+        "--calibrated", default="10", help="sizes on the local SLURM with park_early calibrated ('' for none)"
+    )
     args = parser.parse_args()
+    calibrated = [measure_calibrated(int(s), 20) for s in args.calibrated.split(",") if s]
+    for run in calibrated:
+        print(
+            f"{run['live_dispatches']:>5} live, calibrated: history reads {run['history_reads']}; polls {run['polls']}"
+        )
     runs = []
     for size in [int(s) for s in args.real.split(",") if s]:
         runs.append(measure(size, real=True, cap=max(args.cap, size * 0.3)))
@@ -185,7 +242,7 @@ def main() -> None:
         for command, value in per_command.items():
             print(f"      {command:9s} per poll min {value['min']} median {value['median']} max {value['max']}")
         print(f"   purge poll: {run['purge_poll']}")
-    path = write_result("scheduler_load", {"runs": runs})
+    path = write_result("scheduler_load", {"runs": runs, "calibrated": calibrated})
     print(f"wrote {path}")
 
 

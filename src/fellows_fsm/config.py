@@ -22,6 +22,7 @@ from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.history import HISTORY_SPAN_SECONDS
 from fellows_fsm.slurm.transport import check_destination
 
 __all__ = [
@@ -132,7 +133,8 @@ class FellowsConfig:
     The cap still bounds every rung. See policy.py and docs/configuration.md."""
     park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
     """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
-    no, the last rung waits out its window; see docs/configuration.md)."""
+    no, the last rung waits out its window; see docs/configuration.md). ``calibrated`` decides the last rung on
+    the cluster's history whatever this says."""
     host: str | None = None
     """The cluster's login host as an ssh destination (an ssh-config Host, 'user@host' or 'ssh://user@host:port'):
     every SLURM command runs there over one shared ssh connection. None: the SLURM commands on PATH here."""
@@ -143,6 +145,8 @@ class FellowsConfig:
     remote_workdir: str | None = None
     """With ``host``: the job's working directory on the cluster when its script has no ``#SBATCH --chdir``
     (default: the login directory, normally the home directory, where sbatch starts over ssh)."""
+    calibrated_history_seconds: float = HISTORY_SPAN_SECONDS
+    """How far back ``park_early = "calibrated"`` reads the cluster's finished jobs (default two days)."""
 
     def __attrs_post_init__(self) -> None:
         _check_qos_name("qos", self.qos)
@@ -195,6 +199,7 @@ class FellowsConfig:
                 f"park_early={self.park_early!r} is not known; use one of "
                 f"{', '.join(repr(p) for p in PARK_EARLY_POLICIES)}"
             )
+        _positive_seconds("calibrated_history_seconds", self.calibrated_history_seconds)
         if not isinstance(self.park_early_last_rung, bool):
             raise ConfigError(f"park_early_last_rung={self.park_early_last_rung!r} must be true or false")
         if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):

@@ -30,7 +30,7 @@ from fellows_fsm.core import (
 )
 from fellows_fsm.core.vocab import CANCELLED, PARKED
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler import Observation, Phase, Scheduler
+from fellows_fsm.scheduler import History, Observation, Phase, Scheduler
 
 __all__ = ["Driver", "NullRecorder", "Recorder", "TickOutcome"]
 
@@ -117,13 +117,15 @@ class Driver:
         budget: int,
         *,
         park_budget: int | None = None,
+        history: History | None = None,
     ) -> TickOutcome:
         """Advance every dispatch on this tick's observations and run what they need, batched.
 
         1. Every dispatch with a job moves on its fresh observation (starts, withdrawals, holds, parks, confirmed
            cancels), in one journal transaction: none of these announces a port call. At most ``park_budget``
            (default: ``budget``) dispatches park (a rung change begun); the others wait on their rung for a tick
-           whose budget has room, at no cost to this one.
+           whose budget has room, at no cost to this one. ``history`` (the cluster's, for ``park_early =
+           "calibrated"``; read by the caller every few minutes, never here) is handed to each of them.
         2. A rung without a job gets one (submit, or a lost submit looked up by token).
         3. At most ``budget`` dispatches resubmit (or move in place).
         4. At most ``budget`` parked jobs are cancelled, in ONE call; those the cancel proves gone (and that were
@@ -132,7 +134,7 @@ class Driver:
         self._handoffs, self._rejected, self._failures, self._cancels, self._changes = [], [], [], {}, 0
         self._attaches = []
         try:
-            return self._tick(dispatches, observations, budget, park_budget)
+            return self._tick(dispatches, observations, budget, park_budget, history)
         finally:
             attaches, self._attaches = self._attaches, None
             if attaches:
@@ -144,6 +146,7 @@ class Driver:
         observations: Mapping[str, Observation],
         budget: int,
         park_budget: int | None,
+        history: History | None = None,
     ) -> TickOutcome:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
@@ -156,7 +159,9 @@ class Driver:
                     jobless.append(d)
                     continue
                 may_leave = parks < park_budget
-                decision = d.advance(observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave)
+                decision = d.advance(
+                    observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave, history=history
+                )
                 if not decision.effects:
                     if not may_leave and decision.wake_at is not None and now >= decision.wake_at:
                         waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one

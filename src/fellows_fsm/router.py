@@ -40,6 +40,7 @@ from fellows_fsm.errors import (
     SubmitRejected,
 )
 from fellows_fsm.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
+from fellows_fsm.history import HistoryCache
 from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import CommandLane, Handoff
@@ -119,6 +120,8 @@ class Router:
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.driver = Driver(scheduler, journal, self.clock)
         """Runs every dispatch's effects (journal first, then the port), batched per tick."""
+        self.cluster_history = HistoryCache(scheduler, span_seconds=config.fellows.calibrated_history_seconds)
+        """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
         self.deferred = 0
@@ -318,7 +321,8 @@ class Router:
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         self._last_answer = now
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
-        outcome = self.driver.tick(self.live.values(), observations, self.config.rung_changes_per_tick)
+        history = self.cluster_history.get(self.live.values(), now)
+        outcome = self.driver.tick(self.live.values(), observations, self.config.rung_changes_per_tick, history=history)
         self._failed.extend(outcome.failures)
         for dispatch_id, refusal in outcome.rejected:
             self._reject(self.live[dispatch_id], refusal)

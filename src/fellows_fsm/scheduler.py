@@ -15,10 +15,14 @@ from typing import Protocol
 import attrs
 
 __all__ = [
+    "FinishedJob",
+    "History",
     "JobSpec",
     "Observation",
+    "PendingJob",
     "Phase",
     "ReasonGroup",
+    "RunningJob",
     "Scheduler",
     "classify_reason",
 ]
@@ -156,6 +160,116 @@ class Observation:
         return classify_reason(self.reason)
 
 
+@attrs.frozen
+class FinishedJob:
+    """One job that ran and ended on its own (completed, failed or timed out): how long it ran, against its limit."""
+
+    elapsed_seconds: float
+    limit_seconds: float
+
+    @property
+    def ratio(self) -> float:
+        """Elapsed over limit, at most 1 (a job killed at its limit may be seen a few seconds past it)."""
+        return min(1.0, self.elapsed_seconds / self.limit_seconds)
+
+
+@attrs.frozen
+class RunningJob:
+    """One job running now: what it holds and since when, and its time limit (None: no limit)."""
+
+    job_id: str
+    gpus: int
+    started_at: float
+    limit_seconds: float | None
+
+
+@attrs.frozen
+class PendingJob:
+    """One job pending now: what it asks for, its scheduling priority, its QoS and its pending reason."""
+
+    job_id: str
+    gpus: int
+    priority: float
+    qos: str | None = None
+    reason: str | None = None
+    own: bool = False
+    """One of the reading user's own jobs (which may walk off its rung, or leave for the paid lane, itself)."""
+
+
+def _pending(items: Iterable[PendingJob]) -> tuple[PendingJob, ...]:
+    return tuple(items)
+
+
+def _id_order(job_id: str) -> tuple[int, str]:
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (0, job_id)
+
+
+def _finished(items: Iterable[FinishedJob]) -> tuple[FinishedJob, ...]:
+    return tuple(items)
+
+
+def _running(items: Iterable[RunningJob]) -> tuple[RunningJob, ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class History:
+    """The cluster's recent past and its present, as one read through the port saw them (``Scheduler.history``).
+
+    Read at most once every few minutes, never per poll (the router's HistoryCache), and handed to the core as a
+    value: the ``calibrated`` park_early policy re-estimates the running jobs' ends from the finished ones.
+    """
+
+    read_at: float
+    finished: tuple[FinishedJob, ...] = attrs.field(default=(), converter=_finished)
+    """The jobs that ended on their own since the read's start (with a time limit)."""
+    running: tuple[RunningJob, ...] = attrs.field(default=(), converter=_running)
+    """The running jobs the read could see (others' may be hidden by the site's PrivateData)."""
+    pending: tuple[PendingJob, ...] = attrs.field(default=(), converter=_pending)
+    """The pending jobs the read could see (the ones ahead of a job take the GPUs that free up first)."""
+    total_gpus: int | None = None
+    """GPUs of the cluster's nodes (None: not known)."""
+    used_gpus: int | None = None
+    """GPUs allocated now, as the nodes report them (None: not known); more than ``running`` holds means jobs
+    the read cannot see (PrivateData)."""
+    all_users: bool = True
+    """False when only the user's own jobs were visible (PrivateData, or sacct without the right to see others)."""
+
+    @cached_property
+    def ratios(self) -> tuple[float, ...]:
+        """Every finished job's elapsed/limit, sorted (worked out once per read)."""
+        return tuple(sorted(job.ratio for job in self.finished))
+
+    def gpus_ahead_of(self, job_id: str, qos: str | None) -> int:
+        """GPUs asked for by other users' pending jobs ahead of ``job_id`` that wait only for resources
+        (Resources or Priority): a higher priority, or the same and an earlier id (the user's own may walk away
+        themselves). Its priority is its own in the read, else (queued since the read) the highest seen on its
+        QoS; with neither, none is counted ahead."""
+        mine = next((p.priority for p in self.pending if p.job_id == job_id), None)
+        if mine is None:
+            same = [p.priority for p in self.pending if qos is not None and p.qos == qos]
+            if not same:
+                return 0
+            mine = max(same)
+        key = _id_order(job_id)
+        return sum(
+            p.gpus
+            for p in self.pending
+            if p.job_id != job_id
+            and not p.own
+            and classify_reason(p.reason) is ReasonGroup.CONTENTION
+            and (p.priority > mine or (p.priority == mine and _id_order(p.job_id) < key))
+        )
+
+    @property
+    def hidden_gpus(self) -> int:
+        """GPUs allocated to jobs the read could not see (0 when the nodes' figure is not known)."""
+        if self.used_gpus is None:
+            return 0
+        return max(0, self.used_gpus - sum(job.gpus for job in self.running))
+
+
 class Scheduler(Protocol):
     """The port: everything the lifecycle machine and the router may ask of a cluster."""
 
@@ -193,4 +307,11 @@ class Scheduler(Protocol):
 
     def find_by_token(self, token: str) -> Observation | None:
         """Find the newest job tagged with a dispatch token (a submit whose reply was lost), or None."""
+        ...
+
+    def history(self, *, since: float) -> History:
+        """The jobs that finished since ``since`` (elapsed and limit), the running ones, and the GPUs in use.
+
+        Several commands (on SLURM: sacct, squeue, scontrol): read at most once every few minutes, never per poll.
+        """
         ...

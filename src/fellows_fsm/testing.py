@@ -20,7 +20,7 @@ from fellows_fsm.core import TRIGGERS, Dispatch
 from fellows_fsm.daemon import has_work, serve
 from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.journal import DriverOwner, Journal, lock_held
-from fellows_fsm.scheduler import Observation, Scheduler
+from fellows_fsm.scheduler import History, Observation, Scheduler
 from fellows_fsm.slurm.transport import NoAnswer, Reply, Request
 
 __all__ = ["Driven", "MockTransport", "NoAnswer", "Reply", "Request", "ThreadedDriver"]
@@ -71,11 +71,14 @@ class Driven:
         """The first submit, as Router.dispatch makes it."""
         self.driver.start(self.d)
 
-    def advance(self, observation: Observation | None, *, may_change_rung: bool = True) -> None:
-        """One router tick with this observation of the job (None: no new look); a refused first submit raises."""
+    def advance(
+        self, observation: Observation | None, *, may_change_rung: bool = True, history: History | None = None
+    ) -> None:
+        """One router tick with this observation of the job (None: no new look) and, for ``park_early =
+        "calibrated"``, the cluster's history; a refused first submit raises."""
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
-        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1)
+        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1, history=history)
         if outcome.rejected:
             raise outcome.rejected[0][1]
 

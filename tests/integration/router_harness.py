@@ -20,7 +20,7 @@ import attrs
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec, Observation
+from fellows_fsm.scheduler import History, JobSpec, Observation
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
 POINTS = ("none", "before-sbatch", "after-sbatch", "after-cancel")
@@ -69,6 +69,9 @@ class CrashingPort:
 
     def find_by_token(self, token: str) -> Observation | None:
         return self.inner.find_by_token(token)
+
+    def history(self, *, since: float) -> History:
+        return self.inner.history(since=since)
 
 
 def build(state_dir: Path, cap: float, point: str) -> Router:

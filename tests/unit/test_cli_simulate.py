@@ -88,3 +88,13 @@ def test_a_bad_time_limit_is_refused_with_its_line(tmp_path: Path) -> None:
     line = err.strip()
     assert "line 2" in line
     assert "'time_limit' is 300" in line
+
+
+def test_simulate_plays_calibrated_through_the_router() -> None:
+    """--strategies calibrated runs the real Router with park_early calibrated: on the built-in workload at 600 s it
+    pays GCP no more than own-cap (reason-aware) and starts the median job sooner."""
+    code, out, _ = run("simulate", "--park-caps", "600", "--strategies", "reason-aware,calibrated", "--json")
+    assert code == 0
+    rows = {r["strategy"]: r for r in json.loads(out)}
+    assert rows["calibrated"]["gcp_gpu_hours"] <= rows["reason-aware"]["gcp_gpu_hours"]
+    assert rows["calibrated"]["p50_start_seconds"] < rows["reason-aware"]["p50_start_seconds"]

@@ -119,3 +119,40 @@ def test_parse_tier_reads_name_priority_and_cap(text: str, cap: int | None) -> N
     """NAME:PRIORITY:CAP gives the tier; '-' means no per-user GPU cap."""
     tier = parse_tier(text)
     assert (tier.name, tier.max_gpus_per_user) == (text.partition(":")[0], cap)
+
+
+def test_an_own_capped_job_the_free_gpus_could_take_has_no_estimate(cluster: SimCluster) -> None:
+    """Two own 8-GPU high-eur jobs and 48 GPUs free: a third pends QOSMaxGRESPerUser with no estimate (N/A)."""
+    for name in ("a", "b"):
+        cluster.submit(spec(name, seconds=1200), qos="high-eur", token="")
+    third = cluster.submit(spec("c", seconds=1200), qos="high-eur", token="")
+    seen = cluster.observe([third])[third]
+    assert (seen.reason, seen.expected_start) == ("QOSMaxGRESPerUser", None)
+
+
+def test_an_own_capped_job_on_a_full_node_is_estimated_at_the_end_of_its_own_jobs_limits(
+    cluster: SimCluster,
+) -> None:
+    """Node full (two own high-eur jobs of 20 min, six low-eur of 30): the third own job's estimate is at 20 min,
+    and it reserves nothing (a low-eur job behind it is still planned at the first end)."""
+    for name in ("a", "b"):
+        cluster.submit(spec(name, seconds=1200), qos="high-eur", token="")
+    for i in range(6):
+        cluster.submit(spec(f"o{i}", seconds=1800), qos="low-eur", token="")
+    third = cluster.submit(spec("c", seconds=1200), qos="high-eur", token="")
+    behind = cluster.submit(spec("d", seconds=600), qos="low-eur", token="")
+    seen = cluster.observe([third, behind])
+    assert (seen[third].reason, seen[third].expected_start) == ("QOSMaxGRESPerUser", SIM_EPOCH + 1200)
+    assert seen[behind].expected_start == SIM_EPOCH + 1200
+
+
+def test_the_history_holds_the_finished_running_and_pending_jobs(cluster: SimCluster) -> None:
+    """After one 10-minute job ends (limit 10 min), the history has it at ratio 1, the running jobs, the GPUs."""
+    cluster.submit(spec("short", seconds=600), qos="high-eur", token="")
+    cluster.submit(spec("long", seconds=3600), qos="low-eur", token="")
+    cluster.advance_to(SIM_EPOCH + 700)
+    past = cluster.history(since=SIM_EPOCH)
+    assert past.ratios == (1.0,)
+    assert [(j.gpus, j.limit_seconds) for j in past.running] == [(8, 3600.0)]
+    assert (past.total_gpus, past.used_gpus, past.hidden_gpus, past.all_users) == (64, 8, 0, True)
+    assert cluster.calls["history"] == 1

@@ -32,7 +32,7 @@ from fellows_fsm.core.machine import TRIGGERS, Step, StepOrder, build_machine, d
 from fellows_fsm.core.steps import EARLY_PARK, Steps
 from fellows_fsm.core.vocab import CANCELLED, PARKED, RUNNING, WITHDRAWN, is_final_state
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
-from fellows_fsm.scheduler import JobSpec, Observation, Phase
+from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
 
 __all__ = ["EARLY_PARK", "LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
 
@@ -89,6 +89,8 @@ class Dispatch(Steps):
     deadline: float = attrs.field(init=False, default=0.0)
     """When the current rung's window closes (its park deadline)."""
     observation: Observation | None = attrs.field(init=False, default=None)
+    cluster_history: History | None = attrs.field(init=False, default=None)
+    """The cluster's history as the last tick handed it (for ``park_early = "calibrated"``); never fetched here."""
     look: Observation | None = attrs.field(init=False, default=None)
     """The observation, when it is of the current job (what every guard reads); set with them by ``_see``."""
     history: list[Step] = attrs.field(init=False, factory=list)
@@ -235,19 +237,29 @@ class Dispatch(Steps):
         return self._decide()
 
     def advance(
-        self, observation: Observation | None, now: float, *, may_change_rung: bool = True, may_leave: bool = True
+        self,
+        observation: Observation | None,
+        now: float,
+        *,
+        may_change_rung: bool = True,
+        may_leave: bool = True,
+        history: History | None = None,
     ) -> Decision:
         """Take one (answered) look at the current job and take every step the table allows now.
 
         ``may_change_rung=False`` lets the driver bound how many dispatches resubmit or move in one tick: the
         dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick. ``may_leave=False``
         bounds the parks likewise: the dispatch may still start, be withdrawn or held, but stays on its rung.
+        ``history``: the cluster's history (``park_early = "calibrated"``), kept until a later tick hands another.
         """
+        if history is not None:
+            self.cluster_history = history
         if (
             (now < self.deadline or not may_leave)
             and self.state not in OFF_RUNG
             and self.job_id is not None
             and not self.paused
+            and not (self.calibrating and may_leave)
             and (observation is None or (observation == self.observation and observation.phase is not Phase.UNKNOWN))
         ):
             # Nothing new, and no park may be taken: every guard answers as it did last time.

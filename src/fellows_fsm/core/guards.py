@@ -11,7 +11,7 @@ from typing import Any
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import park_early_reason
 from fellows_fsm.core.vocab import FIXED_STATES
-from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup
+from fellows_fsm.scheduler import History, JobSpec, Observation, Phase, ReasonGroup
 
 __all__ = ["OFF_RUNG", "Guards"]
 
@@ -23,6 +23,7 @@ class Guards:
     """The table's questions; the state they read is declared here and kept by Dispatch."""
 
     ladder: Ladder
+    spec: JobSpec
     pinned: bool
     park_early: str
     park_early_last_rung: bool
@@ -31,6 +32,7 @@ class Guards:
     job_id: str | None
     deadline: float
     observation: Observation | None
+    cluster_history: History | None
     look: Observation | None
     submit_uncertain: bool
     refused: bool
@@ -38,7 +40,6 @@ class Guards:
     held: bool
     deferred: bool
     first_seen: tuple[str | None, int | None] | None
-    spec: JobSpec
     paused: bool
     now: float
     changing: bool
@@ -88,12 +89,26 @@ class Guards:
         if self.park_early == "off":
             return None
         last = self.rung_index == len(self.ladder.rungs) - 1
-        if last and not self.park_early_last_rung:
+        if last and not self.park_early_last_rung and self.park_early != "calibrated":
             return None
         obs = self.look
         if obs is not None and obs.qos is not None and obs.qos != self.rung.qos:
             return None  # a look taken before an in-place move says nothing about this rung
-        return park_early_reason(self.park_early, obs, self.deadline, last_rung=last)
+        return park_early_reason(
+            self.park_early,
+            obs,
+            self.deadline,
+            last_rung=last,
+            last_rung_too=self.park_early_last_rung,
+            history=self.cluster_history,
+            gpus=self.spec.gpus,
+            now=self.now,
+        )
+
+    @property
+    def calibrating(self) -> bool:
+        """Is this dispatch on its last rung under ``calibrated`` (whose chance moves with time, not only looks)?"""
+        return self.park_early == "calibrated" and self.rung_index == len(self.ladder.rungs) - 1
 
     def job_known(self, event: Any = None) -> bool:
         """Is the rung's job, if one was queued, known (no submit whose answer was lost is outstanding)?"""

@@ -2,20 +2,41 @@
 
 It only ever makes a park earlier, never later: the park cap still closes every window, so the worst case
 before the paid lane never grows. It reads one observation (the pending reason and SLURM's start estimate,
-both from the poll's one squeue) and the window's end; it does no I/O and keeps no state.
+both from the poll's one squeue), the window's end and, for ``calibrated``, the cluster's History (a value read
+through the port every few minutes and handed in); it does no I/O and keeps no state.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import time
+from statistics import median
 
-from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
+import attrs
 
-__all__ = ["DEFAULT_PARK_EARLY", "DEFAULT_PARK_EARLY_LAST_RUNG", "PARK_EARLY_POLICIES", "park_early_reason"]
+from fellows_fsm.scheduler import History, Observation, Phase, ReasonGroup
 
-PARK_EARLY_POLICIES = ("off", "own-cap", "estimate")
+__all__ = [
+    "CALIBRATED_LEAVE_BELOW",
+    "CALIBRATED_MIN_HISTORY",
+    "DEFAULT_PARK_EARLY",
+    "DEFAULT_PARK_EARLY_LAST_RUNG",
+    "PARK_EARLY_POLICIES",
+    "StartChance",
+    "park_early_reason",
+    "start_chance",
+]
+
+PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated")
 """off: wait out every window. own-cap: leave at once while the user's own per-QoS cap holds the job back.
-estimate: leave once SLURM's start estimate lies past the window's end."""
+estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and the last rung
+is left for the paid lane when the cluster's own history says the job is unlikely to start there in time."""
+CALIBRATED_MIN_HISTORY = 20
+"""With fewer finished jobs in the history, ``calibrated`` behaves exactly as ``own-cap``."""
+CALIBRATED_LEAVE_BELOW = 0.05
+"""``calibrated`` leaves the last rung when the chance of starting on it within the window is below this (a chance
+exactly at it keeps the job waiting)."""
 DEFAULT_PARK_EARLY = "own-cap"
 """The default, chosen from the sweep in docs/benchmarks.md (section "park_early"): with time limits 2x or 10x the
 durations, leaving contended rungs on SLURM's (too late) estimates lost free-cluster share against own-cap."""
@@ -34,14 +55,106 @@ def _clock(at: float, other: float) -> str:
     return hms if day == time.strftime("%Y-%m-%d", time.localtime(other)) else f"{day} {hms}"
 
 
+@attrs.frozen
+class StartChance:
+    """The chance a job starts on its rung before the window closes, re-estimated from the cluster's history."""
+
+    probability: float
+    in_the_way: int
+    """The running jobs whose ends it waits for."""
+    history_jobs: int
+    median_ratio: float
+    """The history's median elapsed/limit."""
+    all_users: bool
+
+    @property
+    def note(self) -> str:
+        """The figures, as history shows them."""
+        whose = "" if self.all_users else " (yours only: no other user's job was visible)"
+        return (
+            f"{self.in_the_way} jobs in the way; history: {self.history_jobs} jobs{whose}, median elapsed/limit "
+            f"{self.median_ratio:.2f}; start within the window: {round(100 * self.probability)} %"
+        )
+
+
+def _ends_by(ratios: tuple[float, ...], started: float, limit: float, seen_at: float, by: float) -> float:
+    """The chance a job running since ``started`` with time limit ``limit`` has ended by ``by``, given it was still
+    running when the history was read (``seen_at``): its elapsed/limit drawn from the history's ``ratios``,
+    conditioned on what it had run by then. (Not on ``now``: the read may be minutes old, and the job may have
+    ended since; a job seen running past every job of the history runs to its limit, as SLURM plans.)"""
+    if by >= started + limit:
+        return 1.0  # SLURM ends it at its limit
+    ran = max(0.0, seen_at - started) / limit
+    left = len(ratios) - bisect.bisect_right(ratios, ran)  # history's jobs that ran longer than this one had
+    if left == 0:
+        return 0.0
+    ended = bisect.bisect_right(ratios, (by - started) / limit) - bisect.bisect_right(ratios, ran)
+    return ended / left
+
+
+def start_chance(
+    history: History | None, *, gpus: int, now: float, window_end: float, job_id: str = "", qos: str | None = None
+) -> StartChance | None:
+    """The chance that enough of the running jobs end by ``window_end`` to free ``gpus`` GPUs; None when the
+    history cannot say (fewer than CALIBRATED_MIN_HISTORY finished jobs, the cluster's GPUs unknown, or running
+    jobs hidden from the read).
+
+    Each running job's end is re-estimated from the history (how far into their limits jobs end, given how long
+    this one had run when the history was read), independently of the others; the job starts once the GPUs that
+    end, with those free at the read, hold it and the other users' jobs pending ahead of it (History.gpus_ahead_of:
+    a higher priority, waiting for resources only). The read may be minutes old: jobs queued since are not counted
+    ahead, and jobs that ended since count as ending (the chance errs high: it waits, never pays).
+    """
+    if history is None or len(history.finished) < CALIBRATED_MIN_HISTORY or history.total_gpus is None:
+        return None
+    if history.used_gpus is None or history.hidden_gpus > 0:
+        return None  # the jobs in the way are not all visible (PrivateData): nothing to calibrate
+    ratios = history.ratios
+    in_way = [j for j in history.running if j.limit_seconds is None or j.started_at + j.limit_seconds > now]
+    ahead = history.gpus_ahead_of(job_id, qos)
+    need = gpus + ahead - (history.total_gpus - sum(j.gpus for j in in_way))
+    probability = 1.0
+    if need > 0:
+        # P(the GPUs of the jobs that end reach ``need``): a distribution over freed GPUs, capped at ``need``.
+        freed = [1.0] + [0.0] * need
+        for job in in_way:
+            if job.limit_seconds is None or job.limit_seconds <= 0 or job.gpus <= 0:
+                continue  # never ends by a limit (or holds no GPU): frees nothing the plan can count on
+            p = _ends_by(ratios, job.started_at, job.limit_seconds, history.read_at, window_end)
+            if p <= 0.0:
+                continue
+            for k in range(need, -1, -1):
+                if freed[k] == 0.0:
+                    continue
+                up = min(need, k + job.gpus)
+                moved = freed[k] * p
+                freed[k] -= moved
+                freed[up] += moved
+        probability = math.fsum(freed[need:])
+    return StartChance(probability, len(in_way), len(ratios), median(ratios), history.all_users)
+
+
 def park_early_reason(
-    policy: str, observation: Observation | None, window_end: float, *, last_rung: bool = False
+    policy: str,
+    observation: Observation | None,
+    window_end: float,
+    *,
+    last_rung: bool = False,
+    last_rung_too: bool = False,
+    history: History | None = None,
+    gpus: int = 0,
+    now: float = 0.0,
 ) -> str | None:
     """Why the job should leave its rung now, before ``window_end``; None to wait (the cap still decides).
 
-    ``observation`` is the fresh look at the job on this rung; ``last_rung`` only words the note (leaving the
-    last rung hands the job to the paid lane). Whether the last rung is left early at all is the caller's
-    choice (``[fellows] park_early_last_rung``).
+    ``observation`` is the fresh look at the job on this rung; ``last_rung``: leaving it hands the job to the paid
+    lane. Whether the last rung is left early at all is the caller's choice (``[fellows] park_early_last_rung``,
+    ``last_rung_too``), except for ``calibrated``, which is called on the last rung whatever that choice.
+
+    calibrated: on the last rung, with a job pending on contention (Resources, Priority) and a history that can
+    say (start_chance), the job leaves when its chance of starting within the window is below
+    CALIBRATED_LEAVE_BELOW, and waits otherwise; without such a history it is exactly own-cap. Every other rung
+    is own-cap's. ``history``, ``gpus`` (the job's) and ``now`` are read only by calibrated.
 
     estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
     no estimate to a job its QoS's per-user limit holds back, even when the jobs in the way have time limits: N/A
@@ -57,6 +170,18 @@ def park_early_reason(
         return None  # someone's decision: never walked away from
     where = "the paid lane" if last_rung else "the next rung"
     own_cap = group is ReasonGroup.OWN_CAP
+    if policy == "calibrated":
+        if last_rung and group is ReasonGroup.CONTENTION:
+            chance = start_chance(
+                history, gpus=gpus, now=now, window_end=window_end, job_id=observation.job_id, qos=observation.qos
+            )
+            if chance is not None:
+                if chance.probability < CALIBRATED_LEAVE_BELOW:
+                    return f"{chance.note}; leaving for {where}"
+                return None
+        if last_rung and not last_rung_too:
+            return None  # too little history (or none that can say): exactly own-cap, which waits here
+        policy = "own-cap"
     if policy == "own-cap":
         if own_cap:
             return f"{observation.reason}: your own jobs fill this QoS's per-user cap; leaving for {where}"

@@ -28,6 +28,7 @@ from fellows_fsm.sim.trace import (
     dump_trace,
     load_trace,
     parse_trace,
+    realistic_time_limits,
     synthetic_trace,
     with_time_limits,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "parse_strategies",
     "parse_tier",
     "parse_trace",
+    "realistic_time_limits",
     "run_sweep",
     "simulate",
     "strategy_config",

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from fellows_fsm.errors import ConfigError, QosRejected, SubmitRejected
-from fellows_fsm.scheduler import JobSpec, Observation, Phase
+from fellows_fsm.scheduler import FinishedJob, History, JobSpec, Observation, PendingJob, Phase, RunningJob
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.trace import BACKGROUND_QOS, ME, TraceJob
 
@@ -221,6 +221,35 @@ class SimCluster:
         tagged = [j for j in self.jobs.values() if j.token == token]
         return tagged[-1].observe() if tagged else None
 
+    def history(self, *, since: float) -> History:
+        """The trace's jobs that ended on their own since ``since`` (elapsed, limit), the running ones, the GPUs.
+
+        Every user's jobs are visible (no PrivateData); a job without a time limit is left out of the finished ones.
+        """
+        self.calls["history"] += 1
+        finished = [
+            FinishedJob(job.end_time - job.start_time, job.time_limit)
+            for job in self.jobs.values()
+            if job.state == "COMPLETED"
+            and job.time_limit
+            and job.start_time is not None
+            and job.end_time is not None
+            and job.end_time >= since
+        ]
+        running = [
+            RunningJob(job.job_id, job.gpus, job.start_time, job.time_limit)
+            for job in self._running.values()
+            if job.start_time is not None
+        ]
+        pending = [
+            PendingJob(
+                job.job_id, job.gpus, float(self.tiers[job.qos].priority), job.qos, job.reason, job.user == self.user
+            )
+            for job in self._pending.values()
+        ]
+        now = self.clock.now()
+        return History(now, finished, running, pending, total_gpus=self.gpus, used_gpus=self._used_total)
+
     def _read(self, job_ids: Sequence[str]) -> dict[str, Observation]:
         self._estimate(job_ids)
         return {
@@ -381,9 +410,13 @@ class SimCluster:
                 if free.least(at, at + length) >= job.gpus and (
                     cap is None or mine.most(at, at + length) + job.gpus <= cap
                 ):
-                    # Reserved either way; shown only for a job its per-user cap does not hold back now, as on
-                    # SLURM 22.05 (a QOSMaxGRESPerUser job reads N/A, measured on the local cluster).
-                    job.expected_start = None if job.reason == "QOSMaxGRESPerUser" else at
+                    if job.reason == "QOSMaxGRESPerUser":
+                        # As SLURM (22.05.8, 24.11.5): the per-user limit is checked after node selection, so a
+                        # job the free GPUs could take now reads N/A, while one whose GPUs are busy too gets the
+                        # planned start (the end of the time limits in the way); neither gets a reservation.
+                        job.expected_start = at if self.gpus - self._used_total < job.gpus else None
+                        break
+                    job.expected_start = at
                     free.add(at, at + length, -job.gpus)
                     mine.add(at, at + length, job.gpus)
                     break

@@ -43,9 +43,18 @@ __all__ = [
     "strategy_config",
 ]
 
-STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle", "oracle-prefer")
+STRATEGIES = (
+    "static",
+    "single-timeout",
+    "ladder",
+    "reason-aware",
+    "predictive",
+    "calibrated",
+    "oracle",
+    "oracle-prefer",
+)
 """The strategies, in the order tables list them."""
-PARK_EARLY = {"reason-aware": "own-cap", "predictive": "estimate"}
+PARK_EARLY = {"reason-aware": "own-cap", "predictive": "estimate", "calibrated": "calibrated"}
 """The product's ``[fellows] park_early`` policy each strategy plays (every other router strategy: "off")."""
 ORACLES = ("oracle", "oracle-prefer")
 DEFAULT_STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
@@ -168,7 +177,8 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     static: a ladder of just the first QoS, one cap, then GCP (today's behaviour). single-timeout: the
     same rung with the whole ladder's worst case as its one cap (Nextflow's maxSubmitAwait with that
     budget). ladder, reason-aware, predictive, the oracles: the full ladder with the cap on every rung;
-    reason-aware and predictive are the ladder with ``park_early`` "own-cap" and "estimate" (PARK_EARLY).
+    reason-aware, predictive and calibrated are the ladder with ``park_early`` "own-cap", "estimate" and
+    "calibrated" (PARK_EARLY; calibrated reads the simulated cluster's history through the real router).
     """
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")

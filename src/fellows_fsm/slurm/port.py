@@ -11,11 +11,13 @@ import logging
 import os
 import pwd
 import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
-from fellows_fsm.scheduler import JobSpec, Observation, Phase
+from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
+from fellows_fsm.slurm.accounting import read_history
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
@@ -186,6 +188,11 @@ class SlurmScheduler:
         return newest.observation
 
     # ----------------------------------------------------------------- beyond the protocol
+    def history(self, *, since: float) -> History:
+        """The cluster's finished jobs since ``since``, its running jobs and its GPUs (slurm/accounting.py:
+        ``read_history``: one sacct, one squeue, one scontrol); never called per poll."""
+        return read_history(self.runner, user=self.user, since=since, now=time.time())
+
     def change_qos(self, job_id: str, qos: str) -> bool:
         """Move a pending job to ``qos`` keeping its id: True if done, False if it is no longer pending.
 

@@ -218,7 +218,7 @@ _DEMO_LADDER = ("high-eur", "normal-eur", "low-eur")
     default=",".join(sim.DEFAULT_STRATEGIES),
     show_default=True,
     help="Comma list of static, single-timeout, ladder, reason-aware (park_early own-cap), predictive "
-    "(park_early estimate), oracle, oracle-prefer.",
+    "(park_early estimate), calibrated (park_early calibrated), oracle, oracle-prefer.",
 )
 @click.option("--park-caps", default="60,300,600", show_default=True, help="Comma list of park caps (seconds).")
 @click.option("--gpus", type=int, default=64, show_default=True, help="GPUs in the simulated cluster.")
