@@ -240,6 +240,12 @@ class Journal:
             self._lock_file = None
             self._owner = None
 
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Release the lock and close the database."""
         self.release_driver()

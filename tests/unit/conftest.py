@@ -9,12 +9,27 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock
+from fellows_fsm import api as api_module
 from fellows_fsm.testing import Driven
+from fellows_fsm.ui import app as ui_app
 
 __all__ = ["CAP", "START", "DispatchFactory", "Driven", "poll"]
 
 START = "2026-11-30 12:00:00"
 CAP = 600.0
+
+
+@pytest.fixture(autouse=True)
+def _no_background_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No unit test may start a real background driver process: a test that needs one runs ThreadedDriver."""
+
+    def refuse(*args: object) -> None:
+        raise AssertionError(
+            "a unit test tried to start a real background driver; use fellows_fsm.testing.ThreadedDriver"
+        )
+
+    monkeypatch.setattr(api_module, "ensure_driver", refuse)
+    monkeypatch.setattr(ui_app, "ensure_driver", refuse)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.scheduler import ReasonGroup, classify_reason
+from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 
 from .test_cli import GRANTS, PRIORITY, SchedulingFake, _toml, one_error_line, run, world
@@ -28,15 +29,19 @@ def fake() -> SchedulingFake:
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -> Path:
-    """A config with short caps and a ledger gcp lane in tmp_path, and the seam pointed at the fake."""
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -> Iterator[Path]:
+    """A config with short caps and a ledger gcp lane in tmp_path, and the seams pointed at the fake (the port,
+    the grants, and a background driver in a thread)."""
     (tmp_path / "fellows.toml").write_text(_toml(tmp_path), encoding="utf-8")
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(tmp_path / "fellows.toml"))
     monkeypatch.delenv("FELLOWS_FSM_STATE_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
     monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
-    return tmp_path
+    drivers = ThreadedDriver(fake)
+    monkeypatch.setattr(ui_app, "start_driver", drivers)
+    yield tmp_path
+    drivers.close()
 
 
 @pytest.fixture
