@@ -44,6 +44,7 @@ __all__ = [
     "main",
     "remember_config",
     "serve",
+    "spawn",
     "status",
     "stop",
 ]
@@ -107,16 +108,7 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
         lock = path.with_name(path.name + ".lock")
         if lock_held(lock):
             return None
-        child = subprocess.Popen(  # the child forks the driver off and exits at once: no zombie, no terminal
-            [sys.executable, "-m", "fellows_fsm.daemon", str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-            cwd="/",
-        )
-        child.wait(timeout=START_WAIT_SECONDS)
+        spawn(path)
         for _ in range(int(START_WAIT_SECONDS / 0.02)):  # counted, not timed: a frozen clock cannot stall it
             owner = _owner(lock)
             if owner is not None and owner.kind == "background" and _alive(owner.pid) and lock_held(lock):
@@ -126,6 +118,21 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
         f"the background driver of {path} did not start within {START_WAIT_SECONDS:g} s; see {log_path(path)}, "
         "or drive in the foreground with `fellows-fsm watch --once` (e.g. from cron)"
     )
+
+
+def spawn(path: Path) -> None:
+    """Start ``python -m fellows_fsm.daemon JOURNAL``, whose child forks the driver off and exits at once: no
+    zombie, no terminal, nothing inherited but the environment."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fellows_fsm.daemon", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+    child.wait(timeout=START_WAIT_SECONDS)
 
 
 def _owner(lock: Path) -> DriverOwner | None:

@@ -8,10 +8,8 @@ import pytest
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock
-from fellows_fsm import api as api_module
+from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock, daemon
 from fellows_fsm.testing import Driven
-from fellows_fsm.ui import app as ui_app
 
 __all__ = ["CAP", "START", "DispatchFactory", "Driven", "poll"]
 
@@ -28,8 +26,7 @@ def _no_background_process(monkeypatch: pytest.MonkeyPatch) -> None:
             "a unit test tried to start a real background driver; use fellows_fsm.testing.ThreadedDriver"
         )
 
-    monkeypatch.setattr(api_module, "ensure_driver", refuse)
-    monkeypatch.setattr(ui_app, "ensure_driver", refuse)
+    monkeypatch.setattr(daemon, "spawn", refuse)
 
 
 @pytest.fixture

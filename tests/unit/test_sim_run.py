@@ -59,11 +59,12 @@ def test_with_tiny_caps_every_job_that_cannot_start_at_once_goes_to_gcp(strategy
 
 
 def test_tiny_caps_on_a_busy_cluster_send_every_blocked_job_to_gcp() -> None:
-    """On a cluster busy with others' jobs, a 1 ms ladder starts only jobs that fit at their submission."""
+    """On a cluster busy with others' jobs, a 1 ms ladder starts only jobs that fit at their submission (or in the
+    instant before their cancel lands: with no sbatch --deadline, SLURM no longer drops them at the window's end)."""
     trace = synthetic_trace(seed=4, hours=12)
     result = simulate(trace, "ladder", TINY)
     assert {o.lane for o in result.outcomes} <= {"fellows", "gcp"}
-    assert all(o.start_seconds == 0.0 for o in result.outcomes if o.lane == "fellows")
+    assert all((o.start_seconds or 0.0) < 1.0 for o in result.outcomes if o.lane == "fellows")
     assert any(o.lane == "gcp" for o in result.outcomes)
 
 
