@@ -136,6 +136,9 @@ class Fellows:
         self._on_start = on_start
         self.started: DriverOwner | None = None
         """The background driver this Fellows started last, if it started one."""
+        self.enqueued: str | None = None
+        """The id of the dispatch ``submit`` last journaled for a driver (known even if the submit is interrupted
+        while it starts the driver)."""
 
     # ----------------------------------------------------------------- who drives
     @property
@@ -273,6 +276,7 @@ class Fellows:
                 note=checked.note,
                 at=self.clock.now(),
             )
+            self.enqueued = dispatch_id
             if self.background:
                 self.ensure_driver()
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
@@ -369,6 +373,7 @@ class Fellows:
         followed_another = False
         while not self.drive():
             followed_another = True
+            self.journal.check_intact()  # a journal deleted under its followers: one line naming the live jobs
             if tick(Progress(self.clock.now(), False, self._driver)) or done():
                 return
             sleep(interval)

@@ -20,7 +20,7 @@ import click
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config
 from fellows_fsm.core.vocab import FELLOWS
-from fellows_fsm.errors import SchedulerUnreachable, UsageError
+from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal import Journal
 from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
@@ -113,18 +113,13 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             raise checked.refused
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
-        submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
-        dispatch_id = submitted.dispatch_id
+        dispatch_id = ""
         journal = fellows.journal
-        owner = journal.owner() if fellows.started is None else None  # started here: said by open_fellows
-        if owner is not None and owner.kind != "background" and journal.driver_alive():
-            click.echo(
-                f"fellows-fsm: note: {journal.path} is driven by another router ({owner.describe()}): it walks "
-                f"dispatch {dispatch_id}; following it from here",
-                err=True,
-            )
         queued_only = pin == FELLOWS and not follow
         try:
+            submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
+            dispatch_id = submitted.dispatch_id
+            _say_who_drives(fellows, dispatch_id)
             if pin is not None and pin != FELLOWS:
                 if detach:
                     fellows.follow(dispatch_id)  # a pinned lane's command IS the submit: its result is the answer
@@ -137,6 +132,9 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
                 # With --json the live view goes to stderr, and only when that is a terminal.
                 follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
         except KeyboardInterrupt:
+            dispatch_id = dispatch_id or fellows.enqueued or ""
+            if not dispatch_id:
+                raise Interrupted("interrupted before the dispatch was journaled: nothing was queued") from None
             click.echo(
                 f"detached: dispatch {dispatch_id} goes on, walked by the background driver; "
                 f"`fellows-fsm watch` follows it, `fellows-fsm cancel {dispatch_id}` withdraws it",
@@ -148,8 +146,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         handoff = journal.handoff(row.id)
         if as_json:
             echo_json(dispatch_json(row, handoff))
-        elif detach and not row.final:
-            click.echo(row.id)
+        elif detach:
+            click.echo(row.id)  # always the id alone, so `id=$(fellows-fsm submit --detach ...)` works
         elif queued_only and not row.final:
             click.echo(
                 f"dispatch {row.id} is queued on {row.qos} as SLURM job {row.job_id or '-'} (pinned: it stays "
@@ -160,6 +158,18 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+def _say_who_drives(fellows: Fellows, dispatch_id: str) -> None:
+    """One note when a program of its own (not the background driver) drives the journal this submit enqueued in."""
+    journal = fellows.journal
+    owner = journal.owner() if fellows.started is None else None  # a driver started here is said by open_fellows
+    if owner is not None and owner.kind != "background" and journal.driver_alive():
+        click.echo(
+            f"fellows-fsm: note: {journal.path} is driven by another router ({owner.describe()}): it walks "
+            f"dispatch {dispatch_id}; following it from here",
+            err=True,
+        )
 
 
 DETACH_WAIT_SECONDS = 30.0
@@ -279,7 +289,7 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
     """
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:  # read-only use: never the driver lock
-        say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
+        _start_driver_for_reader(config, journal)
         total = journal.count()
         if show_all and not dispatch_id and not as_json:
             # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
@@ -317,13 +327,22 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
     """Every transition of DISPATCH_ID: time, from, to, trigger, QoS, SLURM job and pending reason."""
     config = config_of(ctx)
     with open_journal(config, readonly=True) as journal:
-        say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
+        _start_driver_for_reader(config, journal)
         row = find_row(journal, dispatch_id)
         entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
     if as_json:
         echo_json([e.as_json() for e in entries])
     else:
         make_console().print(history_table(row, entries))
+
+
+def _start_driver_for_reader(config: Config, journal: Journal) -> None:
+    """status and history start the driver when they find live work and none; a driver that cannot start is a
+    warning there, never a failure of the read."""
+    try:
+        say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
+    except FellowsError as exc:
+        click.echo(f"fellows-fsm: warning: {exc}", err=True)
 
 
 def _created_with(config: Config, journal: Journal, ids: Sequence[str]) -> list[str]:

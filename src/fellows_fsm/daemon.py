@@ -92,8 +92,8 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     own = journal is None
     journal = journal if journal is not None else Journal(path, readonly=True)
     try:
-        if journal.driver_alive() or not has_work(journal):
-            return None
+        if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
+            return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
         if journal.get_meta(DRIVER_CONFIG) is None:
             if journal.readonly:
                 with contextlib.closing(Journal(path)) as writable:

@@ -652,9 +652,9 @@ def _outcome(step: Step) -> str:
 def lock_held(lock_path: Path) -> bool:
     """Does a process hold the driver lock at ``lock_path``? Probed with a non-blocking flock, released at once."""
     try:
-        handle = open(lock_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        handle = open(lock_path, encoding="utf-8")  # noqa: SIM115 - closed below; read-only works on a read-only mount
     except OSError:
-        return False
+        return False  # no lock file: nobody ever drove this journal
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
