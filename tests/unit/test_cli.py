@@ -203,7 +203,10 @@ def test_submit_pin_gcp_hands_off_at_once(env: Path, fake: SchedulingFake, scrip
 
 
 def test_submit_detach_prints_the_id_and_watch_drives_it(env: Path, fake: SchedulingFake, script: Path) -> None:
-    """--detach prints only the dispatch id; watch --once polls it, watch drives it to RUNNING."""
+    """--detach prints only the dispatch id; watch --once shows it waiting on high-eur, watch follows it to RUNNING
+    (a 30 s cap here: the background driver must not walk it on before watch --once looks, on a loaded machine)."""
+    config = env / "fellows.toml"
+    config.write_text(config.read_text().replace("park_cap_seconds = 0.3", "park_cap_seconds = 30"))
     fake.scheduling = False
     result = run("submit", "--detach", str(script))
     assert result.exit_code == 0, result.output
