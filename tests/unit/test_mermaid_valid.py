@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from fellows_fsm import cli
 from fellows_fsm.config import FellowsConfig
 from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF
 from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.view import WITHDRAWN, HistoryEntry, path_mermaid
 from tests.unit.test_cli import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
@@ -82,7 +84,7 @@ def _walked_to_gcp() -> list[HistoryEntry]:
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SchedulingFake:
+def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SchedulingFake]:
     """A config with 0.3 s park caps in tmp_path and the CLI's seam pointed at a scheduling fake cluster."""
     fake = SchedulingFake(qos_priority=PRIORITY, qos_gpu_caps=CAPS, total_gpus=64)
     script = tmp_path / "train.sbatch"
@@ -96,7 +98,10 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SchedulingFake:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
     monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
-    return fake
+    drivers = ThreadedDriver(fake)  # the background driver, in a thread on the fake
+    monkeypatch.setattr(ui_app, "start_driver", drivers)
+    yield fake
+    drivers.close()
 
 
 def _cli(*args: str) -> str:
