@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shlex
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -33,7 +32,7 @@ from fellows_fsm.intake import INTENTS, enqueue
 from fellows_fsm.journal import DriverOwner, Journal
 from fellows_fsm.lanes import CommandLane
 from fellows_fsm.preflight import GrantsCache, preflight
-from fellows_fsm.records import RECENT, find, outcome_error, select
+from fellows_fsm.records import RECENT, find, outcome_error, refuse_handed_off, select
 from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST, Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
@@ -444,12 +443,7 @@ class Fellows:
                     ).withdraw(row.id)
                 finally:
                     self.journal.release_driver()
-        handoff = self.journal.handoff(row.id)
-        if handoff is not None and handoff.status != "failed":
-            raise FellowsError(
-                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
-                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
-            )
+        refuse_handed_off(self.journal, row)
         self.journal.drop_meta(CANCEL_ANSWER + row.id)
         self.journal.put_meta(CANCEL_REQUEST + row.id, {"at": self.clock.now()})
         step = min(0.1, self.config.fellows.poll_interval_seconds)

@@ -22,7 +22,7 @@ from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRe
 from fellows_fsm.intake import spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 
-__all__ = ["RECENT", "find", "outcome_error", "restore", "select"]
+__all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select"]
 
 RECENT = 20
 """How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
@@ -108,3 +108,13 @@ def restore(
         park_early=str(settings.get("park_early", "off")),
         park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
     )
+
+
+def refuse_handed_off(journal: Journal, row: DispatchRow) -> None:
+    """Raise FellowsError if the dispatch was handed to a command lane: fellows-fsm cannot take it back."""
+    handoff = journal.handoff(row.id)
+    if handoff is not None and handoff.status != "failed":
+        raise FellowsError(
+            f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
+            f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
+        )

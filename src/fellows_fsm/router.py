@@ -8,7 +8,6 @@ exactly once. Everything is journaled ahead, and ``recover`` resumes after a cra
 from __future__ import annotations
 
 import logging
-import shlex
 import signal
 import threading
 import time
@@ -44,7 +43,7 @@ from fellows_fsm.history import HistoryCache
 from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import CommandLane, Handoff
-from fellows_fsm.records import restore
+from fellows_fsm.records import refuse_handed_off, restore
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 
 __all__ = ["CANCEL_ANSWER", "CANCEL_REQUEST", "Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
@@ -444,12 +443,7 @@ class Router:
         row = self.journal.dispatch(dispatch_id)
         if row is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
-        handoff = self.journal.handoff(row.id)
-        if handoff is not None and handoff.status != "failed":
-            raise FellowsError(
-                f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
-                f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
-            )
+        refuse_handed_off(self.journal, row)
         job_ids = list(dict.fromkeys([*(j.job_id for j in self.journal.jobs(row.id)), *filter(None, [row.job_id])]))
         # A controller that restarted on stale state may have given one of these ids to someone else's job:
         # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
