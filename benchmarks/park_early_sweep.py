@@ -14,7 +14,7 @@ check that seed 1 is not special.
 Candidate last-rung margins (MARGINS, not in the product): ``estimate`` with the last rung left early only when
 SLURM's estimate lies past the window's end by more than a margin, a fixed one or a fraction of the job's own time
 limit (limits scale with the estimates' error on these workloads). The simulator plays them by wrapping the
-dispatch's ``early_park_reason`` for the run (``_last_rung_margin``); every other row is the product as shipped.
+lifecycle's ``early_park_reason`` for the run (``_last_rung_margin``); every other row is the product as shipped.
 Writes benchmarks/results/park_early_sweep.json.
 """
 
@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.common import write_result
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core import Dispatch, lifecycle
 from fellows_fsm.sim import SimParams, TraceJob, simulate, synthetic_trace, with_time_limits
 from fellows_fsm.sim.run import RunResult
 
@@ -78,22 +78,22 @@ def _last_rung_margin(seconds: float, of_limit: float) -> Iterator[None]:
     Every other early park (a free rung, a last rung left for want of an estimate) is the product's policy
     unchanged: the wrapper only turns some of its last-rung estimate parks into waits.
     """
-    original: Callable[[Dispatch], str | None] = Dispatch.early_park_reason
+    original: Callable[[Dispatch], str | None] = lifecycle.early_park_reason
 
     def candidate(self: Dispatch) -> str | None:
         reason = original(self)
-        obs = self.observation
+        obs = self.look
         last = self.rung_index == len(self.ladder.rungs) - 1
         if reason is None or not last or obs is None or obs.expected_start is None:
             return reason
         margin = seconds + of_limit * (self.spec.time_limit_seconds or 0)
         return reason if obs.expected_start > self.deadline + margin else None
 
-    setattr(Dispatch, "early_park_reason", candidate)  # noqa: B010 (mypy: a method is not assignable)
+    lifecycle.early_park_reason = candidate  # the guard cannot_start_in_window and the park's note read it
     try:
         yield
     finally:
-        setattr(Dispatch, "early_park_reason", original)  # noqa: B010
+        lifecycle.early_park_reason = original
 
 
 def play(

@@ -13,17 +13,20 @@ from transitions import State
 from transitions.extensions import GraphMachine
 
 from fellows_fsm.config import FellowsConfig, Ladder
-from fellows_fsm.core import TABLE, Dispatch, machine_definition
+from fellows_fsm.core import TABLE, machine_definition
 from fellows_fsm.core.vocab import FIXED_STATES, LANE_EDGES, LANE_STATES, MEANING
 
 __all__ = ["DiagramMachine", "graph_machine", "guard_names", "mermaid", "state_diagram_page"]
 
 
+def guards() -> tuple[Any, ...]:
+    """Every guard the table names, in order of first use (the left_<qos> guards are made per rung)."""
+    return tuple(dict.fromkeys(g for row in TABLE for g in row.guards))
+
+
 def guard_names() -> tuple[str, ...]:
-    """Every guard method of Dispatch that the table names, in order of first use (left_<qos> guards are made per
-    rung from left_previous_rung / left_last_rung)."""
-    names = dict.fromkeys(g for *_, guards in TABLE for g in guards if not g.startswith("left_"))
-    return tuple(names)
+    """The names of the table's guards, in order of first use."""
+    return tuple(g.__name__ for g in guards())
 
 
 class _LabelledState(State):
@@ -123,7 +126,8 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
         "",
         "## The handoff",
         "",
-        "After the machine: the router's handoffs run the fallback lane's command once and record how it ended.",
+        "After the machine (not yet rows of its table): the router's handoffs run the fallback lane's command once",
+        "and record how it ended.",
         "A ladder dispatch keeps `FAILED_TO_GCP` in the journal's state column, with the outcome `handed-off` or",
         "`handoff-failed`; `status` and the live view show it in the lane state.",
         "",
@@ -143,10 +147,12 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
         "|---|---|---|---|",
         "| submit | (new) | first rung | allowed once, only onto the first rung |",
     ]
-    for trigger, source, dest, guards in TABLE:
-        out.append(f"| {trigger} | {source} | {dest} | {' & '.join(guards)} |")
+    for row in TABLE[1:]:
+        told = " (told: fired by an event, never asked on a look)" if row.told else ""
+        names = " & ".join(g.__name__ for g in row.guards) or "-"
+        out.append(f"| {row.trigger} | {row.source} | {row.dest} | {names}{told} |")
     out += ["", "## Guards", "", "| guard | question |", "|---|---|"]
-    for name in guard_names():
-        out.append(f"| `{name}` | {_first_line(getattr(Dispatch, name))} |")
+    for guard in guards():
+        out.append(f"| `{guard.__name__}` | {_first_line(guard)} |")
     out.append("| `left_<qos>` | Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)? |")
     return "\n".join(out) + "\n"

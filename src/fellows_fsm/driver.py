@@ -20,6 +20,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.core import (
     Attach,
     CancelIfPending,
+    CancelJobs,
     Decision,
     Dispatch,
     FindByToken,
@@ -28,7 +29,7 @@ from fellows_fsm.core import (
     Record,
     Submit,
 )
-from fellows_fsm.core.vocab import CANCELLED, PARKED
+from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler import History, Observation, Phase, Scheduler
 
@@ -109,6 +110,20 @@ class Driver:
                 if d.history and not d.paused:
                     self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at), why=why))
 
+    def recall(self, d: Dispatch, job_ids: Sequence[str]) -> None:
+        """A user's cancel: journal the dispatch WITHDRAWN, then scancel every job it got (the recall row)."""
+        self._run(d, d.recall(job_ids, self.clock.now()))
+
+    def interrupt(self, d: Dispatch, job_id: str | None) -> None:
+        """Ctrl-C while ``d``'s first job was being queued: journal it WITHDRAWN, then scancel what was queued."""
+        self._run(d, d.interrupt([job_id] if job_id is not None else [], self.clock.now()))
+
+    def cancel_strays(self, job_ids: Sequence[str]) -> None:
+        """scancel jobs a dispatch already journaled WITHDRAWN still has (a cancel run again, or a submit that
+        landed after its Ctrl-C): nothing to journal, their dispatch is final."""
+        if job_ids:
+            self.scheduler.cancel(list(job_ids))
+
     # ----------------------------------------------------------------- a tick
     def tick(
         self,
@@ -160,13 +175,13 @@ class Driver:
                     continue
                 may_leave = parks < park_budget
                 decision = d.advance(
-                    observations.get(d.job_id), now, may_change_rung=False, may_leave=may_leave, history=history
+                    observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, history=history
                 )
                 if not decision.effects:
-                    if not may_leave and decision.wake_at is not None and now >= decision.wake_at:
+                    if not may_leave and d.waits_for_budget:
                         waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one
                     continue
-                if d.state == PARKED and _parked_now(decision):
+                if d.state == State.PARKED and _parked_now(decision):
                     parks += 1
                 if self._journal(d, decision) is not None:
                     later.append((d, decision))  # a port call: run after the batch is committed
@@ -175,10 +190,10 @@ class Driver:
         for d in jobless:
             if not d.is_final:
                 self._advance(d, None, False)
-        movers = [d for d in live if d.state in _CHANGING and d.walks_ladder() and (d.state == CANCELLED or _moves(d))]
+        movers = [d for d in live if d.waits_for_budget and d.state in _CHANGING]
         for d in movers[:budget]:
             self._advance(d, None, True)
-        parked = [(d, e) for d, e in self._cancels.values() if d.state == PARKED and d.job_id == e.job_id]
+        parked = [(d, e) for d, e in self._cancels.values() if d.state == State.PARKED and d.job_id == e.job_id]
         deferred = waiting + max(0, len(movers) - budget) + max(0, len(parked) - budget)
         to_cancel = parked[:budget]
         gone: Mapping[str, Observation] = {}
@@ -189,7 +204,7 @@ class Driver:
             log.warning("cancels deferred to the next tick: %s", exc)
         room = budget - self._changes
         for d, e in to_cancel:
-            seen_pending = d.observation is not None and d.observation.phase is Phase.PENDING
+            seen_pending = d.look is not None and d.look.phase is Phase.PENDING
             if room > 0 and e.job_id in gone and seen_pending:
                 self._guarded(d, d.cancel_answered(gone[e.job_id], self.clock.now(), may_change_rung=True))
                 room -= 1
@@ -228,6 +243,7 @@ class Driver:
         """Commit a decision's journal effects, note its cancel and handoff; return its port call, if any."""
         call = None
         writes: list[Record | Attach] = []
+        scancel: list[str] = []
         for effect in decision.effects:
             if isinstance(effect, Record):
                 writes.append(effect)
@@ -242,10 +258,14 @@ class Driver:
                 self._cancels[d.id] = (d, effect)
             elif isinstance(effect, HandOff):
                 self._handoffs.append(d.id)
+            elif isinstance(effect, CancelJobs):
+                scancel.extend(effect.job_ids)
             else:
                 call = effect
         if writes:
             self.recorder.write(writes)
+        if scancel:
+            self.scheduler.cancel(scancel)  # after the journal says WITHDRAWN: a restarted driver never resubmits
         return call
 
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
@@ -255,7 +275,11 @@ class Driver:
             try:
                 job_id = self.scheduler.submit(call.spec, qos=call.qos, token=call.token, deadline=call.deadline)
             except SubmitRejected as exc:
-                return d.submit_refused(exc, self.clock.now())
+                try:
+                    return d.submit_refused(exc, self.clock.now())
+                except SubmitRejected:  # the job itself, on its first rung: journaled REFUSED, then raised
+                    self._journal(d, d.refuse(exc, self.clock.now()))
+                    raise
             return d.submitted(job_id, self.clock.now(), asked_at=asked_at)
         if isinstance(call, FindByToken):
             found = self.scheduler.find_by_token(call.token)
@@ -269,12 +293,8 @@ class Driver:
         return d.move_answered(moved, self.clock.now())
 
 
-_CHANGING = frozenset({CANCELLED, PARKED})
-
-
-def _moves(d: Dispatch) -> bool:
-    """Does a parked dispatch change rung by an in-place move (it has a next rung to move to)?"""
-    return d.in_place and d.rung_index + 1 < len(d.ladder.rungs)
+_CHANGING = frozenset({State.CANCELLED, State.PARKED})
+"""The states a rung change leaves from (a dispatch still on its rung waiting to park is not a mover)."""
 
 
 def _parked_now(decision: Decision) -> bool:

@@ -29,10 +29,6 @@ from fellows_fsm.core.vocab import (
     HANDOFF_FAILED,
     OUTCOME_HANDED_OFF,
     OUTCOME_HANDOFF_FAILED,
-    OUTCOME_HELD,
-    OUTCOME_MOVED_OUTSIDE,
-    OUTCOME_WITHDRAWN_OUTSIDE,
-    WITHDRAWN,
 )
 from fellows_fsm.errors import JournalBusy, JournalError
 from fellows_fsm.journal_schema import (
@@ -403,7 +399,7 @@ class Journal:
                         qos=step.qos,
                         job_id=step.job_id,
                         final=int(effect.final),
-                        outcome=_outcome(step),
+                        outcome=effect.outcome,
                         updated_at=step.at,
                     )
                 else:
@@ -636,17 +632,6 @@ def _damaged(path: Path, exc: Exception) -> JournalError:
         "are fsm-<dispatch>-r<rung>, see `squeue --me -O JobID,Comment`): keep the file, and start a new one by "
         "pointing state_dir elsewhere"
     )
-
-
-def _outcome(step: Step) -> str:
-    """The outcome a step leaves on the dispatch row: why it is held or withdrawn, else nothing yet."""
-    if step.dest == WITHDRAWN:
-        return OUTCOME_WITHDRAWN_OUTSIDE
-    if step.trigger == "hold":
-        return OUTCOME_HELD
-    if step.trigger == "defer":
-        return OUTCOME_MOVED_OUTSIDE
-    return ""
 
 
 def lock_held(lock_path: Path) -> bool:

@@ -24,7 +24,6 @@ from fellows_fsm.core.vocab import (
     FAILED_TO_GCP,
     FELLOWS,
     OUTCOME_NO_FALLBACK,
-    OUTCOME_REJECTED,
     OUTCOME_WITHDRAWN,
     OUTCOME_WITHDRAWN_INTERRUPTED,
     WITHDRAWN,
@@ -226,11 +225,7 @@ class Router:
                 job_id = d.job_id
                 if job_id is None:
                     job_id = self._settled_lookup(d)
-                self.journal.finish(
-                    d.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN_INTERRUPTED, at=self.clock.now()
-                )
-                if job_id is not None:
-                    self.scheduler.cancel([job_id])
+                self.driver.interrupt(d, job_id)  # journaled WITHDRAWN first, then its job (if any) scancelled
             except SchedulerError as exc:
                 return Interrupted(
                     f"interrupted while dispatch {d.id} was being queued, and SLURM did not answer ({exc}); it is "
@@ -262,7 +257,7 @@ class Router:
                     log.warning(
                         "dispatch %s was withdrawn, yet job %s carries its token: cancelling", row.id, found.job_id
                     )
-                    self.scheduler.cancel([found.job_id])
+                    self.driver.cancel_strays([found.job_id])
             except SchedulerError as exc:
                 log.warning("could not look for a late job of withdrawn dispatch %s: %s", row.id, exc)
 
@@ -336,8 +331,7 @@ class Router:
 
     def _reject(self, d: Dispatch, exc: SubmitRejected) -> None:
         """The cluster refused a dispatch's first submit (nothing queued): it ends as refused, with SLURM's reason."""
-        self.live.pop(d.id, None)
-        self.journal.finish(d.id, state=d.state, label=d.label, outcome=f"{OUTCOME_REJECTED}{exc}", at=self.clock.now())
+        self.live.pop(d.id, None)  # journaled REFUSED by the refuse row (the driver wrote it before raising)
         self._failed.append(f"dispatch {d.id}: refused by the cluster: {exc}")
 
     def _report(self, now: float, observed: int, changes: int, deferred: int, *, unreachable: bool) -> TickReport:
@@ -458,16 +452,21 @@ class Router:
             found = self.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
             if found is not None and found.job_id not in job_ids:
                 job_ids.append(found.job_id)
-        # Written ahead: a driver restarted after this never resubmits; a failed scancel is safe to re-run.
-        if row.outcome != OUTCOME_WITHDRAWN:
-            self.journal.finish(
-                row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
-            )
-        self.live.pop(row.id, None)
+        # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
+        # a failed scancel is safe to re-run.
         self.handoffs.pending.pop(row.id, None)
         if row.id in self._parked_out:
             self._parked_out.remove(row.id)
-        self.scheduler.cancel(job_ids)
+        if row.lane != FELLOWS:  # pinned to a command lane whose command never ran: no ladder, nothing to scancel
+            self.journal.finish(
+                row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
+            )
+        elif row.outcome == OUTCOME_WITHDRAWN:
+            self.driver.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
+        else:
+            d = self.live.pop(row.id, None) or restore(self.journal, row)
+            self.driver.recall(d, job_ids)
+        self.live.pop(row.id, None)
         return job_ids
 
     # ----------------------------------------------------------------- handing off

@@ -556,7 +556,7 @@ def test_cancel_withdraws_a_pending_dispatch(env: Path, fake: SchedulingFake, sc
     assert run("watch").stdout.startswith("no live dispatches")
     assert len(fake.jobs) == 1
     history = json.loads(run("history", dispatch_id, "--json").stdout)
-    assert history[-1]["trigger"] == "withdraw"
+    assert history[-1]["trigger"] == "recall"  # the user's cancel is its own row of the table, journaled as such
 
 
 def test_cancel_a_running_dispatch_cancels_its_job(env: Path, fake: SchedulingFake, script: Path) -> None:

@@ -20,8 +20,10 @@ from fellows_fsm.core import (
     MoveQos,
     Record,
     Submit,
+    build_machine,
+    machine,
 )
-from fellows_fsm.core.machine import EXTERNAL, step_order
+from fellows_fsm.core.lifecycle import RUNG
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "fellows_fsm"
 CORE = SRC / "core"
@@ -34,6 +36,7 @@ ALLOWED_IMPORTS = {
     "bisect",
     "collections",
     "collections.abc",
+    "enum",
     "functools",
     "math",
     "operator",
@@ -80,28 +83,31 @@ def test_the_pure_modules_the_core_may_import_do_no_io() -> None:
 
 
 def test_one_cancel_path_in_the_code() -> None:
-    """Only the driver cancels a parked job (cancel_if_pending): the core asks, it never calls."""
-    callers = sorted(
-        str(p.relative_to(SRC))
-        for p in SRC.rglob("*.py")
-        if re.search(r"\.cancel_if_pending\(", p.read_text(encoding="utf-8"))
-    )
-    assert callers == ["driver.py"]
+    """Only the driver calls the port's cancels (cancel_if_pending for a parked job, cancel for a user's cancel, a
+    Ctrl-C and a stray): the core asks, it never calls. The demo's cleanup of its own filler jobs is not the
+    lifecycle and is the one other caller."""
+    pattern = re.compile(r"(?<!fellows)\.cancel(_if_pending)?\(")  # fellows.cancel: the CLI calls the API
+    sources = {str(p.relative_to(SRC)): p.read_text(encoding="utf-8") for p in SRC.rglob("*.py")}
+    callers = sorted(name for name, text in sources.items() if pattern.search(text))
+    assert callers == ["driver.py", "ui/tools.py"]
+    demo = [line for line in sources["ui/tools.py"].splitlines() if pattern.search(line)]
+    assert demo == ["            scheduler.cancel([job_id])"]
 
 
-def test_every_table_trigger_has_a_step_method() -> None:
-    """Each trigger the table names is a step the Dispatch can take (the table is the step order, nothing else)."""
-    for trigger, *_ in TABLE:
-        assert callable(getattr(Dispatch, "_" + trigger)), trigger
+def test_every_table_trigger_fires_through_the_machine() -> None:
+    """Each trigger the table names (but the first submit, the initial state's step) is an event of the machine."""
+    events = build_machine(LADDER).events
+    for row in TABLE[1:]:
+        assert row.trigger in events, row.trigger
 
 
-def test_the_step_order_follows_the_table() -> None:
-    """A rung's generated step function asks the table's rows in order, without the told triggers (pause)."""
-    source = step_order(LADDER)["SUBMITTED_high_eur"].__doc__ or ""
-    tried = re.findall(r"return '(\w+)'", source)
-    table = [t for t, src, *_ in TABLE if src == "ANY_RUNG" and t not in EXTERNAL]
-    assert tried == table
-    assert "if d.rung_expired() and d.walks_ladder() and d.may_leave_rung()" in source
+def test_a_look_asks_the_table_rows_in_order() -> None:
+    """A rung's look asks the table's rows of a rung, in table order, without the told ones (submit, pause, ...)."""
+    asked = [trigger for trigger, _ in machine._rows_by_state(LADDER)["SUBMITTED_high_eur"]]
+    table = [row.trigger for row in TABLE if row.source == RUNG and not row.told]
+    assert asked == table
+    park = next(guards for trigger, guards in machine._rows_by_state(LADDER)["SUBMITTED_high_eur"] if trigger == "park")
+    assert [g.__name__ for g, *_ in park][:3] == ["rung_expired", "walks_ladder", "may_leave_rung"]
 
 
 def kinds(decision: Decision) -> list[str]:

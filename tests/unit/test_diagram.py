@@ -19,7 +19,8 @@ def test_committed_state_diagram_is_current() -> None:
 
 
 def test_mermaid_has_the_seven_states_with_labels() -> None:
-    """The default ladder draws the seven states of the design plus WITHDRAWN, identifier-safe ids with labels."""
+    """The default ladder draws the seven states of the design plus WITHDRAWN and REFUSED, identifier-safe ids with
+    labels."""
     text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
     states = re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)
     assert states == [
@@ -31,6 +32,7 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         ("RUNNING", "RUNNING"),
         ("FAILED_TO_GCP", "FAILED_TO_GCP"),
         ("WITHDRAWN", "WITHDRAWN"),
+        ("REFUSED", "REFUSED"),  # a first submit SLURM refused: a row of the table (refuse), no longer a view word
     ]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident) for _, ident in states)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from benchmarks.park_early_sweep import _last_rung_margin
 
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core import lifecycle
 from fellows_fsm.sim import SimParams, simulate, synthetic_trace
 
 TRACE = synthetic_trace(seed=1, hours=48)
@@ -38,15 +38,15 @@ def test_a_zero_margin_is_the_product_with_the_last_rung_left_early() -> None:
 
 def test_the_dispatch_decides_as_shipped_again_after_the_run_even_on_an_error() -> None:
     """The wrapper puts the dispatch's own early-park decision back when its block ends, also by an exception."""
-    shipped = Dispatch.early_park_reason
+    shipped = lifecycle.early_park_reason
     inside = []
 
     def fail_inside() -> None:
         with _last_rung_margin(60.0, 0.0):
-            inside.append(Dispatch.early_park_reason)
+            inside.append(lifecycle.early_park_reason)
             raise RuntimeError("inside")
 
     with pytest.raises(RuntimeError, match="inside"):
         fail_inside()
     assert inside[0] is not shipped
-    assert Dispatch.early_park_reason is shipped
+    assert lifecycle.early_park_reason is shipped

@@ -1,33 +1,28 @@
-"""The lifecycle core, sans I/O: the transition table, the Dispatch model and the effects it asks for.
+"""The lifecycle core, sans I/O: the transition table (lifecycle.py), the Dispatch model and the effects it asks for.
 
-Nothing here calls the cluster, the journal, a subprocess or the terminal (tests/unit/test_core_imports.py
-checks every import); the driver (router.py) runs the effects. The model is h11 and wsproto.
+Nothing here calls the cluster, the journal, a subprocess or the terminal (tests/unit/test_core.py checks every
+import); the driver (driver.py) runs the effects. The model is h11 and wsproto.
 """
 
 from __future__ import annotations
 
-from fellows_fsm.core.dispatch import EARLY_PARK, LOST_AFTER_SECONDS, Dispatch
+from fellows_fsm.core.dispatch import LOST_AFTER_SECONDS, Dispatch
 from fellows_fsm.core.effects import (
     Attach,
     CancelIfPending,
+    CancelJobs,
     Decision,
     Effect,
     FindByToken,
     HandOff,
     MoveQos,
     Record,
+    Step,
     Submit,
 )
-from fellows_fsm.core.ladder import Ladder, Rung, window_deadline
-from fellows_fsm.core.machine import (
-    TABLE,
-    TRIGGERS,
-    Step,
-    build_machine,
-    dispatch_token,
-    machine_definition,
-    state_label,
-)
+from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
+from fellows_fsm.core.lifecycle import EARLY_PARK, TABLE, TRIGGERS, Row, window_deadline
+from fellows_fsm.core.machine import build_machine, machine_definition
 
 __all__ = [
     "EARLY_PARK",
@@ -36,6 +31,7 @@ __all__ = [
     "TRIGGERS",
     "Attach",
     "CancelIfPending",
+    "CancelJobs",
     "Decision",
     "Dispatch",
     "Effect",
@@ -44,6 +40,7 @@ __all__ = [
     "Ladder",
     "MoveQos",
     "Record",
+    "Row",
     "Rung",
     "Step",
     "Submit",

@@ -10,20 +10,38 @@ from __future__ import annotations
 
 import attrs
 
-from fellows_fsm.core.machine import Step
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = [
     "Attach",
     "CancelIfPending",
+    "CancelJobs",
     "Decision",
     "Effect",
     "FindByToken",
     "HandOff",
     "MoveQos",
     "Record",
+    "Step",
     "Submit",
 ]
+
+
+@attrs.frozen
+class Step:
+    """One transition of one dispatch, as it is journaled before anything it announces is done."""
+
+    at: float
+    source: str
+    """The state left; empty for the first submission."""
+    dest: str
+    trigger: str
+    rung_index: int
+    """The rung the dispatch is on (or, in PARKED/CANCELLED, the rung it is leaving) after the step."""
+    qos: str
+    job_id: str | None
+    reason: str | None = None
+    note: str = ""
 
 
 @attrs.frozen
@@ -35,6 +53,8 @@ class Record:
     label: str
     """The human label of ``step.dest``."""
     final: bool
+    outcome: str = ""
+    """What the step leaves in the journal's outcome column (why it ended, is held or was moved; else nothing)."""
 
 
 @attrs.frozen
@@ -76,6 +96,14 @@ class CancelIfPending:
 
 
 @attrs.frozen
+class CancelJobs:
+    """Cancel these jobs whatever their state (a user's cancel, journaled WITHDRAWN first); safe to run again."""
+
+    dispatch_id: str
+    job_ids: tuple[str, ...]
+
+
+@attrs.frozen
 class MoveQos:
     """Move the pending job to ``qos`` keeping its id (scontrol); answer with ``move_answered``."""
 
@@ -91,7 +119,7 @@ class HandOff:
     dispatch_id: str
 
 
-Effect = Record | Attach | Submit | FindByToken | CancelIfPending | MoveQos | HandOff
+Effect = Record | Attach | Submit | FindByToken | CancelIfPending | CancelJobs | MoveQos | HandOff
 
 
 @attrs.frozen

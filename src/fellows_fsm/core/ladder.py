@@ -1,4 +1,4 @@
-"""The ladder: its rungs (a QoS and its park cap each) and the one window arithmetic. Pure values."""
+"""The ladder: its rungs (a QoS and its park cap each), their state names and job tokens. Pure values."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import attrs
 
 from fellows_fsm.errors import ConfigError
 
-__all__ = ["Ladder", "Rung", "window_deadline"]
+__all__ = ["Ladder", "Rung", "dispatch_token", "state_label"]
 
 
 @attrs.frozen
@@ -71,13 +71,14 @@ class Ladder:
         return math.fsum(r.park_cap_seconds for r in self.rungs)
 
 
-def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, carried: bool = False) -> float:
-    """When a later rung's window closes: it opens when the previous one closed, or on entry if earlier.
+def dispatch_token(dispatch_id: str, rung_index: int) -> str:
+    """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>``."""
+    return f"fsm-{dispatch_id}-r{rung_index}"
 
-    ``carried``: the previous rung was left early by the ``park_early`` policy, and the unused rest of its window
-    moves on with the job: this window opens when the previous one would have closed, so every later window
-    closes where it would have had the job waited, and the worst case before the paid lane is unchanged.
-    """
-    if carried:
-        return previous_deadline + rung.park_cap_seconds
-    return min(previous_deadline, entered_at) + rung.park_cap_seconds
+
+def state_label(ladder: Ladder, state: str) -> str:
+    """The human label of a state name, e.g. ``RESUBMITTED(normal-eur)`` for ``RESUBMITTED_normal_eur``."""
+    for rung in ladder.rungs:
+        if rung.state_name == state:
+            return rung.label
+    return state

@@ -1,158 +1,86 @@
-"""The transition table: the one statement of what a dispatch may do and in which order it tries.
+"""How transitions runs the table (lifecycle.py): the machine built from its rows, the look that finds the first
+row whose guards hold, the firing of a step, and the replay of journaled steps. It decides nothing itself: every
+question and every piece of bookkeeping is a function the table names.
 
-It is read top to bottom the way a dispatch lives it, and it is the step order: on every look, a dispatch fires
-the first row of its state whose guards all hold, then looks again, until none holds (``Dispatch._settle``).
-transitions' Machine is built from it and fires every step (re-checking the guards, journaling through its
-``before_state_change`` hook), and the diagrams are drawn from it. Nothing else restates it.
+transitions fires every step (checking its row's guards again, journaling it in the row's ``before`` callback,
+keeping its books in the row's ``after``). A look asks the state's rows in table order, read from the same table,
+to find the one to fire: transitions has no "first of these triggers that may fire" call, and asking it trigger by
+trigger costs about 35 us per look against 0.6 us for the loop (8 refused triggers, measured on this machine).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-from typing import Any
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any
 
-import attrs
-from transitions import Machine
+from transitions import Machine, MachineError
 
-from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, FIXED_STATES, PARKED, RUNNING, WITHDRAWN
+from fellows_fsm.core.effects import Record, Step
+from fellows_fsm.core.ladder import Ladder, Rung, state_label
+from fellows_fsm.core.lifecycle import LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
+from fellows_fsm.core.vocab import FIXED_STATES, Outcome, Trigger, is_final_state
+from fellows_fsm.errors import TransitionNotAllowed
 
-__all__ = [
-    "EXTERNAL",
-    "NEXT_RUNG",
-    "RUNG",
-    "SAME",
-    "TABLE",
-    "TRIGGERS",
-    "Step",
-    "StepOrder",
-    "build_machine",
-    "dispatch_token",
-    "machine_definition",
-    "state_label",
-    "step_order",
-]
+if TYPE_CHECKING:
+    from fellows_fsm.core.dispatch import Dispatch
 
-# RUNG stands for every rung state; NEXT_RUNG for the rung after the one the dispatch is leaving; SAME stays in
-# the state (a step that is journaled but moves nowhere). Guards are questions asked of the Dispatch, in the order
-# written (the one most often false first: a look tries every row of its state).
-RUNG = "ANY_RUNG"
-NEXT_RUNG = "NEXT_RUNG"
-SAME = "SAME"
-TABLE: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    # trigger    source     dest         guards
-    ("resume", RUNG, SAME, ("window_paused",)),  # the controller answers again: the clock runs on first
-    ("resume", PARKED, SAME, ("window_paused",)),
-    ("resume", CANCELLED, SAME, ("window_paused",)),
-    ("start", RUNG, RUNNING, ("job_started",)),
-    ("withdraw", RUNG, WITHDRAWN, ("job_ended_by_others",)),  # someone's scancel is a decision, not a rung
-    ("drop", RUNG, CANCELLED, ("job_gone",)),  # gone without starting (deadline, refused QoS, lost)
-    ("hold", RUNG, SAME, ("job_held",)),  # held by its owner or an admin: waits, never walked away from
-    ("defer", RUNG, SAME, ("job_moved_by_others",)),  # scontrol update by someone else: theirs, never walked
-    ("release", RUNG, SAME, ("job_released",)),
-    # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
-    (
-        "park",
-        RUNG,
-        PARKED,
-        ("rung_expired", "walks_ladder", "may_leave_rung", "job_known", "job_not_held", "job_not_moved"),
-    ),
-    ("park", RUNG, PARKED, ("rung_cannot_start", "walks_ladder", "may_leave_rung", "job_not_moved")),
-    (
-        "park",
-        RUNG,
-        PARKED,
-        ("cannot_start_in_window", "walks_ladder", "may_leave_rung", "job_known", "job_not_held", "job_not_moved"),
-    ),
-    ("start", PARKED, RUNNING, ("job_started",)),  # a late start wins over the cancel
-    ("cancel", PARKED, CANCELLED, ("job_gone",)),  # the cancel is confirmed (or there was no job)
-    ("move", PARKED, NEXT_RUNG, ("walks_ladder", "moved_in_place", "left_previous_rung")),  # scontrol, same job
-    ("resubmit", CANCELLED, NEXT_RUNG, ("walks_ladder", "may_change_rung", "left_previous_rung")),
-    ("give_up", CANCELLED, FAILED_TO_GCP, ("walks_ladder", "may_change_rung", "left_last_rung")),
-    # Told, never tried: the controller did not answer this tick's look.
-    ("pause", RUNG, SAME, ("walks_ladder", "window_running")),
-    ("pause", PARKED, SAME, ("walks_ladder", "window_running")),
-    ("pause", CANCELLED, SAME, ("walks_ladder", "window_running")),
-)
-EXTERNAL = frozenset({"submit", "pause"})
-"""Triggers a dispatch is told (the first submit, a controller outage); every other row is tried on each look."""
-TRIGGERS = ("submit", *dict.fromkeys(row[0] for row in TABLE))
+__all__ = ["build_machine", "fire", "first_row", "machine_definition", "replay"]
+
+T = Trigger
 
 
-def dispatch_token(dispatch_id: str, rung_index: int) -> str:
-    """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>``."""
-    return f"fsm-{dispatch_id}-r{rung_index}"
+def _left_rung(rung: Rung) -> Guard:
+    """A guard, named after ``rung``, that holds when the dispatch is leaving that rung (so rungs go in order)."""
 
-
-def state_label(ladder: Ladder, state: str) -> str:
-    """The human label of a state name, e.g. ``RESUBMITTED(normal-eur)`` for ``RESUBMITTED_normal_eur``."""
-    for rung in ladder.rungs:
-        if rung.state_name == state:
-            return rung.label
-    return state
-
-
-@attrs.frozen
-class Step:
-    """One transition of one dispatch, as it is journaled before anything it announces is done."""
-
-    at: float
-    source: str
-    """The state left; empty for the first submission."""
-    dest: str
-    trigger: str
-    rung_index: int
-    """The rung the dispatch is on (or, in PARKED/CANCELLED, the rung it is leaving) after the step."""
-    qos: str
-    job_id: str | None
-    reason: str | None = None
-    note: str = ""
-
-
-def _left_rung_guard(rung: Rung) -> Callable[[Any], bool]:
-    """A guard, named after ``rung``, that holds when the dispatch is leaving that rung."""
-
-    def guard(event: Any) -> bool:
-        model = getattr(event, "model", event)  # transitions passes an EventData; the step loop the Dispatch
-        return bool(model.rung_index == rung.index)
+    def guard(d: Dispatch) -> bool:
+        return d.rung_index == rung.index
 
     guard.__name__ = f"left_{rung.state_name.split('_', 1)[1]}"
-    guard.rung_index = rung.index  # type: ignore[attr-defined]  # read by step_order's generated code
+    guard.__doc__ = "Is the job on that rung confirmed gone (one guard per rung, so rungs go in order)?"
     return guard
 
 
-def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Expand TABLE over ``ladder``: the states (with human labels) and the transitions, in table order."""
-    states: list[dict[str, Any]] = [{"name": r.state_name, "label": r.label} for r in ladder.rungs]
-    states += [{"name": s, "label": s} for s in FIXED_STATES]
-    transitions: list[dict[str, Any]] = []
-    for trigger, source, dest, guards in TABLE:
-        if dest == NEXT_RUNG:
+def _expand(ladder: Ladder) -> list[tuple[Row, str, str, tuple[Guard, ...]]]:
+    """Every row over ``ladder``'s states, in table order: (row, source, dest, guards)."""
+    rungs = [r.state_name for r in ladder.rungs]
+    out = []
+    for row in TABLE:
+        if row.trigger is T.SUBMIT:
+            continue  # the initial state, not a transition
+        if row.dest == NEXT_RUNG:
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
-                conditions = [g for g in guards if g != "left_previous_rung"] + [_left_rung_guard(previous)]
-                transitions.append(
-                    {"trigger": trigger, "source": source, "dest": following.state_name, "conditions": conditions}
-                )
-            continue
-        if "left_last_rung" in guards:
-            conditions = [g for g in guards if g != "left_last_rung"] + [_left_rung_guard(ladder.last)]
-            transitions.append({"trigger": trigger, "source": source, "dest": dest, "conditions": conditions})
-            continue
-        sources = [r.state_name for r in ladder.rungs] if source == RUNG else [source]
-        for src in sources:
-            target = None if dest == SAME else dest  # None: an internal transition (journaled, no state change)
-            transitions.append({"trigger": trigger, "source": src, "dest": target, "conditions": list(guards)})
+                out.append((row, row.source, following.state_name, (*row.guards, _left_rung(previous))))
+        elif row.trigger is T.GIVE_UP:
+            out.append((row, row.source, row.dest, (*row.guards, _left_rung(ladder.last))))
+        else:
+            sources = rungs if row.source == RUNG else [*rungs, *RECALLABLE] if row.source == LIVE else [row.source]
+            for src in sources:
+                out.append((row, src, src if row.dest == SAME else row.dest, row.guards))
+    return out
+
+
+def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The states (with human labels) and the transitions of ``ladder``'s machine, in table order."""
+    states: list[dict[str, Any]] = [{"name": r.state_name, "label": r.label} for r in ladder.rungs]
+    states += [{"name": str(s), "label": str(s)} for s in FIXED_STATES]
+    transitions = [
+        {
+            "trigger": str(row.trigger),
+            "source": source,
+            "dest": None if row.dest == SAME else dest,  # None: an internal transition (journaled, stays)
+            "conditions": list(guards),
+            "before": [partial(_journal, row, dest)],
+            "after": [row.keep] if row.keep is not None else [],
+        }
+        for row, source, dest, guards in _expand(ladder)
+    ]
     return states, transitions
 
 
 @cache
 def build_machine(ladder: Ladder) -> Machine:
-    """The (shared, cached) machine for a ladder; models are passed per event, never registered.
-
-    ``model_override=True``: transitions binds nothing onto the model, since Dispatch has a typed method for
-    every trigger.
-    """
+    """The (shared, cached) machine for a ladder; the dispatch is passed per event (``trigger(d, d)``: the model,
+    then the one argument every guard and callback gets), never registered."""
     states, transitions = machine_definition(ladder)
     return Machine(
         model=None,
@@ -160,39 +88,105 @@ def build_machine(ladder: Ladder) -> Machine:
         transitions=transitions,
         initial=ladder.first.state_name,
         auto_transitions=False,
-        send_event=True,
-        before_state_change=["record_step"],
+        send_event=False,
         model_override=True,
     )
 
 
-StepOrder = dict[str, Callable[[Any], str | None]]
-"""Per state: a function of the model that returns the trigger of the first row whose guards all hold, or None."""
+def _journal(row: Row, dest: str, d: Dispatch) -> None:
+    """Journal the step about to happen (a Record effect), before its bookkeeping and anything it announces."""
+    if row.note is not None:
+        d.note = row.note(d)
+    onto_next = row.dest == NEXT_RUNG
+    rung_index = d.rung_index + 1 if onto_next else d.rung_index
+    obs = d.look
+    qos = d.ladder.rungs[rung_index].qos
+    if obs is not None and obs.qos and not onto_next and d.on_rung:
+        qos = obs.qos  # what SLURM reports (someone may have moved the job): the journal believes SLURM
+    step = Step(
+        at=d.now,
+        source="" if row.trigger is T.SUBMIT else d.state,
+        dest=dest,
+        trigger=row.trigger,
+        rung_index=rung_index,
+        qos=qos,
+        job_id=None if row.trigger is T.RESUBMIT else d.job_id,
+        reason=obs.reason if obs is not None else None,
+        note=d.note,
+    )
+    d.history.append(step)
+    outcome = f"{row.outcome}{d.note}" if row.outcome == Outcome.REJECTED else row.outcome
+    final = is_final_state(dest, pinned=d.pinned)
+    d.effects.append(Record(d.id, step, state_label(d.ladder, dest), final, outcome))
+    d.note = ""
 
 
 @cache
-def step_order(ladder: Ladder) -> StepOrder:
-    """For each state, the rows a look tries, in table order, compiled into one function of the model.
+def _rows_by_state(ladder: Ladder) -> dict[str, tuple[tuple[str, tuple[tuple[Guard, Any, bool], ...]], ...]]:
+    """Per state, the rows a look asks, in table order: (trigger, ((guard, its until or None, is budget), ...))."""
+    rows: dict[str, list[Any]] = {}
+    for row, source, _, guards in _expand(ladder):
+        if not row.told:
+            marked = tuple((g, getattr(g, "until", None), hasattr(g, "budget")) for g in guards)
+            rows.setdefault(source, []).append((str(row.trigger), marked))
+    return {state: tuple(r) for state, r in rows.items()}
 
-    The function is generated from TABLE (as namedtuple generates its class): one ``if`` per row, its guards joined
-    with ``and`` in the order written, so a look asks the same questions in the same order as the table says, at the
-    cost of plain method calls. External triggers (submit, pause) are left out: they are told, never tried.
-    """
-    _, transitions = machine_definition(ladder)
-    rows: dict[str, list[str]] = {}
-    for t in transitions:
-        if t["trigger"] in EXTERNAL:
-            continue
-        tests = [f"d.{g}()" if isinstance(g, str) else f"d.rung_index == {g.rung_index}" for g in t["conditions"]]
-        rows.setdefault(t["source"], []).append(
-            f"    if {' and '.join(tests) or 'True'}:\n        return {t['trigger']!r}"
+
+def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
+    """The trigger of the first row of ``d``'s state, in table order, whose guards all hold (None if none), when a
+    row could next start to hold with nothing else new (a clock guard's time; inf: never), and whether a row was
+    refused only by the tick's budget."""
+    quiet, waits = float("inf"), False
+    for trigger, guards in _rows_by_state(d.ladder).get(d.state, ()):
+        for i, (guard, until, budget) in enumerate(guards):
+            if not guard(d):
+                if until is not None:
+                    quiet = min(quiet, until(d))
+                elif budget and all(g(d) for g, _, _ in guards[i + 1 :]):
+                    waits = True
+                break
+        else:
+            return trigger, quiet, waits
+    return None, quiet, waits
+
+
+def replay(d: Dispatch, steps: list[Step]) -> None:
+    """Fold journaled steps into a new dispatch through the same bookkeeping that ran them live (what they asked
+    for was done then: their effects are dropped)."""
+    d.effects = []
+    for step in steps:
+        d.now = step.at
+        d.history.append(step)
+        d.state = step.dest
+        keep = row_of(step.trigger).keep
+        if keep is not None:
+            keep(d)
+        d.rung_index = step.rung_index
+    d.note = ""
+
+
+def fire(d: Dispatch, trigger: str) -> None:
+    """Fire ``trigger`` through transitions, which checks its row's guards again, journals the step and keeps its
+    books; TransitionNotAllowed names the guards that did not hold. The first submit is the initial state's step."""
+    if trigger == T.SUBMIT:
+        row = row_of(T.SUBMIT)
+        _journal(row, d.ladder.first.state_name, d)
+        assert row.keep is not None
+        row.keep(d)
+        return
+    event = build_machine(d.ladder).events.get(trigger)
+    try:
+        if event is None:
+            raise MachineError(trigger)
+        moved = event.trigger(d, d)
+    except MachineError:
+        raise TransitionNotAllowed(
+            f"dispatch {d.id}: trigger {str(trigger)!r} is not allowed from state {d.label}"
+        ) from None
+    if not moved:
+        edges = event.transitions.get(d.state, [])
+        guards = " or ".join(" & ".join(getattr(c.func, "__name__", str(c.func)) for c in e.conditions) for e in edges)
+        raise TransitionNotAllowed(
+            f"dispatch {d.id}: trigger {str(trigger)!r} from state {d.label} refused by its guards "
+            f"({guards} did not hold)"
         )
-    order: StepOrder = {}
-    for state, body in rows.items():
-        source = "def next_step(d):\n" + "\n".join(body) + "\n    return None\n"
-        namespace: dict[str, Any] = {}
-        exec(compile(source, f"<step order of {state}>", "exec"), namespace)  # noqa: S102 - our own table, no input
-        function = namespace["next_step"]
-        function.__doc__ = source
-        order[state] = function
-    return order

@@ -1,109 +1,166 @@
-"""Every word the lifecycle persists or shows as a state, defined once (the journal, the views and the CLI import
-these; the diagram draws them).
+"""Every word the lifecycle persists or shows, defined once as enums (the journal, the views and the CLI import
+these; the table in lifecycle.py uses them; the diagram draws them). Each is a ``StrEnum``: its members are the
+strings the journal stores.
 
-A ladder dispatch lives in the machine's states: one per rung (``SUBMITTED_<qos>``, ``RESUBMITTED_<qos>``, made
-by ``Rung.state_name``) and the fixed ones below. A dispatch pinned straight to a command lane never enters the
-ladder: it lives in the lane states. The outcome is the one word a final dispatch ends with.
+A ladder dispatch lives in one state per rung (``SUBMITTED_<qos>``, ``RESUBMITTED_<qos>``, made by
+``Rung.state_name``) and the fixed states below. A dispatch pinned straight to a command lane never enters the
+ladder: it lives in the lane states. The outcome is the one word a final (or held) dispatch ends with.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 __all__ = [
-    "CANCELLED",
-    "FAILED_TO_GCP",
     "FELLOWS",
     "FIXED_STATES",
-    "HANDED_OFF",
-    "HANDING_OFF",
-    "HANDOFF_FAILED",
     "LANE_EDGES",
     "LANE_STATES",
     "MEANING",
-    "NO_LANE_LEFT",
-    "OUTCOME_HANDED_OFF",
-    "OUTCOME_HANDOFF_FAILED",
-    "OUTCOME_HELD",
-    "OUTCOME_MOVED_OUTSIDE",
-    "OUTCOME_NO_FALLBACK",
-    "OUTCOME_REJECTED",
-    "OUTCOME_WITHDRAWN",
-    "OUTCOME_WITHDRAWN_INTERRUPTED",
-    "OUTCOME_WITHDRAWN_OUTSIDE",
-    "PARKED",
-    "REFUSED",
-    "RUNNING",
-    "WITHDRAWN",
+    "HandoffStatus",
+    "Outcome",
+    "State",
+    "Trigger",
     "is_final_state",
 ]
 
 FELLOWS = "fellows"
 """The lane name of the SLURM ladder (every other lane is a command lane, e.g. gcp)."""
 
-# The machine's fixed states (the rung states come from the ladder).
-PARKED = "PARKED"
-"""The rung's window closed (or it cannot start the job): its job is being cancelled, if still pending."""
-CANCELLED = "CANCELLED"
-"""The rung's job is confirmed gone without starting: the next rung (or the fallback lane) is next."""
-RUNNING = "RUNNING"
-"""Final: the job started on the cluster."""
-FAILED_TO_GCP = "FAILED_TO_GCP"
-"""The whole ladder parked out: the dispatch is handed to the fallback lane (final once the handoff is recorded)."""
-WITHDRAWN = "WITHDRAWN"
-"""Final: the job was cancelled by someone else (its owner, an admin), by ``fellows-fsm cancel``, or by Ctrl-C."""
-FIXED_STATES = (PARKED, CANCELLED, RUNNING, FAILED_TO_GCP, WITHDRAWN)
 
-# A dispatch pinned straight to a command lane, and the views' words for a ladder dispatch's handoff.
-HANDING_OFF = "HANDING_OFF"
-HANDED_OFF = "HANDED_OFF"
-HANDOFF_FAILED = "HANDOFF_FAILED"
-LANE_STATES = (HANDING_OFF, HANDED_OFF, HANDOFF_FAILED)
-REFUSED = "REFUSED"
-"""How views name a dispatch whose first submit SLURM refused (outcome ``rejected: ...``)."""
-NO_LANE_LEFT = "NO_LANE_LEFT"
-"""How views name a dispatch that parked out of the ladder with no fallback lane configured."""
+class State(StrEnum):
+    """The fixed states (the rung states come from the ladder)."""
 
-# Outcomes (the journal's ``outcome`` column).
-OUTCOME_HELD = "held"
-OUTCOME_MOVED_OUTSIDE = "moved-outside"
-"""Someone else moved the job (scontrol update of its QoS, partition or time limit): it is not walked."""
-OUTCOME_WITHDRAWN = "withdrawn"
-"""Withdrawn by ``fellows-fsm cancel``."""
-OUTCOME_WITHDRAWN_OUTSIDE = "withdrawn-outside"
-OUTCOME_WITHDRAWN_INTERRUPTED = "withdrawn-interrupted"
-"""Withdrawn by Ctrl-C while its first job was being queued."""
-OUTCOME_NO_FALLBACK = "no-fallback-lane"
-OUTCOME_HANDED_OFF = "handed-off"
-OUTCOME_HANDOFF_FAILED = "handoff-failed"
-OUTCOME_REJECTED = "rejected: "
-"""The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
+    PARKED = "PARKED"
+    CANCELLED = "CANCELLED"
+    RUNNING = "RUNNING"
+    FAILED_TO_GCP = "FAILED_TO_GCP"
+    WITHDRAWN = "WITHDRAWN"
+    REFUSED = "REFUSED"
+    HANDING_OFF = "HANDING_OFF"
+    HANDED_OFF = "HANDED_OFF"
+    HANDOFF_FAILED = "HANDOFF_FAILED"
+    NO_LANE_LEFT = "NO_LANE_LEFT"
 
+
+class Trigger(StrEnum):
+    """The triggers of the table (lifecycle.py), in table order."""
+
+    SUBMIT = "submit"
+    REFUSE = "refuse"
+    INTERRUPT = "interrupt"
+    RECALL = "recall"
+    RESUME = "resume"
+    START = "start"
+    WITHDRAW = "withdraw"
+    DROP = "drop"
+    HOLD = "hold"
+    DEFER = "defer"
+    RELEASE = "release"
+    PARK = "park"
+    CANCEL = "cancel"
+    MOVE = "move"
+    RESUBMIT = "resubmit"
+    GIVE_UP = "give_up"
+    PAUSE = "pause"
+
+
+class Outcome(StrEnum):
+    """The journal's ``outcome`` column: why a dispatch ended (or is held, or was moved by someone else)."""
+
+    HELD = "held"
+    MOVED_OUTSIDE = "moved-outside"
+    """Someone else moved the job (scontrol update of its QoS, partition or time limit): it is not walked."""
+    WITHDRAWN = "withdrawn"
+    """Withdrawn by ``fellows-fsm cancel``."""
+    WITHDRAWN_OUTSIDE = "withdrawn-outside"
+    WITHDRAWN_INTERRUPTED = "withdrawn-interrupted"
+    """Withdrawn by Ctrl-C while its first job was being queued."""
+    NO_FALLBACK = "no-fallback-lane"
+    HANDED_OFF = "handed-off"
+    HANDOFF_FAILED = "handoff-failed"
+    REJECTED = "rejected: "
+    """The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
+
+
+class HandoffStatus(StrEnum):
+    """The journal's handoffs ``status`` column."""
+
+    STARTED = "started"
+    DONE = "done"
+    FAILED = "failed"
+
+
+FIXED_STATES = (State.PARKED, State.CANCELLED, State.RUNNING, State.FAILED_TO_GCP, State.WITHDRAWN, State.REFUSED)
+"""The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
+LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT)
+"""A command lane's states: a dispatch pinned straight to a lane lives in them, and the views show a ladder
+dispatch's handoff in them. Not yet rows of the table: handoffs.py runs the handoff and the journal records it."""
+LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
+    ("pin", "[*]", State.HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
+    (
+        "hand_off",
+        State.FAILED_TO_GCP,
+        State.HANDING_OFF,
+        "the lane command starts, journaled first",
+    ),
+    ("handed_off", State.HANDING_OFF, State.HANDED_OFF, "the command exited 0"),
+    (
+        "handoff_failed",
+        State.HANDING_OFF,
+        State.HANDOFF_FAILED,
+        "it exited non-zero, or timed out",
+    ),
+    ("no_lane", State.FAILED_TO_GCP, State.NO_LANE_LEFT, "no lane after 'fellows' in [router] order"),
+)
+"""The handoff after the machine, as handoffs.py and the router run it (drawn apart on the diagram page)."""
+
+_FINAL = frozenset({State.RUNNING, State.WITHDRAWN, State.REFUSED, State.HANDED_OFF, State.HANDOFF_FAILED})
+_FINAL_NAMES = frozenset({*_FINAL, State.NO_LANE_LEFT})
 
 MEANING: dict[str, str] = {
-    PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
-    CANCELLED: "the rung's job is confirmed gone, never started; next rung or GCP",
-    RUNNING: "the job started on the free cluster (final)",
-    FAILED_TO_GCP: "every rung parked out; handed to the fallback lane once (final once the handoff is recorded)",
-    WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel`, or by Ctrl-C while queued (final)",
-    HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",
-    HANDED_OFF: "the lane's command exited 0 (final)",
-    HANDOFF_FAILED: "the lane's command failed or timed out (final)",
+    State.PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
+    State.CANCELLED: "the rung's job is confirmed gone, never started; next rung or GCP",
+    State.RUNNING: "the job started on the free cluster (final)",
+    State.FAILED_TO_GCP: "every rung parked out; handed to the fallback lane once (final once the handoff is recorded)",
+    State.WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel` or by Ctrl-C while queued (final)",
+    State.REFUSED: "SLURM refused the first submit: nothing was queued (final)",
+    State.HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",
+    State.HANDED_OFF: "the lane's command exited 0 (final)",
+    State.HANDOFF_FAILED: "the lane's command failed or timed out (final)",
+    State.NO_LANE_LEFT: "it parked out of every rung and no fallback lane is configured (final)",
 }
 """What each fixed and lane state means, as the generated state-diagram page says it."""
 
-LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
-    ("pin", "[*]", HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
-    ("hand_off", FAILED_TO_GCP, HANDING_OFF, "the HandOff effect: the fallback lane's command starts, journaled first"),
-    ("handed_off", HANDING_OFF, HANDED_OFF, "the command exited 0"),
-    ("handoff_failed", HANDING_OFF, HANDOFF_FAILED, "the command exited non-zero, or its timeout killed its group"),
-)
-"""The handoff, after the machine: run by the router's Handoffs (handoffs.py) and recorded by
-``Journal.finish_handoff``. A ladder dispatch keeps FAILED_TO_GCP in the journal's state column, with the outcome
-``handed-off`` or ``handoff-failed``; the views show it in the lane state."""
-
 
 def is_final_state(state: str, *, pinned: bool) -> bool:
-    """Is a ladder dispatch in ``state`` final: RUNNING, WITHDRAWN, or the job of a pinned dispatch gone?
+    """Is a dispatch in ``state`` final: RUNNING, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone?
 
     FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
     """
-    return state in (RUNNING, WITHDRAWN) or (state == CANCELLED and pinned)
+    return state in _FINAL_NAMES or (state == State.CANCELLED and pinned)
+
+
+# TEMPORARY aliases while the callers move to the enums (removed before this change lands).
+PARKED, CANCELLED, RUNNING, FAILED_TO_GCP, WITHDRAWN = (
+    State.PARKED,
+    State.CANCELLED,
+    State.RUNNING,
+    State.FAILED_TO_GCP,
+    State.WITHDRAWN,
+)
+REFUSED, HANDING_OFF, HANDED_OFF, HANDOFF_FAILED, NO_LANE_LEFT = (
+    State.REFUSED,
+    State.HANDING_OFF,
+    State.HANDED_OFF,
+    State.HANDOFF_FAILED,
+    State.NO_LANE_LEFT,
+)
+OUTCOME_HELD, OUTCOME_MOVED_OUTSIDE, OUTCOME_WITHDRAWN = Outcome.HELD, Outcome.MOVED_OUTSIDE, Outcome.WITHDRAWN
+OUTCOME_WITHDRAWN_OUTSIDE, OUTCOME_WITHDRAWN_INTERRUPTED = Outcome.WITHDRAWN_OUTSIDE, Outcome.WITHDRAWN_INTERRUPTED
+OUTCOME_NO_FALLBACK, OUTCOME_HANDED_OFF, OUTCOME_HANDOFF_FAILED = (
+    Outcome.NO_FALLBACK,
+    Outcome.HANDED_OFF,
+    Outcome.HANDOFF_FAILED,
+)
+OUTCOME_REJECTED = Outcome.REJECTED

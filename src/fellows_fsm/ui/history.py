@@ -103,7 +103,7 @@ def history_entries(
         done = handoff.status == "done"
         status = "not finished" if handoff.exit_status is None else f"exit {handoff.exit_status}"
         last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""
-        source = FAILED_TO_GCP if entries else None
+        source: str | None = FAILED_TO_GCP if entries else None
         entries.append(
             HistoryEntry(
                 at=handoff.finished_at or handoff.started_at,
@@ -118,7 +118,9 @@ def history_entries(
                 dest_name=HANDED_OFF if done else HANDOFF_FAILED,
             )
         )
-    if row.outcome in ("withdrawn", "withdrawn-interrupted"):
+    if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == WITHDRAWN):
+        # A withdrawal journaled without its step (a dispatch pinned to a lane, or a journal older than the
+        # recall and interrupt rows): shown from the dispatch row.
         source = entries[-1].dest if entries else None
         entries.append(
             HistoryEntry(

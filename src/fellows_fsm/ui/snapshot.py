@@ -89,7 +89,7 @@ class Snapshot:
     @classmethod
     def of_dispatch(cls, d: Dispatch, *, lane: str = FELLOWS) -> Snapshot:
         """Read (never drive) a live Dispatch."""
-        obs = d.observation if d.observation is not None and d.observation.job_id == d.job_id else None
+        obs = d.look
         walking = not d.pinned and not d.is_final
         later = math.fsum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :])
         return cls(
