@@ -8,159 +8,58 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
-from fellows_fsm import FakeScheduler, Fellows, JobSpec, Observation, SubmitRejected, SystemClock, cli
-from fellows_fsm import journal as journal_module
+from fellows_fsm import Fellows, SubmitRejected, cli
 from fellows_fsm.config import FellowsConfig, load_config
-from fellows_fsm.core import Dispatch
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.errors import SchedulerError
 from fellows_fsm.journal import Journal
 from fellows_fsm.scheduler import ReasonGroup
-from fellows_fsm.slurm import Association, Grants, QosInfo
-from fellows_fsm.testing import Driven, ThreadedDriver
+from fellows_fsm.slurm import Grants
+from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui import paths as ui_paths
 from fellows_fsm.ui import words as ui_words
-
-CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
-PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
-DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "outcome"}
-HISTORY_KEYS = {"at", "from", "to", "trigger", "qos", "slurm_job_id", "reason", "note"}
-
-
-class SchedulingFake(FakeScheduler):
-    """The fake cluster, scheduling its queue before every observation as slurmctld would between polls."""
-
-    def __init__(self, *, scheduling: bool = True, **kwargs: object) -> None:
-        super().__init__(SystemClock(), **kwargs)  # type: ignore[arg-type]
-        self.scheduling = scheduling
-
-    def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
-        """Schedule (if on), then observe."""
-        if self.scheduling and not self.unreachable:
-            self.schedule()
-        return super().observe(job_ids)
-
-
-def _config_text(state_dir: Path, ledger: Path, *, fail_gcp: bool = False, extra: str = "") -> str:
-    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
-    if fail_gcp:
-        code += "; sys.exit('quota exceeded in europe-west4')"
-    command = json.dumps([sys.executable, "-c", code, str(ledger), "{dispatch_id}"])
-    return f"""
-state_dir = "{state_dir}"
-
-[fellows]
-park_cap_seconds = 0.3
-poll_interval_seconds = 0.05
-{extra}
-
-[lanes.gcp]
-command = {command}
-"""
-
-
-@pytest.fixture
-def fake() -> SchedulingFake:
-    """A fake cluster with the fellows per-user GPU caps and 64 GPUs, scheduling before each poll."""
-    return SchedulingFake(qos_priority=PRIORITY, qos_gpu_caps=CAPS, total_gpus=64)
-
-
-GRANTS = Grants(
-    user="me",
-    associations=(
-        Association("fellows", "lab-acct", "me", "", frozenset({"high-eur", "normal-eur", "low-eur"}), "normal-eur"),
-    ),
-    qos={
-        "high-eur": QosInfo("high-eur", 100000, 7 * 86400, 16),
-        "normal-eur": QosInfo("normal-eur", 50000, 7 * 86400, 16),
-        "low-eur": QosInfo("low-eur", 10000, 14 * 86400, None),
-        "dev-eur": QosInfo("dev-eur", 200000, 86400, 8),
-    },
+from tests.unit.cli_helpers import (
+    DISPATCH_KEYS,
+    GRANTS,
+    HISTORY_KEYS,
+    SchedulingFake,
+    _config_text,
+    _count_parsed_rows,
+    _journal_of,
+    _toml,
+    fill,
+    ledger,
+    one_error_line,
+    refused,
+    run,
+    world,
 )
 
 
-@pytest.fixture
-def drivers(fake: SchedulingFake) -> Iterator[ThreadedDriver]:
-    """The background driver of these tests: daemon.serve on the fake, in a thread (stopped after the test)."""
-    threaded = ThreadedDriver(fake)
-    yield threaded
-    threaded.close()
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake, drivers: ThreadedDriver) -> Path:
-    """A config with 0.3 s park caps and a ledger gcp lane in tmp_path, and the seams pointed at the fake (the
-    port, the grants, and a background driver in a thread)."""
-    config = tmp_path / "fellows.toml"
-    config.write_text(_config_text(tmp_path / "state", tmp_path / "gcp.ledger"), encoding="utf-8")
-    monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(config))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
-    monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
-    monkeypatch.setattr(ui_app, "start_driver", drivers)
-    return tmp_path
-
-
-@pytest.fixture
-def script(tmp_path: Path) -> Path:
-    """An sbatch script asking for 8 GPUs, an hour, and a job name."""
-    path = tmp_path / "train.sbatch"
-    path.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\n#SBATCH --time=1:00:00\n#SBATCH -J train\nsleep 1\n")
-    return path
-
-
-def run(*args: str) -> Result:
-    """Invoke fellows-fsm with ``args`` in-process."""
-    return CliRunner().invoke(cli.main, list(args), catch_exceptions=False)
-
-
-def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
-    """Run the user's own 8-GPU jobs on ``qos`` so that its per-user GPU cap is full."""
-    for _ in range(gpus // 8):
-        fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
-
-
-def ledger(env: Path) -> list[str]:
-    """The dispatch ids the gcp lane's command was run for."""
-    path = env / "gcp.ledger"
-    return path.read_text().split() if path.exists() else []
-
-
-def one_error_line(result: Result) -> str:
-    """The single stderr line of a failed command (and no traceback), besides the note of a driver started."""
-    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(ui_app.STARTED)]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    assert lines[0].startswith("fellows-fsm: error: ")
-    return lines[0]
-
-
 # --------------------------------------------------------------------------- submit
-def test_submit_walks_to_normal_eur_and_prints_json(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_submit_walks_to_normal_eur_and_prints_json(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """With the user's high-eur cap full, submit --json follows the dispatch to RUNNING on normal-eur."""
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     result = run("submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out.keys() >= DISPATCH_KEYS
     assert (out["state"], out["lane"], out["qos"], out["final"]) == ("RUNNING", "fellows", "normal-eur", True)
-    assert fake.jobs[out["slurm_job_id"]].qos == "normal-eur"
+    assert scheduling_fake.jobs[out["slurm_job_id"]].qos == "normal-eur"
     assert ledger(env) == []
 
 
 def test_submit_live_view_ends_with_the_final_frame_and_a_summary(
-    env: Path, fake: SchedulingFake, script: Path
+    env: Path, scheduling_fake: SchedulingFake, script: Path
 ) -> None:
     """Without --json, the live view's last frame and a one-line summary go to stdout."""
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     result = run("submit", str(script))
     assert result.exit_code == 0, result.output
     assert "RUNNING" in result.stdout
@@ -170,21 +69,23 @@ def test_submit_live_view_ends_with_the_final_frame_and_a_summary(
     assert "is RUNNING on normal-eur as SLURM job" in result.stdout
 
 
-def test_submit_parks_out_of_every_rung_and_hands_off_to_gcp(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_submit_parks_out_of_every_rung_and_hands_off_to_gcp(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """When no rung ever starts the job, the gcp command runs once and submit exits 0 with lane gcp."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     result = run("submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["state"], out["lane"], out["outcome"]) == ("FAILED_TO_GCP", "gcp", "handed-off")
     assert ledger(env) == [out["dispatch_id"]]
-    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
-    assert not fake.live_jobs()
+    assert [j.qos for j in scheduling_fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+    assert not scheduling_fake.live_jobs()
 
 
-def test_submit_gcp_failure_exits_8_with_one_line(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_submit_gcp_failure_exits_8_with_one_line(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """A failing gcp command ends submit with exit 8 and the command's own last words on one line."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     (env / "fellows.toml").write_text(_config_text(env / "state", env / "gcp.ledger", fail_gcp=True))
     result = run("submit", "--json", str(script))
     assert result.exit_code == 8
@@ -192,22 +93,24 @@ def test_submit_gcp_failure_exits_8_with_one_line(env: Path, fake: SchedulingFak
     assert "quota exceeded in europe-west4" in one_error_line(result)
 
 
-def test_submit_pin_gcp_hands_off_at_once(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_submit_pin_gcp_hands_off_at_once(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--pin gcp never touches SLURM: the gcp command runs and the dispatch is HANDED_OFF."""
     result = run("submit", "--pin", "gcp", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["state"], out["lane"], out["slurm_job_id"]) == ("HANDED_OFF", "gcp", None)
     assert ledger(env) == [out["dispatch_id"]]
-    assert fake.jobs == {}
+    assert scheduling_fake.jobs == {}
 
 
-def test_submit_detach_prints_the_id_and_watch_drives_it(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_submit_detach_prints_the_id_and_watch_drives_it(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """--detach prints only the dispatch id; watch --once shows it waiting on high-eur, watch follows it to RUNNING
     (a 30 s cap here: the background driver must not walk it on before watch --once looks, on a loaded machine)."""
     config = env / "fellows.toml"
     config.write_text(config.read_text().replace("park_cap_seconds = 0.3", "park_cap_seconds = 30"))
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     result = run("submit", "--detach", str(script))
     assert result.exit_code == 0, result.output
     dispatch_id = result.stdout.strip()
@@ -215,7 +118,7 @@ def test_submit_detach_prints_the_id_and_watch_drives_it(env: Path, fake: Schedu
     once = run("watch", "--once", "--json")
     assert once.exit_code == 0, once.output
     assert [d["state"] for d in json.loads(once.stdout)] == ["SUBMITTED(high-eur)"]
-    fake.scheduling = True
+    scheduling_fake.scheduling = True
     done = run("watch", "--json")
     assert done.exit_code == 0, done.output
     [out] = json.loads(done.stdout)
@@ -223,11 +126,11 @@ def test_submit_detach_prints_the_id_and_watch_drives_it(env: Path, fake: Schedu
     assert run("watch").stdout.startswith("no live dispatches")
 
 
-def test_next_submit_drives_detached_dispatches(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_next_submit_drives_detached_dispatches(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """A submit that follows its own dispatch also drives the ones detached before it."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     first = run("submit", "--detach", str(script)).stdout.strip()
-    fake.scheduling = True
+    scheduling_fake.scheduling = True
     assert run("submit", str(script)).exit_code == 0
     [row] = json.loads(run("status", first, "--json").stdout)
     assert row["state"] == "RUNNING"
@@ -244,12 +147,12 @@ def test_next_submit_drives_detached_dispatches(env: Path, fake: SchedulingFake,
     ids=["script-defaults", "gpus-flag-wins", "time-flag-wins", "all-flags-win"],
 )
 def test_submit_reads_sbatch_lines_and_flags_win(
-    env: Path, fake: SchedulingFake, script: Path, flags: tuple[str, ...], expected: tuple[str, int, int]
+    env: Path, scheduling_fake: SchedulingFake, script: Path, flags: tuple[str, ...], expected: tuple[str, int, int]
 ) -> None:
     """#SBATCH --gres/--time/-J are the defaults; --gpus, --time and --name override them."""
     result = run("submit", "--detach", *flags, str(script), "--", "--mem=4G", "--chdir=/tmp")
     assert result.exit_code == 0, result.output
-    [job] = fake.jobs.values()
+    [job] = scheduling_fake.jobs.values()
     assert (job.spec.name, job.spec.gpus, job.spec.time_limit_seconds) == expected
     assert job.spec.extra_args == ("--mem=4G", "--chdir=/tmp")
     assert job.spec.script == str(script.resolve())
@@ -304,27 +207,27 @@ def test_unknown_pin_is_a_config_error(env: Path, script: Path) -> None:
 
 
 def test_unreachable_slurm_at_submit_exits_6(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When SLURM does not answer the first submit, submit exits 6 and the dispatch stays journaled for watch."""
     monkeypatch.setattr(cli, "DETACH_WAIT_SECONDS", 0.5)  # how long submit waits for the driver's first sbatch
-    fake.unreachable = True
+    scheduling_fake.unreachable = True
     result = run("submit", str(script))
     assert result.exit_code == 6
     assert "fellows-fsm watch" in one_error_line(result)
-    fake.unreachable = False
+    scheduling_fake.unreachable = False
     [row] = json.loads(run("status", "--json").stdout)
     assert (row["final"], row["slurm_job_id"]) == (False, None)
 
 
 def test_watch_once_exits_6_when_slurm_does_not_answer(
-    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+    env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """watch --once (no driver running: it polls itself) reports an unanswered poll with exit 6."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     run("submit", "--detach", str(script))
     drivers.close()  # the background driver stopped: watch --once is the cron fallback that polls itself
-    fake.unreachable = True
+    scheduling_fake.unreachable = True
     result = run("watch", "--once")
     assert result.exit_code == 6
     assert "did not answer" in one_error_line(result)
@@ -378,18 +281,20 @@ def test_config_check_prints_ladder_caps_lanes_and_worst_case(env: Path) -> None
         assert word in result.stdout
 
 
-def test_debug_shows_the_traceback(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_debug_shows_the_traceback(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--debug lets the error through (a traceback) instead of the one-line message."""
-    fake.unreachable = True
+    scheduling_fake.unreachable = True
     result = CliRunner().invoke(cli.main, ["--debug", "submit", str(script)])
     assert result.exit_code != 0
     assert type(result.exception).__name__ == "SchedulerUnreachable"
 
 
 # --------------------------------------------------------------------------- status, history
-def test_status_lists_dispatches_with_the_documented_keys(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_status_lists_dispatches_with_the_documented_keys(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """status --json is a list of objects with the dispatch keys; the table names each dispatch."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     ids = [run("submit", "--detach", str(script)).stdout.strip() for _ in range(2)]
     result = run("status", "--json")
     assert result.exit_code == 0
@@ -402,10 +307,10 @@ def test_status_lists_dispatches_with_the_documented_keys(env: Path, fake: Sched
 
 
 def test_status_reads_while_another_router_drives(
-    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+    env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """status works while the background driver holds the journal's driver lock, and starts no second one."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
     assert Journal(load_config().journal_path, readonly=True).driver_alive()
     result = run("status", dispatch_id[:6], "--json")
@@ -415,7 +320,7 @@ def test_status_reads_while_another_router_drives(
 
 
 def test_a_submit_while_a_program_drives_follows_and_starts_a_driver_once_it_stops(
-    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+    env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """While another process holds the driver lock, submit enqueues and follows; once that process lets go, the
     follower starts the background driver, which walks the dispatch: the follower itself never drives."""
@@ -433,20 +338,20 @@ def test_a_submit_while_a_program_drives_follows_and_starts_a_driver_once_it_sto
     assert ui_app.STARTED in result.stderr
     assert drivers.started == 1
     assert "is RUNNING on high-eur as SLURM job" in result.stdout
-    [job] = fake.jobs.values()
+    [job] = scheduling_fake.jobs.values()
     assert job.state == "RUNNING"
 
 
 def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
-    env: Path, fake: SchedulingFake, script: Path
+    env: Path, scheduling_fake: SchedulingFake, script: Path
 ) -> None:
     """A submit whose dispatch another process drives to a failed GCP handoff exits 8, as the driver would."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     (env / "fellows.toml").write_text(_config_text(env / "state", env / "gcp.ledger", fail_gcp=True))
     driving, stop = threading.Event(), threading.Event()
 
     def drive() -> None:  # another process: its own journal connection, in its own thread
-        with Fellows(load_config(), scheduler=fake) as driver:
+        with Fellows(load_config(), scheduler=scheduling_fake) as driver:
             assert driver.drive()
             driving.set()
             while not stop.is_set():
@@ -467,11 +372,11 @@ def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
     out = json.loads(result.stdout)
     assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handoff-failed")
     assert "quota exceeded in europe-west4" in result.stderr
-    assert [j.qos for j in fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+    assert [j.qos for j in scheduling_fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
 
 
 def test_detach_while_another_router_drives_enqueues_without_queueing(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """submit --detach never queues a job itself: while a process that does not tick holds the lock, it waits
     for that driver's sbatch, exits 6 with the dispatch journaled, and the next driver queues the job."""
@@ -488,19 +393,19 @@ def test_detach_while_another_router_drives_enqueues_without_queueing(
     done = run("watch", "--json")
     assert done.exit_code == 0, done.output
     assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(row["dispatch_id"], "RUNNING")]
-    assert len(fake.jobs) == 1
+    assert len(scheduling_fake.jobs) == 1
 
 
 def test_watch_once_while_another_router_drives_says_who(
-    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+    env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
     drivers.close()
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
-    observed = fake.calls["observe"]
+    observed = scheduling_fake.calls["observe"]
     try:
         result = run("watch", "--once", "--json")
     finally:
@@ -508,7 +413,7 @@ def test_watch_once_while_another_router_drives_says_who(
     assert result.exit_code == 0, result.output
     assert f"is driven by another router (pid {os.getpid()}" in result.stderr
     assert [d["dispatch_id"] for d in json.loads(result.stdout)] == [dispatch_id]
-    assert fake.calls["observe"] == observed
+    assert scheduling_fake.calls["observe"] == observed
 
 
 def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
@@ -518,9 +423,11 @@ def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
     assert "fellows-fsm status" in result.stderr
 
 
-def test_history_json_has_every_transition_with_reason(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_history_json_has_every_transition_with_reason(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """history --json lists submit, park (QOSMaxGRESPerUser), cancel, resubmit, start with UTC ISO times."""
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
     result = run("history", dispatch_id, "--json")
     assert result.exit_code == 0
@@ -543,41 +450,41 @@ def test_history_json_has_every_transition_with_reason(env: Path, fake: Scheduli
 
 
 # --------------------------------------------------------------------------- cancel
-def test_cancel_withdraws_a_pending_dispatch(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_cancel_withdraws_a_pending_dispatch(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """cancel scancels the dispatch's job, marks it final (withdrawn), and a later watch never resubmits it."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    [job] = fake.jobs.values()
+    [job] = scheduling_fake.jobs.values()
     result = run("cancel", dispatch_id)
     assert result.exit_code == 0, result.output
     assert job.state == "CANCELLED"
     [row] = json.loads(run("status", dispatch_id, "--json").stdout)
     assert (row["state"], row["final"], row["outcome"]) == ("WITHDRAWN", True, "withdrawn")
     assert run("watch").stdout.startswith("no live dispatches")
-    assert len(fake.jobs) == 1
+    assert len(scheduling_fake.jobs) == 1
     history = json.loads(run("history", dispatch_id, "--json").stdout)
     assert history[-1]["trigger"] == "withdraw"
 
 
-def test_cancel_a_running_dispatch_cancels_its_job(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_cancel_a_running_dispatch_cancels_its_job(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """cancel works whatever the state: a RUNNING dispatch's job is cancelled too."""
     dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
-    [job] = fake.jobs.values()
+    [job] = scheduling_fake.jobs.values()
     assert job.state == "RUNNING"
     assert run("cancel", dispatch_id).exit_code == 0
     assert job.state == "CANCELLED"
 
 
 def test_cancel_while_the_driver_drives_is_done_by_the_driver(
-    env: Path, fake: SchedulingFake, script: Path, drivers: ThreadedDriver
+    env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """cancel while the background driver walks the dispatch asks that driver (the one doer): withdrawn, job gone."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
     assert Journal(load_config().journal_path, readonly=True).driver_alive()
     result = run("cancel", dispatch_id)
     assert result.exit_code == 0, result.output
-    [job] = fake.jobs.values()
+    [job] = scheduling_fake.jobs.values()
     assert f"withdrawn (SLURM jobs cancelled: {job.job_id})" in result.stdout
     assert job.state == "CANCELLED"
     [row] = json.loads(run("status", dispatch_id, "--json").stdout)
@@ -641,9 +548,9 @@ def test_diagram_reference_formats(env: Path, tmp_path: Path) -> None:
     assert out.read_text() == state_diagram_page()
 
 
-def test_diagram_of_a_dispatch_marks_its_path(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_diagram_of_a_dispatch_marks_its_path(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--dispatch marks the visited states and taken edges with their times, the final state as current."""
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
     text = run("diagram", "--dispatch", dispatch_id).stdout
     assert f"title: dispatch {dispatch_id}" in text
@@ -654,10 +561,10 @@ def test_diagram_of_a_dispatch_marks_its_path(env: Path, fake: SchedulingFake, s
     assert not any("RESUBMITTED_low_eur" in line for line in taken)
 
 
-def test_diagram_dot_of_a_dispatch(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_diagram_dot_of_a_dispatch(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--format dot draws the path in Graphviz DOT (skipped without the graphviz extra)."""
     pytest.importorskip("graphviz")
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     dispatch_id = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
     result = run("diagram", "--format", "dot", "--dispatch", dispatch_id)
     assert result.exit_code == 0, result.output
@@ -759,42 +666,6 @@ def test_diagram_svg_is_a_valid_svg_document(env: Path, tmp_path: Path) -> None:
         assert label in texts
 
 
-# --------------------------------------------------------------------------- bad input: refused, nothing queued
-def _toml(env: Path, *, fellows: str = "", router: str = "", gcp: str | None = None, top: str = "") -> str:
-    """A config in ``env`` with the given [fellows] and [router] lines and [lanes.gcp] command (default: ledger)."""
-    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
-    command = gcp or json.dumps([sys.executable, "-c", code, str(env / "gcp.ledger"), "{dispatch_id}"])
-    for key, value in (("park_cap_seconds", "0.3"), ("poll_interval_seconds", "0.05")):
-        if key not in fellows:
-            fellows += f"\n{key} = {value}"
-    return (
-        f'{top}\nstate_dir = "{env / "state"}"\n\n[fellows]\n{fellows}\n\n[router]\n{router}\n\n'
-        f"[lanes.gcp]\ncommand = {command}\n"
-    )
-
-
-def world(env: Path, fake: FakeScheduler) -> tuple[object, ...]:
-    """Everything a refused command must leave as it was: the journal's rows and steps, and the queued jobs."""
-    path = env / "state" / "journal.sqlite3"
-    rows: list[object] = []
-    if path.exists():
-        journal = Journal(path)
-        try:
-            rows = [(r, journal.steps(r.id), journal.jobs(r.id)) for r in journal.dispatches()]
-        finally:
-            journal.close()
-    return (rows, sorted((j.job_id, j.qos, j.state) for j in fake.jobs.values()), ledger(env))
-
-
-def refused(result: Result, code: int, *words: str) -> str:
-    """Assert ``result`` exited ``code`` with one error line containing every word; return the line."""
-    assert result.exit_code == code, result.output
-    line = one_error_line(result)
-    for word in words:
-        assert word in line, line
-    return line
-
-
 BAD_CONFIGS = [
     ({"fellows": "qos_ladder = ['high-eur', 'normal-eur']"}, ["qos_ladder", "repeats qos='high-eur'", "remove"]),
     ({"gcp": "['gcloud', 'fsm-{dispatch_id']"}, ["[lanes.gcp] command", "'fsm-{dispatch_id'"]),
@@ -824,12 +695,12 @@ BAD_CONFIGS = [
     ],
 )
 def test_bad_config_is_refused_by_check_and_by_submit(
-    env: Path, fake: SchedulingFake, script: Path, parts: dict[str, str], words: list[str]
+    env: Path, scheduling_fake: SchedulingFake, script: Path, parts: dict[str, str], words: list[str]
 ) -> None:
     """config check and submit both exit 3 with one line naming the bad value; submit queues nothing."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     assert run("submit", "--detach", str(script)).exit_code == 0  # a journal with one dispatch in it
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     if "top" in parts:  # a second state_dir key would be a TOML error: replace the first one
         text = _toml(env, **{k: v for k, v in parts.items() if k != "top"})
         text = text.replace(f'state_dir = "{env / "state"}"', parts["top"])
@@ -838,7 +709,7 @@ def test_bad_config_is_refused_by_check_and_by_submit(
     (env / "fellows.toml").write_text(text)
     refused(run("config", "check"), 3, "fellows.toml", *words)
     refused(run("submit", str(script)), 3, *words)
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
 def test_relative_state_dir_is_next_to_the_config_file(env: Path, tmp_path: Path) -> None:
@@ -883,14 +754,14 @@ def test_a_tiny_poll_is_shown_as_it_is(env: Path) -> None:
     ids=["gres-count-not-a-number", "gres-type-without-count", "gpus-not-a-number", "time-not-a-time"],
 )
 def test_unreadable_sbatch_lines_are_usage_errors(
-    env: Path, fake: SchedulingFake, tmp_path: Path, line: str, words: list[str]
+    env: Path, scheduling_fake: SchedulingFake, tmp_path: Path, line: str, words: list[str]
 ) -> None:
     """An #SBATCH line fellows-fsm cannot read exits 2 with one line naming file, line and value; nothing queued."""
     path = tmp_path / "train.sbatch"
     path.write_text(f"#!/bin/bash\n{line}\nsleep 1\n")
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", str(path)), 2, *words)
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
 @pytest.mark.parametrize(
@@ -913,48 +784,52 @@ def test_unreadable_sbatch_lines_are_usage_errors(
     ids=" ".join,
 )
 def test_sbatch_options_fellows_fsm_owns_are_refused_after_dashdash(
-    env: Path, fake: SchedulingFake, script: Path, args: tuple[str, ...]
+    env: Path, scheduling_fake: SchedulingFake, script: Path, args: tuple[str, ...]
 ) -> None:
     """An owned sbatch option after `--` exits 2 with one line naming it; nothing is queued or journaled."""
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", str(script), "--", "--mem=4G", *args), 2, repr(args[0]), "set by fellows-fsm itself")
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
-def test_other_sbatch_options_pass_through(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_other_sbatch_options_pass_through(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """Options fellows-fsm does not own (e.g. --mem, --partition, --exclusive) reach sbatch unchanged."""
     result = run("submit", "--json", str(script), "--", "--mem=64G", "-p", "gpu", "--exclusive", "-v")
     assert result.exit_code == 0, result.output
-    job = fake.jobs[json.loads(result.stdout)["slurm_job_id"]]
+    job = scheduling_fake.jobs[json.loads(result.stdout)["slurm_job_id"]]
     assert job.spec.extra_args == ("--mem=64G", "-p", "gpu", "--exclusive", "-v")
 
 
 # --------------------------------------------------------------------------- the preflight through submit
-def test_ungranted_qos_is_refused_before_anything_is_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_ungranted_qos_is_refused_before_anything_is_queued(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """A QoS on the ladder that the cluster does not grant exits 3 naming it; nothing queued, journal unchanged."""
     (env / "fellows.toml").write_text(_toml(env, fellows="debug_qos = 'dev-eur'"))
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", "--intent", "debug", str(script)), 3, "'dev-eur'", "not granted", "granted:")
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
-def test_unknown_qos_is_refused_before_anything_is_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_unknown_qos_is_refused_before_anything_is_queued(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """A QoS the cluster does not have exits 3 naming it and the cluster's QoS; nothing queued."""
     (env / "fellows.toml").write_text(_toml(env, fellows="qos_ladder = ['normal-eur', 'gold-eur']"))
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", str(script)), 3, "'gold-eur'", "does not exist on this cluster")
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
 def test_a_rung_that_can_never_fit_is_skipped_with_the_reason_in_history(
-    env: Path, fake: SchedulingFake, script: Path
+    env: Path, scheduling_fake: SchedulingFake, script: Path
 ) -> None:
     """A job over the MaxWall of high-eur and normal-eur starts on low-eur; the first step says why."""
     result = run("submit", "--json", "--time", "10-00:00:00", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["state"], out["qos"]) == ("RUNNING", "low-eur")
-    assert [j.qos for j in fake.jobs.values()] == ["low-eur"]
+    assert [j.qos for j in scheduling_fake.jobs.values()] == ["low-eur"]
     assert "skipping high-eur" in result.stderr
     steps = json.loads(run("history", out["dispatch_id"], "--json").stdout)
     assert steps[0]["to"] == "SUBMITTED(low-eur)"
@@ -962,33 +837,37 @@ def test_a_rung_that_can_never_fit_is_skipped_with_the_reason_in_history(
     assert "skipping normal-eur" in steps[0]["note"]
 
 
-def test_a_job_that_fits_no_rung_is_refused_before_any_paid_lane(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_job_that_fits_no_rung_is_refused_before_any_paid_lane(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """A job over every rung's MaxWall exits 5 saying so; nothing queued, the gcp command never runs."""
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", "--time", "20-00:00:00", str(script)), 5, "no rung", "--pin gcp", "MaxWall")
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
     assert ledger(env) == []
 
 
-def test_a_refused_debug_job_still_gets_the_debug_warning_first(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_refused_debug_job_still_gets_the_debug_warning_first(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """--intent debug without debug_qos warns before the refusal of a job no rung fits (exit 5), nothing queued."""
     result = run("submit", "--intent", "debug", "--time", "20-00:00:00", str(script))
     assert result.exit_code == 5
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith("fellows-fsm: warning: --intent debug, but [fellows] debug_qos is not set")
     assert lines[-1].startswith("fellows-fsm: error: no rung")
-    assert fake.jobs == {}
+    assert scheduling_fake.jobs == {}
 
 
-def test_pinned_rung_that_can_never_fit_is_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_pinned_rung_that_can_never_fit_is_refused(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--pin fellows with a job over high-eur's per-user GPU cap exits 5 naming high-eur; nothing queued."""
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     refused(run("submit", "--pin", "fellows", "--gpus", "32", str(script)), 5, "--pin fellows", "high-eur")
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
 def test_a_burst_of_submits_reads_the_grants_once(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three submits in a row make one grants read; the cache file lives in the state dir."""
     reads: list[object] = []
@@ -998,7 +877,7 @@ def test_a_burst_of_submits_reads_the_grants_once(
         return GRANTS
 
     monkeypatch.setattr(ui_app, "read_grants", counting)
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     for _ in range(3):
         assert run("submit", "--detach", str(script)).exit_code == 0
     assert len(reads) == 1
@@ -1006,7 +885,7 @@ def test_a_burst_of_submits_reads_the_grants_once(
 
 
 def test_unreadable_grants_warn_and_submit_unchecked(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When sacctmgr fails, submit warns on stderr and dispatches on the configured ladder."""
 
@@ -1021,27 +900,29 @@ def test_unreadable_grants_warn_and_submit_unchecked(
 
 
 # --------------------------------------------------------------------------- pinned, debug, injection
-def test_pinned_submit_returns_once_queued(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_pinned_submit_returns_once_queued(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--pin fellows returns with the queued job's handle (state, QoS, job id) while the job still pends."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     result = run("submit", "--pin", "fellows", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["state"], out["qos"], out["final"]) == ("SUBMITTED(high-eur)", "high-eur", False)
-    assert fake.jobs[out["slurm_job_id"]].state == "PENDING"
+    assert scheduling_fake.jobs[out["slurm_job_id"]].state == "PENDING"
     text = run("submit", "--pin", "fellows", str(script))
     assert text.exit_code == 0, text.output
     assert "is queued on high-eur as SLURM job" in text.stdout
 
 
-def test_pinned_submit_with_follow_stays_until_running(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_pinned_submit_with_follow_stays_until_running(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """--pin fellows --follow stays in the foreground until the job runs."""
     result = run("submit", "--pin", "fellows", "--follow", "--json", str(script))
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["state"] == "RUNNING"
 
 
-def test_debug_intent_without_debug_qos_warns(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_debug_intent_without_debug_qos_warns(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """--intent debug with no debug_qos warns that it walks the production ladder without the D_ prefix."""
     result = run("submit", "--intent", "debug", "--json", str(script))
     assert result.exit_code == 0, result.output
@@ -1050,9 +931,11 @@ def test_debug_intent_without_debug_qos_warns(env: Path, fake: SchedulingFake, s
 
 
 # --------------------------------------------------------------------------- words a user sees
-def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_handed_off_dispatch_reads_handed_off_not_failed(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """status says HANDED_OFF on lane gcp with no current QoS; --json keeps the machine's label and outcome."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     out = json.loads(run("submit", "--json", str(script)).stdout)
     assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handed-off")
     table = run("status").stdout
@@ -1061,9 +944,9 @@ def test_a_handed_off_dispatch_reads_handed_off_not_failed(env: Path, fake: Sche
     assert "low-eur" not in table
 
 
-def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_refused_dispatch_reads_refused(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """A first submit SLURM refuses exits 5, and status then says REFUSED, not SUBMITTED(high-eur)."""
-    fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
+    scheduling_fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
     result = run("submit", str(script))
     refused(result, 5, "Requested node configuration is not available")
     table = run("status").stdout
@@ -1072,33 +955,13 @@ def test_a_refused_dispatch_reads_refused(env: Path, fake: SchedulingFake, scrip
 
 
 @pytest.mark.parametrize(("gpus", "words"), [(1, "(1 GPU,"), (8, "(8 GPUs,")], ids=["one", "eight"])
-def test_gpu_counts_read_as_english(env: Path, fake: SchedulingFake, script: Path, gpus: int, words: str) -> None:
+def test_gpu_counts_read_as_english(
+    env: Path, scheduling_fake: SchedulingFake, script: Path, gpus: int, words: str
+) -> None:
     """The live view says "1 GPU" and "8 GPUs"."""
     result = run("submit", "--gpus", str(gpus), str(script))
     assert result.exit_code == 0, result.output
     assert words in result.stdout
-
-
-def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
-    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
-    clock = SystemClock()
-    fake = FakeScheduler(clock)
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
-    journal = Journal(env / "state" / "journal.sqlite3")
-    ids = []
-    try:
-        for i in range(dispatches):
-            d = Driven(Dispatch(f"{i:02d}{'f' * 10}", JobSpec(f"job-{i}", "job.sbatch", gpus=8), ladder), fake, journal)
-            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=1_700_000_000.0 + i)
-            d.submit()
-            if i >= live:
-                assert d.job_id is not None
-                fake.start(d.job_id)
-                d.advance(fake.observe([d.job_id])[d.job_id])
-            ids.append(d.id)
-    finally:
-        journal.close()
-    return ids
 
 
 def test_status_shows_the_live_and_the_recent_dispatches_by_default(env: Path) -> None:
@@ -1129,10 +992,10 @@ def test_status_finds_a_dispatch_by_a_prefix_of_its_id(env: Path) -> None:
 
 @pytest.mark.parametrize("command", ["status", "history", "ladder"], ids=["status", "history", "ladder"])
 def test_views_fit_80_columns(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, command: str
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, command: str
 ) -> None:
     """At 80 columns the status, history and ladder views keep every line within 80 and cut no word."""
-    fill(fake, "high-eur")
+    fill(scheduling_fake, "high-eur")
     walked = json.loads(run("submit", "--json", str(script)).stdout)["dispatch_id"]
     skipped = json.loads(run("submit", "--json", "--time", "10-00:00:00", str(script)).stdout)["dispatch_id"]
     monkeypatch.setenv("COLUMNS", "80")
@@ -1158,25 +1021,12 @@ def test_a_park_cap_under_two_polls_is_warned_about(env: Path) -> None:
     assert "park cap" not in run("config", "check").stderr
 
 
-def _count_parsed_rows(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the id of every dispatch row the journal parses (its JSON columns) from now on."""
-    parsed: list[str] = []
-    original = journal_module._dispatch_row
-
-    def counting(row: Any) -> Any:
-        parsed.append(row["id"])
-        return original(row)
-
-    monkeypatch.setattr(journal_module, "_dispatch_row", counting)
-    return parsed
-
-
 def test_status_all_prints_the_default_table_without_parsing_rows(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """status --all (from the journal's listings) prints what status prints when every dispatch is shown, a
     handed-off one on its lane included, and parses no row's JSON."""
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     run("submit", "--json", str(script))
     for _ in range(2):
         run("submit", "--detach", str(script))
