@@ -111,8 +111,8 @@ def replay_real(
             for job in (j for j in trace if j.mine):
                 d = dispatches[job.index]
                 changes = sum(1 for s in d.history if s.trigger == "resubmit")
-                if d.state == RUNNING and d.observation is not None:
-                    start = d.observation.start_time
+                if d.state == RUNNING and d.look is not None:
+                    start = d.look.start_time
                     wait = None if start is None else max(0.0, start - submitted[job.index])
                     outcomes.append(JobOutcome(job.index, job.gpus, job.duration, "fellows", d.rung.qos, wait, changes))
                 elif d.id in handoffs.handed:

@@ -1,8 +1,10 @@
 """A scripted slurmctld for the scheduler-load benchmark at sizes the local SLURM cannot hold.
 
 It answers the exact argv the real SlurmScheduler sends (sbatch, squeue, sacct, scontrol, scancel) from an
-in-memory job table, through the CommandRunner interface, so the real port code runs and its command
-counts are real. Jobs only change when the benchmark says so; it never models scheduling.
+in-memory job table, as the handler of ``fellows_fsm.testing.MockRunner``: the real port and the real
+CommandRunner (its retries and failure classes) run, and its command counts are real. Jobs only change when
+the benchmark says so; it never models scheduling. ``down`` makes every command answer as an unreachable
+controller does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections.abc import Sequence
 import attrs
 
 from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FIELDS
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
+from fellows_fsm.testing import MockRunner, Reply, Request
+
+UNREACHABLE = "{name}: error: Unable to contact slurm controller (connect failure)\n"
 
 
 @attrs.define
@@ -22,6 +26,8 @@ class _Job:
     job_id: str
     qos: str
     comment: str
+    time_limit: str = "UNLIMITED"
+    """As sbatch got it (--time=), which squeue's TimeLimit prints back here."""
     state: str = "PENDING"
     reason: str = "Resources"
     purged: bool = False
@@ -37,6 +43,8 @@ class _Job:
             "StartTime": "N/A",
             "BatchHost": "n/a",
             "RestartCnt": "0",
+            "Partition": "gpu",
+            "TimeLimit": self.time_limit,
             "Comment": self.comment,
         }
 
@@ -57,37 +65,37 @@ def _option(argv: Sequence[str], prefix: str) -> str:
     return next((a.removeprefix(prefix) for a in argv if a.startswith(prefix)), "")
 
 
-class ScriptedRunner(CommandRunner):
-    """A CommandRunner whose commands are answered from memory; ``calls`` counts them like the real one."""
+class FakeCtld:
+    """The in-memory slurmctld: called with each request a MockRunner's transport gets, it returns the reply."""
 
     def __init__(self) -> None:
-        super().__init__(sleep=lambda _seconds: None)
         self.jobs: dict[str, _Job] = {}
         self.sacct_ids: list[int] = []
         """How many ids each sacct asked for."""
+        self.down = False
+        """When True, every command gets the answer of an unreachable controller."""
         self._ids = itertools.count(5000)
+
+    def runner(self) -> MockRunner:
+        """A real CommandRunner whose commands this slurmctld answers (its back-off sleeps are not slept)."""
+        return MockRunner(self)
 
     def purge(self, job_ids: Sequence[str]) -> None:
         """Make squeue forget jobs (as after MinJobAge); sacct still has them."""
         for job_id in job_ids:
             self.jobs[job_id].purged = True
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        idempotent: bool = True,
-        timeout_seconds: float | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> CommandResult:
-        argv = tuple(argv)
+    def __call__(self, request: Request) -> Reply:
+        argv = request.argv
         name = os.path.basename(argv[0])
-        self.calls[name] += 1
+        if self.down:
+            return Reply(1, "", UNREACHABLE.format(name=name), 0.0)
         out, err, code = getattr(self, f"_{name}")(argv)
-        return CommandResult(argv, code, out, err, 0.0)
+        return Reply(code, out, err, 0.0)
 
     def _sbatch(self, argv: tuple[str, ...]) -> tuple[str, str, int]:
-        job = _Job(str(next(self._ids)), _option(argv, "--qos="), _option(argv, "--comment="))
+        limit = _option(argv, "--time=") or "UNLIMITED"
+        job = _Job(str(next(self._ids)), _option(argv, "--qos="), _option(argv, "--comment="), limit)
         self.jobs[job.job_id] = job
         return f"{job.job_id}\n", "", 0
 

@@ -20,43 +20,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.common import percentiles, write_result
-from benchmarks.fakectld import ScriptedRunner
+from benchmarks.fakectld import FakeCtld
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.errors import SchedulerUnreachable
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
-from fellows_fsm.slurm import CommandResult, RetryPolicy, SlurmScheduler
+from fellows_fsm.slurm import SlurmScheduler
+from fellows_fsm.testing import Reply, Request
 
 SPEC = JobSpec(name="load", script="load.sbatch", gpus=8, time_limit_seconds=600)
 
 
-class StampedRunner(ScriptedRunner):
-    """The scripted slurmctld, stamping each command with the simulated time; it can stop answering."""
+class StampedCtld(FakeCtld):
+    """The scripted slurmctld, stamping each command attempt with the simulated time; it can stop answering."""
 
     def __init__(self, clock: SimClock) -> None:
         super().__init__()
         self.clock = clock
         self.stamps: dict[str, list[float]] = {"squeue": [], "scancel": [], "sbatch": [], "sacct": []}
-        self.down = False
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        idempotent: bool = True,
-        timeout_seconds: float | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> CommandResult:
-        name = argv[0]
-        if name in self.stamps and "--version" not in argv:
+    def __call__(self, request: Request) -> Reply:
+        name = request.argv[0]
+        if name in self.stamps and "--version" not in request.argv:
             self.stamps[name].append(self.clock.now())
-        if self.down:
-            self.calls[name] += 1
-            raise SchedulerUnreachable(f"{name} could not reach the SLURM controller (scripted outage)")
-        return super().run(argv, idempotent=idempotent, timeout_seconds=timeout_seconds, retry=retry)
+        return super().__call__(request)
 
 
 def max_per_window(stamps: Sequence[float], window: float) -> int:
@@ -72,8 +61,8 @@ def max_per_window(stamps: Sequence[float], window: float) -> int:
 def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) -> dict[str, Any]:
     """Run ``size`` dispatches, one every ``gap`` s, through the whole ladder on the simulated clock."""
     clock = SimClock(time.time())
-    runner = StampedRunner(clock)
-    port = SlurmScheduler(runner, user="bench")
+    ctld = StampedCtld(clock)
+    port = SlurmScheduler(ctld.runner(), user="bench")
     with tempfile.TemporaryDirectory(prefix="fellows-rate-") as state_dir:
         lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
         config = Config(
@@ -95,7 +84,7 @@ def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) ->
             while pending and pending[0] <= target:
                 clock.advance_to(max(clock.now(), pending.pop(0)))
                 router.dispatch(SPEC)
-            runner.down = outage > 0 and outage_at <= target < outage_at + outage
+            ctld.down = outage > 0 and outage_at <= target < outage_at + outage
             clock.advance_to(target)
 
         sleep(0)
@@ -116,7 +105,7 @@ def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) ->
             if entered and parks and (not pauses or parks[0] < pauses[0]):
                 late.append(max(0.0, parks[0] - (entered[0] + cap)))
         journal.close()
-    span = (max(runner.stamps["squeue"]) - min(runner.stamps["squeue"])) if runner.stamps["squeue"] else 0.0
+    span = (max(ctld.stamps["squeue"]) - min(ctld.stamps["squeue"])) if ctld.stamps["squeue"] else 0.0
     return {
         "dispatches": size,
         "park_cap_seconds": cap,
@@ -124,12 +113,12 @@ def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) ->
         "arrival_gap_seconds": gap,
         "outage_seconds": outage,
         "simulated_seconds": round(span, 1),
-        "squeue_calls": len(runner.stamps["squeue"]),
+        "squeue_calls": len(ctld.stamps["squeue"]),
         "squeue_due": int(span // poll) + 1,
-        "max_squeue_per_interval": max_per_window(runner.stamps["squeue"], poll),
-        "max_scancel_per_interval": max_per_window(runner.stamps["scancel"], poll),
-        "sacct_calls": len(runner.stamps["sacct"]),
-        "sbatch_calls": len(runner.stamps["sbatch"]),
+        "max_squeue_per_interval": max_per_window(ctld.stamps["squeue"], poll),
+        "max_scancel_per_interval": max_per_window(ctld.stamps["scancel"], poll),
+        "sacct_calls": len(ctld.stamps["sacct"]),
+        "sbatch_calls": len(ctld.stamps["sbatch"]),
         "first_park_late_seconds": percentiles(late, 2) if late else None,
         "dispatches_paused_by_the_outage": paused,
         "wall_seconds": round(wall, 1),

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 from benchmarks.common import spread, write_result
-from benchmarks.fakectld import ScriptedRunner
+from benchmarks.fakectld import FakeCtld
 from benchmarks.realslurm import JOBS_DIR
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
@@ -85,7 +85,8 @@ def _sbatch_blocker(spec: JobSpec) -> str:
 
 def measure(size: int, *, real: bool, cap: float) -> dict[str, Any]:
     """Dispatch ``size`` jobs that stay pending, then count commands per poll in each kind of poll."""
-    runner: CommandRunner = CommandRunner(timeout_seconds=30) if real else ScriptedRunner()
+    ctld = None if real else FakeCtld()
+    runner: CommandRunner = CommandRunner(timeout_seconds=30) if ctld is None else ctld.runner()
     naive: CommandRunner = CommandRunner(timeout_seconds=30) if real else runner
     port = SlurmScheduler(runner, user="root" if real else "bench")
     clock: Clock = SystemClock() if real else SimClock(time.time())
@@ -141,11 +142,11 @@ def measure(size: int, *, real: bool, cap: float) -> dict[str, Any]:
                 moving_changes.append(changes)
             created += [d.job_id for d in router.live.values() if d.job_id]
             purged: dict[str, object] | None = None
-            if isinstance(runner, ScriptedRunner):
+            if ctld is not None:
                 gone = [d.job_id for d in list(router.live.values())[:5] if d.job_id]
-                runner.purge(gone)
+                ctld.purge(gone)
                 calls, _, _ = poll()
-                purged = {"purged_jobs": len(gone), "calls": calls, "sacct_ids": runner.sacct_ids[-1:]}
+                purged = {"purged_jobs": len(gone), "calls": calls, "sacct_ids": ctld.sacct_ids[-1:]}
         finally:
             journal.close()
             if real:

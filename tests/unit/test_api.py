@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import (
@@ -35,7 +34,6 @@ from fellows_fsm.slurm import Association, Grants, QosInfo
 
 CAP = 60.0
 POLL = 5.0
-PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
 GRANTS = Grants(
     user="me",
@@ -51,19 +49,6 @@ GRANTS = Grants(
 
 
 @pytest.fixture
-def frozen() -> Iterator[FrozenDateTimeFactory]:
-    """Frozen time for every clock (the router's, the fake's, the follower's)."""
-    with freeze_time("2026-11-30 12:00:00") as f:
-        yield f
-
-
-@pytest.fixture
-def fake(frozen: FrozenDateTimeFactory) -> FakeScheduler:
-    """A fake cluster with the fellows per-QoS GPU caps and 64 GPUs."""
-    return FakeScheduler(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16}, total_gpus=64)
-
-
-@pytest.fixture
 def config(tmp_path: Path) -> Config:
     """A ladder with 60 s caps and a 5 s poll, its journal in tmp_path, no fallback lane."""
     return Config(fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL), state_dir=tmp_path)
@@ -73,12 +58,12 @@ MakeFellows = Callable[..., Fellows]
 
 
 @pytest.fixture
-def make_fellows(config: Config, fake: FakeScheduler) -> Iterator[MakeFellows]:
+def make_fellows(config: Config, capped_fake: FakeScheduler) -> Iterator[MakeFellows]:
     """Build a Fellows on the fake port (each with its own journal handle, like another process); closed after."""
     made: list[Fellows] = []
 
     def make(**kwargs: object) -> Fellows:
-        f = Fellows(config, scheduler=fake, **kwargs)  # type: ignore[arg-type]
+        f = Fellows(config, scheduler=capped_fake, **kwargs)  # type: ignore[arg-type]
         made.append(f)
         return f
 
@@ -119,19 +104,19 @@ def other_driver(config: Config) -> Iterator[Journal]:
 
 
 # --------------------------------------------------------------------------- submit
-def test_submit_drives_when_the_journal_is_free(make_fellows: MakeFellows, fake: FakeScheduler) -> None:
+def test_submit_drives_when_the_journal_is_free(make_fellows: MakeFellows, capped_fake: FakeScheduler) -> None:
     """With nobody driving the journal, submit takes the lock and queues the first job itself."""
     fellows = make_fellows()
     submitted = fellows.submit(SPEC)
     assert submitted.driving
     assert fellows.driving
     assert (submitted.handle.state, submitted.handle.qos) == ("SUBMITTED(high-eur)", "high-eur")
-    [job] = fake.jobs.values()
+    [job] = capped_fake.jobs.values()
     assert (job.job_id, job.qos) == (submitted.handle.slurm_job_id, "high-eur")
 
 
 def test_submit_enqueues_while_another_process_drives(
-    make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, other_driver: Journal
 ) -> None:
     """While another process holds the lock, submit journals the dispatch for it and queues nothing itself."""
     fellows = make_fellows()
@@ -143,13 +128,15 @@ def test_submit_enqueues_while_another_process_drives(
         None,
         False,
     )
-    assert fake.jobs == {}
+    assert capped_fake.jobs == {}
     assert other_driver.steps(submitted.dispatch_id) == []
 
 
-def test_submit_without_an_answer_raises_and_keeps_the_dispatch(make_fellows: MakeFellows, fake: FakeScheduler) -> None:
+def test_submit_without_an_answer_raises_and_keeps_the_dispatch(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler
+) -> None:
     """A first sbatch that gets no answer raises SchedulerUnreachable; the dispatch stays live in the journal."""
-    fake.fail_next_submit(SchedulerUnreachable("slurmctld did not answer"))
+    capped_fake.fail_next_submit(SchedulerUnreachable("slurmctld did not answer"))
     fellows = make_fellows()
     with pytest.raises(SchedulerUnreachable, match="stays in the journal"):
         fellows.submit(SPEC)
@@ -157,9 +144,11 @@ def test_submit_without_an_answer_raises_and_keeps_the_dispatch(make_fellows: Ma
     assert (handle.final, handle.slurm_job_id) == (False, None)
 
 
-def test_a_refused_first_submit_raises_and_ends_the_dispatch(make_fellows: MakeFellows, fake: FakeScheduler) -> None:
+def test_a_refused_first_submit_raises_and_ends_the_dispatch(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler
+) -> None:
     """A first sbatch SLURM refuses raises SubmitRejected and the dispatch ends rejected, nothing queued."""
-    fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
+    capped_fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
     fellows = make_fellows()
     with pytest.raises(SubmitRejected):
         fellows.submit(SPEC)
@@ -170,16 +159,16 @@ def test_a_refused_first_submit_raises_and_ends_the_dispatch(make_fellows: MakeF
 
 
 def test_a_ladder_the_cluster_refuses_everywhere_ends_without_a_fallback(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """Every rung's QoS refused by sbatch is not a lost reply: submit returns, and the dispatch ends with no lane."""
-    fake.granted = frozenset()
+    capped_fake.granted = frozenset()
     fellows = make_fellows()
     submitted = fellows.submit(SPEC)
-    done = fellows.follow(submitted.dispatch_id, sleep=cluster_sleep(frozen, fake))
+    done = fellows.follow(submitted.dispatch_id, sleep=cluster_sleep(frozen, capped_fake))
     assert (done.final, done.outcome) == (True, "no-fallback-lane")
     assert isinstance(fellows.error(done.dispatch_id), LaneError)
-    assert fake.jobs == {}
+    assert capped_fake.jobs == {}
 
 
 # --------------------------------------------------------------------------- check
@@ -216,16 +205,19 @@ def test_check_refuses_an_unknown_intent(make_fellows: MakeFellows) -> None:
 
 # --------------------------------------------------------------------------- follow
 def test_follow_while_driving_walks_to_normal_eur(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """follow drives the dispatch off a full high-eur to RUNNING on normal-eur, reporting each state change."""
-    fill(fake, "high-eur")
+    fill(capped_fake, "high-eur")
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
     states: list[str] = []
     ticks: list[Progress] = []
     done = fellows.follow(
-        dispatch_id, on_change=lambda h: states.append(h.state), on_tick=ticks.append, sleep=cluster_sleep(frozen, fake)
+        dispatch_id,
+        on_change=lambda h: states.append(h.state),
+        on_tick=ticks.append,
+        sleep=cluster_sleep(frozen, capped_fake),
     )
     assert (done.state, done.qos, done.final) == ("RUNNING", "normal-eur", True)
     assert states[0] == "SUBMITTED(high-eur)"
@@ -235,7 +227,7 @@ def test_follow_while_driving_walks_to_normal_eur(
 
 
 def test_follow_reads_the_journal_until_the_driver_stops_then_drives(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory, other_driver: Journal
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory, other_driver: Journal
 ) -> None:
     """While another process drives, follow only reads the journal; once the lock is free it drives to RUNNING."""
     fellows = make_fellows()
@@ -244,11 +236,11 @@ def test_follow_reads_the_journal_until_the_driver_stops_then_drives(
 
     def release(n: int) -> None:
         if n == 3:
-            observed.append(fake.calls["observe"] + fake.calls["submit"])
+            observed.append(capped_fake.calls["observe"] + capped_fake.calls["submit"])
             other_driver.release_driver()
 
     ticks: list[Progress] = []
-    done = fellows.follow(dispatch_id, on_tick=ticks.append, sleep=cluster_sleep(frozen, fake, then=release))
+    done = fellows.follow(dispatch_id, on_tick=ticks.append, sleep=cluster_sleep(frozen, capped_fake, then=release))
     assert (done.state, done.qos) == ("RUNNING", "high-eur")
     assert observed == [0]  # three reads of the journal while the other process drove, no SLURM call
     assert [p.driving for p in ticks[:3]] == [False, False, False]
@@ -257,11 +249,11 @@ def test_follow_reads_the_journal_until_the_driver_stops_then_drives(
 
 
 def test_a_takeover_finishes_the_dispatch_of_a_driver_that_died(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """When the driving process stops mid-walk, the follower takes over and finishes both walking dispatches, and
     does not wait for a dispatch pinned on a full rung."""
-    fill(fake, "high-eur")
+    fill(capped_fake, "high-eur")
     first = make_fellows()
     orphan = first.submit(SPEC).dispatch_id
     pinned = first.submit(SPEC, pin="fellows").dispatch_id
@@ -269,19 +261,19 @@ def test_a_takeover_finishes_the_dispatch_of_a_driver_that_died(
     mine = second.submit(SPEC).dispatch_id
     assert not second.driving
     first.close()  # the driver is gone (the kernel frees a dead process's flock the same way)
-    done = second.follow(mine, sleep=cluster_sleep(frozen, fake))
+    done = second.follow(mine, sleep=cluster_sleep(frozen, capped_fake))
     assert (done.state, done.qos) == ("RUNNING", "normal-eur")
     assert (second.handle(orphan).state, second.handle(orphan).qos) == ("RUNNING", "normal-eur")
     assert (second.handle(pinned).state, second.handle(pinned).final) == ("SUBMITTED(high-eur)", False)
 
 
 def test_follow_of_a_final_dispatch_returns_without_taking_the_lock(
-    make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, other_driver: Journal
 ) -> None:
     """Following a dispatch that is already final returns its handle at once and leaves the lock alone."""
     first = make_fellows()
     other_driver.release_driver()
-    fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
+    capped_fake.fail_next_submit(SubmitRejected("Requested node configuration is not available"))
     with pytest.raises(SubmitRejected):
         first.submit(SPEC)
     first.close()
@@ -293,24 +285,26 @@ def test_follow_of_a_final_dispatch_returns_without_taking_the_lock(
     assert not fellows.driving
 
 
-def test_follow_stops_when_until_says_so(make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal) -> None:
+def test_follow_stops_when_until_says_so(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, other_driver: Journal
+) -> None:
     """until() ends a read-only follow before the dispatch is final."""
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
     handle = fellows.follow(dispatch_id, until=lambda p: not p.driving, sleep=lambda _: None)
     assert not handle.final
-    assert fake.jobs == {}
+    assert capped_fake.jobs == {}
 
 
 def test_a_lane_pinned_dispatch_is_handed_off_once_by_the_process_that_takes_over(
-    tmp_path: Path, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    tmp_path: Path, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A --pin gcp dispatch enqueued while another process drives is handed off once, by the follower that takes
     the journal over when that process stops."""
     record = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
     gcp = LaneConfig(name="gcp", command=(sys.executable, "-c", record, str(tmp_path / "gcp.ledger"), "{dispatch_id}"))
     config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(gcp,), state_dir=tmp_path)
-    with Fellows(config, scheduler=fake) as first, Fellows(config, scheduler=fake) as second:
+    with Fellows(config, scheduler=capped_fake) as first, Fellows(config, scheduler=capped_fake) as second:
         assert first.drive()
         submitted = second.submit(SPEC, pin="gcp")
         assert not submitted.driving
@@ -323,12 +317,12 @@ def test_a_lane_pinned_dispatch_is_handed_off_once_by_the_process_that_takes_ove
         done = second.follow(submitted.dispatch_id, sleep=sleep)
     assert (done.state, done.lane, done.final) == ("HANDED_OFF", "gcp", True)
     assert (tmp_path / "gcp.ledger").read_text().split() == [submitted.dispatch_id]
-    assert fake.jobs == {}
+    assert capped_fake.jobs == {}
 
 
 # --------------------------------------------------------------------------- watch, poll
 def test_watch_takes_over_and_drives_every_live_dispatch(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory, other_driver: Journal
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory, other_driver: Journal
 ) -> None:
     """watch follows while another process drives, then drives every enqueued dispatch to RUNNING."""
     fellows = make_fellows()
@@ -338,23 +332,23 @@ def test_watch_takes_over_and_drives_every_live_dispatch(
         if n == 2:
             other_driver.release_driver()
 
-    handles = fellows.watch(sleep=cluster_sleep(frozen, fake, then=release))
+    handles = fellows.watch(sleep=cluster_sleep(frozen, capped_fake, then=release))
     assert sorted(h.dispatch_id for h in handles) == sorted(ids)
     assert {h.state for h in handles} == {"RUNNING"}
 
 
 def test_poll_is_none_while_another_process_drives(
-    make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, other_driver: Journal
 ) -> None:
     """poll() makes no SLURM call and returns None while the journal is driven elsewhere."""
     fellows = make_fellows()
     fellows.submit(SPEC)
     assert fellows.poll() is None
-    assert sum(fake.calls.values()) == 0
+    assert sum(capped_fake.calls.values()) == 0
 
 
 # --------------------------------------------------------------------------- status, history, cancel
-def test_status_and_history_read_the_journal(make_fellows: MakeFellows, fake: FakeScheduler) -> None:
+def test_status_and_history_read_the_journal(make_fellows: MakeFellows, capped_fake: FakeScheduler) -> None:
     """status finds a dispatch by a prefix of its id; history lists its submit step."""
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
@@ -367,25 +361,27 @@ def test_status_and_history_read_the_journal(make_fellows: MakeFellows, fake: Fa
 
 
 def test_cancel_while_driving_withdraws_for_good(
-    make_fellows: MakeFellows, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """cancel scancels the job and marks the dispatch withdrawn; the driving router never advances it again."""
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
-    [job] = fake.jobs.values()
+    [job] = capped_fake.jobs.values()
     assert fellows.cancel(dispatch_id) == [job.job_id]
     assert job.state == "CANCELLED"
     assert fellows.driving
     frozen.tick(CAP * 4)
     fellows.poll()
-    assert len(fake.jobs) == 1
+    assert len(capped_fake.jobs) == 1
     assert (fellows.handle(dispatch_id).state, fellows.handle(dispatch_id).outcome) == ("WITHDRAWN", "withdrawn")
     error = fellows.error(dispatch_id)
     assert isinstance(error, FellowsError)
     assert "withdrawn" in str(error)
 
 
-def test_cancel_needs_the_driver_lock(make_fellows: MakeFellows, fake: FakeScheduler, other_driver: Journal) -> None:
+def test_cancel_needs_the_driver_lock(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, other_driver: Journal
+) -> None:
     """cancel while another process holds the lock and never answers raises JournalBusy (exit 7) naming it, and
     scancels nothing (the request stays journaled for that driver)."""
     fellows = make_fellows()
@@ -397,7 +393,7 @@ def test_cancel_needs_the_driver_lock(make_fellows: MakeFellows, fake: FakeSched
     assert not fellows.handle(dispatch_id).final
 
 
-def test_a_given_check_is_used_as_is(make_fellows: MakeFellows, fake: FakeScheduler) -> None:
+def test_a_given_check_is_used_as_is(make_fellows: MakeFellows, capped_fake: FakeScheduler) -> None:
     """submit(check=Check(...)) journals that check's note on the first step, without reading grants again."""
     fellows = make_fellows(grants=lambda: pytest.fail("grants read again"))
     submitted = fellows.submit(SPEC, check=Check(note="checked elsewhere"))

@@ -14,42 +14,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.scheduler import ReasonGroup, classify_reason
-from fellows_fsm.testing import ThreadedDriver
-from fellows_fsm.ui import app as ui_app
-
-from .test_cli import GRANTS, PRIORITY, SchedulingFake, _toml, one_error_line, run, world
-
-CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
-
-
-@pytest.fixture
-def fake() -> SchedulingFake:
-    """A fake cluster with the fellows per-user GPU caps and 64 GPUs, scheduling before each poll."""
-    return SchedulingFake(qos_priority=PRIORITY, qos_gpu_caps=CAPS, total_gpus=64)
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: SchedulingFake) -> Iterator[Path]:
-    """A config with short caps and a ledger gcp lane in tmp_path, and the seams pointed at the fake (the port,
-    the grants, and a background driver in a thread)."""
-    (tmp_path / "fellows.toml").write_text(_toml(tmp_path), encoding="utf-8")
-    monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(tmp_path / "fellows.toml"))
-    monkeypatch.delenv("FELLOWS_FSM_STATE_DIR", raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ui_app, "make_scheduler", lambda config: fake)
-    monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)
-    drivers = ThreadedDriver(fake)
-    monkeypatch.setattr(ui_app, "start_driver", drivers)
-    yield tmp_path
-    drivers.close()
-
-
-@pytest.fixture
-def script(tmp_path: Path) -> Path:
-    """An sbatch script asking for 8 GPUs and an hour."""
-    path = tmp_path / "train.sbatch"
-    path.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\n#SBATCH --time=1:00:00\nsleep 1\n")
-    return path
+from tests.unit.cli_helpers import SchedulingFake, _toml, one_error_line, run, world
 
 
 @pytest.fixture
@@ -126,7 +91,7 @@ def _lane(form: list[str], out: Path) -> str:
 
 @pytest.mark.parametrize("form", list(FORMS), ids=list(FORMS))
 def test_a_hostile_job_name_reaches_every_lane_form_as_data_only(
-    env: Path, fake: SchedulingFake, script: Path, pwned: Path, form: str
+    env: Path, scheduling_fake: SchedulingFake, script: Path, pwned: Path, form: str
 ) -> None:
     """Whatever program a lane runs, a job name full of shell/perl/python reaches it through $FSM_JOB_NAME as
     text: the command sees it verbatim and nothing of it runs."""
@@ -140,30 +105,30 @@ def test_a_hostile_job_name_reaches_every_lane_form_as_data_only(
     assert result.exit_code == 0, result.output
     assert out.read_text() == name + "\n"
     assert not pwned.exists()
-    assert not fake.jobs
+    assert not scheduling_fake.jobs
 
 
 @pytest.mark.parametrize("form", [*FORMS, "ssh remote command"], ids=[*FORMS, "ssh"])
 @pytest.mark.parametrize("value", ["job_name", "script", "workdir"])
 def test_a_job_value_placed_in_any_argv_is_refused_at_load(
-    env: Path, fake: SchedulingFake, script: Path, form: str, value: str
+    env: Path, scheduling_fake: SchedulingFake, script: Path, form: str, value: str
 ) -> None:
     """{job_name}, {script} or {workdir} anywhere in a lane's argv, whatever the program, is one config error
     naming the key and the environment variable to read instead; nothing is queued or journaled."""
     argv = ["ssh", "-o", "BatchMode=yes", "host", "cmd"] if form == "ssh remote command" else list(FORMS[form])
     argv[-1 if form != "find -exec sh -c" else -2] += f" {{{value}}}"
     (env / "fellows.toml").write_text(_toml(env, gcp=json.dumps(argv)))
-    before = world(env, fake)
+    before = world(env, scheduling_fake)
     result = run("submit", "--pin", "gcp", str(script))
     assert result.exit_code == 3, result.output
     line = one_error_line(result)
     assert "[lanes.gcp] command" in line
     assert f"{{{value}}}" in line
     assert f"$FSM_{value.upper()}" in line
-    assert world(env, fake) == before
+    assert world(env, scheduling_fake) == before
 
 
-def test_a_job_value_in_a_probe_is_refused_too(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_job_value_in_a_probe_is_refused_too(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """A lane's probe is an argv too: {job_name} in it is refused at load, naming the probe."""
     text = _toml(env) + "probe = ['perl', '-E', 'exit 0 if q({job_name})']\n"
     (env / "fellows.toml").write_text(text)
@@ -172,7 +137,7 @@ def test_a_job_value_in_a_probe_is_refused_too(env: Path, fake: SchedulingFake, 
     assert "[lanes.gcp] probe" in one_error_line(result)
 
 
-def test_the_lane_gets_every_value_in_its_environment(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_the_lane_gets_every_value_in_its_environment(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """The command's environment carries the dispatch id, name, script, workdir, GPUs and time limits."""
     out = env / "env.json"
     values = "{k: v for k, v in os.environ.items() if k.startswith('FSM_')}"
@@ -205,11 +170,11 @@ def _refused_cleanly(env: Path, fake: SchedulingFake, before: object, code: int,
 
 
 def test_a_config_env_var_naming_a_directory_is_one_line(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """FELLOWS_FSM_CONFIG pointing at a directory: exit 3, one line naming the variable and the directory."""
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(env))
-    line = _refused_cleanly(env, fake, world(env, fake), 3, "submit", str(script))
+    line = _refused_cleanly(env, scheduling_fake, world(env, scheduling_fake), 3, "submit", str(script))
     assert "FELLOWS_FSM_CONFIG" in line
     assert str(env) in line
     assert "is a directory" in line
@@ -219,38 +184,38 @@ def test_a_config_env_var_naming_a_directory_is_one_line(
     "data", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", b"\x7fELF\x02\x01\x01\x00\x00\x00\x00"], ids=["png", "elf"]
 )
 def test_a_binary_config_file_is_one_line(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
 ) -> None:
     """A binary file as the config: exit 3, one line naming the file, no traceback."""
     binary = env / "config.bin"
     binary.write_bytes(data)
     monkeypatch.setenv("FELLOWS_FSM_CONFIG", str(binary))
-    line = _refused_cleanly(env, fake, world(env, fake), 3, "submit", str(script))
+    line = _refused_cleanly(env, scheduling_fake, world(env, scheduling_fake), 3, "submit", str(script))
     assert str(binary) in line
 
 
-def test_a_lane_without_a_command_is_one_line(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_a_lane_without_a_command_is_one_line(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """[lanes.gcp] without command: exit 3, one line saying the lane has no command (not a Python TypeError)."""
     (env / "fellows.toml").write_text(f'state_dir = "{env / "state"}"\n\n[lanes.gcp]\ntimeout_seconds = 60\n')
-    line = _refused_cleanly(env, fake, world(env, fake), 3, "submit", str(script))
+    line = _refused_cleanly(env, scheduling_fake, world(env, scheduling_fake), 3, "submit", str(script))
     assert "[lanes.gcp] has no command" in line
     assert "__init__" not in line
 
 
 def test_an_empty_state_dir_variable_is_refused(
-    env: Path, fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
+    env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """FELLOWS_FSM_STATE_DIR set but empty is refused (exit 3) instead of silently using the default."""
     (env / "fellows.toml").write_text(_toml(env).replace(f'state_dir = "{env / "state"}"', ""))
     monkeypatch.setenv("FELLOWS_FSM_STATE_DIR", "")
     monkeypatch.setenv("XDG_STATE_HOME", str(env / "xdg"))
-    line = _refused_cleanly(env, fake, world(env, fake), 3, "submit", str(script))
+    line = _refused_cleanly(env, scheduling_fake, world(env, scheduling_fake), 3, "submit", str(script))
     assert "FELLOWS_FSM_STATE_DIR=''" in line
     assert not (env / "xdg").exists()
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "fifo"])
-def test_a_script_that_is_not_a_file_is_one_line(env: Path, fake: SchedulingFake, kind: str) -> None:
+def test_a_script_that_is_not_a_file_is_one_line(env: Path, scheduling_fake: SchedulingFake, kind: str) -> None:
     """A missing script, a directory or a FIFO: exit 2 at once with one line naming it (a FIFO is never opened,
     so nothing hangs)."""
     path = env / f"job-{kind}"
@@ -258,28 +223,30 @@ def test_a_script_that_is_not_a_file_is_one_line(env: Path, fake: SchedulingFake
         path.mkdir()
     elif kind == "fifo":
         os.mkfifo(path)
-    before = world(env, fake)
-    line = _refused_cleanly(env, fake, before, 2, "submit", "--detach", str(path))
+    before = world(env, scheduling_fake)
+    line = _refused_cleanly(env, scheduling_fake, before, 2, "submit", "--detach", str(path))
     assert str(path) in line
     assert {"missing": "does not exist", "directory": "is a directory", "fifo": "is a FIFO"}[kind] in line
 
 
 @pytest.mark.parametrize("name", ["a\nb", "train\r", "x\x1b[31m"], ids=["newline", "carriage-return", "escape"])
 def test_a_job_name_with_a_control_character_is_refused(
-    env: Path, fake: SchedulingFake, script: Path, name: str
+    env: Path, scheduling_fake: SchedulingFake, script: Path, name: str
 ) -> None:
     """A job name with a newline (or another control character) is refused naming it, before SLURM sees it."""
-    line = _refused_cleanly(env, fake, world(env, fake), 2, "submit", "--name", name, str(script))
+    line = _refused_cleanly(env, scheduling_fake, world(env, scheduling_fake), 2, "submit", "--name", name, str(script))
     assert repr(name) in line
 
 
-def test_partition_down_reads_in_plain_words_in_history(env: Path, fake: SchedulingFake, script: Path) -> None:
+def test_partition_down_reads_in_plain_words_in_history(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
     """A job pending on PartitionDown waits out its rung (contention) and history says why in plain words."""
     assert classify_reason("PartitionDown") is ReasonGroup.CONTENTION
-    fake.scheduling = False
+    scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    [job_id] = list(fake.jobs)
-    fake.set_pending(job_id, "PartitionDown")
+    [job_id] = list(scheduling_fake.jobs)
+    scheduling_fake.set_pending(job_id, "PartitionDown")
     assert run("watch").exit_code == 0  # walks the ladder to the gcp lane (nothing ever starts)
     history = run("history", dispatch_id).stdout
     assert "partition is down" in history

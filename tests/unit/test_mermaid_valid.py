@@ -20,7 +20,7 @@ from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.view import WITHDRAWN, HistoryEntry, path_mermaid
-from tests.unit.test_cli import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
+from tests.unit.cli_helpers import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 
 MERMAID_DIR = Path(__file__).resolve().parents[1] / "mermaid"
 VALIDATE = MERMAID_DIR / "validate.mjs"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from fellows_fsm.config import FellowsConfig
@@ -20,7 +18,7 @@ from fellows_fsm.slurm.accounting import (
     parse_duration,
     parse_qos,
 )
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.testing import MockRunner, Reply, Request
 
 # As printed by the dev cluster's sacctmgr (Slurm 22.05.8).
 QOS_OUTPUT = """normal|0||||
@@ -36,23 +34,15 @@ fellows|root|root||dev-eur,high-eur,low-eur,normal,normal-eur|normal-eur|
 DAY = 86_400
 
 
-class ScriptedRunner(CommandRunner):
-    """A runner fake answering sacctmgr by what it is asked to show."""
+def _sacctmgr(assoc: tuple[int, str, str], qos: tuple[int, str, str]) -> MockRunner:
+    """A runner answering ``sacctmgr ... show <what>`` (assoc or qos) with the given (rc, stdout, stderr)."""
+    answers = {"assoc": assoc, "qos": qos}
 
-    def __init__(self, assoc: tuple[int, str, str], qos: tuple[int, str, str]) -> None:
-        super().__init__()
-        self.answers = {"assoc": assoc, "qos": qos}
-        self.argvs: list[tuple[str, ...]] = []
+    def handler(request: Request) -> Reply:
+        returncode, stdout, stderr = answers[request.argv[request.argv.index("show") + 1]]
+        return Reply(returncode, stdout, stderr, 0.001)
 
-    def run(
-        self, argv: Sequence[str], *, idempotent: bool = True, timeout_seconds: float | None = None
-    ) -> CommandResult:
-        """Answer ``sacctmgr ... show <what>`` from the script."""
-        argv = tuple(argv)
-        self.argvs.append(argv)
-        self.calls[argv[0]] += 1
-        rc, out, err = self.answers[argv[argv.index("show") + 1]]
-        return CommandResult(argv, rc, out, err, 0.001)
+    return MockRunner(handler)
 
 
 def _grants(**qos_overrides: QosInfo) -> Grants:
@@ -122,7 +112,7 @@ def test_parse_assoc_reads_grants_of_every_association() -> None:
 
 def test_discover_runs_two_sacctmgr_calls() -> None:
     """Discovery reads the user's associations and the QoS table, nothing more."""
-    runner = ScriptedRunner((0, ASSOC_OUTPUT, ""), (0, QOS_OUTPUT, ""))
+    runner = _sacctmgr((0, ASSOC_OUTPUT, ""), (0, QOS_OUTPUT, ""))
     grants = discover(runner, "root")
     assert runner.calls == {"sacctmgr": 2}
     assert runner.argvs[0][4:7] == ("assoc", "where", "user=root")
@@ -131,7 +121,7 @@ def test_discover_runs_two_sacctmgr_calls() -> None:
 
 def test_discover_failure_is_a_scheduler_error() -> None:
     """A sacctmgr failure (e.g. slurmdbd down) says which listing failed and SLURM's words."""
-    runner = ScriptedRunner((1, "", "sacctmgr: error: Problem talking to the database\n"), (0, QOS_OUTPUT, ""))
+    runner = _sacctmgr((1, "", "sacctmgr: error: Problem talking to the database\n"), (0, QOS_OUTPUT, ""))
     with pytest.raises(SchedulerError, match=r"associations of user 'root'.*Problem talking"):
         discover(runner, "root")
 

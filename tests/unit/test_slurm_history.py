@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from fellows_fsm.errors import SchedulerError
 from fellows_fsm.slurm.accounting import parse_history_sacct, parse_nodes, parse_queue, read_history
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner
+from fellows_fsm.testing import MockRunner, Reply, Request
 
 # As printed on the local SLURM 22.05.8 (sacct -a -P -n -X -o JobID,User,State,ElapsedRaw,TimelimitRaw).
 SACCT = """1|root|COMPLETED|30|10
@@ -26,25 +24,19 @@ SQUEUE = (
 NODES = "NodeName=gpu01 Arch=x86_64 CfgTRES=cpu=64,mem=1000G,billing=64,gres/gpu=64 AllocTRES=cpu=1,mem=1G,gres/gpu=8\n"
 
 
-class Scripted(CommandRunner):
+def scripted(*, sacct_all: int = 0, squeue: int = 0) -> MockRunner:
     """A runner answering sacct, squeue and scontrol from a script (sacct -a may be refused)."""
 
-    def __init__(self, *, sacct_all: int = 0, squeue: int = 0) -> None:
-        super().__init__()
-        self.sacct_all, self.squeue = sacct_all, squeue
-        self.argvs: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], **_: object) -> CommandResult:  # type: ignore[override]
-        """Answer from the script; count the call."""
-        argv = tuple(argv)
-        self.argvs.append(argv)
-        self.calls[argv[0]] += 1
+    def handler(request: Request) -> Reply:
+        argv = request.argv
         if argv[0] == "sacct":
-            refused = "-a" in argv and self.sacct_all != 0
-            return CommandResult(argv, 1 if refused else 0, "" if refused else SACCT, "denied" if refused else "", 0.0)
+            refused = "-a" in argv and sacct_all != 0
+            return Reply(1 if refused else 0, "" if refused else SACCT, "denied" if refused else "", 0.0)
         if argv[0] == "squeue":
-            return CommandResult(argv, self.squeue, SQUEUE if self.squeue == 0 else "", "", 0.0)
-        return CommandResult(argv, 0, NODES, "", 0.0)
+            return Reply(squeue, SQUEUE if squeue == 0 else "", "", 0.0)
+        return Reply(0, NODES, "", 0.0)
+
+    return MockRunner(handler)
 
 
 def test_only_jobs_that_ended_on_their_own_with_a_limit_are_the_history() -> None:
@@ -76,7 +68,7 @@ def test_running_and_pending_jobs_and_the_nodes_gpus_are_read() -> None:
 
 def test_read_history_is_three_commands_and_falls_back_to_own_jobs_when_sacct_a_is_refused() -> None:
     """sacct -a refused: sacct -u the user instead; with squeue and scontrol, four commands in all."""
-    runner = Scripted(sacct_all=1)
+    runner = scripted(sacct_all=1)
     past = read_history(runner, user="root", since=0.0, now=100.0)
     assert [a[0] for a in runner.argvs] == ["sacct", "sacct", "squeue", "scontrol"]
     assert "-u" in runner.argvs[1]
@@ -86,4 +78,4 @@ def test_read_history_is_three_commands_and_falls_back_to_own_jobs_when_sacct_a_
 def test_read_history_without_squeue_is_an_error_the_caller_keeps_its_last_history_on() -> None:
     """A failed squeue of the running jobs raises SchedulerError (the router's cache keeps its last value)."""
     with pytest.raises(SchedulerError, match="squeue could not list the running jobs"):
-        read_history(Scripted(squeue=1), user="root", since=0.0, now=100.0)
+        read_history(scripted(squeue=1), user="root", since=0.0, now=100.0)

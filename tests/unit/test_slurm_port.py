@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
-from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected
+from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm.port import SlurmScheduler, parse_sbatch_id, parse_version
-from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
+from fellows_fsm.testing import MockRunner
 
 T0 = "2026-11-30T02:36:31"
 SPEC = JobSpec("train", "/jobs/train it.sh", gpus=8)
@@ -19,42 +17,14 @@ V23 = (0, "slurm 23.11.6\n", "")
 V24 = (0, "slurm-wlm 24.11.5\n", "")
 
 
-class ScriptedRunner(CommandRunner):
-    """A runner fake: answers each command from a per-command script of (rc, stdout, stderr) replies."""
-
-    def __init__(self, replies: dict[str, list[tuple[int, str, str]]]) -> None:
-        super().__init__(sleep=lambda _: None)
-        self.replies = replies
-        self.argvs: list[tuple[str, ...]] = []
-        self.idempotent: list[bool] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        idempotent: bool = True,
-        timeout_seconds: float | None = None,
-        retry: RetryPolicy | None = None,
-        stdin: bytes | None = None,
-    ) -> CommandResult:
-        """Record ``argv`` and play the next reply for its command (the last one repeats)."""
-        argv = tuple(argv)
-        self.argvs.append(argv)
-        self.idempotent.append(idempotent)
-        self.calls[argv[0]] += 1
-        script = self.replies[argv[0]]
-        rc, out, err = script.pop(0) if len(script) > 1 else script[0]
-        return CommandResult(argv, rc, out, err, 0.001)
-
-
-def _port(replies: dict[str, list[tuple[int, str, str]]]) -> tuple[SlurmScheduler, ScriptedRunner]:
-    runner = ScriptedRunner(replies)
+def _port(replies: dict[str, list[tuple[int, str, str]]]) -> tuple[SlurmScheduler, MockRunner]:
+    runner = MockRunner.scripted(replies)
     return SlurmScheduler(runner, user="alice"), runner
 
 
 def test_slurm_scheduler_is_a_scheduler() -> None:
     """SlurmScheduler satisfies the port protocol the lifecycle is typed against."""
-    port: Scheduler = SlurmScheduler(ScriptedRunner({}), user="alice")
+    port: Scheduler = SlurmScheduler(MockRunner.scripted({}), user="alice")
     assert port.observe([]) == {}
 
 
@@ -97,6 +67,25 @@ def test_submit_renders_the_rung_and_returns_the_id() -> None:
     assert "--comment=fsm-d-r1" in argv
     assert argv[-1] == "/jobs/train it.sh"
     assert runner.idempotent == [False]
+
+
+def test_a_submit_whose_reply_was_lost_is_not_repeated() -> None:
+    """An sbatch whose reply was lost (socket timeout) may have queued the job: it raises at once, one attempt."""
+    lost = "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n"
+    port, runner = _port({"sbatch": [(1, "", lost), (0, "41\n", "")]})
+    with pytest.raises(SchedulerUnreachable, match="may have been carried out"):
+        port.submit(SPEC, qos="high-eur", token="t")
+    assert runner.calls == {"sbatch": 1}
+    assert runner.slept == []
+
+
+def test_a_submit_that_never_reached_the_controller_is_asked_again() -> None:
+    """An sbatch that could not even connect never reached slurmctld: it is retried after a back-off."""
+    refused = "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n"
+    port, runner = _port({"sbatch": [(1, "", refused), (0, "41\n", "")]})
+    assert port.submit(SPEC, qos="high-eur", token="t") == "41"
+    assert runner.calls == {"sbatch": 2}
+    assert runner.slept == [0.5]
 
 
 def test_submit_invalid_qos_is_qos_rejected() -> None:

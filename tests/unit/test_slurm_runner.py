@@ -1,4 +1,5 @@
-"""The command runner against tiny real executables on PATH: retries, back-off, failure classes, env."""
+"""The command runner against tiny real executables on PATH (retries, back-off, failure classes, env), and the same
+runner code through fellows_fsm.testing.MockRunner (every transport failure, the request it builds)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
-from fellows_fsm.slurm.runner import CommandRunner, RetryPolicy, slurm_env
+from fellows_fsm.errors import SchedulerError, SchedulerUnreachable, SshLoginRefused
+from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner, RetryPolicy, slurm_env
+from fellows_fsm.slurm.transport import CommandMissing
+from fellows_fsm.testing import MockRunner, NoAnswer, Reply, Request
 
 # A stand-in SLURM command: logs its argv and environment, then plays its next scripted reply.
 FAKE_COMMAND = """#!{python}
@@ -203,3 +206,144 @@ def test_back_off_is_capped() -> None:
     """The back-off doubles from the first delay and never exceeds the cap."""
     policy = RetryPolicy(first_delay_seconds=0.5, max_delay_seconds=3)
     assert [policy.delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+
+# --------------------------------------------------------------------------- the same runner through MockRunner
+LOST_REPLY = "squeue: error: slurm_receive_msg: Zero Bytes were transmitted or received\n"
+
+
+def test_mock_runner_is_the_real_runner_code() -> None:
+    """MockRunner is a CommandRunner that adds records only: the attempts, their failure classes and the counts are
+    CommandRunner's own."""
+    assert issubclass(MockRunner, CommandRunner)
+    assert "_attempt" not in vars(MockRunner)
+    runner = MockRunner.scripted({"squeue": [(1, "", UNREACHABLE), (0, "7|PENDING\n", "")]})
+    assert runner.run(["squeue"]).stdout == "7|PENDING\n"
+    assert (runner.calls, runner.argvs, len(runner.requests)) == ({"squeue": 2}, [("squeue",)], 2)
+
+
+def test_mock_runner_rides_through_unreachable_with_back_off() -> None:
+    """Both outage classes (never connected, reply lost) are retried for an idempotent command, doubling the sleep."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [
+                (1, "", UNREACHABLE),
+                (1, "", LOST_REPLY),
+                NoAnswer("no reply within 30 s", delivered=True),
+                (0, "ok\n", ""),
+            ]
+        },
+        retry=RetryPolicy(attempts=5, first_delay_seconds=0.5, max_delay_seconds=8),
+    )
+    assert runner.run(["squeue"]).stdout == "ok\n"
+    assert runner.calls["squeue"] == 4
+    assert runner.slept == [0.5, 1.0, 2.0]
+
+
+def test_mock_runner_spent_retries_raise_naming_the_transport() -> None:
+    """When every attempt is unreachable, SchedulerUnreachable names the command, the peer and the reach hint."""
+    runner = MockRunner.scripted(
+        {"sacct": [(1, "", "sacct: error: Connection refused\n")]},
+        retry=RetryPolicy(attempts=3, first_delay_seconds=1, max_delay_seconds=1.5),
+    )
+    with pytest.raises(SchedulerUnreachable, match=r"sacct could not reach the MockTransport .*3 attempt.*handler"):
+        runner.run(["sacct"])
+    assert runner.calls["sacct"] == 3
+    assert runner.slept == [1.0, 1.5]
+
+
+def test_mock_runner_retries_stop_at_the_time_budget() -> None:
+    """No retry starts once the next back-off would overrun the budget, however many attempts remain."""
+    policy = RetryPolicy(attempts=10, first_delay_seconds=1, max_delay_seconds=100, budget_seconds=2.5)
+    runner = MockRunner.scripted({"squeue": [(1, "", UNREACHABLE)]}, retry=policy)
+    with pytest.raises(SchedulerUnreachable, match="after 2 attempt"):
+        runner.run(["squeue"])
+    assert runner.slept == [1.0]
+
+
+def test_mock_runner_per_call_policy_overrides_the_runners() -> None:
+    """retry=ONE_ATTEMPT (the poll's own calls) makes one attempt whatever the runner's policy."""
+    runner = MockRunner.scripted({"squeue": [(1, "", UNREACHABLE), (0, "ok\n", "")]}, retry=RetryPolicy(attempts=5))
+    with pytest.raises(SchedulerUnreachable, match="after 1 attempt"):
+        runner.run(["squeue"], retry=ONE_ATTEMPT)
+    assert runner.calls["squeue"] == 1
+    assert runner.slept == []
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [(1, "", SOCKET_TIMEOUT), (1, "", LOST_REPLY), NoAnswer("no reply within 30 s", delivered=True)],
+    ids=["socket-timeout", "zero-bytes", "transport-timeout"],
+)
+def test_mock_runner_never_repeats_a_non_idempotent_command_that_may_have_run(
+    lost: tuple[int, str, str] | Exception,
+) -> None:
+    """A lost reply to a submit may mean the job exists: one attempt, then SchedulerUnreachable saying so."""
+    runner = MockRunner.scripted({"sbatch": [lost, (0, "9\n", "")]})
+    with pytest.raises(SchedulerUnreachable, match="may have been carried out"):
+        runner.run(["sbatch", "job.sh"], idempotent=False)
+    assert runner.calls["sbatch"] == 1
+    assert runner.idempotent == [False]
+
+
+@pytest.mark.parametrize(
+    "never",
+    [(1, "", UNREACHABLE), (1, "", "sbatch: error: Connection refused\n"), NoAnswer("refused", delivered=False)],
+    ids=["unable-to-contact", "connection-refused", "transport-not-connected"],
+)
+def test_mock_runner_repeats_a_non_idempotent_command_that_never_left(never: tuple[int, str, str] | Exception) -> None:
+    """A submit that never reached the controller is safe to repeat: it is retried and its answer returned."""
+    runner = MockRunner.scripted({"sbatch": [never, (0, "9\n", "")]})
+    assert runner.run(["sbatch", "job.sh"], idempotent=False).stdout == "9\n"
+    assert runner.calls["sbatch"] == 2
+    assert runner.slept == [0.5]
+
+
+def test_mock_runner_returns_a_refusal_without_retrying() -> None:
+    """A command's own refusal (no outage words) is a result, not an error: one attempt, no sleep."""
+    runner = MockRunner.scripted({"scontrol": [(1, "", "Job is no longer pending execution for job 5\n")]})
+    result = runner.run(["scontrol", "update", "jobid=5", "qos=x"])
+    assert (result.ok, result.message) == (False, "Job is no longer pending execution for job 5")
+    assert runner.calls["scontrol"] == 1
+    assert runner.slept == []
+
+
+def test_mock_runner_missing_command_is_a_scheduler_error_at_once() -> None:
+    """A program the transport cannot find is a SchedulerError (not unreachable) naming it, never retried."""
+    runner = MockRunner.scripted({"squeue": [CommandMissing("'squeue' is not installed or not on PATH here")]})
+    with pytest.raises(SchedulerError, match=r"'squeue' cannot run: .*not installed.*slurm-client") as info:
+        runner.run(["squeue"])
+    assert not isinstance(info.value, SchedulerUnreachable)
+    assert runner.calls["squeue"] == 1
+
+
+def test_mock_runner_lets_a_refused_login_through_at_once() -> None:
+    """ssh refusing the login (a host key, a key) is not an outage to wait out: it passes through, no retry."""
+    runner = MockRunner.scripted({"squeue": [SshLoginRefused("charmander", "ssh could not log in to charmander")]})
+    with pytest.raises(SshLoginRefused, match="could not log in"):
+        runner.run(["squeue"])
+    assert runner.calls["squeue"] == 1
+    assert runner.slept == []
+
+
+def test_mock_runner_sends_the_env_rules_stdin_and_timeout_with_each_request() -> None:
+    """Each request carries ISO times, the output-filter prefixes to drop, the stdin and the call's timeout."""
+    runner = MockRunner(lambda request: Reply(0, "", "", 0.0), timeout_seconds=12)
+    runner.run(["sbatch", "--parsable"], stdin=b"#!/bin/bash\n", idempotent=False)
+    runner.run(["squeue"], timeout_seconds=3)
+    first, second = runner.requests
+    assert first == Request(
+        ("sbatch", "--parsable"),
+        {"SLURM_TIME_FORMAT": "standard"},
+        ("SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_"),
+        b"#!/bin/bash\n",
+        12,
+    )
+    assert (second.stdin, second.timeout_seconds) == (None, 3)
+
+
+def test_mock_runner_scripted_refuses_an_unscripted_command() -> None:
+    """A command the script does not answer fails the test by name instead of passing silently."""
+    runner = MockRunner.scripted({"squeue": [(0, "", "")]})
+    with pytest.raises(AssertionError, match=r"no reply for 'scancel'"):
+        runner.run(["scancel", "5"])
