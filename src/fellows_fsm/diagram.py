@@ -121,15 +121,14 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
             f"| {rung.label} | `{rung.state_name}` | pending on {rung.qos} ({first}); "
             f"parks after its window of {rung.park_cap_seconds:g} s |"
         )
-    out += [f"| {state} | `{state}` | {MEANING[state]} |" for state in (*FIXED_STATES, *LANE_STATES)]
+    out += [f"| {state} | `{state}` | {MEANING[state]} |" for state in FIXED_STATES]
     out += [
         "",
-        "## The handoff",
+        "## A dispatch pinned straight to a command lane",
         "",
-        "After the machine (not yet rows of its table): the router's handoffs run the fallback lane's command once",
-        "and record how it ended.",
-        "A ladder dispatch keeps `FAILED_TO_GCP` in the journal's state column, with the outcome `handed-off` or",
-        "`handoff-failed`; `status` and the live view show it in the lane state.",
+        "`submit --pin <lane>` never enters the ladder, so it has no Dispatch to take steps: the router's handoffs",
+        "run its command once and `Journal.finish_handoff` records how it ended, in the lane states",
+        f"({', '.join(LANE_STATES)}). A ladder dispatch reaches the same states through the rows above.",
         "",
         "```mermaid",
         "stateDiagram-v2",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -29,9 +29,13 @@ from fellows_fsm.core import (
     Record,
     Submit,
 )
-from fellows_fsm.core.vocab import State
+from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler import History, Observation, Phase, Scheduler
+from fellows_fsm.scheduler import History, JobSpec, Observation, Phase, Scheduler
+
+if TYPE_CHECKING:
+    from fellows_fsm.handoffs import Handoffs
+    from fellows_fsm.lanes import CommandLane
 
 __all__ = ["Driver", "NullRecorder", "Recorder", "TickOutcome"]
 
@@ -83,8 +87,16 @@ class TickOutcome:
 class Driver:
     """Runs every dispatch's decisions through one port and one recorder."""
 
-    def __init__(self, scheduler: Scheduler, recorder: Recorder | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        recorder: Recorder | None = None,
+        clock: Clock | None = None,
+        handoffs: Handoffs | None = None,
+    ) -> None:
         self.scheduler = scheduler
+        self.handoffs = handoffs
+        """The lane commands (the router's): the driver is the one that starts them."""
         self.recorder: Recorder = recorder or NullRecorder()
         self.clock: Clock = clock or SystemClock()
         self._handoffs: list[str] = []
@@ -117,6 +129,25 @@ class Driver:
     def interrupt(self, d: Dispatch, job_id: str | None) -> None:
         """Ctrl-C while ``d``'s first job was being queued: journal it WITHDRAWN, then scancel what was queued."""
         self._run(d, d.interrupt([job_id] if job_id is not None else [], self.clock.now()))
+
+    def start_lane(self, dispatch_id: str, lane_name: str, spec: JobSpec, lane: CommandLane | None = None) -> None:
+        """Start a lane's command for a dispatch, exactly once (journaled before it starts; never waited for)."""
+        assert self.handoffs is not None, "a driver without handoffs starts no lane"
+        self.handoffs.start(dispatch_id, lane_name, spec, lane=lane)
+
+    def hand_off(self, d: Dispatch, lane_name: str | None, lane: CommandLane | None = None) -> None:
+        """After the ladder: journal HANDING_OFF, then start the fallback lane's command (the hand_off row); with
+        no lane, journal NO_LANE_LEFT (the no_lane row). A dispatch already HANDING_OFF (a restart) is followed."""
+        if lane_name is None:
+            self._run(d, d.fire(Trigger.NO_LANE, self.clock.now()))
+            return
+        if d.state == State.FAILED_TO_GCP:
+            self._run(d, d.fire(Trigger.HAND_OFF, self.clock.now(), note=f"lane {lane_name}"))
+        self.start_lane(d.id, lane_name, d.spec, lane)
+
+    def handoff_ended(self, d: Dispatch, ok: bool, note: str) -> None:
+        """The lane's command ended: journal HANDED_OFF (exit 0) or HANDOFF_FAILED (the handed_off rows)."""
+        self._run(d, d.fire(Trigger.HANDED_OFF if ok else Trigger.HANDOFF_FAILED, self.clock.now(), note=note))
 
     def cancel_strays(self, job_ids: Sequence[str]) -> None:
         """scancel jobs a dispatch already journaled WITHDRAWN still has (a cancel run again, or a submit that

@@ -34,6 +34,9 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
+        self.on_end: Callable[[str, bool, str], None] | None = None
+        """Told of each command that ended (dispatch id, exit 0?, a one-line note), in the journal transaction that
+        records it: a ladder dispatch takes its handed_off or handoff_failed step there."""
         self.ended: list[str] = []
         self.failed: list[str] = []
         """Commands that ended, and failure lines, since the router last reported them."""
@@ -99,18 +102,22 @@ class Handoffs:
             result = handoff.result(now)
             if result is None:
                 continue
-            self.journal.finish_handoff(
-                dispatch_id,
-                exit_status=result.exit_status,
-                stdout=result.stdout,
-                stderr=result.stderr,
-                at=self.clock.now(),
-                ok=result.ok,
-            )
+            last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+            note = f"{lane_name} command exited {result.exit_status}" + ("" if result.ok else f": {last}")
+            with self.journal.batch():
+                self.journal.finish_handoff(
+                    dispatch_id,
+                    exit_status=result.exit_status,
+                    stdout=result.stdout,
+                    stderr=result.stderr,
+                    at=self.clock.now(),
+                    ok=result.ok,
+                )
+                if self.on_end is not None:
+                    self.on_end(dispatch_id, result.ok, note)
             del self.running[dispatch_id]
             ended.append(dispatch_id)
             self.ended.append(dispatch_id)
             if not result.ok:
-                last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-                self.failed.append(f"dispatch {dispatch_id}: {lane_name} command exited {result.exit_status}: {last}")
+                self.failed.append(f"dispatch {dispatch_id}: {note}")
         return ended

@@ -450,15 +450,12 @@ class Journal:
                 "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
                 (at, exit_status, stdout, stderr, "done" if ok else "failed", dispatch_id),
             )
-            db.execute(
-                "UPDATE dispatches SET final=1, outcome=?, updated_at=? WHERE id=?",
-                (OUTCOME_HANDED_OFF if ok else OUTCOME_HANDOFF_FAILED, at, dispatch_id),
-            )
-            # A dispatch pinned to a lane has no ladder state; its state is the handoff's.
+            # A dispatch pinned straight to a lane has no ladder, so no Dispatch to take the step: its row is set
+            # here. A ladder dispatch takes its handed_off / handoff_failed step (a row of the table) instead.
             state = HANDED_OFF if ok else HANDOFF_FAILED
             db.execute(
-                "UPDATE dispatches SET state=?, label=? WHERE id=? AND state=?",
-                (state, state, dispatch_id, HANDING_OFF),
+                "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=? AND lane!=?",
+                (state, state, OUTCOME_HANDED_OFF if ok else OUTCOME_HANDOFF_FAILED, at, dispatch_id, FELLOWS),
             )
 
     # ----------------------------------------------------------------- reads

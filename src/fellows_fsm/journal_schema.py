@@ -11,11 +11,20 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
     " ALTER TABLE dispatches ADD COLUMN settings TEXT NOT NULL DEFAULT '{}';",
+    # The handoff and a refused first submit became rows of the table: an ended dispatch's state says how it
+    # ended (it was FAILED_TO_GCP, or its first rung, with only the outcome to tell).
+    2: "UPDATE dispatches SET state='HANDED_OFF', label='HANDED_OFF'"
+    " WHERE state='FAILED_TO_GCP' AND outcome='handed-off';"
+    " UPDATE dispatches SET state='HANDOFF_FAILED', label='HANDOFF_FAILED'"
+    " WHERE state='FAILED_TO_GCP' AND outcome='handoff-failed';"
+    " UPDATE dispatches SET state='NO_LANE_LEFT', label='NO_LANE_LEFT'"
+    " WHERE state='FAILED_TO_GCP' AND outcome='no-fallback-lane';"
+    " UPDATE dispatches SET state='REFUSED', label='REFUSED' WHERE final=1 AND outcome LIKE 'rejected: %';",
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -23,7 +23,7 @@ from fellows_fsm.core import Dispatch, dispatch_token
 from fellows_fsm.core.vocab import (
     FAILED_TO_GCP,
     FELLOWS,
-    OUTCOME_NO_FALLBACK,
+    HANDING_OFF,
     OUTCOME_WITHDRAWN,
     OUTCOME_WITHDRAWN_INTERRUPTED,
     WITHDRAWN,
@@ -116,12 +116,15 @@ class Router:
             dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes},
         )
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
-        self.driver = Driver(scheduler, journal, self.clock)
+        self.handoffs.on_end = self._handoff_ended
+        self.driver = Driver(scheduler, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the port), batched per tick."""
         self.cluster_history = HistoryCache(scheduler, span_seconds=config.fellows.calibrated_history_seconds)
         """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
+        self.handing: dict[str, Dispatch] = {}
+        """Ladder dispatches whose fallback lane's command runs (HANDING_OFF), by id."""
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
         self.settings: dict[str, dict[str, Any]] = {}
@@ -151,12 +154,12 @@ class Router:
     @property
     def busy(self) -> bool:
         """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
-        return bool(self.live or self.handoffs.pending or self.handoffs.running)
+        return bool(self.live or self.handing or self.handoffs.pending or self.handoffs.running)
 
     @property
     def driven(self) -> list[str]:
         """The ids of every dispatch this router still drives."""
-        return list(dict.fromkeys([*self.live, *self.handoffs.pending, *self.handoffs.running]))
+        return list(dict.fromkeys([*self.live, *self.handing, *self.handoffs.pending, *self.handoffs.running]))
 
     @property
     def on_ladder(self) -> tuple[Dispatch, ...]:
@@ -190,7 +193,7 @@ class Router:
             )
             self._adopted(rowid)
             self.handoffs.pending[dispatch_id] = (admitted.lane, spec)
-            self.handoffs.start(dispatch_id, admitted.lane, spec)
+            self.driver.start_lane(dispatch_id, admitted.lane, spec)
             return self.handle(dispatch_id)
         d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
         d.note = note
@@ -299,10 +302,11 @@ class Router:
         self.adopt()
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.handoffs.pending.items()):
-            self.handoffs.start(dispatch_id, lane, spec)
+            self.driver.start_lane(dispatch_id, lane, spec)
         for dispatch_id in self._parked_out:
-            if dispatch_id in self.live:
-                self._hand_off_after_ladder(self.live[dispatch_id])
+            parked_out = self.live.get(dispatch_id) or self.handing.get(dispatch_id)
+            if parked_out is not None:
+                self._hand_off_after_ladder(parked_out)
         self._parked_out = []
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
@@ -471,19 +475,28 @@ class Router:
 
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch) -> None:
-        """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with."""
+        """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with (the driver
+        journals HANDING_OFF, then starts the command), or end it NO_LANE_LEFT if it has none."""
         settings = self.settings.get(d.id, {})
         fallback = settings.get("fallback")
         if "fallback" not in settings:
             # A journal written before dispatches carried their lanes: use this router's configuration.
             following = self.config.auto_order[1:]
             fallback = lane_json(self.config.lane(following[0])) if following else None
-        del self.live[d.id]
+        self.live.pop(d.id, None)
         if fallback is None:
-            self.journal.finish(d.id, state=d.state, label=d.label, outcome=OUTCOME_NO_FALLBACK, at=self.clock.now())
+            self.handing.pop(d.id, None)
+            self.driver.hand_off(d, None)
             return
         lane = lane_from_json(fallback)
-        self.handoffs.start(d.id, lane.name, d.spec, lane=self.handoffs.lane_for(lane))
+        self.handing[d.id] = d
+        self.driver.hand_off(d, lane.name, self.handoffs.lane_for(lane))
+
+    def _handoff_ended(self, dispatch_id: str, ok: bool, note: str) -> None:
+        """A lane's command ended (in the journal transaction that records it): a ladder dispatch takes its step."""
+        d = self.handing.pop(dispatch_id, None)
+        if d is not None:
+            self.driver.handoff_ended(d, ok, note)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""
@@ -538,8 +551,12 @@ class Router:
             if not d.history:
                 d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
             self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
-            if d.state == FAILED_TO_GCP:
-                self._parked_out.append(d.id)  # died before (or while) handing off: the next poll hands it off
+            if d.state in (FAILED_TO_GCP, HANDING_OFF):
+                # Died before (or while) handing off: the next poll hands it off (a command already started is
+                # followed, never started twice).
+                self._parked_out.append(d.id)
+                if d.state == HANDING_OFF:
+                    self.handing[d.id] = self.live.pop(d.id)
             self.settings[d.id] = settings
             recovered.append(d.id)
         return recovered
@@ -557,7 +574,7 @@ class _Driven:
 
     def __contains__(self, dispatch_id: object) -> bool:
         r = self.router
-        return dispatch_id in r.live or dispatch_id in r.pending_handoffs or dispatch_id in r.running
+        return any(dispatch_id in ids for ids in (r.live, r.handing, r.pending_handoffs, r.running))
 
 
 def _main_thread() -> bool:

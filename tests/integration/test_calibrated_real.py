@@ -114,7 +114,7 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm:
     assert int(found.group(1)) >= HISTORY_JOBS  # its own jobs (and any other that ended on its own since it began)
     assert park.note.endswith("start within the window: 0 %; leaving for the paid lane")
     assert park.at <= submit.at + 5 * POLL  # within a few polls, not at the window's end
-    assert (state, outcome) == ("FAILED_TO_GCP", "handed-off")
+    assert (state, outcome) == ("HANDED_OFF", "handed-off")
     assert router.cluster_history.reads == 1
 
 

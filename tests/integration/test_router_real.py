@@ -147,11 +147,11 @@ def test_kill_during_the_gcp_handoff_then_restart(slurm: Cluster, tmp_path: Path
     assert (handoff.status, handoff.exit_status) == ("done", 0)
     row = journal.dispatch(dispatch_id)
     assert row is not None
-    assert (row.state, row.outcome, row.final) == ("FAILED_TO_GCP", "handed-off", True)
+    assert (row.state, row.outcome, row.final) == ("HANDED_OFF", "handed-off", True)
     jobs = jobs_of(slurm, dispatch_id)
     assert [j.qos for j in jobs] == ["high-eur", "normal-eur", "low-eur"]
     assert all(j.state == "CANCELLED" and not j.ever_ran for j in jobs)
-    assert_history_complete(journal.steps(dispatch_id), "FAILED_TO_GCP")
+    assert_history_complete(journal.steps(dispatch_id), "HANDED_OFF")
     journal.close()
 
 
@@ -183,7 +183,7 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, requ
     assert outcomes[("RUNNING", "high-eur")] == 16
     assert outcomes[("RUNNING", "normal-eur")] == 16
     assert outcomes[("RUNNING", "low-eur")] == 32
-    assert outcomes[("FAILED_TO_GCP", "low-eur")] == 200 - 64
+    assert outcomes[("NO_LANE_LEFT", "low-eur")] == 200 - 64  # order has no lane after fellows
     running = [r for r in slurm.queue() if r.state == "RUNNING" and r.comment.startswith("fsm-")]
     assert len(running) == 64
     pending = [r for r in slurm.queue() if r.state == "PENDING" and r.comment.startswith("fsm-")]

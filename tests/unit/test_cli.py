@@ -48,7 +48,7 @@ def test_submit_parks_out_of_every_rung_and_hands_off_to_gcp(
     result = run("submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert (out["state"], out["lane"], out["outcome"]) == ("FAILED_TO_GCP", "gcp", "handed-off")
+    assert (out["state"], out["lane"], out["outcome"]) == ("HANDED_OFF", "gcp", "handed-off")
     assert ledger(env) == [out["dispatch_id"]]
     assert [j.qos for j in scheduling_fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
     assert not scheduling_fake.live_jobs()

@@ -19,8 +19,8 @@ def test_committed_state_diagram_is_current() -> None:
 
 
 def test_mermaid_has_the_seven_states_with_labels() -> None:
-    """The default ladder draws the seven states of the design plus WITHDRAWN and REFUSED, identifier-safe ids with
-    labels."""
+    """The default ladder draws the seven states of the design plus WITHDRAWN, REFUSED and the handoff's, with
+    identifier-safe ids and labels."""
     text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
     states = re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)
     assert states == [
@@ -33,6 +33,11 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         ("FAILED_TO_GCP", "FAILED_TO_GCP"),
         ("WITHDRAWN", "WITHDRAWN"),
         ("REFUSED", "REFUSED"),  # a first submit SLURM refused: a row of the table (refuse), no longer a view word
+        # The handoff after the ladder: rows of the table (hand_off, handed_off, handoff_failed, no_lane).
+        ("HANDING_OFF", "HANDING_OFF"),
+        ("HANDED_OFF", "HANDED_OFF"),
+        ("HANDOFF_FAILED", "HANDOFF_FAILED"),
+        ("NO_LANE_LEFT", "NO_LANE_LEFT"),
     ]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident) for _, ident in states)
 

@@ -12,6 +12,7 @@ from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
 from fellows_fsm.journal import Journal
+from fellows_fsm.journal_schema import SCHEMA_VERSION
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.testing import Driven
 
@@ -239,7 +240,39 @@ def test_a_version_1_journal_is_upgraded_in_place(tmp_path: Path) -> None:
     upgraded = Journal(tmp_path / "journal.sqlite3")
     [row] = upgraded.dispatches()
     assert (row.id, row.settings) == ("d1", {})
-    assert upgraded._db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert upgraded._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # every step applied
+    upgraded.close()
+
+
+def test_a_version_2_journal_says_how_its_dispatches_ended(tmp_path: Path) -> None:
+    """Schema 2 kept a handed-off or refused dispatch in FAILED_TO_GCP (or its first rung) with only the outcome
+    to tell; opened by schema 3, its state is the row of the table it ended by, and a live one is left alone."""
+    journal, _ = _journal_with_a_dispatch(tmp_path)
+    journal.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite3")
+    for new_id, state, outcome, final in (
+        ("h1", "FAILED_TO_GCP", "handed-off", 1),
+        ("h2", "FAILED_TO_GCP", "handoff-failed", 1),
+        ("h3", "FAILED_TO_GCP", "no-fallback-lane", 1),
+        ("r1", "SUBMITTED_high_eur", "rejected: bad script", 1),
+        ("f1", "FAILED_TO_GCP", "", 0),
+    ):
+        db.execute(
+            "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos, job_id,"
+            " final, outcome, updated_at, settings) SELECT ?, created_at, intent, lane, pinned, spec, ladder, ?, ?,"
+            " qos, job_id, ?, ?, updated_at, settings FROM dispatches WHERE id='d1'",
+            (new_id, state, state, final, outcome),
+        )
+    db.execute("PRAGMA user_version=2")
+    db.commit()
+    db.close()
+    upgraded = Journal(tmp_path / "journal.sqlite3")
+    states = {r.id: (r.state, r.label) for r in upgraded.dispatches()}
+    assert states["h1"] == ("HANDED_OFF", "HANDED_OFF")
+    assert states["h2"] == ("HANDOFF_FAILED", "HANDOFF_FAILED")
+    assert states["h3"] == ("NO_LANE_LEFT", "NO_LANE_LEFT")
+    assert states["r1"] == ("REFUSED", "REFUSED")
+    assert states["f1"] == ("FAILED_TO_GCP", "FAILED_TO_GCP")
     upgraded.close()
 
 
@@ -260,6 +293,9 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
     ladder = FellowsConfig(park_cap_seconds=600).ladder
     for i, name in enumerate(["first", "second", "third"]):
         d = Driven(Dispatch(f"d{i}", JobSpec(name=name, script="x.sbatch", gpus=8), ladder), fake, journal, clock)
+        if i == 1:  # pinned straight to the gcp lane: its row ends with its handoff (a ladder one takes a step)
+            journal.add_lane_dispatch(d.id, d.spec, intent="prod", lane="gcp", at=1_700_000_000.0 + i)
+            continue
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=False, intent="prod", at=1_700_000_000.0 + i)
         d.submit()
     journal.start_handoff("d1", "gcp", ["true"], at=1_700_000_010.0)

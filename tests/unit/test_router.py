@@ -121,7 +121,7 @@ def test_auto_order_walks_the_ladder_then_hands_to_gcp_once(
     assert ledger(tmp_path, "gcp") == [h.dispatch_id]
     assert ledger(tmp_path, "runpod") == []
     final = r.handle(h.dispatch_id)
-    assert (final.state, final.final, final.outcome) == ("FAILED_TO_GCP", True, "handed-off")
+    assert (final.state, final.final, final.outcome) == ("HANDED_OFF", True, "handed-off")
     handoff = r.journal.handoff(h.dispatch_id)
     assert handoff is not None
     assert (handoff.status, handoff.exit_status, handoff.lane) == ("done", 0, "gcp")

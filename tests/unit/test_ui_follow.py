@@ -81,6 +81,6 @@ def test_a_follower_exits_with_the_status_its_dispatch_ended_with(
     assert "is driven by another router" in result.stderr
     assert "this process drives it now" not in result.stderr
     out = json.loads(result.stdout)
-    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handoff-failed")
+    assert (out["state"], out["outcome"]) == ("HANDOFF_FAILED", "handoff-failed")
     assert "quota exceeded in europe-west4" in result.stderr
     assert [j.qos for j in scheduling_fake.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]

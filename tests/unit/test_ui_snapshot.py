@@ -28,10 +28,10 @@ def test_status_lists_dispatches_with_the_documented_keys(
 def test_a_handed_off_dispatch_reads_handed_off_not_failed(
     env: Path, scheduling_fake: SchedulingFake, script: Path
 ) -> None:
-    """status says HANDED_OFF on lane gcp with no current QoS; --json keeps the machine's label and outcome."""
+    """status says HANDED_OFF on lane gcp with no current QoS; --json says the same state, with the outcome."""
     scheduling_fake.scheduling = False
     out = json.loads(run("submit", "--json", str(script)).stdout)
-    assert (out["state"], out["outcome"]) == ("FAILED_TO_GCP", "handed-off")
+    assert (out["state"], out["outcome"]) == ("HANDED_OFF", "handed-off")
     table = run("status").stdout
     assert "HANDED_OFF" in table
     assert "FAILED_TO_GCP" not in table

@@ -238,9 +238,10 @@ class Dispatch:
         self._pause(since, why)
         return self._done(Decision(tuple(self.effects), None))
 
-    def fire(self, trigger: str, now: float) -> Decision:
-        """Fire one trigger by hand, out of the table's order (tests, tools): its guards must hold, else
-        TransitionNotAllowed names them; the effects it then needs come back as with any event."""
+    def fire(self, trigger: str, now: float, *, note: str = "") -> Decision:
+        """Fire one trigger, out of the table's order: a told one (the handoff's steps), or by hand (tests, tools).
+        Its guards must hold, else TransitionNotAllowed names them; ``note`` is the step's; the effects it then
+        needs come back as with any event."""
         if trigger == Trigger.SUBMIT:
             return self.submit(now)
         if trigger not in lifecycle.TRIGGERS:
@@ -248,6 +249,7 @@ class Dispatch:
                 f"dispatch {self.id}: {trigger!r} is not a trigger; use one of {lifecycle.TRIGGERS}"
             )
         self._begin(now, True)
+        self.note = note
         try:
             machine.fire(self, trigger)
         except TransitionNotAllowed:

@@ -387,8 +387,13 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
+    # After the ladder: the fallback lane's command starts (journaled first, run by the driver), and how it ended.
+    Row(T.HAND_OFF, State.FAILED_TO_GCP, State.HANDING_OFF, told=True),
+    Row(T.NO_LANE, State.FAILED_TO_GCP, State.NO_LANE_LEFT, told=True, outcome=Outcome.NO_FALLBACK),
+    Row(T.HANDED_OFF, State.HANDING_OFF, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF),
+    Row(T.HANDOFF_FAILED, State.HANDING_OFF, State.HANDOFF_FAILED, told=True, outcome=Outcome.HANDOFF_FAILED),
 )
-RECALLABLE = (State.PARKED, State.CANCELLED, State.FAILED_TO_GCP, State.RUNNING, State.REFUSED, State.WITHDRAWN)
+RECALLABLE = tuple(s for s in State if s not in (State.HANDING_OFF, State.HANDED_OFF))
 """Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too); a dispatch
 handed to a command lane is that lane's to cancel."""
 TRIGGERS = tuple(dict.fromkeys(row.trigger for row in TABLE))

@@ -63,6 +63,10 @@ class Trigger(StrEnum):
     RESUBMIT = "resubmit"
     GIVE_UP = "give_up"
     PAUSE = "pause"
+    HAND_OFF = "hand_off"
+    NO_LANE = "no_lane"
+    HANDED_OFF = "handed_off"
+    HANDOFF_FAILED = "handoff_failed"
 
 
 class Outcome(StrEnum):
@@ -91,29 +95,17 @@ class HandoffStatus(StrEnum):
     FAILED = "failed"
 
 
-FIXED_STATES = (State.PARKED, State.CANCELLED, State.RUNNING, State.FAILED_TO_GCP, State.WITHDRAWN, State.REFUSED)
+FIXED_STATES = tuple(State)
 """The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
-LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT)
-"""A command lane's states: a dispatch pinned straight to a lane lives in them, and the views show a ladder
-dispatch's handoff in them. Not yet rows of the table: handoffs.py runs the handoff and the journal records it."""
+LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED)
+"""The states of a dispatch pinned straight to a command lane (it has no ladder, so no Dispatch: handoffs.py
+runs its command and ``Journal.finish_handoff`` records its end; a ladder dispatch reaches them through rows)."""
 LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
     ("pin", "[*]", State.HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
-    (
-        "hand_off",
-        State.FAILED_TO_GCP,
-        State.HANDING_OFF,
-        "the lane command starts, journaled first",
-    ),
     ("handed_off", State.HANDING_OFF, State.HANDED_OFF, "the command exited 0"),
-    (
-        "handoff_failed",
-        State.HANDING_OFF,
-        State.HANDOFF_FAILED,
-        "it exited non-zero, or timed out",
-    ),
-    ("no_lane", State.FAILED_TO_GCP, State.NO_LANE_LEFT, "no lane after 'fellows' in [router] order"),
+    ("handoff_failed", State.HANDING_OFF, State.HANDOFF_FAILED, "it exited non-zero, or timed out"),
 )
-"""The handoff after the machine, as handoffs.py and the router run it (drawn apart on the diagram page)."""
+"""A lane-pinned dispatch's way, as handoffs.py runs it (drawn apart on the diagram page)."""
 
 _FINAL = frozenset({State.RUNNING, State.WITHDRAWN, State.REFUSED, State.HANDED_OFF, State.HANDOFF_FAILED})
 _FINAL_NAMES = frozenset({*_FINAL, State.NO_LANE_LEFT})
@@ -122,7 +114,7 @@ MEANING: dict[str, str] = {
     State.PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
     State.CANCELLED: "the rung's job is confirmed gone, never started; next rung or GCP",
     State.RUNNING: "the job started on the free cluster (final)",
-    State.FAILED_TO_GCP: "every rung parked out; handed to the fallback lane once (final once the handoff is recorded)",
+    State.FAILED_TO_GCP: "every rung parked out: the fallback lane is next (handed to it once)",
     State.WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel` or by Ctrl-C while queued (final)",
     State.REFUSED: "SLURM refused the first submit: nothing was queued (final)",
     State.HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.core.vocab import Outcome, State
 from fellows_fsm.journal import Journal
 from fellows_fsm.ui.app import (
     REFRESH_SECONDS,
@@ -37,13 +38,13 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     handoff = journal.handoff(dispatch_id)
     if row.label == "RUNNING":
         return f"dispatch {row.id} is RUNNING on {row.qos} as SLURM job {row.job_id}"
-    if handoff is not None and row.outcome == "handed-off":
+    if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if not row.final:
         return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); the background driver walks it"
-    if row.outcome.startswith("rejected"):
-        return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix('rejected: ')})"
-    if row.outcome == "no-fallback-lane":
+    if row.label == State.REFUSED:
+        return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix(Outcome.REJECTED)})"
+    if row.label == State.NO_LANE_LEFT:
         return f"dispatch {row.id} parked out of every rung, and no lane follows fellows in [router] order"
     return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
 

@@ -99,7 +99,9 @@ def history_entries(
                 dest_name=step.dest,
             )
         )
-    if handoff is not None:
+    if handoff is not None and not any(s.trigger == "hand_off" for s in steps):
+        # A handoff journaled without its steps (a dispatch pinned straight to a lane, or a journal older than
+        # the handoff's rows): shown from the handoffs table.
         done = handoff.status == "done"
         status = "not finished" if handoff.exit_status is None else f"exit {handoff.exit_status}"
         last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""

@@ -169,26 +169,17 @@ def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[s
 
 
 def shown_state(snap: Listed) -> str:
-    """The state as a user should read it: what happened, not the machine's last state.
-
-    The journal and ``--json`` keep the machine's label (``FAILED_TO_GCP`` with outcome ``handed-off``); the
-    tables and the live view say ``HANDED_OFF``; a first submit SLURM refused reads ``REFUSED``, not the
-    ``SUBMITTED(...)`` it never reached.
-    """
-    if snap.label == FAILED_TO_GCP:
-        return {
-            "handed-off": HANDED_OFF,
-            "handoff-failed": HANDOFF_FAILED,
-            "no-fallback-lane": NO_LANE_LEFT,
-        }.get(snap.outcome, HANDING_OFF)
-    if snap.final and snap.outcome.startswith("rejected"):
-        return REFUSED
+    """The state as a user reads it: the journal's, as the last step left it (``HANDED_OFF``, ``REFUSED``, ...);
+    every state a dispatch reaches is a row of the table, so nothing is rebuilt from the outcome."""
     return snap.label
+
+
+_PAST_LADDER = frozenset({FAILED_TO_GCP, HANDING_OFF, HANDED_OFF, HANDOFF_FAILED, NO_LANE_LEFT, REFUSED})
 
 
 def left_ladder(snap: Snapshot) -> bool:
     """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
-    return snap.label == FAILED_TO_GCP or snap.lane != FELLOWS or (snap.final and snap.outcome.startswith("rej"))
+    return snap.label in _PAST_LADDER or snap.lane != FELLOWS
 
 
 def state_style(label: str) -> str:
