@@ -8,8 +8,6 @@ exactly once. Everything is journaled ahead, and ``recover`` resumes after a cra
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -17,33 +15,25 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm import adoption, withdrawals
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
-from fellows_fsm.core import Dispatch, dispatch_token
-from fellows_fsm.core.vocab import (
-    FAILED_TO_GCP,
-    FELLOWS,
-    HANDING_OFF,
-    OUTCOME_WITHDRAWN,
-    OUTCOME_WITHDRAWN_INTERRUPTED,
-    WITHDRAWN,
-)
+from fellows_fsm.core import Dispatch
 from fellows_fsm.driver import Driver
 from fellows_fsm.errors import (
     ConfigError,
-    FellowsError,
     Interrupted,
-    SchedulerError,
     SchedulerUnreachable,
     SubmitRejected,
 )
 from fellows_fsm.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.history import HistoryCache
-from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json, spec_of
-from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json
+from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, Handoff
-from fellows_fsm.records import refuse_handed_off, restore
-from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
+from fellows_fsm.reports import Handle, TickReport
+from fellows_fsm.scheduler import JobSpec, Scheduler
+from fellows_fsm.withdrawals import CANCEL_ANSWER, CANCEL_REQUEST
 
 __all__ = ["CANCEL_ANSWER", "CANCEL_REQUEST", "Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
 
@@ -51,47 +41,6 @@ log = logging.getLogger(__name__)
 
 UNWATCHED_SLACK_SECONDS = 1.0
 """A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
-CANCEL_REQUEST = "cancel:"
-"""The meta key prefix of a cancel another process asks of the driver (the driver does every port call)."""
-CANCEL_ANSWER = "cancelled:"
-"""The meta key prefix of the driver's answer to a cancel request."""
-INTERRUPT_LOOKUPS = 4
-"""How many times (a second apart) an interrupted submit's token is looked up before it is taken as never queued."""
-
-
-@attrs.frozen
-class Handle:
-    """What ``dispatch`` returns at once, and what ``status`` reports: where a dispatch stands."""
-
-    dispatch_id: str
-    lane: str
-    state: str
-    """The state label, e.g. ``SUBMITTED(high-eur)``, ``RESUBMITTED(normal-eur)``, ``RUNNING``."""
-    qos: str | None
-    slurm_job_id: str | None
-    final: bool = False
-    outcome: str = ""
-
-    @classmethod
-    def from_row(cls, row: DispatchRow) -> Handle:
-        """A handle from a journal row."""
-        return cls(row.id, row.lane, row.label, row.qos, row.job_id, row.final, row.outcome)
-
-
-@attrs.frozen
-class TickReport:
-    """What one poll did: for the live view, the logs and the tests that count scheduler calls."""
-
-    at: float
-    live: int
-    observed: int
-    rung_changes: int
-    deferred: int
-    """Dispatches that wanted to change rung but waited for the per-tick bound."""
-    handoffs: tuple[str, ...]
-    failures: tuple[str, ...]
-    """One line per dispatch that failed this tick (a failed handoff command, a refused submit)."""
-    unreachable: bool
 
 
 class Router:
@@ -139,7 +88,7 @@ class Router:
         """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         journal.acquire_driver()
         self.recover()
-        self._sweep_interrupted()
+        withdrawals.sweep_interrupted(self)
 
     @property
     def running(self) -> dict[str, tuple[str, Handoff]]:
@@ -215,54 +164,16 @@ class Router:
         return self.handle(d.id)
 
     def _withdraw_interrupted(self, d: Dispatch) -> Interrupted:
-        """Ctrl-C while ``d`` was being queued: cancel whatever reached the cluster and withdraw it.
+        return withdrawals.withdraw_interrupted(self, d)
 
-        The cleanup itself ignores further Ctrl-C. If SLURM cannot be asked (it does not answer), the
-        dispatch is left live for `watch` (which looks its token up first, so never twice) and says so.
-        """
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
-        try:
-            if self.journal.dispatch(d.id) is None:
-                return Interrupted("interrupted before anything was journaled or queued; nothing to undo")
-            try:
-                job_id = d.job_id
-                if job_id is None:
-                    job_id = self._settled_lookup(d)
-                self.driver.interrupt(d, job_id)  # journaled WITHDRAWN first, then its job (if any) scancelled
-            except SchedulerError as exc:
-                return Interrupted(
-                    f"interrupted while dispatch {d.id} was being queued, and SLURM did not answer ({exc}); it is "
-                    f"left to `fellows-fsm watch` (never queued twice) or `fellows-fsm cancel {d.id}`"
-                )
-            queued = f"its job {job_id} cancelled" if job_id is not None else "nothing was queued"
-            return Interrupted(f"interrupted: dispatch {d.id} withdrawn ({queued})")
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+    def take_requests(self) -> list[str]:
+        """Do what other processes asked of this journal's driver (a ``cancel``); return the ids withdrawn."""
+        return withdrawals.take_requests(self)
 
-    def _settled_lookup(self, d: Dispatch) -> str | None:
-        """The job an interrupted sbatch may have created, looked up by token a few times: a controller that was
-        slow to answer can still be working through the request when the first look comes."""
-        for attempt in range(INTERRUPT_LOOKUPS):
-            if attempt:
-                time.sleep(1.0)
-            found = self.scheduler.find_by_token(d.token())
-            if found is not None:
-                return found.job_id
-        return None
-
-    def _sweep_interrupted(self) -> None:
-        """Cancel any job that a recently interrupted submit created after it was withdrawn (looked up once)."""
-        for row in self.journal.ended_since(OUTCOME_WITHDRAWN_INTERRUPTED, self.clock.now() - 3600):
-            try:
-                found = self.scheduler.find_by_token(dispatch_token(row.id, 0))
-                if found is not None and found.phase is not Phase.GONE:
-                    log.warning(
-                        "dispatch %s was withdrawn, yet job %s carries its token: cancelling", row.id, found.job_id
-                    )
-                    self.driver.cancel_strays([found.job_id])
-            except SchedulerError as exc:
-                log.warning("could not look for a late job of withdrawn dispatch %s: %s", row.id, exc)
+    def withdraw(self, dispatch_id: str) -> list[str]:
+        """Withdraw a dispatch (a user's ``cancel``): journaled WITHDRAWN first, then every job it got scancelled
+        (the recall row); return their ids. A dispatch handed to a command lane cannot be taken back."""
+        return withdrawals.withdraw(self, dispatch_id)
 
     def _new(
         self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
@@ -415,64 +326,6 @@ class Router:
         self.driver.pause(self.live.values(), due, why=why)
         return True
 
-    def take_requests(self) -> list[str]:
-        """Do what other processes asked of this journal's driver (a ``cancel``); return the ids withdrawn.
-
-        A request is a meta row ``cancel:<id>``; its answer is written as ``cancelled:<id>`` (the job ids, or
-        the error), for the asking process to read, and the request is dropped."""
-        done = []
-        for dispatch_id in self.journal.meta_with_prefix(CANCEL_REQUEST):
-            answer: dict[str, Any]
-            try:
-                answer = {"jobs": self.withdraw(dispatch_id)}
-                done.append(dispatch_id)
-            except FellowsError as exc:
-                answer = {"error": str(exc), "exit_code": exc.exit_code}
-            self.journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
-            self.journal.drop_meta(CANCEL_REQUEST + dispatch_id)
-        return done
-
-    def withdraw(self, dispatch_id: str) -> list[str]:
-        """Withdraw a dispatch (a user's ``cancel``): journal it final (``withdrawn``) first, then scancel every
-        job it got, whatever its state; return their ids. It is never advanced again.
-
-        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane.
-        """
-        row = self.journal.dispatch(dispatch_id)
-        if row is None:
-            raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
-        refuse_handed_off(self.journal, row)
-        job_ids = list(dict.fromkeys([*(j.job_id for j in self.journal.jobs(row.id)), *filter(None, [row.job_id])]))
-        # A controller that restarted on stale state may have given one of these ids to someone else's job:
-        # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
-        prefix = dispatch_token(row.id, 0)[:-1]
-        seen = self.scheduler.observe(job_ids) if job_ids else {}
-        job_ids = [
-            j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
-        ]
-        if not row.final and row.lane == FELLOWS:
-            ladder = [str(r["qos"]) for r in row.ladder]
-            rung = ladder.index(row.qos) if row.qos in ladder else 0
-            found = self.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
-            if found is not None and found.job_id not in job_ids:
-                job_ids.append(found.job_id)
-        # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
-        # a failed scancel is safe to re-run.
-        self.handoffs.pending.pop(row.id, None)
-        if row.id in self._parked_out:
-            self._parked_out.remove(row.id)
-        if row.lane != FELLOWS:  # pinned to a command lane whose command never ran: no ladder, nothing to scancel
-            self.journal.finish(
-                row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=self.clock.now()
-            )
-        elif row.outcome == OUTCOME_WITHDRAWN:
-            self.driver.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
-        else:
-            d = self.live.pop(row.id, None) or restore(self.journal, row)
-            self.driver.recall(d, job_ids)
-        self.live.pop(row.id, None)
-        return job_ids
-
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch) -> None:
         """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with (the driver
@@ -509,8 +362,7 @@ class Router:
     # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids."""
-        self._adopted_upto, rows = self.journal.live_after(0)
-        return self._load(rows)
+        return adoption.recover(self)
 
     def _adopted(self, rowid: int) -> None:
         """This router wrote row ``rowid`` itself: adoption need not read it (unless another row came between)."""
@@ -518,64 +370,9 @@ class Router:
             self._adopted_upto = rowid
 
     def adopt(self) -> list[str]:
-        """Take on the live dispatches journaled since the last look (by another process: a second ``submit``
-        enqueues its dispatch and leaves it to whichever process drives the journal); return their ids."""
-        self._adopted_upto, rows = self.journal.live_after(self._adopted_upto, known=_Driven(self))
-        return self._load(rows)
-
-    def _load(self, rows: list[DispatchRow]) -> list[str]:
-        recovered = []
-        for row in rows:
-            if row.id in self.handoffs.running:
-                continue
-            spec = spec_of(row)
-            settings = row.settings
-            if row.lane != FELLOWS:
-                fallback = settings.get("fallback")
-                if fallback is not None:
-                    self.handoffs.pinned_lanes[row.id] = self.handoffs.lane_for(lane_from_json(fallback))
-                elif row.lane not in self.handoffs.lanes:
-                    raise ConfigError(
-                        f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({self.config.source}) "
-                        "does not define; run watch with the config it was submitted with"
-                    )
-                self.handoffs.pending[row.id] = (row.lane, spec)
-                recovered.append(row.id)
-                continue
-            d = restore(
-                self.journal,
-                row,
-                controller_deadline=self.config.router.controller_deadline,
-                in_place=self.config.router.change_rung == "in-place",
-            )
-            if not d.history:
-                d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
-            self.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
-            if d.state in (FAILED_TO_GCP, HANDING_OFF):
-                # Died before (or while) handing off: the next poll hands it off (a command already started is
-                # followed, never started twice).
-                self._parked_out.append(d.id)
-                if d.state == HANDING_OFF:
-                    self.handing[d.id] = self.live.pop(d.id)
-            self.settings[d.id] = settings
-            recovered.append(d.id)
-        return recovered
+        """Take on the live dispatches journaled since the last look (by another process); return their ids."""
+        return adoption.adopt(self)
 
     def is_done(self, dispatch_id: str) -> bool:
         """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""
         return self.handle(dispatch_id).final
-
-
-@attrs.frozen
-class _Driven:
-    """The ids a router drives, as a container (no copy)."""
-
-    router: Router
-
-    def __contains__(self, dispatch_id: object) -> bool:
-        r = self.router
-        return any(dispatch_id in ids for ids in (r.live, r.handing, r.pending_handoffs, r.running))
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
