@@ -19,6 +19,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.daemon import ensure_driver, remember_config
+from fellows_fsm.dispatch_history import HistoryEntry, history_entries
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -36,7 +37,6 @@ from fellows_fsm.records import RECENT, find, outcome_error, refuse_handed_off, 
 from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST, Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
-from fellows_fsm.ui.history import HistoryEntry, history_entries
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
 

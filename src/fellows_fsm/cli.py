@@ -20,6 +20,7 @@ import click
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config
 from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.dispatch_history import history_entries
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal import Journal
 from fellows_fsm.records import RECENT, outcome_error, select
@@ -43,7 +44,7 @@ from fellows_fsm.ui.app import (
     say_started,
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
-from fellows_fsm.ui.history import history_entries, history_table
+from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
 from fellows_fsm.ui.status import status_table
 

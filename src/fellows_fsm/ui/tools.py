@@ -22,6 +22,7 @@ from fellows_fsm import sim, statefs
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, config_warnings
 from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.dispatch_history import history_entries
 from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable
 from fellows_fsm.records import outcome_error
 from fellows_fsm.scheduler import JobSpec, Phase
@@ -39,7 +40,7 @@ from fellows_fsm.ui.app import (
     open_journal,
 )
 from fellows_fsm.ui.follow import follow_live, summary
-from fellows_fsm.ui.history import history_entries, history_table
+from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.ladder import ladder_report, ladder_table
 from fellows_fsm.ui.paths import dot_source, path_mermaid, svg
 from fellows_fsm.ui.words import span
