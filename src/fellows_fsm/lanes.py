@@ -21,7 +21,7 @@ from typing import Protocol
 
 import attrs
 
-from fellows_fsm.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
+from fellows_fsm.config_lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from fellows_fsm.config import Ladder, Rung
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError
 from fellows_fsm.scheduler import FinishedJob, History, JobSpec, PendingJob, RunningJob
 from fellows_fsm.slurm.runner import CommandRunner
