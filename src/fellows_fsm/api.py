@@ -30,7 +30,8 @@ from fellows_fsm.errors import (
     SubmitRejected,
 )
 from fellows_fsm.intake import INTENTS, enqueue
-from fellows_fsm.journal import DriverOwner, Journal
+from fellows_fsm.journal import Journal
+from fellows_fsm.journal_lock import DriverOwner
 from fellows_fsm.lanes import CommandLane
 from fellows_fsm.preflight import GrantsCache, preflight
 from fellows_fsm.records import RECENT, find, outcome_error, refuse_handed_off, select
