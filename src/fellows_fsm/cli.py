@@ -2,9 +2,9 @@
 Python API (api.py).
 
 The group, the seams to the cluster (``make_scheduler``, ``read_grants``) and what every command shares live in
-ui/app.py; the live views in ui/follow.py; the other commands (ladder, config, diagram, simulate, demo) in
-ui/tools.py. Every FellowsError becomes one line on stderr and its own exit code (errors.py); ``--debug`` shows
-tracebacks.
+ui/app.py; the live views in ui/follow.py; the other commands (ladder, config, diagram, simulate) in
+ui/tools.py, and demo in ui/demo.py. Every FellowsError becomes one line on stderr and its own exit code
+(errors.py); ``--debug`` shows tracebacks.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app, tools
+from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui.app import (
     INTERRUPTED,
@@ -49,7 +50,7 @@ from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
 from fellows_fsm.ui.status import status_table
 
 __all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "tools"]
-_ = _driver_commands  # registers `fellows-fsm driver` on the group
+_ = _driver_commands, _demo_command  # register `fellows-fsm driver` and `fellows-fsm demo` on the group
 
 log = logging.getLogger(__name__)
 
