@@ -2,7 +2,8 @@
 
 The read model behind ``Fellows.history``, ``fellows-fsm history`` and a path drawn on the state diagram. It reads
 rows the caller fetched (one dispatch's steps, jobs and handoff), never the whole journal, and never renders:
-ui/history.py draws the table. (The cluster's history, for ``park_early = "calibrated"``, is history.py.)
+ui/history.py draws the table. (The cluster's history, for ``park_early = "calibrated"``, is history.py and
+slurm/history.py.)
 """
 
 from __future__ import annotations

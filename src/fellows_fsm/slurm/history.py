@@ -1,7 +1,8 @@
 """The cluster's history for ``park_early = "calibrated"``: finished jobs (sacct), running and pending jobs
 (squeue) and the nodes' GPUs (scontrol), read through the runner in three commands and parsed into a History.
 
-history.py (the cache) decides when it is read: at most once per refresh, never per poll.
+The cache in fellows_fsm/history.py (``HistoryCache``) decides when it is read: at most once per refresh, never per
+poll.
 """
 
 from __future__ import annotations
