@@ -10,6 +10,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
 from fellows_fsm.core import Decision, Dispatch, Step
 from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN
+from fellows_fsm.dispatch_history import HistoryEntry
 from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.errors import (
     ConfigError,
@@ -29,7 +30,6 @@ from fellows_fsm.errors import (
 from fellows_fsm.fake import FakeScheduler
 from fellows_fsm.router import Handle, TickReport
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
-from fellows_fsm.ui.history import HistoryEntry
 
 __all__ = [
     "CANCELLED",

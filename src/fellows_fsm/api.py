@@ -6,59 +6,32 @@ the process that does, follows them read-only, and takes the lock over if that p
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 
 import attrs
 
+from fellows_fsm.cancel_request import request_cancel
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, Ladder
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.config import Config
 from fellows_fsm.daemon import ensure_driver, remember_config
-from fellows_fsm.errors import (
-    ConfigError,
-    FellowsError,
-    JournalBusy,
-    SchedulerError,
-    SchedulerUnreachable,
-    SshLoginRefused,
-    SubmitRejected,
-)
-from fellows_fsm.intake import INTENTS, enqueue
-from fellows_fsm.journal import DriverOwner, Journal
+from fellows_fsm.dispatch_history import HistoryEntry, history_entries
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
+from fellows_fsm.intake import enqueue
+from fellows_fsm.journal import Journal
+from fellows_fsm.journal_lock import DriverOwner
 from fellows_fsm.lanes import CommandLane
-from fellows_fsm.preflight import GrantsCache, preflight
-from fellows_fsm.records import RECENT, find, outcome_error, refuse_handed_off, select
-from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST, Handle, Router, TickReport
+from fellows_fsm.preflight import Check, check_request, default_grants
+from fellows_fsm.records import RECENT, find, outcome_error, select
+from fellows_fsm.router import Handle, Router, TickReport
 from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
-from fellows_fsm.ui.history import HistoryEntry, history_entries
+from fellows_fsm.slurm import Grants, SlurmScheduler, slurm_scheduler
 
 __all__ = ["Check", "Fellows", "Progress", "Submitted"]
 
 log = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class Check:
-    """What the check before the first sbatch decided for one request (``Fellows.check``)."""
-
-    ladder: Ladder | None = None
-    """The rungs the job can start on, first to last (never-fitting ones left out); None when not checked."""
-    note: str = ""
-    """Why rungs were skipped; journaled on the dispatch's first step."""
-    notes: tuple[str, ...] = ()
-    """One line per skipped rung and per remark of the check, for the user."""
-    warnings: tuple[str, ...] = ()
-    """Why the request goes ahead other than asked: unchecked (grants unreadable), or a debug intent without
-    ``debug_qos``."""
-    refused: FellowsError | None = None
-    """Why the cluster can never take the request (``submit`` raises it): a QoS it does not have or grant
-    (ConfigError), or a job no rung can start (SubmitRejected). None when the request may go ahead."""
 
 
 @attrs.frozen
@@ -126,7 +99,7 @@ class Fellows:
         self.scheduler: Scheduler = scheduler if scheduler is not None else slurm_scheduler(config)
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
-        self._grants = grants if grants is not None else _default_grants(self.scheduler)
+        self._grants = grants if grants is not None else default_grants(self.scheduler)
         self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
@@ -209,41 +182,9 @@ class Fellows:
 
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-        raise. Grants are cached beside the journal. An unknown intent raises ConfigError.
+        raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
         """
-        if intent not in INTENTS:
-            raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-        fellows = self.config.fellows
-        warnings: list[str] = []
-        if intent == "debug" and fellows.debug_qos is None:
-            warnings.append(
-                "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
-                f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
-                "debug jobs there"
-            )
-        if (pin is not None and pin != FELLOWS) or self._grants is None:
-            return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
-        user = str(getattr(self.scheduler, "user", "") or os.environ.get("USER", ""))
-        cluster = self.config.fellows.host or os.environ.get("SLURM_CONF", "")
-        cache = GrantsCache(self.config.state_dir / "grants.json", key=f"{user}@{cluster}")
-        try:
-            grants = cache.get(self.clock.now(), self._grants)
-        except SshLoginRefused:
-            raise  # nothing will work until someone acts: stop before anything is journaled or queued
-        except SchedulerError as exc:
-            warnings.append(
-                f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "
-                "still skipped when sbatch refuses it)"
-            )
-            return Check(warnings=tuple(warnings))
-        try:
-            checked = preflight(
-                fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(self.config)
-            )
-        except (ConfigError, SubmitRejected) as exc:
-            return Check(warnings=tuple(warnings), refused=exc)
-        notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
-        return Check(checked.ladder, checked.note, notes, tuple(warnings))
+        return check_request(self.config, self.scheduler, self.clock, self._grants, spec, intent=intent, pin=pin)
 
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True
@@ -426,7 +367,7 @@ class Fellows:
 
         The journal's driver does it: this process if it drives or can take the lock (and is not in background
         mode); otherwise the cancel is journaled as a request for the driver that holds the lock (started if
-        none runs), and this waits up to ``wait`` seconds for its answer.
+        none runs), and this waits up to ``wait`` seconds for its answer (cancel_request.py).
         """
         row = find(self.journal, dispatch_id)
         if self._router is not None:
@@ -443,42 +384,12 @@ class Fellows:
                     ).withdraw(row.id)
                 finally:
                     self.journal.release_driver()
-        refuse_handed_off(self.journal, row)
-        self.journal.drop_meta(CANCEL_ANSWER + row.id)
-        self.journal.put_meta(CANCEL_REQUEST + row.id, {"at": self.clock.now()})
         step = min(0.1, self.config.fellows.poll_interval_seconds)
-        for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
-            self.ensure_driver()
-            answer = self.journal.get_meta(CANCEL_ANSWER + row.id)
-            if answer is not None:
-                self.journal.drop_meta(CANCEL_ANSWER + row.id)
-                if "error" in answer:
-                    raise FellowsError(str(answer["error"]))
-                return [str(j) for j in answer["jobs"]]
-            if attempt * step >= wait:
-                owner = self.journal.owner()
-                holder = owner.describe() if owner is not None else "an unknown process"
-                raise JournalBusy(
-                    holder,
-                    f"journal {self.journal.path} is driven by another router ({holder}), which did not answer the "
-                    f"cancel of dispatch {row.id} within {wait:g} s; the request stays journaled and the journal's "
-                    "driver does it at its next tick",
-                )
-            sleep(step)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
+        return request_cancel(
+            self.journal, row, at=self.clock.now(), step=step, wait=wait, ensure_driver=self.ensure_driver, sleep=sleep
+        )
 
 
 def _final(journal: Journal, dispatch_id: str) -> bool:
     row = journal.dispatch(dispatch_id)
     return row is None or row.final
-
-
-def _next_lane(config: Config) -> str | None:
-    return config.auto_order[1] if len(config.auto_order) > 1 else None
-
-
-def _default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
-    """sacctmgr through the real port; None for any other port (nothing to read grants from)."""
-    if isinstance(scheduler, SlurmScheduler):
-        return lambda: discover(scheduler.runner, scheduler.user)
-    return None

@@ -2,9 +2,9 @@
 Python API (api.py).
 
 The group, the seams to the cluster (``make_scheduler``, ``read_grants``) and what every command shares live in
-ui/app.py; the live views in ui/follow.py; the other commands (ladder, config, diagram, simulate, demo) in
-ui/tools.py. Every FellowsError becomes one line on stderr and its own exit code (errors.py); ``--debug`` shows
-tracebacks.
+ui/app.py; the live views in ui/follow.py; the other commands (ladder, config, diagram, simulate) in
+ui/tools.py, and demo in ui/demo.py. Every FellowsError becomes one line on stderr and its own exit code
+(errors.py); ``--debug`` shows tracebacks.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ import click
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config
 from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.dispatch_history import history_entries
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal import Journal
 from fellows_fsm.records import RECENT, outcome_error, select
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app, tools
+from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui.app import (
     INTERRUPTED,
@@ -43,12 +45,12 @@ from fellows_fsm.ui.app import (
     say_started,
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
-from fellows_fsm.ui.history import history_entries, history_table
+from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
 from fellows_fsm.ui.status import status_table
 
 __all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "tools"]
-_ = _driver_commands  # registers `fellows-fsm driver` on the group
+_ = _driver_commands, _demo_command  # register `fellows-fsm driver` and `fellows-fsm demo` on the group
 
 log = logging.getLogger(__name__)
 

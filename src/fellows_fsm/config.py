@@ -1,29 +1,38 @@
-"""The configuration: frozen, validated values for the QoS ladder, its park caps and the poll.
+"""The configuration: frozen, validated values for the QoS ladder, its park caps, the lanes and the poll.
 
 Every bad value is refused when the config is built, with a ConfigError naming the key and the value.
-This module reads the environment only for defaults, at build time, and never touches the cluster.
+This module reads the environment only for defaults, at build time, and never touches the cluster. It holds the
+whole ``Config`` (the ``[router]`` table, where the journal lives, loading the TOML file, the warnings of
+``config check``); the ``[fellows]`` table is config_fellows.py, the ``[lanes.<name>]`` tables config_lanes.py,
+and their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tomllib
 from collections.abc import Mapping
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from fellows_fsm.config_fellows import (
+    DEFAULT_LADDER,
+    DEFAULT_LATER_RUNGS,
+    DEFAULT_PARK_CAP_SECONDS,
+    DEFAULT_QOS,
+    PARK_CAP_ENV,
+    FellowsConfig,
+    default_park_cap,
+    positive_seconds,
+)
+from fellows_fsm.config_lanes import LANE_ENVIRONMENT, PLACEHOLDERS, USER_VALUES, LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.history import HISTORY_SPAN_SECONDS
-from fellows_fsm.slurm.transport import check_destination
 
 __all__ = [
     "CONFIG_ENV",
@@ -33,7 +42,9 @@ __all__ = [
     "DEFAULT_QOS",
     "LANE_ENVIRONMENT",
     "PARK_CAP_ENV",
+    "PLACEHOLDERS",
     "STATE_DIR_ENV",
+    "USER_VALUES",
     "Config",
     "FellowsConfig",
     "Ladder",
@@ -46,298 +57,11 @@ __all__ = [
     "load_config",
 ]
 
-PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
-DEFAULT_PARK_CAP_SECONDS = 600.0
-DEFAULT_QOS = "high-eur"
-DEFAULT_LATER_RUNGS = ("normal-eur", "low-eur")
 RUNG_CHANGES_PER_SECOND = 20.0
 """The default budget of rung changes (one sbatch each) per second of poll interval."""
-DEFAULT_LADDER = (DEFAULT_QOS, *DEFAULT_LATER_RUNGS)
-MAX_CAP_SECONDS = 30 * 86_400.0
-"""The longest park cap (or lane timeout) accepted: 30 days; beyond it deadlines stop being dates sbatch takes."""
-MIN_POLL_SECONDS = 0.05
-MAX_POLL_SECONDS = 3600.0
-_QOS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
-    """Return ``value`` as seconds, or raise a ConfigError naming ``key`` and the value."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{key}={value!r} is not a number of seconds; give a positive number such as 600")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"{key}={value!r} must be a positive, finite number of seconds, such as 600")
-    if seconds > most:
-        raise ConfigError(f"{key}={value!r} is over the maximum of {most:g} seconds; give at most {most:g}")
-    return seconds
-
-
-def default_park_cap() -> float:
-    """The park cap from ``EPS_FELLOWS_QUEUE_WAIT_SECONDS`` (read now), else 600 seconds."""
-    raw = os.environ.get(PARK_CAP_ENV)
-    if raw is None or raw.strip() == "":
-        return DEFAULT_PARK_CAP_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"{PARK_CAP_ENV}={raw!r} is not a number of seconds; set it to a positive number such as 600"
-        ) from None
-    return _positive_seconds(PARK_CAP_ENV, value)
-
-
-def _check_qos_name(key: str, name: object) -> str:
-    if not isinstance(name, str) or not _QOS_NAME.match(name):
-        raise ConfigError(f"{key}={name!r} is not a QoS name; use letters, digits, '-', '_' or '.', e.g. 'high-eur'")
-    return name
-
-
-def _ssh_options(value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(
-            f"ssh_options={value!r} must be a list of ssh arguments (argv, never a shell string), "
-            "e.g. ['-F', '/home/me/.ssh/config'] or ['-J', 'bastion']"
-        )
-    return tuple(value)
-
-
-def _ladder_tuple(value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ConfigError(f"qos_ladder={value!r} must be a list of QoS names, e.g. ['high-eur', 'normal-eur']")
-    return tuple(value)
-
-
-@attrs.frozen(kw_only=True)
-class FellowsConfig:
-    """The ``[fellows]`` table: which QoS to try, in which order, and for how long each."""
-
-    qos: str = attrs.field(default=DEFAULT_QOS)
-    """The preferred QoS: every non-debug dispatch is submitted on it first."""
-    qos_ladder: tuple[str, ...] = attrs.field(default=DEFAULT_LATER_RUNGS, converter=_ladder_tuple)
-    """The rungs tried after ``qos``, in order (``qos`` itself is not repeated here); may be empty."""
-    park_cap_seconds: float = attrs.field(factory=default_park_cap)
-    """How long a job may stay pending on a rung; default from EPS_FELLOWS_QUEUE_WAIT_SECONDS, else 600."""
-    later_park_cap_seconds: float | None = None
-    """An optional shorter cap for rungs 2 and later."""
-    poll_interval_seconds: float = 10.0
-    """How often the router asks SLURM about every live job (one squeue per poll)."""
-    debug_qos: str | None = None
-    """A QoS for debug-intent dispatches (e.g. 'dev-eur'), tried before the ladder; off when None."""
-    debug_park_cap_seconds: float | None = None
-    """Park cap on the debug QoS; defaults to ``park_cap_seconds``."""
-    debug_name_prefix: str = "D_"
-    """The cluster's naming convention for debug jobs, applied to debug-intent dispatches."""
-    park_early: str = DEFAULT_PARK_EARLY
-    """When a job leaves a rung before its window closes: 'off' (wait out every cap), 'own-cap' (at once while
-    the user's own per-QoS cap holds it back), 'estimate' (once SLURM's start estimate lies past the window).
-    The cap still bounds every rung. See policy.py and docs/configuration.md."""
-    park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
-    """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
-    no, the last rung waits out its window; see docs/configuration.md). ``calibrated`` decides the last rung on
-    the cluster's history whatever this says."""
-    host: str | None = None
-    """The cluster's login host as an ssh destination (an ssh-config Host, 'user@host' or 'ssh://user@host:port'):
-    every SLURM command runs there over one shared ssh connection. None: the SLURM commands on PATH here."""
-    ssh_options: tuple[str, ...] = attrs.field(default=(), converter=_ssh_options)
-    """Extra ssh arguments, before the destination (e.g. ['-F', '/path/ssh_config'], ['-J', 'bastion'])."""
-    ssh_connect_timeout_seconds: float = 10.0
-    """How long ssh may take to connect before the cluster counts as unreachable for that command."""
-    remote_workdir: str | None = None
-    """With ``host``: the job's working directory on the cluster when its script has no ``#SBATCH --chdir``
-    (default: the login directory, normally the home directory, where sbatch starts over ssh)."""
-    calibrated_history_seconds: float = HISTORY_SPAN_SECONDS
-    """How far back ``park_early = "calibrated"`` reads the cluster's finished jobs (default two days)."""
-
-    def __attrs_post_init__(self) -> None:
-        _check_qos_name("qos", self.qos)
-        if self.host is not None:
-            check_destination(self.host)
-        _positive_seconds("ssh_connect_timeout_seconds", self.ssh_connect_timeout_seconds, most=MAX_POLL_SECONDS)
-        if self.ssh_options and self.host is None:
-            raise ConfigError(f"ssh_options={list(self.ssh_options)!r} is set without host; set host too, or remove it")
-        if self.remote_workdir is not None:
-            if self.host is None:
-                raise ConfigError(f"remote_workdir={self.remote_workdir!r} is set without host; set host, or remove it")
-            # An absolute path: sbatch does not expand '~', and a relative one would depend on the login directory.
-            if not isinstance(self.remote_workdir, str) or not self.remote_workdir.startswith("/"):
-                raise ConfigError(
-                    f"remote_workdir={self.remote_workdir!r} must be an absolute path on the cluster, e.g. "
-                    "'/scratch/me/jobs'"
-                )
-        for i, name in enumerate(self.qos_ladder):
-            _check_qos_name(f"qos_ladder[{i}]", name)
-        _positive_seconds("park_cap_seconds", self.park_cap_seconds)
-        _positive_seconds("poll_interval_seconds", self.poll_interval_seconds, most=MAX_POLL_SECONDS)
-        if self.poll_interval_seconds < MIN_POLL_SECONDS:
-            raise ConfigError(
-                f"poll_interval_seconds={self.poll_interval_seconds!r} is under the minimum of "
-                f"{MIN_POLL_SECONDS:g} seconds; give 10 (one squeue per poll)"
-            )
-        if self.later_park_cap_seconds is not None:
-            _positive_seconds("later_park_cap_seconds", self.later_park_cap_seconds)
-        if self.debug_park_cap_seconds is not None:
-            _positive_seconds("debug_park_cap_seconds", self.debug_park_cap_seconds)
-        if self.qos in self.qos_ladder:
-            raise ConfigError(
-                f"qos_ladder={list(self.qos_ladder)!r} repeats qos={self.qos!r}; qos_ladder lists only the rungs "
-                f"after qos, so remove {self.qos!r} from it"
-            )
-        seen: set[str] = {self.qos}
-        for name in self.qos_ladder:
-            if name in seen:
-                raise ConfigError(f"qos_ladder={list(self.qos_ladder)!r} lists {name!r} twice; list each QoS once")
-            seen.add(name)
-        if self.debug_qos is not None:
-            _check_qos_name("debug_qos", self.debug_qos)
-            if self.debug_qos in seen:
-                raise ConfigError(
-                    f"debug_qos={self.debug_qos!r} is also on the ladder (qos or qos_ladder); the debug QoS is "
-                    "tried before the ladder, so give a QoS of its own, e.g. 'dev-eur'"
-                )
-        if self.park_early not in PARK_EARLY_POLICIES:
-            raise ConfigError(
-                f"park_early={self.park_early!r} is not known; use one of "
-                f"{', '.join(repr(p) for p in PARK_EARLY_POLICIES)}"
-            )
-        _positive_seconds("calibrated_history_seconds", self.calibrated_history_seconds)
-        if not isinstance(self.park_early_last_rung, bool):
-            raise ConfigError(f"park_early_last_rung={self.park_early_last_rung!r} must be true or false")
-        if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
-            raise ConfigError(f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'")
-
-    def cap_for(self, position: int) -> float:
-        """The park cap of the ladder rung at ``position`` (0 is the preferred QoS)."""
-        if position > 0 and self.later_park_cap_seconds is not None:
-            return self.later_park_cap_seconds
-        return self.park_cap_seconds
-
-    @property
-    def rung_names(self) -> tuple[str, ...]:
-        """The production ladder's QoS, in order: ``qos``, then ``qos_ladder``."""
-        return (self.qos, *self.qos_ladder)
-
-    @cached_property
-    def ladder(self) -> Ladder:
-        """The production ladder: ``qos`` then ``qos_ladder``, with their caps (built once, shared by dispatches)."""
-        return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)))
-
-    def ladder_for(self, intent: str) -> Ladder:
-        """The ladder for a dispatch of this intent: debug intent starts on ``debug_qos`` when configured."""
-        if intent not in ("prod", "debug"):
-            raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-        if intent == "prod" or self.debug_qos is None:
-            return self.ladder
-        return self.debug_ladder
-
-    @cached_property
-    def debug_ladder(self) -> Ladder:
-        """The ladder of a debug dispatch when ``debug_qos`` is configured: it first, then the production rungs."""
-        assert self.debug_qos is not None
-        debug_cap = self.debug_park_cap_seconds or self.park_cap_seconds
-        rungs = [Rung(0, self.debug_qos, debug_cap)]
-        rungs += [Rung(i + 1, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)]
-        return Ladder(tuple(rungs))
-
-    @property
-    def worst_case_seconds(self) -> float:
-        """The longest a production dispatch waits on the ladder before it reaches GCP (sum of caps)."""
-        return self.ladder.worst_case_seconds
-
-    @classmethod
-    def from_mapping(cls, table: Mapping[str, Any], *, where: str = "[fellows]") -> FellowsConfig:
-        """Build from a TOML table; unknown keys and bad values are refused, naming ``where`` and the key."""
-        known = {a.name for a in attrs.fields(cls)}
-        for key in table:
-            if key not in known:
-                raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(known))}")
-        try:
-            return cls(**dict(table))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
 CONFIG_ENV = "FELLOWS_FSM_CONFIG"
-PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
-"""The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
-which no program can read as code. Every value of a job reaches a lane command through the environment."""
-LANE_ENVIRONMENT = {
-    "dispatch_id": "FSM_DISPATCH_ID",
-    "job_name": "FSM_JOB_NAME",
-    "script": "FSM_SCRIPT",
-    "workdir": "FSM_WORKDIR",
-    "gpus": "FSM_GPUS",
-    "time_limit_seconds": "FSM_TIME_LIMIT_SECONDS",
-    "time_limit_minutes": "FSM_TIME_LIMIT_MINUTES",
-}
-"""The environment variable of every value a lane command gets (the job's user controls job_name, script, workdir)."""
-USER_VALUES = frozenset({"job_name", "script", "workdir"})
-"""Values a job's user controls: refused as argv placeholders (an argument may be code to the program that
-gets it: ``sh -c``, ``perl -E``, ``find -exec``, ssh's remote command...), passed only in the environment."""
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-
-
-_SAMPLE_VALUES = dict.fromkeys(PLACEHOLDERS, "1")
-
-
-def _check_template_item(key: str, item: str) -> None:
-    """Refuse an argv item whose ``{...}`` fields are malformed or unknown (it must fill for every dispatch)."""
-    for name in _PLACEHOLDER.findall(item.replace("{{", "").replace("}}", "")):
-        if name in USER_VALUES:
-            variable = LANE_ENVIRONMENT[name]
-            raise ConfigError(
-                f"{key} uses placeholder {{{name}}}, a value the job's user controls, which could run as code in "
-                f"an argument; read it from the environment as ${variable} instead, e.g. "
-                f"['sh', '-c', 'exec sky launch \"${variable}\"']"
-            )
-        if name not in PLACEHOLDERS:
-            raise ConfigError(
-                f"{key} uses placeholder {{{name}}}, which is not known; "
-                f"use one of {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
-            )
-    try:
-        item.format_map(_SAMPLE_VALUES)
-    except (KeyError, ValueError, IndexError, AttributeError) as exc:
-        raise ConfigError(
-            f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{dispatch_id}} "
-            "and a literal brace as {{ or }}"
-        ) from None
-
-
-def _argv(key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
-        raise ConfigError(
-            f"{key}={value!r} must be a non-empty list of arguments (argv, never a shell string), "
-            "e.g. ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
-        )
-    for item in value:
-        if not isinstance(item, str):
-            raise ConfigError(f"{key} item {item!r} must be a string")
-        _check_template_item(key, item)
-    return tuple(value)
-
-
-@attrs.frozen(kw_only=True)
-class LaneConfig:
-    """A command lane (``[lanes.<name>]``): GCP, or a manual-only lane such as RunPod."""
-
-    name: str
-    command: tuple[str, ...]
-    """The argv template run once to hand a job over; placeholders like ``{dispatch_id}``."""
-    probe: tuple[str, ...] | None = None
-    """Optional argv template that exits 0 when the lane already has this dispatch's job."""
-    manual_only: bool = False
-    """A manual-only lane is never in the auto order; it runs only when a dispatch is pinned to it."""
-    timeout_seconds: float = 600.0
-
-    def __attrs_post_init__(self) -> None:
-        where = f"[lanes.{self.name}]"
-        _argv(f"{where} command", self.command)
-        if self.probe is not None:
-            _argv(f"{where} probe", self.probe)
-        _positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
-        if self.name == FELLOWS:
-            raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
 
 
 @attrs.frozen(kw_only=True)
@@ -374,7 +98,7 @@ class RouterConfig:
             raise ConfigError(
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
-        _positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
+        positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
         if self.order is not None and (not self.order or self.order[0] != FELLOWS):

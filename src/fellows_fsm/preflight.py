@@ -1,8 +1,9 @@
 """Check a dispatch against what the cluster grants before its first sbatch: refuse it, or say which rungs it skips.
 
 The judgement (``preflight``) is pure; the grants it judges come through a small cache file beside the journal
-(``GrantsCache``), so a burst of submits costs one sacctmgr round per few minutes. Nothing here submits,
-changes accounting or writes the journal.
+(``GrantsCache``), so a burst of submits costs one sacctmgr round per few minutes. ``check_request`` is the
+whole check of one request as ``Fellows.check`` makes it (intent, grants read through the cache, judgement) and
+its answer a ``Check``. Nothing here submits, changes accounting or writes the journal.
 """
 
 from __future__ import annotations
@@ -17,12 +18,26 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.config import Ladder
-from fellows_fsm.errors import SubmitRejected
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.clock import Clock
+from fellows_fsm.config import Config, Ladder
+from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.errors import ConfigError, FellowsError, SchedulerError, SshLoginRefused, SubmitRejected
+from fellows_fsm.intake import INTENTS
+from fellows_fsm.scheduler import JobSpec, Scheduler
+from fellows_fsm.slurm import SlurmScheduler, discover
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder
 
-__all__ = ["GRANTS_TTL_SECONDS", "GrantsCache", "Preflight", "grants_from_json", "grants_to_json", "preflight"]
+__all__ = [
+    "GRANTS_TTL_SECONDS",
+    "Check",
+    "GrantsCache",
+    "Preflight",
+    "check_request",
+    "default_grants",
+    "grants_from_json",
+    "grants_to_json",
+    "preflight",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +77,90 @@ def preflight(ladder: Ladder, grants: Grants, spec: JobSpec, *, pinned: bool, ne
         )
     note = "; ".join(s.why for s in check.skipped)
     return Preflight(check.ladder, note, check.warnings)
+
+
+# --------------------------------------------------------------------------- the check of a request
+@attrs.frozen
+class Check:
+    """What the check before the first sbatch decided for one request (``Fellows.check``)."""
+
+    ladder: Ladder | None = None
+    """The rungs the job can start on, first to last (never-fitting ones left out); None when not checked."""
+    note: str = ""
+    """Why rungs were skipped; journaled on the dispatch's first step."""
+    notes: tuple[str, ...] = ()
+    """One line per skipped rung and per remark of the check, for the user."""
+    warnings: tuple[str, ...] = ()
+    """Why the request goes ahead other than asked: unchecked (grants unreadable), or a debug intent without
+    ``debug_qos``."""
+    refused: FellowsError | None = None
+    """Why the cluster can never take the request (``submit`` raises it): a QoS it does not have or grant
+    (ConfigError), or a job no rung can start (SubmitRejected). None when the request may go ahead."""
+
+
+def check_request(
+    config: Config,
+    scheduler: Scheduler,
+    clock: Clock,
+    read: Callable[[], Grants] | None,
+    spec: JobSpec,
+    *,
+    intent: str = "prod",
+    pin: str | None = None,
+) -> Check:
+    """Check a request against what the cluster grants (``read()``, cached beside the journal), before anything
+    is journaled or queued: ``Fellows.check``.
+
+    A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
+    ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
+    raise; grants that cannot be read are a warning (the request goes ahead unchecked), except a login ssh
+    refuses (SshLoginRefused is raised). An unknown intent raises ConfigError. With no ``read`` (a port with
+    nothing to read them from) or a command lane pinned, nothing is checked.
+    """
+    if intent not in INTENTS:
+        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+    fellows = config.fellows
+    warnings: list[str] = []
+    if intent == "debug" and fellows.debug_qos is None:
+        warnings.append(
+            "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
+            f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
+            "debug jobs there"
+        )
+    if (pin is not None and pin != FELLOWS) or read is None:
+        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
+    user = str(getattr(scheduler, "user", "") or os.environ.get("USER", ""))
+    cluster = config.fellows.host or os.environ.get("SLURM_CONF", "")
+    cache = GrantsCache(config.state_dir / "grants.json", key=f"{user}@{cluster}")
+    try:
+        grants = cache.get(clock.now(), read)
+    except SshLoginRefused:
+        raise  # nothing will work until someone acts: stop before anything is journaled or queued
+    except SchedulerError as exc:
+        warnings.append(
+            f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "
+            "still skipped when sbatch refuses it)"
+        )
+        return Check(warnings=tuple(warnings))
+    try:
+        checked = preflight(
+            fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(config)
+        )
+    except (ConfigError, SubmitRejected) as exc:
+        return Check(warnings=tuple(warnings), refused=exc)
+    notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
+    return Check(checked.ladder, checked.note, notes, tuple(warnings))
+
+
+def _next_lane(config: Config) -> str | None:
+    return config.auto_order[1] if len(config.auto_order) > 1 else None
+
+
+def default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
+    """sacctmgr through the real port; None for any other port (nothing to read grants from)."""
+    if isinstance(scheduler, SlurmScheduler):
+        return lambda: discover(scheduler.runner, scheduler.user)
+    return None
 
 
 # --------------------------------------------------------------------------- the grants cache

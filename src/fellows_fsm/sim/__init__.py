@@ -7,18 +7,17 @@ clock implement the Scheduler and Clock ports; the ladder itself is never re-imp
 from __future__ import annotations
 
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
-from fellows_fsm.sim.cluster import FELLOWS_TIERS, SimCluster, SimJob, Tier, parse_tier
+from fellows_fsm.sim.cluster import SimCluster
+from fellows_fsm.sim.jobs import FELLOWS_TIERS, SimJob, Tier, parse_tier
 from fellows_fsm.sim.report import RESULT_KEYS, format_table, to_json, to_records
-from fellows_fsm.sim.run import (
+from fellows_fsm.sim.results import JobOutcome, RunResult
+from fellows_fsm.sim.run import run_sweep, simulate
+from fellows_fsm.sim.strategies import (
     DEFAULT_STRATEGIES,
     STRATEGIES,
-    JobOutcome,
-    RunResult,
     SimParams,
     parse_park_caps,
     parse_strategies,
-    run_sweep,
-    simulate,
     strategy_config,
 )
 from fellows_fsm.sim.trace import (

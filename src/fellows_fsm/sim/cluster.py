@@ -2,12 +2,12 @@
 
 It implements the Scheduler port, so the real Router and Dispatch drive it exactly as they drive SLURM.
 Scheduling is event-driven (a submit, a job end, a background arrival, a controller deadline); it never
-reads the system clock and never decides anything for a dispatch.
+reads the system clock and never decides anything for a dispatch. Its tiers and jobs are sim/jobs.py, the
+backfill's start estimates sim/backfill.py (their names are re-exported here).
 """
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from collections import Counter
@@ -17,42 +17,12 @@ import attrs
 
 from fellows_fsm.errors import ConfigError, QosRejected, SubmitRejected
 from fellows_fsm.scheduler import FinishedJob, History, JobSpec, Observation, PendingJob, Phase, RunningJob
+from fellows_fsm.sim.backfill import BACKFILL_WINDOW_SECONDS, plan_starts
 from fellows_fsm.sim.clock import SimClock
+from fellows_fsm.sim.jobs import FELLOWS_TIERS, SimJob, Tier, parse_tier
 from fellows_fsm.sim.trace import BACKGROUND_QOS, ME, TraceJob
 
-__all__ = ["FELLOWS_TIERS", "SimCluster", "SimJob", "Tier", "parse_tier"]
-
-_DAY = 86_400
-BACKFILL_WINDOW_SECONDS = float(_DAY)
-"""How far ahead the backfill scheduler plans (SLURM's bf_window, 1 day by default): a job it cannot place
-within it shows no start estimate (N/A)."""
-
-
-@attrs.frozen
-class Tier:
-    """One QoS: its priority, its per-user GPU cap (None: no cap) and its MaxWall (None: none)."""
-
-    name: str
-    priority: int
-    max_gpus_per_user: int | None = None
-    max_wall_seconds: int | None = None
-
-
-FELLOWS_TIERS = (
-    Tier("high-eur", 100_000, 16, 7 * _DAY),
-    Tier("normal-eur", 50_000, 16, 7 * _DAY),
-    Tier("low-eur", 10_000, None, 14 * _DAY),
-    Tier("dev-eur", 200_000, 8, 1 * _DAY),
-)
-"""The fellows tiers as scripts/dev-slurm creates them (see /work/shared/slurm-lab.md)."""
-
-
-def parse_tier(text: str) -> Tier:
-    """A tier from ``NAME:PRIORITY:CAP`` (CAP ``-`` for no per-user GPU cap), e.g. ``high-eur:100000:16``."""
-    parts = text.split(":")
-    if len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not (parts[2] == "-" or parts[2].isdigit()):
-        raise ConfigError(f"tier {text!r} is not NAME:PRIORITY:CAP, e.g. 'high-eur:100000:16' or 'low-eur:10000:-'")
-    return Tier(parts[0], int(parts[1]), None if parts[2] == "-" else int(parts[2]))
+__all__ = ["BACKFILL_WINDOW_SECONDS", "FELLOWS_TIERS", "SimCluster", "SimJob", "Tier", "parse_tier"]
 
 
 def _drop_at(job: SimJob) -> float:
@@ -67,48 +37,6 @@ def _drop_at(job: SimJob) -> float:
     return job.deadline - 60.0 * math.ceil(job.time_limit / 60.0)
 
 
-# Mutable on purpose: a job moves from PENDING to RUNNING to COMPLETED as simulated time passes.
-@attrs.define(eq=False)
-class SimJob:
-    """One job in the simulated queue."""
-
-    job_id: str
-    user: str
-    qos: str
-    gpus: int
-    duration: float
-    submitted_at: float
-    seq: int
-    """Submission order, the tie-break after priority and submit time."""
-    time_limit: float | None = None
-    token: str = ""
-    deadline: float | None = None
-    state: str = "PENDING"
-    reason: str | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-    expected_start: float | None = None
-    """The backfill scheduler's start estimate while pending (set by SimCluster when the job is observed)."""
-
-    def observe(self) -> Observation:
-        """This job as squeue would report it."""
-        if self.state == "PENDING":
-            phase = Phase.PENDING
-        elif self.start_time is not None:
-            phase = Phase.STARTED
-        else:
-            phase = Phase.GONE
-        return Observation(
-            job_id=self.job_id,
-            phase=phase,
-            state=self.state,
-            reason=self.reason if self.state == "PENDING" else None,
-            qos=self.qos,
-            start_time=self.start_time,
-            expected_start=self.expected_start if self.state == "PENDING" else None,
-        )
-
-
 class SimCluster:
     """One simulated SLURM cluster of ``gpus`` GPUs, implementing the Scheduler port for user ``user``.
 
@@ -118,10 +46,8 @@ class SimCluster:
     are SLURM's: QOSMaxGRESPerUser, QOSMaxWallDurationPerJobLimit, Resources (the first job the free GPUs
     cannot hold), Priority (those behind it).
 
-    A pending job's start estimate (squeue's StartTime) is computed as SLURM's backfill scheduler computes it:
-    from time limits, not from the real durations (so it errs late when limits exceed durations), placing the
-    pending jobs in priority order at the earliest time their GPUs and their QoS's per-user cap allow, each
-    with a reservation, up to BACKFILL_WINDOW_SECONDS ahead. It comes with the observe: no extra call.
+    A pending job's start estimate (squeue's StartTime) is computed as SLURM's backfill scheduler computes it
+    (sim/backfill.py); it comes with the observe: no extra call.
     """
 
     def __init__(
@@ -366,13 +292,8 @@ class SimCluster:
             self._start(job, now)
 
     def _estimate(self, job_ids: Sequence[str]) -> None:
-        """Fill in the start estimate of the pending jobs, in priority order, up to the last of ``job_ids``.
-
-        The backfill's plan: running jobs end at their start plus their time limit (a job without one never
-        ends); each pending job, highest priority first, is reserved at the earliest time from now on when both
-        the free GPUs and its QoS's per-user cap hold it for its whole time limit. Recomputed only after a
-        scheduling pass, since nothing else changes the plan.
-        """
+        """Fill in the start estimate of the pending jobs, in priority order, up to the last of ``job_ids``
+        (backfill.py's plan), recomputed only after a scheduling pass, since nothing else changes the plan."""
         wanted = {j for j in job_ids if j in self._pending}
         if not wanted:
             return
@@ -381,45 +302,14 @@ class SimCluster:
         if self._planned >= (self._version, last + 1):
             return
         self._planned = (self._version, last + 1)
-        now = self.clock.now()
-        free = _Profile(now, self.gpus - self._used_total)
-        used: dict[tuple[str, str], _Profile] = {}
-        for job in self._running.values():
-            mine = used.setdefault((job.user, job.qos), _Profile(now, 0))
-            if job.time_limit is None or job.start_time is None:
-                mine.add(now, math.inf, job.gpus)
-                continue
-            end = max(now, job.start_time + job.time_limit)
-            free.add(end, math.inf, job.gpus)
-            mine.add(now, end, job.gpus)
-        for job in order[: last + 1]:
-            job.expected_start = None
-            tier = self.tiers[job.qos]
-            cap = tier.max_gpus_per_user
-            if (
-                job.reason == "QOSMaxWallDurationPerJobLimit"
-                or job.gpus > self.gpus
-                or (cap is not None and job.gpus > cap)
-            ):
-                continue
-            mine = used.setdefault((job.user, job.qos), _Profile(now, 0))
-            length = math.inf if job.time_limit is None else job.time_limit
-            for at in sorted({*free.times, *mine.times}):
-                if at > now + BACKFILL_WINDOW_SECONDS:
-                    break
-                if free.least(at, at + length) >= job.gpus and (
-                    cap is None or mine.most(at, at + length) + job.gpus <= cap
-                ):
-                    if job.reason == "QOSMaxGRESPerUser":
-                        # As SLURM (22.05.8, 24.11.5): the per-user limit is checked after node selection, so a
-                        # job the free GPUs could take now reads N/A, while one whose GPUs are busy too gets the
-                        # planned start (the end of the time limits in the way); neither gets a reservation.
-                        job.expected_start = at if self.gpus - self._used_total < job.gpus else None
-                        break
-                    job.expected_start = at
-                    free.add(at, at + length, -job.gpus)
-                    mine.add(at, at + length, job.gpus)
-                    break
+        plan_starts(
+            order[: last + 1],
+            self._running.values(),
+            self.tiers,
+            now=self.clock.now(),
+            gpus=self.gpus,
+            used_gpus=self._used_total,
+        )
 
     def _priority_key(self, job: SimJob) -> tuple[int, float, int]:
         return (-self.tiers[job.qos].priority, job.submitted_at, job.seq)
@@ -485,45 +375,3 @@ class SimCluster:
             self.queue_background(self._arrivals[self._next_arrival])
             self._next_arrival += 1
         self.schedule()
-
-
-class _Profile:
-    """A step function of time from ``start`` on (GPUs free, or GPUs one user holds on one QoS)."""
-
-    def __init__(self, start: float, value: int) -> None:
-        self.times: list[float] = [start]
-        self.values: list[int] = [value]
-
-    def _split(self, at: float) -> int:
-        """The index of the step that begins at ``at`` (inserted if needed)."""
-        i = bisect.bisect_right(self.times, at) - 1
-        if self.times[i] == at:
-            return i
-        self.times.insert(i + 1, at)
-        self.values.insert(i + 1, self.values[i])
-        return i + 1
-
-    def add(self, start: float, end: float, delta: int) -> None:
-        """Add ``delta`` over ``[start, end)`` (``end`` may be infinite)."""
-        if end <= start:
-            return
-        first = self._split(max(start, self.times[0]))
-        last = len(self.times) if math.isinf(end) else self._split(end)
-        for i in range(first, last):
-            self.values[i] += delta
-
-    def _over(self, start: float, end: float) -> list[int]:
-        i = max(0, bisect.bisect_right(self.times, start) - 1)
-        out = []
-        while i < len(self.times) and self.times[i] < end:
-            out.append(self.values[i])
-            i += 1
-        return out
-
-    def least(self, start: float, end: float) -> int:
-        """The smallest value over ``[start, end)``."""
-        return min(self._over(start, end))
-
-    def most(self, start: float, end: float) -> int:
-        """The largest value over ``[start, end)``."""
-        return max(self._over(start, end))

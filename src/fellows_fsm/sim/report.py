@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from fellows_fsm.sim.run import RunResult
+from fellows_fsm.sim.results import RunResult
 
 __all__ = ["RESULT_KEYS", "format_table", "oracle_ratio", "to_json", "to_records"]
 

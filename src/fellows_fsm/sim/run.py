@@ -3,6 +3,8 @@
 Every strategy but the oracle is a configuration of the one lifecycle machine, driven by the real
 ``Router.run`` loop on a SimClock, with a journal in a temporary directory and an in-process GCP lane
 (no process is forked per handoff). The oracle is a bound, not a strategy: it looks ahead on a copy.
+The strategies and their parameters are sim/strategies.py, the outcomes sim/results.py (their names are
+re-exported here).
 """
 
 from __future__ import annotations
@@ -12,10 +14,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
-
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import DEFAULT_LADDER, Config, FellowsConfig, LaneConfig, RouterConfig
+from fellows_fsm.config import Config, LaneConfig, RouterConfig
 from fellows_fsm.core import Dispatch
 from fellows_fsm.core.vocab import FELLOWS, RUNNING
 from fellows_fsm.errors import ConfigError, SubmitRejected
@@ -24,7 +24,17 @@ from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFil
 from fellows_fsm.router import Router
 from fellows_fsm.scheduler import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
-from fellows_fsm.sim.cluster import FELLOWS_TIERS, SimCluster, SimJob, Tier
+from fellows_fsm.sim.cluster import SimCluster, SimJob
+from fellows_fsm.sim.results import GCP, JobOutcome, RunResult, by_index
+from fellows_fsm.sim.strategies import (
+    DEFAULT_STRATEGIES,
+    ORACLES,
+    STRATEGIES,
+    SimParams,
+    parse_park_caps,
+    parse_strategies,
+    strategy_config,
+)
 from fellows_fsm.sim.trace import TraceJob
 
 __all__ = [
@@ -35,6 +45,7 @@ __all__ = [
     "JobOutcome",
     "RunResult",
     "SimParams",
+    "by_index",
     "minutes_limit",
     "parse_park_caps",
     "parse_strategies",
@@ -42,160 +53,6 @@ __all__ = [
     "simulate",
     "strategy_config",
 ]
-
-STRATEGIES = (
-    "static",
-    "single-timeout",
-    "ladder",
-    "reason-aware",
-    "predictive",
-    "calibrated",
-    "oracle",
-    "oracle-prefer",
-)
-"""The strategies, in the order tables list them."""
-PARK_EARLY = {"reason-aware": "own-cap", "predictive": "estimate", "calibrated": "calibrated"}
-"""The product's ``[fellows] park_early`` policy each strategy plays (every other router strategy: "off")."""
-ORACLES = ("oracle", "oracle-prefer")
-DEFAULT_STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
-"""What ``fellows-fsm simulate`` plays unless told (oracle-prefer costs a second look-ahead per job)."""
-GCP = "gcp"
-
-
-@attrs.frozen(kw_only=True)
-class SimParams:
-    """The simulated cluster and router: everything but the workload, the strategy and the park cap."""
-
-    gpus: int = 64
-    """GPUs in the cluster's pool (the local dev cluster has 64)."""
-    tiers: tuple[Tier, ...] = FELLOWS_TIERS
-    ladder: tuple[str, ...] = DEFAULT_LADDER
-    """The QoS ladder of the ``ladder`` strategies; ``static`` and ``single-timeout`` use its first rung."""
-    debug_qos: str | None = "dev-eur"
-    """Where debug-intent jobs start (before the ladder), as in ``[fellows] debug_qos``."""
-    poll_interval_seconds: float = 10.0
-    max_rung_changes_per_tick: int = 20
-    gcp_start_seconds: float = 0.0
-    """Time from a GCP handoff to the job running there, added to its time-to-start."""
-    max_wait_seconds: float = 14 * 86_400.0
-    """How long past the last submission the simulation may run; jobs not started by then are unstarted."""
-    park_early_last_rung: bool = False
-    """``[fellows] park_early_last_rung`` for the reason-aware and predictive strategies (the product's default)."""
-
-    def __attrs_post_init__(self) -> None:
-        if self.gpus < 1:
-            raise ConfigError(f"gpus={self.gpus!r}: the cluster needs at least one GPU")
-        names = {t.name for t in self.tiers}
-        for qos in (*self.ladder, *([self.debug_qos] if self.debug_qos else [])):
-            if qos not in names:
-                raise ConfigError(f"QoS {qos!r} is not a tier of the simulated cluster ({', '.join(sorted(names))})")
-        if self.gcp_start_seconds < 0:
-            raise ConfigError(f"gcp_start_seconds={self.gcp_start_seconds!r} must be zero or more")
-
-
-@attrs.frozen
-class JobOutcome:
-    """Where one of my jobs ran and how long it waited to start."""
-
-    index: int
-    gpus: int
-    duration: float
-    lane: str
-    """``fellows`` (the free cluster), ``gcp``, ``unstarted`` (not started within the run), or ``rejected``."""
-    qos: str | None
-    """The QoS it ran on, on the free cluster."""
-    start_seconds: float | None
-    """Seconds from submission to running (on GCP: to the handoff, plus ``gcp_start_seconds``)."""
-    rung_changes: int
-
-    @property
-    def gpu_hours(self) -> float:
-        """GPUs times duration, in hours."""
-        return self.gpus * self.duration / 3600.0
-
-
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    """The ``q`` quantile with linear interpolation between order statistics; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-@attrs.frozen
-class RunResult:
-    """One strategy at one park cap on one workload: every job's outcome and the figures over them."""
-
-    strategy: str
-    park_cap_seconds: float
-    outcomes: tuple[JobOutcome, ...]
-
-    @property
-    def free_share(self) -> float:
-        """Share of my GPU-hours that ran on the free cluster."""
-        total = math.fsum(o.gpu_hours for o in self.outcomes)
-        free = math.fsum(o.gpu_hours for o in self.outcomes if o.lane == FELLOWS)
-        return free / total if total > 0 else 0.0
-
-    @property
-    def gcp_gpu_hours(self) -> float:
-        """GPU-hours handed to GCP."""
-        return math.fsum(o.gpu_hours for o in self.outcomes if o.lane == GCP)
-
-    @property
-    def start_seconds(self) -> tuple[float, ...]:
-        """Time-to-start of every job that started (free cluster or GCP)."""
-        return tuple(o.start_seconds for o in self.outcomes if o.start_seconds is not None)
-
-    @property
-    def p50_start_seconds(self) -> float | None:
-        """Median time-to-start."""
-        return _quantile(self.start_seconds, 0.5)
-
-    @property
-    def p95_start_seconds(self) -> float | None:
-        """95th percentile of time-to-start."""
-        return _quantile(self.start_seconds, 0.95)
-
-    @property
-    def rung_changes(self) -> int:
-        """Cancel-and-resubmit moves, over every job."""
-        return sum(o.rung_changes for o in self.outcomes)
-
-    @property
-    def unstarted(self) -> int:
-        """Jobs that neither started nor went to GCP within the run."""
-        return sum(1 for o in self.outcomes if o.lane in ("unstarted", "rejected"))
-
-
-def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -> FellowsConfig:
-    """The ``[fellows]`` config that makes the lifecycle machine play ``strategy`` at this park cap.
-
-    static: a ladder of just the first QoS, one cap, then GCP (today's behaviour). single-timeout: the
-    same rung with the whole ladder's worst case as its one cap (Nextflow's maxSubmitAwait with that
-    budget). ladder, reason-aware, predictive, the oracles: the full ladder with the cap on every rung;
-    reason-aware, predictive and calibrated are the ladder with ``park_early`` "own-cap", "estimate" and
-    "calibrated" (PARK_EARLY; calibrated reads the simulated cluster's history through the real router).
-    """
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
-    ladder = params.ladder
-    cap = park_cap_seconds
-    if strategy in ("static", "single-timeout"):
-        cap = cap * len(ladder) if strategy == "single-timeout" else cap
-        ladder = ladder[:1]
-    return FellowsConfig(
-        qos=ladder[0],
-        qos_ladder=ladder[1:],
-        park_cap_seconds=cap,
-        poll_interval_seconds=params.poll_interval_seconds,
-        debug_qos=params.debug_qos,
-        park_early=PARK_EARLY.get(strategy, "off"),
-        park_early_last_rung=params.park_early_last_rung,
-    )
 
 
 class InProcessLane(CommandLane):
@@ -417,35 +274,3 @@ def run_sweep(
     if not any(j.mine for j in trace):
         raise ConfigError("the trace has no job of user 'me': there is nothing to dispatch")
     return tuple(simulate(trace, s, cap, params) for cap in park_caps for s in strategies)
-
-
-def parse_park_caps(text: str) -> tuple[float, ...]:
-    """Park caps from a comma list such as ``60,300,600`` (seconds); ConfigError naming a bad item."""
-    caps = []
-    for item in text.split(","):
-        try:
-            cap = float(item)
-        except ValueError:
-            raise ConfigError(
-                f"--park-caps item {item.strip()!r} is not a number of seconds, e.g. 60,300,600"
-            ) from None
-        if not math.isfinite(cap) or cap <= 0:
-            raise ConfigError(f"--park-caps item {item.strip()!r} must be a positive number of seconds")
-        caps.append(cap)
-    return tuple(caps)
-
-
-def parse_strategies(text: str) -> tuple[str, ...]:
-    """Strategies from a comma list such as ``static,ladder``; ConfigError naming an unknown one."""
-    names = tuple(item.strip() for item in text.split(",") if item.strip())
-    for name in names:
-        if name not in STRATEGIES:
-            raise ConfigError(f"strategy {name!r} is not known; use one of {', '.join(STRATEGIES)}")
-    if not names:
-        raise ConfigError(f"no strategy given; use one or more of {', '.join(STRATEGIES)}")
-    return names
-
-
-def by_index(result: RunResult) -> Mapping[int, JobOutcome]:
-    """A run's outcomes by trace index."""
-    return {o.index: o for o in result.outcomes}

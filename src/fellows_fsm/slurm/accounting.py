@@ -2,20 +2,22 @@
 
 It reads accounting once and judges the ladder from those values; it never changes accounting, never
 submits, and never guesses a limit it could not read (an unreadable limit is treated as no limit).
+SLURM's field values are parsed in slurm/fields.py, the cluster's history read in slurm/history.py; their
+names are re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import time
 from collections.abc import Mapping
 
 import attrs
 
-from fellows_fsm.config import Ladder, Rung
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError
-from fellows_fsm.scheduler import FinishedJob, History, JobSpec, PendingJob, RunningJob
+from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.slurm.fields import gpu_count, parse_duration
+from fellows_fsm.slurm.history import parse_history_sacct, parse_nodes, parse_queue, read_history
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
@@ -42,40 +44,6 @@ log = logging.getLogger(__name__)
 
 ASSOC_FIELDS = "Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES"
 QOS_FIELDS = "Name,Priority,MaxWall,MaxTRESPU,GrpTRES,Flags"
-_DURATION = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
-# gres/gpu=N counts every GPU; gres/gpu:<type>=N counts one model only and is not a cap on all GPUs.
-_GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(?P<n>\d+)(?:,|$)")
-
-
-def parse_duration(text: str) -> int | None:
-    """A SLURM duration as seconds; None for an empty or unlimited value.
-
-    Forms: ``D-HH:MM:SS``, ``D-HH:MM``, ``D-HH``, ``HH:MM:SS``, ``MM:SS``, ``MM`` (SLURM's own reading).
-    """
-    text = text.strip()
-    if text in ("", "UNLIMITED", "INFINITE", "Partition_Limit", "None"):
-        return None
-    match = _DURATION.match(text)
-    if match is None:
-        raise ValueError(f"not a SLURM duration: {text!r}")
-    days = int(match["days"] or 0)
-    parts = [int(p) for p in (match["a"], match["b"], match["c"]) if p is not None]
-    if match["days"] is not None:
-        # With days: D-HH, D-HH:MM, D-HH:MM:SS.
-        hours, minutes, seconds = [*parts, 0, 0][:3]
-    elif len(parts) == 3:
-        hours, minutes, seconds = parts
-    elif len(parts) == 2:
-        hours, (minutes, seconds) = 0, parts
-    else:
-        hours, minutes, seconds = 0, parts[0], 0
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def gpu_count(tres: str) -> int | None:
-    """The ``gres/gpu=N`` count in a TRES list such as ``cpu=4,gres/gpu=16``, or None if absent."""
-    match = _GPU_TRES.search(tres.strip())
-    return int(match["n"]) if match else None
 
 
 @attrs.frozen
@@ -291,119 +259,3 @@ def _never_fits(info: QosInfo, spec: JobSpec) -> str | None:
             "so it would pend forever"
         )
     return None
-
-
-# ----------------------------------------------------------------- the cluster's history (park_early calibrated)
-HISTORY_SACCT_FIELDS = "JobID,User,State,ElapsedRaw,TimelimitRaw"
-QUEUE_FORMAT = "JobID:|,UserName:|,StateCompact:|,StartTime:|,TimeLimit:|,tres-alloc:|,PriorityLong:|,QOS:|,Reason:|"
-ENDED_ON_THEIR_OWN = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"})
-"""The end states a finished job's elapsed time says something about; a cancelled job (someone's decision) and
-a job that never ran are left out."""
-
-
-def history_sacct_argv(since: float, *, user: str | None = None) -> tuple[str, ...]:
-    """sacct of every user's jobs (``-a``; the user's own with ``user``) since ``since``, one line per job."""
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
-    who = ("-u", user) if user is not None else ("-a",)
-    return ("sacct", "-P", "-n", "-X", *who, f"--starttime={start}", "-o", HISTORY_SACCT_FIELDS)
-
-
-def parse_history_sacct(stdout: str, *, user: str) -> tuple[list[FinishedJob], bool]:
-    """The jobs that ended on their own with a time limit, and whether any other user's job was visible."""
-    finished: list[FinishedJob] = []
-    others = False
-    for line in stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) < 5:
-            continue
-        _, owner, state, elapsed, limit = parts[:5]
-        others = others or owner not in ("", user)
-        if state.split(" ", 1)[0] not in ENDED_ON_THEIR_OWN or not elapsed.isdigit() or not limit.isdigit():
-            continue  # cancelled, still running, or no limit (UNLIMITED, Partition_Limit)
-        if int(limit) > 0:
-            finished.append(FinishedJob(float(elapsed), 60.0 * int(limit)))  # TimelimitRaw is in minutes
-    return finished, others
-
-
-def _epoch(text: str) -> float | None:
-    try:
-        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
-def parse_queue(stdout: str, *, user: str) -> tuple[list[RunningJob], list[PendingJob]]:
-    """``squeue -t RUNNING,PENDING -O QUEUE_FORMAT`` lines: each running job's start, limit and GPUs, and each
-    pending job's GPUs, priority, QoS and reason (``own`` for ``user``'s)."""
-    running: list[RunningJob] = []
-    pending: list[PendingJob] = []
-    for line in stdout.splitlines():
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) < 9 or not parts[0]:
-            continue
-        job_id, owner, state, start, limit_text, tres, priority, qos, reason = parts[:9]
-        gpus = _tres_gpus(tres)
-        if state == "PD":
-            rank = float(priority) if priority.isdigit() else 0.0
-            pending.append(PendingJob(job_id, gpus, rank, qos or None, reason or None, owner == user))
-            continue
-        started = _epoch(start)
-        if state != "R" or started is None:
-            continue
-        try:
-            limit = parse_duration(limit_text)
-        except ValueError:
-            limit = None
-        running.append(RunningJob(job_id, gpus, started, None if limit is None else float(limit)))
-    return running, pending
-
-
-def _tres_gpus(tres: str) -> int:
-    return gpu_count(tres) or 0
-
-
-def parse_nodes(stdout: str) -> tuple[int | None, int | None]:
-    """GPUs configured and allocated over every node of ``scontrol -o show node`` (CfgTRES, AllocTRES)."""
-    total = used = 0
-    seen = False
-    for line in stdout.splitlines():
-        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
-        if "CfgTRES" not in fields:
-            continue
-        seen = True
-        total += gpu_count(fields["CfgTRES"]) or 0
-        used += gpu_count(fields.get("AllocTRES", "")) or 0
-    return (total, used) if seen else (None, None)
-
-
-def read_history(runner: CommandRunner, *, user: str, since: float, now: float) -> History:
-    """The cluster's history in three commands: sacct (every user where the site allows it, else ``-u user``),
-    squeue of the running and pending jobs, and the nodes' GPUs (scontrol).
-
-    Under ``PrivateData=jobs`` a plain user's ``sacct -a`` and ``squeue`` show only that user's jobs: the history
-    is then the user's own (``all_users`` False), and the nodes' allocated GPUs beyond the visible running jobs
-    say that jobs in the way are hidden (the calibrated policy then waits, as own-cap). A command that fails
-    raises SchedulerError (the caller keeps its last history).
-    """
-    result = runner.run(history_sacct_argv(since))
-    if not result.ok:
-        log.info("sacct -a refused (%s); reading your own jobs only", result.message)
-        result = runner.run(history_sacct_argv(since, user=user))
-        if not result.ok:
-            raise SchedulerError(f"sacct could not read the finished jobs: {result.message}")
-    finished, others = parse_history_sacct(result.stdout, user=user)
-    queue = runner.run(("squeue", "-h", "-t", "RUNNING,PENDING", "-O", QUEUE_FORMAT))
-    if not queue.ok:
-        raise SchedulerError(f"squeue could not list the running jobs: {queue.message}")
-    running, pending = parse_queue(queue.stdout, user=user)
-    nodes = runner.run(("scontrol", "-o", "show", "node"))
-    total, used = parse_nodes(nodes.stdout) if nodes.ok else (None, None)
-    return History(
-        now,
-        finished,
-        running,
-        pending,
-        total_gpus=total,
-        used_gpus=used,
-        all_users=others,
-    )

@@ -16,7 +16,7 @@ from datetime import datetime
 import attrs
 
 from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
-from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.slurm.fields import parse_duration
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
-from fellows_fsm.slurm.accounting import read_history
+from fellows_fsm.slurm.history import read_history
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
@@ -189,7 +189,7 @@ class SlurmScheduler:
 
     # ----------------------------------------------------------------- beyond the protocol
     def history(self, *, since: float) -> History:
-        """The cluster's finished jobs since ``since``, its running jobs and its GPUs (slurm/accounting.py:
+        """The cluster's finished jobs since ``since``, its running jobs and its GPUs (slurm/history.py:
         ``read_history``: one sacct, one squeue, one scontrol); never called per poll."""
         return read_history(self.runner, user=self.user, since=since, now=time.time())
 

@@ -13,7 +13,7 @@ import attrs
 
 from fellows_fsm.errors import UsageError
 from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.slurm.accounting import parse_duration
+from fellows_fsm.slurm.fields import parse_duration
 from fellows_fsm.slurm.render import owned_option
 
 __all__ = ["ScriptDefaults", "check_job_name", "check_script", "job_spec", "read_script_defaults", "time_seconds"]

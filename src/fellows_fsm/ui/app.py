@@ -23,7 +23,8 @@ from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, load_config
 from fellows_fsm.daemon import ensure_driver
 from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
-from fellows_fsm.journal import DispatchRow, DriverOwner, Journal
+from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.journal_lock import DriverOwner
 from fellows_fsm.records import find
 from fellows_fsm.scheduler import Scheduler
 from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler

@@ -15,8 +15,8 @@ from typing import Any
 
 from fellows_fsm.config import Ladder
 from fellows_fsm.core import machine_definition
+from fellows_fsm.dispatch_history import HistoryEntry
 from fellows_fsm.errors import FellowsError
-from fellows_fsm.ui.history import HistoryEntry
 from fellows_fsm.ui.words import clock
 
 __all__ = ["DOT_MISSING", "GRAPHVIZ_MISSING", "dot_source", "path_mermaid", "svg"]

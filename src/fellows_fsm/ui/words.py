@@ -1,22 +1,19 @@
 """Words a user reads: times, durations, GPU counts and SLURM's pending reasons in plain English.
 
-Pure functions of their arguments; local time is used only where a person reads a clock.
+Pure functions of their arguments; local time is used only where a person reads a clock. (``iso_utc``, the JSON
+form of a time, lives in clock.py and is re-exported here.)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
+from fellows_fsm.clock import iso_utc
 from fellows_fsm.scheduler import ReasonGroup, classify_reason
 
 __all__ = ["clock", "explain_reason", "gpu_words", "iso_utc", "short_when", "span"]
-
-
-def iso_utc(at: float) -> str:
-    """``at`` (epoch seconds) as an ISO-8601 UTC string, e.g. ``2026-11-30T12:00:00+00:00``."""
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
 def clock(at: float) -> str:

@@ -1,0 +1,99 @@
+"""The ``[lanes.<name>]`` tables: a command lane's argv templates, the placeholders they may use, and the
+environment every value of a job reaches a lane command through.
+
+A template is checked when the config is built, so it fills for every dispatch; a value the job's user controls
+is refused as a placeholder (it could be code to the program that gets it). lanes.py fills and runs them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from fellows_fsm.config_fellows import positive_seconds
+from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.errors import ConfigError
+
+__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig"]
+
+PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
+"""The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
+which no program can read as code. Every value of a job reaches a lane command through the environment."""
+LANE_ENVIRONMENT = {
+    "dispatch_id": "FSM_DISPATCH_ID",
+    "job_name": "FSM_JOB_NAME",
+    "script": "FSM_SCRIPT",
+    "workdir": "FSM_WORKDIR",
+    "gpus": "FSM_GPUS",
+    "time_limit_seconds": "FSM_TIME_LIMIT_SECONDS",
+    "time_limit_minutes": "FSM_TIME_LIMIT_MINUTES",
+}
+"""The environment variable of every value a lane command gets (the job's user controls job_name, script, workdir)."""
+USER_VALUES = frozenset({"job_name", "script", "workdir"})
+"""Values a job's user controls: refused as argv placeholders (an argument may be code to the program that
+gets it: ``sh -c``, ``perl -E``, ``find -exec``, ssh's remote command...), passed only in the environment."""
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+_SAMPLE_VALUES = dict.fromkeys(PLACEHOLDERS, "1")
+
+
+def _check_template_item(key: str, item: str) -> None:
+    """Refuse an argv item whose ``{...}`` fields are malformed or unknown (it must fill for every dispatch)."""
+    for name in _PLACEHOLDER.findall(item.replace("{{", "").replace("}}", "")):
+        if name in USER_VALUES:
+            variable = LANE_ENVIRONMENT[name]
+            raise ConfigError(
+                f"{key} uses placeholder {{{name}}}, a value the job's user controls, which could run as code in "
+                f"an argument; read it from the environment as ${variable} instead, e.g. "
+                f"['sh', '-c', 'exec sky launch \"${variable}\"']"
+            )
+        if name not in PLACEHOLDERS:
+            raise ConfigError(
+                f"{key} uses placeholder {{{name}}}, which is not known; "
+                f"use one of {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+            )
+    try:
+        item.format_map(_SAMPLE_VALUES)
+    except (KeyError, ValueError, IndexError, AttributeError) as exc:
+        raise ConfigError(
+            f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{dispatch_id}} "
+            "and a literal brace as {{ or }}"
+        ) from None
+
+
+def _argv(key: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise ConfigError(
+            f"{key}={value!r} must be a non-empty list of arguments (argv, never a shell string), "
+            "e.g. ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"{key} item {item!r} must be a string")
+        _check_template_item(key, item)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class LaneConfig:
+    """A command lane (``[lanes.<name>]``): GCP, or a manual-only lane such as RunPod."""
+
+    name: str
+    command: tuple[str, ...]
+    """The argv template run once to hand a job over; placeholders like ``{dispatch_id}``."""
+    probe: tuple[str, ...] | None = None
+    """Optional argv template that exits 0 when the lane already has this dispatch's job."""
+    manual_only: bool = False
+    """A manual-only lane is never in the auto order; it runs only when a dispatch is pinned to it."""
+    timeout_seconds: float = 600.0
+
+    def __attrs_post_init__(self) -> None:
+        where = f"[lanes.{self.name}]"
+        _argv(f"{where} command", self.command)
+        if self.probe is not None:
+            _argv(f"{where} probe", self.probe)
+        positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
+        if self.name == FELLOWS:
+            raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")

@@ -1,0 +1,139 @@
+"""A dispatch's history as entries: its journaled transitions, then its handoff and its withdrawal, oldest first.
+
+The read model behind ``Fellows.history``, ``fellows-fsm history`` and a path drawn on the state diagram. It reads
+rows the caller fetched (one dispatch's steps, jobs and handoff), never the whole journal, and never renders:
+ui/history.py draws the table. (The cluster's history, for ``park_early = "calibrated"``, is history.py and
+slurm/history.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from fellows_fsm.clock import iso_utc
+from fellows_fsm.core import Step, state_label
+from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF, HANDING_OFF, HANDOFF_FAILED, WITHDRAWN
+from fellows_fsm.journal_schema import DispatchRow, HandoffRow, JobRow
+
+__all__ = ["HistoryEntry", "history_entries"]
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One line of a dispatch's history: a journaled transition, its handoff, or its withdrawal."""
+
+    at: float
+    source: str | None
+    """The state label left (None for the first submit)."""
+    dest: str
+    trigger: str
+    qos: str | None
+    slurm_job_id: str | None
+    reason: str | None
+    note: str = ""
+    source_name: str | None = None
+    """The state names (as in the machine), for drawing the path."""
+    dest_name: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """The documented JSON keys: at, from, to, trigger, qos, slurm_job_id, reason, note."""
+        return {
+            "at": iso_utc(self.at),
+            "from": self.source,
+            "to": self.dest,
+            "trigger": self.trigger,
+            "qos": self.qos,
+            "slurm_job_id": self.slurm_job_id,
+            "reason": self.reason,
+            "note": self.note,
+        }
+
+    def detail(self) -> str:
+        """The job, reason and note of the entry in one short line."""
+        parts = []
+        if self.slurm_job_id:
+            parts.append(f"job {self.slurm_job_id}")
+        if self.reason:
+            parts.append(self.reason)
+        if self.note:
+            parts.append(self.note)
+        return " · ".join(parts)
+
+
+def _ladder_of(row: DispatchRow) -> Ladder | None:
+    return Ladder(tuple(Rung(**r) for r in row.ladder)) if row.ladder else None
+
+
+def history_entries(
+    row: DispatchRow, steps: Sequence[Step], jobs: Sequence[JobRow], handoff: HandoffRow | None
+) -> list[HistoryEntry]:
+    """Every transition of a dispatch, its handoff (if any) and its withdrawal (if any), oldest first."""
+    ladder = _ladder_of(row)
+    job_by_rung = {j.rung_index: j.job_id for j in jobs}
+
+    def label(name: str) -> str:
+        return state_label(ladder, name) if ladder is not None else name
+
+    entries = []
+    for step in steps:
+        job_id = step.job_id
+        if job_id is None and step.trigger in ("submit", "resubmit"):
+            job_id = job_by_rung.get(step.rung_index)  # the job id is journaled once sbatch answers
+        entries.append(
+            HistoryEntry(
+                at=step.at,
+                source=label(step.source) if step.source else None,
+                dest=label(step.dest),
+                trigger=step.trigger,
+                qos=step.qos,
+                slurm_job_id=job_id,
+                reason=step.reason,
+                note=step.note,
+                source_name=step.source or None,
+                dest_name=step.dest,
+            )
+        )
+    if handoff is not None and not any(s.trigger == "hand_off" for s in steps):
+        # A handoff journaled without its steps (a dispatch pinned straight to a lane, or a journal older than
+        # the handoff's rows): shown from the handoffs table.
+        done = handoff.status == "done"
+        status = "not finished" if handoff.exit_status is None else f"exit {handoff.exit_status}"
+        last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""
+        source: str | None = FAILED_TO_GCP if entries else None
+        entries.append(
+            HistoryEntry(
+                at=handoff.finished_at or handoff.started_at,
+                source=source,
+                dest=HANDED_OFF if done else (HANDOFF_FAILED if handoff.exit_status is not None else HANDING_OFF),
+                trigger="hand_off",
+                qos=None,
+                slurm_job_id=None,
+                reason=None,
+                note=f"{handoff.lane} command {handoff.argv[0]} ...: {status}" + (f": {last}" if last else ""),
+                source_name=source,
+                dest_name=HANDED_OFF if done else HANDOFF_FAILED,
+            )
+        )
+    if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == WITHDRAWN):
+        # A withdrawal journaled without its step (a dispatch pinned to a lane, or a journal older than the
+        # recall and interrupt rows): shown from the dispatch row.
+        source = entries[-1].dest if entries else None
+        entries.append(
+            HistoryEntry(
+                at=row.updated_at,
+                source=source,
+                dest=WITHDRAWN,
+                trigger="withdraw",
+                qos=row.qos,
+                slurm_job_id=row.job_id,
+                reason=None,
+                note="fellows-fsm cancel" if row.outcome == "withdrawn" else "Ctrl-C while it was being queued",
+                source_name=entries[-1].dest_name if entries else None,
+                dest_name=WITHDRAWN,
+            )
+        )
+    return entries

@@ -1,0 +1,219 @@
+"""The journal's SQLite file: opened (created, its schema checked and upgraded, its pages checked), written in
+transactions, and read with a retry while another process sets it up.
+
+WAL mode on a local disk; SQLite's rollback journal on a network filesystem when allowed (statefs.py); read-only
+when this user cannot write it. SQLite's own errors become JournalError saying what to do (a damaged file keeps
+its live jobs on the cluster). Journal (journal.py) builds its rows and queries on ``JournalFile``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from fellows_fsm.errors import JournalError
+from fellows_fsm.journal_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from fellows_fsm.statefs import refuse_network_fs
+
+__all__ = ["JournalFile"]
+
+
+class JournalFile:
+    """The SQLite file at ``path``: its connection, its transactions and savepoints, and its reads."""
+
+    def __init__(self, path: Path | str, *, readonly: bool = False, allow_network_fs: bool = False) -> None:
+        """Open (or create) the journal at ``path``; ``readonly`` opens an existing one to read only.
+
+        A journal this user cannot write is refused for driving with a message that says so (not "corrupt":
+        that advice would orphan its live jobs), and still opens read-only for status and history. So is one on
+        a network filesystem (statefs.py), unless ``allow_network_fs``: then SQLite keeps a rollback journal,
+        not WAL (which needs shared memory on one host).
+        """
+        self.path = Path(path)
+        self.wal = readonly or _wal_ok(self.path, allow_network_fs=allow_network_fs)
+        readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
+        self.readonly = readonly
+        self._batching = False
+        self._identity: tuple[int, int] | None = None
+        if not readonly and self.path.exists() and not _writable(self.path):
+            raise JournalError(
+                f"journal {self.path} is read-only for this user; its dispatches can be read (status, history) but "
+                "not driven: fix the permissions of the file and its folder, or run as the user who owns it"
+            )
+        setup = None
+        try:
+            if readonly:
+                self._db = _open_readonly(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # Two processes opening a new journal at once (two shells' submits) would both create it; WAL mode
+                # and the schema are set up under an flock of their own, one process after the other.
+                setup = open(self.path.with_name(self.path.name + ".setup-lock"), "a", encoding="utf-8")  # noqa: SIM115
+                fcntl.flock(setup, fcntl.LOCK_EX)
+                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            self._db.row_factory = sqlite3.Row
+            # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION, *MIGRATIONS) or (readonly and version == 0):
+                self._db.close()
+                raise JournalError(
+                    f"journal {self.path} has schema version {version}, this fellows-fsm reads "
+                    f"{SCHEMA_VERSION}; use the fellows-fsm that wrote it, or drive it once with this one to upgrade it"
+                )
+            tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+            if version == 0 and tables:
+                self._db.close()
+                raise JournalError(
+                    f"journal {self.path} is an SQLite file but not a fellows-fsm journal; "
+                    "point state_dir elsewhere or move the file aside"
+                )
+            if not readonly:
+                self._db.execute(f"PRAGMA journal_mode={'WAL' if self.wal else 'DELETE'}")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                if version == 0:
+                    self._db.executescript(SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
+                for old in range(version, SCHEMA_VERSION) if version else ():
+                    self._db.executescript(f"BEGIN; {MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
+            self._db.execute("SELECT count(*) FROM dispatches").fetchone()
+            if not readonly and version:
+                # Before anything this process writes (and before any sbatch it would journal): a damaged page
+                # refuses the command here, not after its job was queued. Readers keep reading what they can.
+                self._check_pages()
+            self._identity = _identity(self.path)
+        except sqlite3.DatabaseError as exc:
+            self._close_refused()
+            raise _damaged(self.path, exc) from None
+        except OSError as exc:
+            self._close_refused()
+            raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
+        finally:
+            if setup is not None:
+                setup.close()  # releases the flock
+
+    def _check_pages(self) -> None:
+        """Raise sqlite3.DatabaseError if SQLite's quick_check finds a damaged page (every page is read once)."""
+        problems = [row[0] for row in self._db.execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems).replace("\n", " "))
+
+    def _replaced(self) -> bool:
+        """True if the file at ``path`` was deleted or replaced since this connection opened it."""
+        return self._identity is not None and _identity(self.path) != self._identity
+
+    def _close_refused(self) -> None:
+        """Close the connection of a journal being refused (Python 3.13 warns about one left open)."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group writes in one transaction, committed on exit (each write is still its own savepoint).
+
+        Only for steps that announce no side effect of their own (parks): a side effect must never run
+        before its row is committed. If the commit fails, JournalError is raised and none of the batch is kept.
+        """
+        if self._batching:
+            yield
+            return
+        self._batching = True
+        try:
+            with self._transaction():
+                yield
+        finally:
+            self._batching = False
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        if not self._batching:
+            with self._transaction():
+                yield self._db
+            return
+        # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
+        self._db.execute("SAVEPOINT step")
+        try:
+            yield self._db
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK TO step")
+            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+        except BaseException:
+            self._db.execute("ROLLBACK TO step")
+            raise
+        finally:
+            self._db.execute("RELEASE step")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT; any error rolls back, and SQLite's own errors become JournalError."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def _read(self, query: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
+        for attempt in range(50):
+            try:
+                return self._db.execute(query, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                # Busy is not damage: a WAL reader can be told so at once while another process sets the file up.
+                if "locked" not in str(exc) or attempt == 49:
+                    raise _damaged(self.path, exc) from None
+                time.sleep(0.1)
+            except sqlite3.DatabaseError as exc:
+                raise _damaged(self.path, exc) from None
+        raise AssertionError("unreachable")
+
+
+def _wal_ok(path: Path, *, allow_network_fs: bool) -> bool:
+    """True on a local disk; False on a network filesystem when allowed (a rollback journal instead), else raise."""
+    try:
+        refuse_network_fs(path.parent)
+    except JournalError:
+        if not allow_network_fs:
+            raise
+        return False
+    return True
+
+
+def _writable(path: Path) -> bool:
+    """True if this user may write the journal and create its -wal and -shm files beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; ``immutable`` when SQLite cannot keep its -shm file beside the journal."""
+    uri = path.resolve().as_uri()
+    if _writable(path) or (path.with_name(path.name + "-shm").exists() and os.access(path.parent, os.R_OK)):
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, timeout=10.0)
+
+
+def _damaged(path: Path, exc: Exception) -> JournalError:
+    return JournalError(
+        f"journal {path} is unreadable or damaged ({exc}); its live jobs are still on the cluster (their comments "
+        "are fsm-<dispatch>-r<rung>, see `squeue --me -O JobID,Comment`): keep the file, and start a new one by "
+        "pointing state_dir elsewhere"
+    )
