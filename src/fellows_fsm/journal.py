@@ -339,5 +339,3 @@ class Journal(JournalFile, DriverLock):
         values = dict(rows[0])
         values["argv"] = json.loads(values["argv"])
         return HandoffRow(**values)
-
-

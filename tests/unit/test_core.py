@@ -89,8 +89,8 @@ def test_one_cancel_path_in_the_code() -> None:
     pattern = re.compile(r"(?<!fellows)\.cancel(_if_pending)?\(")  # fellows.cancel: the CLI calls the API
     sources = {str(p.relative_to(SRC)): p.read_text(encoding="utf-8") for p in SRC.rglob("*.py")}
     callers = sorted(name for name, text in sources.items() if pattern.search(text))
-    assert callers == ["driver.py", "ui/tools.py"]
-    demo = [line for line in sources["ui/tools.py"].splitlines() if pattern.search(line)]
+    assert callers == ["driver.py", "ui/demo.py"]
+    demo = [line for line in sources["ui/demo.py"].splitlines() if pattern.search(line)]
     assert demo == ["            scheduler.cancel([job_id])"]
 
 

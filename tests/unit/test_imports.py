@@ -27,8 +27,6 @@ def test_the_python_api_loads_neither_rich_nor_click(module: str) -> None:
 
 
 MAX_LINES = 400
-TOO_LONG_FOR_NOW = {"src/fellows_fsm/router.py", "src/fellows_fsm/core/dispatch.py"}
-"""Modules still over MAX_LINES, each to be split and then taken off this list (which is meant to end empty)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -37,16 +35,10 @@ def _modules() -> dict[str, Path]:
 
 
 def test_no_module_is_over_400_lines() -> None:
-    """Every module of src/fellows_fsm has at most 400 lines (a longer one is split by responsibility), except
-    those on the temporary TOO_LONG_FOR_NOW list."""
+    """Every module of src/fellows_fsm has at most 400 lines (a longer one is split by responsibility)."""
     too_long = {
         name: count
         for name, path in _modules().items()
-        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES and name not in TOO_LONG_FOR_NOW
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not too_long, f"over {MAX_LINES} lines: {too_long}"
-
-
-def test_the_allow_list_names_only_modules_that_exist() -> None:
-    """Each entry of TOO_LONG_FOR_NOW is a module of the package (one moved or deleted comes off the list)."""
-    assert set(_modules()) >= TOO_LONG_FOR_NOW

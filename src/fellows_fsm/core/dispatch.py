@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from fellows_fsm.core import lifecycle, machine
+from fellows_fsm.core import lifecycle, looks, machine
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
 from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
+from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.vocab import State, Trigger, is_final_state
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
@@ -25,8 +26,6 @@ __all__ = ["LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
 
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
-LOST_AFTER_SECONDS = 120.0
-"""A job unknown to squeue and sacct for this long is gone (a controller that restarted and lost it)."""
 _FIXED = frozenset(State)
 
 
@@ -53,8 +52,7 @@ class Dispatch:
     controller_deadline: bool = False
     """Ask SLURM to drop a rung's job itself (sbatch --deadline) if it cannot start within the window."""
     in_place: bool = False
-    """Change rung by moving the pending job to the next QoS (scontrol, same job id) instead of cancel and
-    resubmit; slurmctld refuses the move once the job runs, and a refused QoS falls back to cancel."""
+    """Change rung by moving the pending job to the next QoS (scontrol, same job id), not cancel and resubmit."""
     park_early: str = "off"
     """When to leave a rung before its window closes (``[fellows] park_early``; see policy.py)."""
     park_early_last_rung: bool = False
@@ -67,9 +65,6 @@ class Dispatch:
     """The last look at the current job (what every guard reads); None before one, or once the job changes."""
     history: list[Step] = attrs.field(init=False, factory=list)
     """The steps taken (what the journal holds); a restored dispatch replays them."""
-    created_at: float = attrs.field(init=False, default=0.0)
-    entered_at: float = attrs.field(init=False, default=0.0)
-    """When the dispatch entered its current rung."""
     deadline: float = attrs.field(init=False, default=0.0)
     """When the current rung's window closes (its park deadline: lifecycle.window_deadline)."""
     paused_since: float | None = attrs.field(init=False, default=None)
@@ -77,8 +72,7 @@ class Dispatch:
     unknown_since: float | None = attrs.field(init=False, default=None)
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
     first_seen: tuple[str | None, int | None] | None = attrs.field(init=False, default=None)
-    """The partition and time limit the current job was first seen pending with (an outside change is read
-    against it)."""
+    """The partition and time limit the current job was first seen pending with (what a change is read against)."""
     cluster_history: History | None = attrs.field(init=False, default=None)
     """The cluster's history as the last tick handed it (for ``park_early = "calibrated"``); never fetched here."""
     note: str = attrs.field(init=False, default="")
@@ -125,9 +119,8 @@ class Dispatch:
         jobs: Mapping[int, str],
         **options: bool | str,
     ) -> Dispatch:
-        """Rebuild a dispatch from its journaled steps and rung jobs, exactly where it stood: the steps are replayed
-        through the table's bookkeeping (lifecycle.replay). A rung without a journaled job may have been submitted
-        just before a crash: the next look finds its token first."""
+        """Rebuild a dispatch from its journaled steps (replayed through the table's bookkeeping: machine.replay)
+        and rung jobs; a rung without a journaled job may have been submitted before a crash: its token is looked up."""
         d = cls(dispatch_id, spec, ladder, **options)  # type: ignore[arg-type]
         machine.replay(d, list(history))
         d.effects = _IDLE
@@ -166,20 +159,13 @@ class Dispatch:
         """On its last rung under ``calibrated`` (whose chance moves with time, not only with looks)?"""
         return self.park_early == "calibrated" and self.rung_index == len(self.ladder.rungs) - 1
 
-    def walks_ladder(self) -> bool:
-        """Is this dispatch allowed to leave its first rung at all (not pinned)?"""
-        return not self.pinned
-
     def token(self) -> str:
         """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""
         return dispatch_token(self.id, self.rung_index)
 
     # ----------------------------------------------------------------- events in, decisions out
     def submit(self, now: float, *, may_change_rung: bool = True) -> Decision:
-        """Submit the job on the first rung; allowed once, and only on the first rung.
-
-        ``may_change_rung=False``: a refused QoS leaves the dispatch CANCELLED for the next tick to walk on.
-        """
+        """Submit the job on the first rung, once (``may_change_rung=False``: a refused QoS waits in CANCELLED)."""
         first = self.ladder.first
         if self.history or self.state != first.state_name or self.job_id is not None:
             raise TransitionNotAllowed(
@@ -199,29 +185,20 @@ class Dispatch:
         may_leave_rung: bool = True,
         history: History | None = None,
     ) -> Decision:
-        """Take one (answered) look at the current job and take every step the table allows now.
-
-        ``may_change_rung=False`` lets the driver bound how many dispatches resubmit or move in one tick: the
-        dispatch may still start or park, but waits in PARKED or CANCELLED for a later tick. ``may_leave_rung=False``
-        bounds the parks likewise. ``history``: the cluster's history (``park_early = "calibrated"``).
-        """
+        """Take one (answered) look at the current job and take every step the table allows now. The two permits
+        are the driver's per-tick bounds (a row refused only by one waits for a tick with room: waits_for_budget);
+        ``history``: the cluster's history (``park_early = "calibrated"``)."""
         if history is not None:
             self.cluster_history = history
-        quiet = self._quiet
-        if (
-            quiet is not None
-            and now < quiet[3]
-            and (look is None or (look == quiet[0] and look.phase is not Phase.UNKNOWN))
-            and quiet[1] == may_change_rung
-            and quiet[2] == may_leave_rung
-        ):
-            return Decision((), None if math.isinf(quiet[3]) else quiet[3])  # nothing new: every row answers the same
+        q = self._quiet  # nothing new since a look that took no step: every row answers the same
+        if q is not None and now < q[3] and q[1:3] == (may_change_rung, may_leave_rung) and self._same(look, q[0]):
+            return Decision((), None if math.isinf(q[3]) else q[3])
         self._begin(now, may_change_rung)
         self.may_leave_rung = may_leave_rung
         if not self.history:
             return self.submit(now, may_change_rung=may_change_rung)  # enqueued, a crash, or SLURM was down
         if look is not None and self.job_id is not None and look.job_id == self.job_id:
-            self.see(self.job_id, self._checked(look))
+            self.see(self.job_id, looks.checked(self, look))
         until = self._settle()
         decision = self._decide(until)
         if not decision.effects:
@@ -233,7 +210,7 @@ class Dispatch:
         now; the step is journaled AT it), so neither walks a job past a free rung to a paid lane. ``why`` is the
         step's note. Nothing happens to a pinned, final, never-submitted or already paused dispatch."""
         self._begin(now, False)
-        if self.paused or self.is_final or not self.history or not self.walks_ladder():
+        if self.paused or self.is_final or not self.history or self.pinned:
             return self._done(Decision((), None))
         self._pause(since, why)
         return self._done(Decision(tuple(self.effects), None))
@@ -245,9 +222,7 @@ class Dispatch:
         if trigger == Trigger.SUBMIT:
             return self.submit(now)
         if trigger not in lifecycle.TRIGGERS:
-            raise TransitionNotAllowed(
-                f"dispatch {self.id}: {trigger!r} is not a trigger; use one of {lifecycle.TRIGGERS}"
-            )
+            raise TransitionNotAllowed(f"dispatch {self.id}: {trigger!r} is not a trigger; one of {lifecycle.TRIGGERS}")
         self._begin(now, True)
         self.note = note
         try:
@@ -310,7 +285,7 @@ class Dispatch:
         self.submit_uncertain = False
         if look is not None:
             self._attach(look.job_id, look)
-            self.see(self.job_id, self._checked(look))
+            self.see(self.job_id, looks.checked(self, look))
         return self._decide(self._settle())
 
     def cancel_answered(self, look: Observation, now: float, *, may_change_rung: bool = True) -> Decision:
@@ -335,6 +310,10 @@ class Dispatch:
         return self._decide()
 
     # ----------------------------------------------------------------- the dispatch's own books
+    @staticmethod
+    def _same(look: Observation | None, before: Observation | None) -> bool:
+        return look is None or (look == before and look.phase is not Phase.UNKNOWN)
+
     def see(self, job_id: str | None, look: Observation | None) -> None:
         """Set the current job and the last look at it together; the first pending look at a job is what an
         outside change of its partition or time limit is read against."""
@@ -418,24 +397,3 @@ class Dispatch:
         self.effects.append(Attach(self.id, self.rung_index, job_id, self.now))
         self.see(job_id, look)
         self.submit_uncertain = False
-
-    def _checked(self, obs: Observation) -> Observation:
-        """``obs`` as it bears on this dispatch: a stranger's job under our id, or a job unknown for too long, is
-        our job gone (a controller that restarted lost it and reused its id); nothing else is changed."""
-        token = obs.token  # ours is fsm-<dispatch id>-r<rung>
-        if token is not None and not (
-            token.startswith("fsm-") and token.startswith(self.id, 4) and token.startswith("-r", 4 + len(self.id))
-        ):
-            self.note = f"job id {obs.job_id} now belongs to another job ({obs.token}); ours was lost by the controller"
-            return Observation(obs.job_id, Phase.GONE, state="LOST")
-        if obs.phase is not Phase.UNKNOWN:
-            self.unknown_since = None
-            return obs
-        if self.unknown_since is None:
-            self.unknown_since = self.now
-        if self.now - self.unknown_since < LOST_AFTER_SECONDS:
-            return obs
-        self.note = (
-            f"job {obs.job_id} unknown to squeue and sacct for {self.now - self.unknown_since:.0f} s; taken as lost"
-        )
-        return Observation(obs.job_id, Phase.GONE, state="LOST")

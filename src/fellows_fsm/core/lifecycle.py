@@ -30,19 +30,7 @@ from fellows_fsm.scheduler import Phase, ReasonGroup
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
 
-__all__ = [
-    "EARLY_PARK",
-    "LIVE",
-    "NEXT_RUNG",
-    "RECALLABLE",
-    "RUNG",
-    "SAME",
-    "TABLE",
-    "TRIGGERS",
-    "Row",
-    "row_of",
-    "window_deadline",
-]
+__all__ = ["EARLY_PARK", "NEXT_RUNG", "RUNG", "SAME", "TABLE", "TRIGGERS", "Row", "row_of", "window_deadline"]
 
 EARLY_PARK = "park_early="
 """How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
@@ -270,7 +258,6 @@ def _interrupt_note(d: Dispatch) -> str:
 
 
 def _keep_submit(d: Dispatch) -> None:
-    d.created_at = d.entered_at = d.now
     d.deadline = d.now + d.ladder.first.park_cap_seconds
 
 
@@ -307,7 +294,6 @@ def _enter_next_rung(d: Dispatch) -> None:
     """Onto the next rung: its window opens, chained to the previous one (``window_deadline``)."""
     d.rung_index += 1
     d.deadline = window_deadline(d.deadline, d.now, d.rung, carried=d.left_early)
-    d.entered_at = d.now
     d.left_early = d.refused = d.held = d.deferred = False
     d.unknown_since = None
 
