@@ -3,6 +3,7 @@ on the scheduling fake: what they queue, print and exit with, and how they share
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -279,7 +280,8 @@ def test_status_reads_while_another_router_drives(
     """status works while the background driver holds the journal's driver lock, and starts no second one."""
     scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    assert Journal(load_config().journal_path, readonly=True).driver_alive()
+    with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
+        assert reader.driver_alive()
     result = run("status", dispatch_id[:6], "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0]["dispatch_id"] == dispatch_id
@@ -401,7 +403,8 @@ def test_cancel_while_the_driver_drives_is_done_by_the_driver(
     """cancel while the background driver walks the dispatch asks that driver (the one doer): withdrawn, job gone."""
     scheduling_fake.scheduling = False
     dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
-    assert Journal(load_config().journal_path, readonly=True).driver_alive()
+    with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
+        assert reader.driver_alive()
     result = run("cancel", dispatch_id)
     assert result.exit_code == 0, result.output
     [job] = scheduling_fake.jobs.values()

@@ -18,10 +18,10 @@ def _defined(body: list[ast.stmt]) -> dict[str, ast.AST]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names[node.name] = node
         elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                for name in ast.walk(target):
+            for target in node.targets:  # a name, or a tuple of names (never the names inside ``a.b = ...``)
+                for name in target.elts if isinstance(target, ast.Tuple) else [target]:
                     if isinstance(name, ast.Name):
-                        names[name.id] = node
+                        names.setdefault(name.id, node)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names[node.target.id] = node
     return names
