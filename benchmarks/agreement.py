@@ -23,7 +23,7 @@ from benchmarks import realslurm
 from benchmarks.common import write_result
 from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import RUNNING
+from fellows_fsm.core.vocab import State
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
 from fellows_fsm.sim import SimParams, TraceJob, load_trace, simulate
@@ -111,7 +111,7 @@ def replay_real(
             for job in (j for j in trace if j.mine):
                 d = dispatches[job.index]
                 changes = sum(1 for s in d.history if s.trigger == "resubmit")
-                if d.state == RUNNING and d.look is not None:
+                if d.state == State.RUNNING and d.look is not None:
                     start = d.look.start_time
                     wait = None if start is None else max(0.0, start - submitted[job.index])
                     outcomes.append(JobOutcome(job.index, job.gpus, job.duration, "fellows", d.rung.qos, wait, changes))

@@ -9,7 +9,7 @@ from fellows_fsm.api import Check, Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
 from fellows_fsm.core import Decision, Dispatch, Step
-from fellows_fsm.core.vocab import CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN
+from fellows_fsm.core.vocab import State
 from fellows_fsm.dispatch_history import HistoryEntry
 from fellows_fsm.driver import Driver, Recorder
 from fellows_fsm.errors import (
@@ -30,6 +30,15 @@ from fellows_fsm.errors import (
 from fellows_fsm.fake import FakeScheduler
 from fellows_fsm.router import Handle, TickReport
 from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
+
+CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN = (
+    State.CANCELLED,
+    State.FAILED_TO_GCP,
+    State.PARKED,
+    State.RUNNING,
+    State.WITHDRAWN,
+)
+"""The states a program compares a handle against (``handle.state == RUNNING``): members of ``core.vocab.State``."""
 
 __all__ = [
     "CANCELLED",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from fellows_fsm.core.vocab import FAILED_TO_GCP, FELLOWS, HANDING_OFF
+from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.intake import lane_from_json, spec_of
 from fellows_fsm.journal import DispatchRow
@@ -63,11 +63,11 @@ def load(router: Router, rows: list[DispatchRow]) -> list[str]:
         if not d.history:
             d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
         router.live[d.id] = d  # one never submitted (no steps) is submitted by the next poll
-        if d.state in (FAILED_TO_GCP, HANDING_OFF):
+        if d.state in (State.FAILED_TO_GCP, State.HANDING_OFF):
             # Died before (or while) handing off: the next poll hands it off (a command already started is
             # followed, never started twice).
             router._parked_out.append(d.id)
-            if d.state == HANDING_OFF:
+            if d.state == State.HANDING_OFF:
                 router.handing[d.id] = router.live.pop(d.id)
         router.settings[d.id] = settings
         recovered.append(d.id)

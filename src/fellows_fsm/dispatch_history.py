@@ -16,7 +16,7 @@ import attrs
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core import Step, state_label
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF, HANDING_OFF, HANDOFF_FAILED, WITHDRAWN
+from fellows_fsm.core.vocab import State
 from fellows_fsm.journal_schema import DispatchRow, HandoffRow, JobRow
 
 __all__ = ["HistoryEntry", "history_entries"]
@@ -103,22 +103,24 @@ def history_entries(
         done = handoff.status == "done"
         status = "not finished" if handoff.exit_status is None else f"exit {handoff.exit_status}"
         last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""
-        source: str | None = FAILED_TO_GCP if entries else None
+        source: str | None = State.FAILED_TO_GCP if entries else None
         entries.append(
             HistoryEntry(
                 at=handoff.finished_at or handoff.started_at,
                 source=source,
-                dest=HANDED_OFF if done else (HANDOFF_FAILED if handoff.exit_status is not None else HANDING_OFF),
+                dest=State.HANDED_OFF
+                if done
+                else (State.HANDOFF_FAILED if handoff.exit_status is not None else State.HANDING_OFF),
                 trigger="hand_off",
                 qos=None,
                 slurm_job_id=None,
                 reason=None,
                 note=f"{handoff.lane} command {handoff.argv[0]} ...: {status}" + (f": {last}" if last else ""),
                 source_name=source,
-                dest_name=HANDED_OFF if done else HANDOFF_FAILED,
+                dest_name=State.HANDED_OFF if done else State.HANDOFF_FAILED,
             )
         )
-    if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == WITHDRAWN):
+    if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == State.WITHDRAWN):
         # A withdrawal journaled without its step (a dispatch pinned to a lane, or a journal older than the
         # recall and interrupt rows): shown from the dispatch row.
         source = entries[-1].dest if entries else None
@@ -126,14 +128,14 @@ def history_entries(
             HistoryEntry(
                 at=row.updated_at,
                 source=source,
-                dest=WITHDRAWN,
+                dest=State.WITHDRAWN,
                 trigger="withdraw",
                 qos=row.qos,
                 slurm_job_id=row.job_id,
                 reason=None,
                 note="fellows-fsm cancel" if row.outcome == "withdrawn" else "Ctrl-C while it was being queued",
                 source_name=entries[-1].dest_name if entries else None,
-                dest_name=WITHDRAWN,
+                dest_name=State.WITHDRAWN,
             )
         )
     return entries

@@ -19,14 +19,7 @@ import attrs
 
 from fellows_fsm.core import Attach, Record, Step
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import (
-    FELLOWS,
-    HANDED_OFF,
-    HANDING_OFF,
-    HANDOFF_FAILED,
-    OUTCOME_HANDED_OFF,
-    OUTCOME_HANDOFF_FAILED,
-)
+from fellows_fsm.core.vocab import FELLOWS, Outcome, State
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal_file import JournalFile
 from fellows_fsm.journal_lock import DriverLock, DriverOwner, lock_held
@@ -124,8 +117,8 @@ class Journal(JournalFile, DriverLock):
                     intent,
                     lane,
                     json.dumps(attrs.asdict(spec)),
-                    HANDING_OFF,
-                    HANDING_OFF,
+                    State.HANDING_OFF,
+                    State.HANDING_OFF,
                     at,
                     json.dumps(settings or {}),
                 ),
@@ -217,10 +210,10 @@ class Journal(JournalFile, DriverLock):
             )
             # A dispatch pinned straight to a lane has no ladder, so no Dispatch to take the step: its row is set
             # here. A ladder dispatch takes its handed_off / handoff_failed step (a row of the table) instead.
-            state = HANDED_OFF if ok else HANDOFF_FAILED
+            state = State.HANDED_OFF if ok else State.HANDOFF_FAILED
             db.execute(
                 "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=? AND lane!=?",
-                (state, state, OUTCOME_HANDED_OFF if ok else OUTCOME_HANDOFF_FAILED, at, dispatch_id, FELLOWS),
+                (state, state, Outcome.HANDED_OFF if ok else Outcome.HANDOFF_FAILED, at, dispatch_id, FELLOWS),
             )
 
     # ----------------------------------------------------------------- requests and the driver's settings

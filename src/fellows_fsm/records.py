@@ -9,15 +9,7 @@ import shlex
 
 from fellows_fsm.config import Ladder, Rung
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import (
-    OUTCOME_HANDED_OFF,
-    OUTCOME_HANDOFF_FAILED,
-    OUTCOME_NO_FALLBACK,
-    OUTCOME_REJECTED,
-    OUTCOME_WITHDRAWN,
-    OUTCOME_WITHDRAWN_OUTSIDE,
-    RUNNING,
-)
+from fellows_fsm.core.vocab import Outcome, State
 from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.intake import spec_of
 from fellows_fsm.journal import DispatchRow, Journal
@@ -60,25 +52,25 @@ def select(
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
     """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
     row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == RUNNING or row.outcome == OUTCOME_HANDED_OFF:
+    if row is None or not row.final or row.label == State.RUNNING or row.outcome == Outcome.HANDED_OFF:
         return None
     handoff = journal.handoff(dispatch_id)
-    if row.outcome == OUTCOME_HANDOFF_FAILED and handoff is not None:
+    if row.outcome == Outcome.HANDOFF_FAILED and handoff is not None:
         last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
         return LaneError(
             f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
             f"(argv: {shlex.join(handoff.argv)})"
         )
-    if row.outcome == OUTCOME_NO_FALLBACK:
+    if row.outcome == Outcome.NO_FALLBACK:
         return LaneError(
             f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
             "add a [lanes.gcp] table and put 'gcp' in the order"
         )
-    if row.outcome.startswith(OUTCOME_REJECTED):
+    if row.outcome.startswith(Outcome.REJECTED):
         return SubmitRejected(f"dispatch {row.id}: {row.outcome}")
-    if row.outcome == OUTCOME_WITHDRAWN:
+    if row.outcome == Outcome.WITHDRAWN:
         return FellowsError(f"dispatch {row.id} was withdrawn (fellows-fsm cancel)")
-    if row.outcome == OUTCOME_WITHDRAWN_OUTSIDE:
+    if row.outcome == Outcome.WITHDRAWN_OUTSIDE:
         return FellowsError(f"dispatch {row.id} was withdrawn: its job {row.job_id} was cancelled outside fellows-fsm")
     if row.pinned and row.state == "CANCELLED":
         return SchedulerError(

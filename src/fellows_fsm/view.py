@@ -5,13 +5,17 @@ This module only re-exports their names, so code written against ``fellows_fsm.v
 
 from __future__ import annotations
 
+from fellows_fsm.core.vocab import State
 from fellows_fsm.ui.history import HistoryEntry, history_entries, history_table
 from fellows_fsm.ui.ladder import LadderReport, LadderRow, ladder_report, ladder_table
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paths import DOT_MISSING, GRAPHVIZ_MISSING, dot_source, path_mermaid, svg
-from fellows_fsm.ui.snapshot import WITHDRAWN, Snapshot, dispatch_json, shown_state, status_words
+from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, shown_state, status_words
 from fellows_fsm.ui.status import status_table
 from fellows_fsm.ui.words import explain_reason, gpu_words, iso_utc, span
+
+WITHDRAWN = State.WITHDRAWN
+"""Compatibility: the state, now ``fellows_fsm.core.vocab.State.WITHDRAWN``."""
 
 __all__ = [
     "DOT_MISSING",

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fellows_fsm.core import Dispatch, dispatch_token
-from fellows_fsm.core.vocab import FELLOWS, OUTCOME_WITHDRAWN, OUTCOME_WITHDRAWN_INTERRUPTED, WITHDRAWN
+from fellows_fsm.core.vocab import FELLOWS, Outcome, State
 from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError
 from fellows_fsm.records import refuse_handed_off, restore
 from fellows_fsm.scheduler import Phase
@@ -75,7 +75,7 @@ def settled_lookup(router: Router, d: Dispatch) -> str | None:
 
 def sweep_interrupted(router: Router) -> None:
     """Cancel any job that a recently interrupted submit created after it was withdrawn (looked up once)."""
-    for row in router.journal.ended_since(OUTCOME_WITHDRAWN_INTERRUPTED, router.clock.now() - 3600):
+    for row in router.journal.ended_since(Outcome.WITHDRAWN_INTERRUPTED, router.clock.now() - 3600):
         try:
             found = router.scheduler.find_by_token(dispatch_token(row.id, 0))
             if found is not None and found.phase is not Phase.GONE:
@@ -132,9 +132,9 @@ def withdraw(router: Router, dispatch_id: str) -> list[str]:
         router._parked_out.remove(row.id)
     if row.lane != FELLOWS:  # pinned to a command lane whose command never ran: no ladder, nothing to scancel
         router.journal.finish(
-            row.id, state=WITHDRAWN, label=WITHDRAWN, outcome=OUTCOME_WITHDRAWN, at=router.clock.now()
+            row.id, state=State.WITHDRAWN, label=State.WITHDRAWN, outcome=Outcome.WITHDRAWN, at=router.clock.now()
         )
-    elif row.outcome == OUTCOME_WITHDRAWN:
+    elif row.outcome == Outcome.WITHDRAWN:
         router.driver.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
     else:
         d = router.live.pop(row.id, None) or restore(router.journal, row)

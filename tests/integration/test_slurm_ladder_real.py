@@ -9,7 +9,7 @@ import pytest
 
 from fellows_fsm.config import FellowsConfig, Ladder
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import FAILED_TO_GCP, RUNNING
+from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.scheduler import JobSpec, Observation, Phase
 from fellows_fsm.slurm import SlurmScheduler, check_ladder, discover
@@ -45,7 +45,7 @@ def test_own_cap_walks_to_normal_eur(slurm: Cluster) -> None:
     first_job = dispatch.job_id
     assert first_job is not None
     slurm.wait_for(lambda: slurm.row(first_job).reason == "QOSMaxGRESPerUser", "high-eur to block on its cap")
-    ticks = slurm.drive([dispatch], port, until=lambda: dispatch.state == RUNNING, timeout=30)
+    ticks = slurm.drive([dispatch], port, until=lambda: dispatch.state == State.RUNNING, timeout=30)
 
     assert dispatch.rung.qos == "normal-eur"
     assert _parks(dispatch) == [("high-eur", "QOSMaxGRESPerUser")]
@@ -66,7 +66,7 @@ def test_two_capped_rungs_reach_low_eur(slurm: Cluster) -> None:
     slurm.occupy("normal-eur", 8, count=2)
     port = slurm.port()
     dispatch = _dispatch(slurm.spec(gpus=8), _ladder(2.0), port)
-    slurm.drive([dispatch], port, until=lambda: dispatch.state == RUNNING, timeout=40)
+    slurm.drive([dispatch], port, until=lambda: dispatch.state == State.RUNNING, timeout=40)
 
     assert dispatch.rung.qos == "low-eur"
     assert [q for q, _ in _parks(dispatch)] == ["high-eur", "normal-eur"]
@@ -87,7 +87,7 @@ def test_every_rung_blocked_ends_failed_to_gcp(slurm: Cluster) -> None:
     dispatch = _dispatch(slurm.spec(gpus=8), _ladder(5.0), port)
     # A fine tick and 5 s windows: on 24.11, with the node full, squeue shows the cap only part of the time (None
     # after each backfill pass); the port keeps it once seen, but a short window can miss it altogether.
-    slurm.drive([dispatch], port, until=lambda: dispatch.state == FAILED_TO_GCP, timeout=60, tick=0.1)
+    slurm.drive([dispatch], port, until=lambda: dispatch.state == State.FAILED_TO_GCP, timeout=60, tick=0.1)
 
     reasons = _parks(dispatch)
     assert [q for q, _ in reasons] == list(LADDER)
@@ -104,7 +104,7 @@ def test_time_over_max_wall_skips_rungs_before_their_cap(slurm: Cluster) -> None
     port = slurm.port()
     cap = 60.0
     dispatch = _dispatch(slurm.spec(gpus=1, time_limit=8 * 86_400), _ladder(cap), port)
-    slurm.drive([dispatch], port, until=lambda: dispatch.state == RUNNING, timeout=30)
+    slurm.drive([dispatch], port, until=lambda: dispatch.state == State.RUNNING, timeout=30)
 
     first_window_end = dispatch.history[0].at + cap
     assert all(s.at < first_window_end for s in dispatch.history if s.trigger == "park")  # never waited out a cap
@@ -166,7 +166,7 @@ def test_late_start_wins_over_the_park(slurm: Cluster) -> None:
     assert dispatch.state == "PARKED"
     dispatch.advance(port.observe([job_id])[job_id])
 
-    assert dispatch.state == RUNNING
+    assert dispatch.state == State.RUNNING
     assert [s.trigger for s in dispatch.history] == ["submit", "park", "start"]
     jobs = slurm.jobs_of(dispatch)
     assert [(j.job_id, j.qos, j.state) for j in jobs] == [(job_id, "high-eur", "RUNNING")]
@@ -182,7 +182,7 @@ def test_debug_intent_starts_on_the_debug_qos(slurm: Cluster, debug_qos: str | N
     config = FellowsConfig(debug_qos=debug_qos, park_cap_seconds=3.0)
     port = slurm.port()
     dispatch = _dispatch(slurm.spec(gpus=1), config.ladder_for("debug"), port)
-    slurm.drive([dispatch], port, until=lambda: dispatch.state == RUNNING, timeout=20)
+    slurm.drive([dispatch], port, until=lambda: dispatch.state == State.RUNNING, timeout=20)
 
     assert dispatch.rung.index == 0
     assert [(j.qos, j.state) for j in slurm.jobs_of(dispatch)] == [(first_qos, "RUNNING")]

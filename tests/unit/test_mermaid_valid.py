@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from fellows_fsm import cli
 from fellows_fsm.config import FellowsConfig
-from fellows_fsm.core.vocab import FAILED_TO_GCP, HANDED_OFF
+from fellows_fsm.core.vocab import State
 from fellows_fsm.diagram import mermaid, state_diagram_page
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
@@ -77,9 +77,11 @@ def _walked_to_gcp() -> list[HistoryEntry]:
     for i, rung in enumerate(names):
         entries.append(_entry(entries[-1].at + 600, rung, "PARKED", "park"))
         entries.append(_entry(entries[-1].at + 5, "PARKED", "CANCELLED", "cancel"))
-        nxt = names[i + 1] if i + 1 < len(names) else FAILED_TO_GCP
-        entries.append(_entry(entries[-1].at + 1, "CANCELLED", nxt, "give_up" if nxt == FAILED_TO_GCP else "resubmit"))
-    entries.append(_entry(entries[-1].at + 2, FAILED_TO_GCP, HANDED_OFF, "hand_off"))
+        nxt = names[i + 1] if i + 1 < len(names) else State.FAILED_TO_GCP
+        entries.append(
+            _entry(entries[-1].at + 1, "CANCELLED", nxt, "give_up" if nxt == State.FAILED_TO_GCP else "resubmit")
+        )
+    entries.append(_entry(entries[-1].at + 2, State.FAILED_TO_GCP, State.HANDED_OFF, "hand_off"))
     return entries
 
 

@@ -9,7 +9,7 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import RUNNING, FakeScheduler, JobSpec, Observation, Phase
 from fellows_fsm.core import Dispatch
 from fellows_fsm.core.lifecycle import row_of
-from fellows_fsm.core.vocab import OUTCOME_MOVED_OUTSIDE
+from fellows_fsm.core.vocab import Outcome
 from fellows_fsm.slurm.observe import parse_squeue
 from tests.unit.conftest import CAP, DispatchFactory
 
@@ -95,4 +95,4 @@ def test_a_restored_dispatch_stays_deferred(make_dispatch: DispatchFactory) -> N
     d.advance(_pending(d.job_id, qos="low-eur"))
     again = Dispatch.restore(d.id, d.spec, d.ladder, history=d.history, jobs={0: d.job_id})
     assert again.deferred
-    assert row_of(d.history[-1].trigger).outcome == OUTCOME_MOVED_OUTSIDE
+    assert row_of(d.history[-1].trigger).outcome == Outcome.MOVED_OUTSIDE

@@ -131,28 +131,3 @@ def is_final_state(state: str, *, pinned: bool) -> bool:
     FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
     """
     return state in _FINAL_NAMES or (state == State.CANCELLED and pinned)
-
-
-# TEMPORARY aliases while the callers move to the enums (removed before this change lands).
-PARKED, CANCELLED, RUNNING, FAILED_TO_GCP, WITHDRAWN = (
-    State.PARKED,
-    State.CANCELLED,
-    State.RUNNING,
-    State.FAILED_TO_GCP,
-    State.WITHDRAWN,
-)
-REFUSED, HANDING_OFF, HANDED_OFF, HANDOFF_FAILED, NO_LANE_LEFT = (
-    State.REFUSED,
-    State.HANDING_OFF,
-    State.HANDED_OFF,
-    State.HANDOFF_FAILED,
-    State.NO_LANE_LEFT,
-)
-OUTCOME_HELD, OUTCOME_MOVED_OUTSIDE, OUTCOME_WITHDRAWN = Outcome.HELD, Outcome.MOVED_OUTSIDE, Outcome.WITHDRAWN
-OUTCOME_WITHDRAWN_OUTSIDE, OUTCOME_WITHDRAWN_INTERRUPTED = Outcome.WITHDRAWN_OUTSIDE, Outcome.WITHDRAWN_INTERRUPTED
-OUTCOME_NO_FALLBACK, OUTCOME_HANDED_OFF, OUTCOME_HANDOFF_FAILED = (
-    Outcome.NO_FALLBACK,
-    Outcome.HANDED_OFF,
-    Outcome.HANDOFF_FAILED,
-)
-OUTCOME_REJECTED = Outcome.REJECTED

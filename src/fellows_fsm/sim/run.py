@@ -17,7 +17,7 @@ from typing import Any
 from fellows_fsm.clock import Clock
 from fellows_fsm.config import Config, LaneConfig, RouterConfig
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import FELLOWS, RUNNING
+from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal import Journal
 from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
@@ -175,7 +175,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
             outcomes.append(_outcome(job, lane="rejected", qos=None, start_seconds=None, rung_changes=0))
             continue
         changes = sum(1 for s in d.history if s.trigger == "resubmit")
-        if d.state == RUNNING and d.job_id is not None:
+        if d.state == State.RUNNING and d.job_id is not None:
             ran = cluster.jobs[d.job_id]
             assert ran.start_time is not None
             outcomes.append(

@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.core.vocab import FELLOWS, RUNNING
+from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.dispatch_history import HistoryEntry
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
@@ -73,7 +73,7 @@ def dispatch_panel(
     grid.add_row("state", Text(state, style=state_style(state)).append(rung, style="dim"))
     if snap.ladder:
         grid.add_row("ladder", _ladder_line(snap, next_lane))
-    grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == RUNNING else None) or "-"))
+    grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == State.RUNNING else None) or "-"))
     grid.add_row("SLURM job", _job_words(snap))
     if not snap.final:
         if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):

@@ -12,23 +12,12 @@ from typing import Any, Protocol
 import attrs
 
 from fellows_fsm.core import Dispatch
-from fellows_fsm.core.vocab import (
-    FAILED_TO_GCP,
-    FELLOWS,
-    HANDED_OFF,
-    HANDING_OFF,
-    HANDOFF_FAILED,
-    NO_LANE_LEFT,
-    REFUSED,
-    RUNNING,
-    WITHDRAWN,
-)
+from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.journal import DispatchRow, HandoffRow, Journal
 from fellows_fsm.records import restore
 from fellows_fsm.ui.words import iso_utc
 
 __all__ = [
-    "WITHDRAWN",
     "Listed",
     "Snapshot",
     "dispatch_json",
@@ -174,7 +163,9 @@ def shown_state(snap: Listed) -> str:
     return snap.label
 
 
-_PAST_LADDER = frozenset({FAILED_TO_GCP, HANDING_OFF, HANDED_OFF, HANDOFF_FAILED, NO_LANE_LEFT, REFUSED})
+_PAST_LADDER = frozenset(
+    {State.FAILED_TO_GCP, State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT, State.REFUSED}
+)
 
 
 def left_ladder(snap: Snapshot) -> bool:
@@ -184,9 +175,16 @@ def left_ladder(snap: Snapshot) -> bool:
 
 def state_style(label: str) -> str:
     """The rich style a shown state is drawn in: green once it runs, yellow once it left the ladder, else cyan."""
-    if label in (RUNNING, HANDED_OFF):
+    if label in (State.RUNNING, State.HANDED_OFF):
         return "bold green"
-    if label in (FAILED_TO_GCP, HANDOFF_FAILED, WITHDRAWN, REFUSED, NO_LANE_LEFT, HANDING_OFF):
+    if label in (
+        State.FAILED_TO_GCP,
+        State.HANDOFF_FAILED,
+        State.WITHDRAWN,
+        State.REFUSED,
+        State.NO_LANE_LEFT,
+        State.HANDING_OFF,
+    ):
         return "bold yellow"
     return "bold cyan"
 
@@ -194,8 +192,8 @@ def state_style(label: str) -> str:
 def status_words(snap: Listed) -> str:
     """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
     state = shown_state(snap)
-    if state == RUNNING and snap.qos:
-        return f"{RUNNING}({snap.qos})"
-    if state in (HANDED_OFF, HANDOFF_FAILED, HANDING_OFF) and snap.lane != FELLOWS:
+    if state == State.RUNNING and snap.qos:
+        return f"{State.RUNNING}({snap.qos})"
+    if state in (State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDING_OFF) and snap.lane != FELLOWS:
         return f"{state}({snap.lane})"
     return state
