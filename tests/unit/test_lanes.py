@@ -40,8 +40,9 @@ def _run_to_end(command: tuple[str, ...], tmp_path: Path, *, timeout: float = 60
     return result
 
 
-# Each forks a child that would "create the paid job" 8 s later (one in the group, one that left it with setsid),
-# then fails: a non-zero exit, a signal, or hanging until the timeout.
+# Each forks a child that would "create the paid job" 60 s later (one in the group, one that left it with setsid),
+# then fails: a non-zero exit, a signal, or hanging until the timeout. 60 s: far past any cleanup, even on a loaded
+# machine (with 8 s a slow cleanup let the child write first, and the test read a late kill as a survivor).
 FAILURES = {
     "exit 3": ("exit 3", 60.0, 3),
     "killed by a signal": ("kill -9 $$", 60.0, -9),
@@ -55,8 +56,8 @@ def test_a_failed_handoff_leaves_no_process_that_could_still_pay(tmp_path: Path,
     ignores SIGTERM), so the job it meant to create never appears."""
     tail, timeout, status = FAILURES[how]
     marker = tmp_path / f"paid-{uuid.uuid4().hex}"
-    late = f"trap '' TERM; sleep 8; echo paid >> {marker}"
-    code = f'(sleep 8; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
+    late = f"trap '' TERM; sleep 60; echo paid >> {marker}"
+    code = f'(sleep 60; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
     result = _run_to_end(("sh", "-c", code), tmp_path, timeout=timeout)
     assert result.exit_status == status
     assert _processes_with(str(marker)) == []  # nothing is left that could write the marker later
