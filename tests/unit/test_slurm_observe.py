@@ -242,13 +242,6 @@ def test_job_nobody_knows_is_unknown_never_finished() -> None:
     assert runner.calls == {"squeue": 2, "sacct": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SchedulerUnreachable,
-    reason="the runner reads sacct's 'Connection refused' (slurmdbd down) as the controller unreachable: it retries "
-    "sacct and the observe raises SchedulerUnreachable instead of leaving the jobs UNKNOWN (issue 18's MockRunner "
-    "found it; the scripted runner this test had never classified anything)",
-)
 def test_failed_sacct_leaves_jobs_unknown() -> None:
     """When sacct itself fails (e.g. slurmdbd down), the missing jobs stay UNKNOWN."""
     runner = MockRunner.scripted(

@@ -347,3 +347,23 @@ def test_mock_runner_scripted_refuses_an_unscripted_command() -> None:
     runner = MockRunner.scripted({"squeue": [(0, "", "")]})
     with pytest.raises(AssertionError, match=r"no reply for 'scancel'"):
         runner.run(["scancel", "5"])
+
+
+SLURMDBD_DOWN = (
+    "sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to host:head1:6819: "
+    "Connection refused\n"
+    "sacct: error: Sending PersistInit msg: Connection refused\n"
+    "sacct: error: Problem talking to the database: Connection refused\n"
+)
+"""What sacct prints when slurmdbd (not the controller) refuses, as seen on real clusters (public issue threads)."""
+
+
+def test_the_accounting_database_down_is_a_failed_command_not_an_unreachable_controller() -> None:
+    """slurmdbd down: sacct fails once, returned as a failure (never retried, never SchedulerUnreachable), although
+    its words say "Connection refused"; the controller's own refusal is still unreachable."""
+    runner = MockRunner.scripted({"sacct": [(1, "", SLURMDBD_DOWN)]})
+    result = runner.run(("sacct", "-j", "7"))
+    assert (result.ok, result.returncode, runner.calls["sacct"], runner.slept) == (False, 1, 1, [])
+    refused = MockRunner.scripted({"squeue": [(1, "", "squeue: error: Connection refused\n")]})
+    with pytest.raises(SchedulerUnreachable):
+        refused.run(("squeue",), retry=ONE_ATTEMPT)

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 # The controller never saw the request: safe to repeat any command.
 _NOT_CONNECTED = ("Unable to contact slurm controller", "Connection refused")
+_DATABASE_DOWN = ("Problem talking to the database", "slurm_persist_conn_open", "PersistInit")
+"""sacct's words when slurmdbd (the accounting database), not the controller, does not answer: a failed command
+(its jobs stay UNKNOWN), never an unreachable controller, even with "Connection refused" after them."""
 # The request may have reached the controller: repeat only commands that change nothing.
 _MAYBE_DELIVERED = ("Socket timed out", "Zero Bytes were transmitted")
 
@@ -207,7 +210,9 @@ class CommandRunner:
         result = CommandResult(argv, reply.returncode, reply.stdout, reply.stderr, elapsed)
         if result.ok:
             return result
-        if any(marker in reply.stderr for marker in _NOT_CONNECTED):
+        if any(marker in reply.stderr for marker in _NOT_CONNECTED) and not any(
+            marker in reply.stderr for marker in _DATABASE_DOWN
+        ):
             return result.message, False
         if any(marker in reply.stderr for marker in _MAYBE_DELIVERED):
             return result.message, True
