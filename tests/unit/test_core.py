@@ -242,3 +242,17 @@ def test_a_pause_stops_the_clock_and_the_resume_gives_the_outage_back() -> None:
     decision = d.advance(Observation("101", Phase.PENDING, "PENDING", "Priority", "high-eur"), T0 + 120)
     assert kinds(decision) == ["Record:resume"]
     assert d.deadline == T0 + 60 + 100
+
+
+def test_the_driver_is_the_one_that_starts_a_lane_command() -> None:
+    """Only the driver starts a lane's command (Handoffs.start, which runs the lane's own start): the router asks
+    it to (a handoff after the ladder, a dispatch pinned to a lane), the core asks with a HandOff effect."""
+    pattern = re.compile(r"handoffs\.start\(")
+    callers = sorted(
+        str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if pattern.search(p.read_text(encoding="utf-8"))
+    )
+    assert callers == ["driver.py"]
+    lane_starts = re.compile(r"\blane\.start\(")
+    assert sorted(
+        str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if lane_starts.search(p.read_text(encoding="utf-8"))
+    ) == ["handoffs.py"]
