@@ -23,6 +23,10 @@ from fellows_fsm.errors import JournalBusy
 __all__ = ["DriverLock", "DriverOwner", "lock_held"]
 
 
+RECORD_BYTES = 1024
+"""The owner record's length in the lock file (padded with spaces): one write of it replaces the last."""
+
+
 class DriverLock:
     """The driver lock of the journal at ``path`` (a mixin of Journal): take it, beat it, probe it, release it."""
 
@@ -84,10 +88,16 @@ class DriverLock:
         assert handle is not None
         assert owner is not None
         try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(owner.dump())
-            handle.flush()
+            # Overwritten in place at one length, never truncated first: a reader (driver status, a starter waiting
+            # for the record) never sees it empty or half written, though each tick rewrites it. Through a second
+            # descriptor: the lock's own is in append mode, where every write lands at the end.
+            data = owner.dump().ljust(RECORD_BYTES).encode()
+            fd = os.open(self.lock_path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, data, 0)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
         except OSError:
             pass  # the record is for people and the next driver; a full disk must not stop the walk
 

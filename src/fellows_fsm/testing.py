@@ -20,7 +20,7 @@ from fellows_fsm.config import Config
 from fellows_fsm.core import TRIGGERS, Dispatch
 from fellows_fsm.daemon import has_work, serve
 from fellows_fsm.driver import Driver, Recorder
-from fellows_fsm.journal import DriverOwner, Journal, lock_held
+from fellows_fsm.journal import DriverOwner, Journal
 from fellows_fsm.scheduler import History, Observation, Scheduler
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import NoAnswer, Reply, Request
@@ -112,6 +112,7 @@ class ThreadedDriver:
             finally:
                 if journal is None:
                     reader.close()
+            asked = (self.clock or SystemClock()).now()
             thread = threading.Thread(
                 target=serve,
                 args=(config, self.scheduler),
@@ -123,9 +124,13 @@ class ThreadedDriver:
             self._threads.append(thread)
             self.started += 1
             lock = path.with_name(path.name + ".lock")
-            while thread.is_alive() and not lock_held(lock):
+            while True:  # until its record is in the lock file (it stays there once it lets go), or it ended
+                owner = DriverOwner.parse(lock.read_text(encoding="utf-8")) if lock.exists() else None
+                if owner is not None and owner.kind == "background" and owner.since >= asked:
+                    return owner
+                if not thread.is_alive():
+                    return None  # it found another driver, or nothing to do
                 time.sleep(0.005)
-            return DriverOwner.parse(lock.read_text(encoding="utf-8")) if thread.is_alive() else None
 
     def close(self) -> None:
         """Stop every driver started here and wait for them."""

@@ -256,9 +256,9 @@ def test_unreachable_slurm_at_submit_exits_6(
     result = run("submit", str(script))
     assert result.exit_code == 6
     assert "fellows-fsm watch" in one_error_line(result)
-    scheduling_fake.unreachable = False
-    [row] = json.loads(run("status", "--json").stdout)
+    [row] = json.loads(run("status", "--json").stdout)  # read while SLURM is still down: the driver cannot walk it
     assert (row["final"], row["slurm_job_id"]) == (False, None)
+    scheduling_fake.unreachable = False
 
 
 def test_watch_once_exits_6_when_slurm_does_not_answer(
