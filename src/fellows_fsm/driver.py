@@ -128,7 +128,7 @@ class Driver:
 
     def interrupt(self, d: Dispatch, job_id: str | None) -> None:
         """Ctrl-C while ``d``'s first job was being queued: journal it WITHDRAWN, then scancel what was queued."""
-        self._run(d, d.interrupt([job_id] if job_id is not None else [], self.clock.now()))
+        self._run(d, d.recall([job_id] if job_id is not None else [], self.clock.now(), trigger=Trigger.INTERRUPT))
 
     def start_lane(self, dispatch_id: str, lane_name: str, spec: JobSpec, lane: CommandLane | None = None) -> None:
         """Start a lane's command for a dispatch, exactly once (journaled before it starts; never waited for)."""

@@ -103,11 +103,15 @@ def test_every_table_trigger_fires_through_the_machine() -> None:
 
 def test_a_look_asks_the_table_rows_in_order() -> None:
     """A rung's look asks the table's rows of a rung, in table order, without the told ones (submit, pause, ...)."""
-    asked = [trigger for trigger, _ in machine._rows_by_state(LADDER)["SUBMITTED_high_eur"]]
+    asked = [trigger for trigger, *_ in machine.rows_by_state(LADDER)["SUBMITTED_high_eur"]]
     table = [row.trigger for row in TABLE if row.source == RUNG and not row.told]
     assert asked == table
-    park = next(guards for trigger, guards in machine._rows_by_state(LADDER)["SUBMITTED_high_eur"] if trigger == "park")
-    assert [g.__name__ for g, *_ in park][:3] == ["rung_expired", "walks_ladder", "may_leave_rung"]
+    park = next(
+        (first, *rest)
+        for trigger, first, rest, _ in machine.rows_by_state(LADDER)["SUBMITTED_high_eur"]
+        if trigger == "park"
+    )
+    assert [g.__name__ for g in park][:3] == ["rung_expired", "walks_ladder", "may_leave_rung"]
 
 
 def kinds(decision: Decision) -> list[str]:

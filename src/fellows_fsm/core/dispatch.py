@@ -18,7 +18,7 @@ from fellows_fsm.core import lifecycle, looks, machine
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
 from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
-from fellows_fsm.core.vocab import State, Trigger, is_final_state
+from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
 
@@ -27,6 +27,8 @@ __all__ = ["LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
 _FIXED = frozenset(State)
+_NEVER = math.inf
+_ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or move left to ask
 
 
 class _Idle(list):  # type: ignore[type-arg]
@@ -97,16 +99,18 @@ class Dispatch:
     """This event may park the dispatch (the driver's per-tick bound on rung changes begun)."""
     waits_for_budget: bool = attrs.field(init=False, default=False)
     """The last look found a row refused only by the tick's budget: it changes rung on a tick with room."""
-    recalled: tuple[str, ...] = attrs.field(init=False, default=())
-    """The jobs a user's cancel scancels (the recall step's CancelJobs)."""
+    recalled: tuple[str, ...] = attrs.field(init=False, default=())  # what a recall's CancelJobs scancels
     effects: list[Effect] = attrs.field(init=False, factory=lambda: _IDLE)
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
+    rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)
+    _gates: dict[str, tuple[bool, bool]] = attrs.field(init=False, repr=False)
     _quiet: tuple[Observation | None, bool, bool, float] | None = attrs.field(init=False, default=None)
-    """After a look that took no step: its look, its two budget permits, and until when no row can hold with
-    nothing new (lifecycle.first_row). A look that matches it asks nothing."""
+    """A look that took no step: its look, permits, and until when no row can hold (matched: nothing is asked)."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
+        self.rows = machine.rows_by_state(self.ladder)  # shared by every dispatch of a ladder
+        self._gates = machine.clock_gates(self.ladder)
 
     @classmethod
     def restore(
@@ -146,8 +150,8 @@ class Dispatch:
 
     @property
     def is_final(self) -> bool:
-        """True once nothing more will happen: RUNNING, WITHDRAWN, REFUSED, or a pinned dispatch's job gone."""
-        return is_final_state(self.state, pinned=self.pinned)
+        """True once nothing more will happen: RUNNING, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone."""
+        return self.state in FINAL_STATES or (self.pinned and self.state == State.CANCELLED)
 
     @property
     def paused(self) -> bool:
@@ -190,9 +194,19 @@ class Dispatch:
         ``history``: the cluster's history (``park_early = "calibrated"``)."""
         if history is not None:
             self.cluster_history = history
-        q = self._quiet  # nothing new since a look that took no step: every row answers the same
-        if q is not None and now < q[3] and q[1:3] == (may_change_rung, may_leave_rung) and self._same(look, q[0]):
-            return Decision((), None if math.isinf(q[3]) else q[3])
+        q = self._quiet  # nothing new since a look that took no step, with no more permits: no row holds now either
+        if (
+            q is not None
+            and may_change_rung <= q[1]
+            and may_leave_rung <= q[2]
+            and (look is None or (look.phase is not Phase.UNKNOWN and look == q[0]))
+        ):
+            if now < q[3]:
+                return Decision((), q[3] if q[3] < _NEVER else None)
+            leave_gated, change_gated = self._gates.get(self.state, (False, False))
+            if (leave_gated and not may_leave_rung) or (change_gated and not may_change_rung):
+                self.waits_for_budget = True  # its clock's time came, and the tick's budget holds it back
+                return Decision((), q[3])
         self._begin(now, may_change_rung)
         self.may_leave_rung = may_leave_rung
         if not self.history:
@@ -232,19 +246,12 @@ class Dispatch:
             raise
         return self._decide()
 
-    def recall(self, job_ids: Sequence[str], now: float) -> Decision:
-        """A user's cancel: journal WITHDRAWN, then scancel ``job_ids`` (every job it got), whatever their state."""
+    def recall(self, job_ids: Sequence[str], now: float, *, trigger: str = Trigger.RECALL) -> Decision:
+        """A user's cancel (``recall``), or Ctrl-C while the first job was queued (``interrupt``): journal WITHDRAWN,
+        then scancel ``job_ids`` (every job it got, or what reached the cluster), whatever their state."""
         self._begin(now, False)
         self.recalled = tuple(job_ids)
-        machine.fire(self, Trigger.RECALL)
-        return self._done(Decision(tuple(self.effects), None))
-
-    def interrupt(self, job_ids: Sequence[str], now: float) -> Decision:
-        """Ctrl-C while the first job was being queued: journal WITHDRAWN, then scancel ``job_ids`` (what reached
-        the cluster)."""
-        self._begin(now, False)
-        self.recalled = tuple(job_ids)
-        machine.fire(self, Trigger.INTERRUPT)
+        machine.fire(self, trigger)
         return self._done(Decision(tuple(self.effects), None))
 
     def submitted(self, job_id: str, now: float, *, asked_at: float | None = None) -> Decision:
@@ -310,10 +317,6 @@ class Dispatch:
         return self._decide()
 
     # ----------------------------------------------------------------- the dispatch's own books
-    @staticmethod
-    def _same(look: Observation | None, before: Observation | None) -> bool:
-        return look is None or (look == before and look.phase is not Phase.UNKNOWN)
-
     def see(self, job_id: str | None, look: Observation | None) -> None:
         """Set the current job and the last look at it together; the first pending look at a job is what an
         outside change of its partition or time limit is read against."""
@@ -359,9 +362,12 @@ class Dispatch:
     def _decide(self, until: float | None = None) -> Decision:
         """The effects the dispatch's state now needs (after its steps' journal effects), and when to look again."""
         out = self.effects
+        if until is not None and not out and self.job_id is not None and self.state not in _FIXED:
+            self.effects = _IDLE  # waiting on its rung with nothing to ask (the common case)
+            return Decision((), None if math.isinf(until) else until)
         if self.on_rung and self.job_id is None and not self.refused:
             out.append(FindByToken(self.id, self.token()) if self.submit_uncertain else self._submit_effect())
-        elif self.state == State.PARKED and self.job_id is not None and self.look_says_pending():
+        elif self.state == State.PARKED and self.job_id is not None and not (self.look and self.look.phase in _ENDED):
             if self.in_place and self.rung_index + 1 < len(self.ladder.rungs):
                 if self.may_change_rung:
                     out.append(MoveQos(self.id, self.job_id, self.ladder.rungs[self.rung_index + 1].qos))
@@ -370,10 +376,6 @@ class Dispatch:
             else:
                 out.append(CancelIfPending(self.id, self.job_id))
         return self._done(Decision(tuple(out), self._wake_at(until)))
-
-    def look_says_pending(self) -> bool:
-        """Is the current job neither seen gone nor seen started (so a cancel or a move still has work)?"""
-        return self.look is None or self.look.phase not in (Phase.GONE, Phase.STARTED)
 
     def _wake_at(self, until: float | None = None) -> float | None:
         """When the dispatch wants its next look with nothing new: when a row of its state could start to hold
@@ -387,8 +389,7 @@ class Dispatch:
     def _submit_effect(self) -> Submit:
         deadline = None
         if self.controller_deadline and not self.pinned and self.spec.time_limit_seconds is not None:
-            # Only with a time limit: SLURM drops a job that cannot END by the deadline. SLURM keeps time limits in
-            # whole minutes (--time rounds up): a deadline from the raw seconds would drop the job once queued.
+            # Only with a time limit (SLURM drops a job that cannot END by it), rounded up to SLURM's whole minutes.
             deadline = self.deadline + 60 * math.ceil(self.spec.time_limit_seconds / 60)
         self.submit_uncertain = True  # until the answer comes: a lost answer is looked up by token, never resent
         return Submit(self.id, self.spec, self.rung.qos, self.token(), deadline)

@@ -17,6 +17,7 @@ job the dispatch got is scancelled (the CancelJobs effect, run by the driver).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -57,6 +58,10 @@ def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, 
 
 
 # ----------------------------------------------------------------- the guards (questions, no side effects)
+_PENDING, _STARTED, _GONE, _HELD = Phase.PENDING, Phase.STARTED, Phase.GONE, ReasonGroup.HELD
+_NEVER_STARTS = frozenset({ReasonGroup.NEVER_FITS, ReasonGroup.INVALID})  # (module names: every look asks these)
+
+
 def walks_ladder(d: Dispatch) -> bool:
     """Is this dispatch allowed to leave its first rung at all (not pinned)?"""
     return not d.pinned
@@ -80,11 +85,7 @@ def rung_expired(d: Dispatch) -> bool:
 def rung_cannot_start(d: Dispatch) -> bool:
     """Does the latest pending reason prove this rung can never start the job?"""
     obs = d.look
-    return (
-        obs is not None
-        and obs.phase is Phase.PENDING
-        and obs.reason_group in (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)
-    )
+    return obs is not None and obs.phase is _PENDING and obs.reason_group in _NEVER_STARTS
 
 
 def early_park_reason(d: Dispatch) -> str | None:
@@ -121,20 +122,21 @@ def job_known(d: Dispatch) -> bool:
 
 def job_started(d: Dispatch) -> bool:
     """Was the current job seen running (or having run)?"""
-    return d.look is not None and d.look.phase is Phase.STARTED
+    obs = d.look
+    return obs is not None and obs.phase is _STARTED
 
 
 def job_ended_by_others(d: Dispatch) -> bool:
     """Was the current job cancelled outside the router, or dropped while someone held or moved it?"""
     obs = d.look
-    return obs is not None and obs.phase is Phase.GONE and (obs.ended_by_others or d.held or d.deferred)
+    return obs is not None and obs.phase is _GONE and (obs.ended_by_others or d.held or d.deferred)
 
 
 def moved_by_others(d: Dispatch) -> list[str]:
     """What someone else changed on the current pending job, as SLURM reports it ([] when nothing): its QoS (not
     the rung's), its partition or its time limit (not what it was first seen with, or submitted with)."""
     obs = d.look
-    if obs is None or obs.phase is not Phase.PENDING:
+    if obs is None or obs.phase is not _PENDING:
         return []
     changes = []
     if obs.qos is not None and obs.qos != d.rung.qos:
@@ -163,18 +165,13 @@ def job_not_moved(d: Dispatch) -> bool:
 def job_held(d: Dispatch) -> bool:
     """Is the current job newly seen held by its owner or an admin?"""
     obs = d.look
-    return not d.held and obs is not None and obs.phase is Phase.PENDING and obs.reason_group is ReasonGroup.HELD
+    return not d.held and obs is not None and obs.phase is _PENDING and obs.reason_group is _HELD
 
 
 def job_released(d: Dispatch) -> bool:
     """Was the current job held, and is it now seen pending without the hold (or started)?"""
     obs = d.look
-    return (
-        d.held
-        and obs is not None
-        and obs.phase in (Phase.PENDING, Phase.STARTED)
-        and obs.reason_group is not ReasonGroup.HELD
-    )
+    return d.held and obs is not None and obs.phase in (_PENDING, _STARTED) and obs.reason_group is not _HELD
 
 
 def job_not_held(d: Dispatch) -> bool:
@@ -201,12 +198,12 @@ def job_gone(d: Dispatch) -> bool:
     """Is the rung's job confirmed gone without starting (or was none queued: refused, or parked before one)?"""
     if d.job_id is None:
         return d.refused or not d.on_rung
-    return d.look is not None and d.look.phase is Phase.GONE
+    return d.look is not None and d.look.phase is _GONE
 
 
 # Guards that read the clock: when each may change its answer with nothing else new (the dispatch's wake time).
 rung_expired.until = lambda d: d.deadline  # type: ignore[attr-defined]
-cannot_start_in_window.until = lambda d: d.now if d.calibrating else float("inf")  # type: ignore[attr-defined]
+cannot_start_in_window.until = lambda d: d.now if d.park_early == "calibrated" and d.calibrating else math.inf  # type: ignore[attr-defined]
 # Guards that are the tick's budget: a row refused only by one of them waits for a tick with room.
 may_change_rung.budget = may_leave_rung.budget = True  # type: ignore[attr-defined]
 

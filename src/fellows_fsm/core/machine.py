@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from transitions import Machine, MachineError
 
+from fellows_fsm.core import lifecycle
 from fellows_fsm.core.effects import Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.lifecycle import LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
@@ -24,7 +25,7 @@ from fellows_fsm.errors import TransitionNotAllowed
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
 
-__all__ = ["build_machine", "fire", "first_row", "machine_definition", "replay"]
+__all__ = ["build_machine", "clock_gates", "fire", "first_row", "machine_definition", "replay", "rows_by_state"]
 
 T = Trigger
 
@@ -121,33 +122,64 @@ def _journal(row: Row, dest: str, d: Dispatch) -> None:
     d.note = ""
 
 
+Marks = dict[Guard, tuple[Any, tuple[Guard, ...]]]
+Rows = dict[str, tuple[tuple[str, Guard, tuple[Guard, ...], Marks | None], ...]]
+"""Per state, the rows a look asks, in table order: (trigger, its first guard, the others, and for a row with clock
+or budget guards, those guards: a clock guard's ``until``, or a budget guard's following guards; None for none)."""
+
+
 @cache
-def _rows_by_state(ladder: Ladder) -> dict[str, tuple[tuple[str, tuple[tuple[Guard, Any, bool], ...]], ...]]:
-    """Per state, the rows a look asks, in table order: (trigger, ((guard, its until or None, is budget), ...))."""
+def rows_by_state(ladder: Ladder) -> Rows:
+    """The rows a look asks, per state, in table order (built once per ladder; each Dispatch keeps a reference)."""
     rows: dict[str, list[Any]] = {}
     for row, source, _, guards in _expand(ladder):
         if not row.told:
-            marked = tuple((g, getattr(g, "until", None), hasattr(g, "budget")) for g in guards)
-            rows.setdefault(source, []).append((str(row.trigger), marked))
+            marks: Marks = {g: (g.until, ()) for g in guards if hasattr(g, "until")}
+            marks |= {g: (None, guards[i + 1 :]) for i, g in enumerate(guards) if hasattr(g, "budget")}
+            rows.setdefault(source, []).append((str(row.trigger), guards[0], guards[1:], marks or None))
     return {state: tuple(r) for state, r in rows.items()}
+
+
+@cache
+def clock_gates(ladder: Ladder) -> dict[str, tuple[bool, bool]]:
+    """Per state, whether every row with a clock guard also needs (may_leave_rung, may_change_rung): while such a
+    permit is refused, the clock cannot make any row of the state hold (a look's memo then holds past its time)."""
+    gates: dict[str, tuple[bool, bool]] = {}
+    for state, rows in rows_by_state(ladder).items():
+        timed = [marks for _, _, _, marks in rows if marks is not None and any(u for u, _ in marks.values())]
+        gates[state] = (
+            bool(timed) and all(lifecycle.may_leave_rung in m for m in timed),
+            bool(timed) and all(lifecycle.may_change_rung in m for m in timed),
+        )
+    return gates
 
 
 def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
     """The trigger of the first row of ``d``'s state, in table order, whose guards all hold (None if none), when a
     row could next start to hold with nothing else new (a clock guard's time; inf: never), and whether a row was
     refused only by the tick's budget."""
-    quiet, waits = float("inf"), False
-    for trigger, guards in _rows_by_state(d.ladder).get(d.state, ()):
-        for i, (guard, until, budget) in enumerate(guards):
-            if not guard(d):
-                if until is not None:
-                    quiet = min(quiet, until(d))
-                elif budget and all(g(d) for g, _, _ in guards[i + 1 :]):
-                    waits = True
-                break
-        else:
-            return trigger, quiet, waits
+    quiet, waits = _NEVER, False
+    for trigger, first, rest, marks in d.rows.get(d.state, ()):
+        refused = first
+        if first(d):  # most rows are refused by their first guard: the rest is asked only past it
+            for refused in rest:
+                if not refused(d):
+                    break
+            else:
+                return trigger, quiet, waits
+        mark = marks.get(refused) if marks is not None else None
+        if mark is not None:
+            until, after = mark
+            if until is not None:  # a clock guard: the earliest such time is when the look may answer otherwise
+                at = until(d)
+                if at < quiet:  # noqa: PLR1730 - a branch, not a call: this loop runs for every dispatch each tick
+                    quiet = at
+            elif all(g(d) for g in after):  # the tick's budget alone refused it: a tick with room takes it
+                waits = True
     return None, quiet, waits
+
+
+_NEVER = float("inf")
 
 
 def replay(d: Dispatch, steps: list[Step]) -> None:

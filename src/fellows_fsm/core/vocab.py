@@ -13,6 +13,7 @@ from enum import StrEnum
 
 __all__ = [
     "FELLOWS",
+    "FINAL_STATES",
     "FIXED_STATES",
     "LANE_EDGES",
     "LANE_STATES",
@@ -107,8 +108,10 @@ LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
 )
 """A lane-pinned dispatch's way, as handoffs.py runs it (drawn apart on the diagram page)."""
 
-_FINAL = frozenset({State.RUNNING, State.WITHDRAWN, State.REFUSED, State.HANDED_OFF, State.HANDOFF_FAILED})
-_FINAL_NAMES = frozenset({*_FINAL, State.NO_LANE_LEFT})
+FINAL_STATES = frozenset(
+    {State.RUNNING, State.WITHDRAWN, State.REFUSED, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT}
+)
+"""The states nothing leaves (a pinned dispatch's CANCELLED too: ``is_final_state``)."""
 
 MEANING: dict[str, str] = {
     State.PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
@@ -130,4 +133,4 @@ def is_final_state(state: str, *, pinned: bool) -> bool:
 
     FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
     """
-    return state in _FINAL_NAMES or (state == State.CANCELLED and pinned)
+    return state in FINAL_STATES or (state == State.CANCELLED and pinned)
