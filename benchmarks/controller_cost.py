@@ -5,9 +5,9 @@ which stands for squeue, is timed apart and excluded), resident memory, machine 
 per second. Each run is a fresh process (so memory figures do not mix), with one of two versions of the code on
 the same interpreter and packages, old and new alternating run by run:
 
-- old: the ``src/`` and ``benchmarks/`` of ``--baseline`` (default: main before the sans-I/O core), taken with
-  ``git archive`` into a temporary directory; its own worker (this file as it was then: the APIs differ) runs
-  there, with that tree as its working directory and first on PYTHONPATH;
+- old: the ``src/`` and ``benchmarks/`` of ``--baseline`` (default: main before issue 18's lifecycle rewrite), taken
+  with ``git archive`` into a temporary directory; its own worker (this file as it was then: the APIs may differ)
+  runs there, with that tree as its working directory and first on PYTHONPATH;
 - new: this checkout's worker and ``src/``, the same way.
 
 An old run that takes longer than ``--old-timeout`` seconds is stopped, and the old code is not measured at
@@ -42,8 +42,10 @@ from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
 
 REPO = Path(__file__).resolve().parents[1]
-BASELINE = "112db3e17469fafd1cea3c8a44869e1037fcceff"
-"""main before the sans-I/O core (core/ + driver.py): the lifecycle's Dispatch called the port itself."""
+BASELINE = "5363a4c3f3623eccafe25ebb5a2624cdd248ac5e"
+"""main before issue 18's lifecycle rewrite: the transitions table in core/machine.py with hand-written step methods
+and fast path in core/dispatch.py (``advance(..., may_leave=)``, ``Dispatch.observation``). The worker calls neither:
+it drives the Router and builds bare Dispatch objects, so the same worker runs on both."""
 CAP = 3600.0
 POLL_SECONDS = 10.0
 SPEC = JobSpec(name="bench", script="bench.sbatch", gpus=8, time_limit_seconds=3600)
