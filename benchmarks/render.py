@@ -436,9 +436,15 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(COST_PROFILE)
+    memory = cost_memory(r)
+    if memory:
+        lines.append(memory)
     verdict = cost_bar(r)
     if verdict:
         lines.append(verdict)
+    others = cost_other_sizes(r)
+    if others:
+        lines.append(others)
     big = r["sizes"].get("10000", {}).get("new")
     if big is not None:
         ticks = [
@@ -456,43 +462,86 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
 
 
 COST_PROFILE = (
-    "Where the new code's 10,000-dispatch tick goes: cProfile of one `Router.poll` on the same setup, new and old "
+    "Where the 10,000-dispatch tick goes: cProfile of one `Router.poll` of each kind on the same setup, new and old "
     "code, right after the run on the same machine (cProfile inflates every call, so its totals are above the "
-    "table's; timeit figures are per call). A later steady tick does the same work in both: every dispatch's look "
-    "matches its memo (`Dispatch._quiet`: the last look that took no step, its two budget permits, and until when "
-    "no row can hold) and returns at once, as the old hand-written fast path did; the 10,000 `advance` calls alone "
-    "timed the same in a side-by-side after the run (24-48 ms in both, as the machine's load moved). What the new "
-    "code adds is per dispatch a call of `_same` and, in each of the tick's three `is_final` reads (the router's "
-    "job list, the driver's live list, the end of the poll), a call of `vocab.is_final_state` where the old "
-    "property tested a set inline: 160,000 calls in the tick against 120,000, and `is_final` over 10,000 dispatches "
-    "2.6-3.8 ms against 1.1-1.4 ms, so 4-8 ms more per tick from that alone; in the same side-by-side the whole "
-    "later steady tick was 2-8 ms above the old (medians of 7 ticks, two pairs of processes: 31.5 against 29.3 ms, "
-    "60.2 against 52.3 ms). The first steady tick: every dispatch has its first look, so it asks its state's rows. "
-    "The old code ran one function per state generated from the table (one `if` per row), about 4.4 us a look; the "
-    "new `machine.first_row` walks the rows as data (per guard: call it, and on a refusal read its `until` and "
-    "whether it is a budget guard), 7-11 us a look, of which about 1.8 us is the `@cache` lookup of "
-    "`_rows_by_state(d.ladder)` on every look, nearly all of it hashing the `Ladder` (attrs frozen, its hash not "
-    "cached: the ladder, then its three rungs). Under cProfile `first_row` is 369 ms of the new tick's 617 ms, the "
-    "generated function 183 ms of the old tick's 405 ms. The first moving tick (every window closes at once) is "
-    "where the new code is furthest behind. 200 dispatches park (the budget); the other 9,800 are refused only by "
-    "the budget (`may_leave_rung=False`) and miss their memo, which was taken with `may_leave_rung=True` and held "
-    "only until the window's deadline, now past. So each runs a full look: `first_row` up to the first park row, "
-    "where `may_leave_rung` fails, then the rest of that row's guards (`all(...)`) to set `waits_for_budget`: "
-    "11,000 looks, 350 ms of the tick's 736 ms under cProfile. The old fast path returned at once, without asking a "
-    "guard, for any dispatch with `may_leave=False` whose pending job's look was unchanged, so its tick was the 200 "
-    "parks and 9,800 returns (287 ms under cProfile). From the next tick on, the 9,800 memos are taken with both "
-    "permits false and no clock guard to wait for, and match again. Later moving ticks: the dispatches still "
-    "waiting for the budget match their memo; 200 park, and the 200 whose cancel is answered resubmit (600 "
-    "transitions events and 401 journal transactions: transitions about 45 ms and sqlite 24 ms under cProfile in "
-    "both versions). The new code's extra is the memo check and the `is_final` calls of a steady tick, and the "
-    "changing dispatches' 1,400 looks through `first_row` (27 ms under cProfile): 293 ms against 217 ms under "
-    "cProfile. Memory: `Dispatch` is slotted in both and every dispatch of a ladder shares its `Ladder`, so the RSS "
-    "per live dispatch is the same at 10,000 and within 3% at 100,000; the new code starts 2 MB smaller (since "
-    "5fb5a36 `import fellows_fsm` loads neither rich nor click), and builds a bare Dispatch faster (2.7 against "
-    "5.7 us at 10,000). "
-    "On this shared 2-core machine the same run varies up to 2x from process to process; old and new alternate run "
-    "by run, so both saw the same load.\n"
+    "table's; timeit figures are per call, the range of the best of each of 5 processes per version, as the machine's "
+    "load moved). Under cProfile the tick's own work (the driver's `_tick`, observe excluded) is the same in both "
+    "versions: the first steady tick 455 ms against 453 ms, a later steady tick 72 against 74 ms, the "
+    "all-windows-close tick 238 against 234 ms, a later moving tick 251 against 267 ms. The first steady tick: every "
+    "dispatch has its first look, so it asks its state's rows. The old code ran one function per state generated from "
+    "the table (one `if` per row); the new `machine.first_row` walks the rows as data, the rows each dispatch keeps "
+    "(`Dispatch.rows`, its ladder's, taken when it is built: no `@cache` lookup, so no hashing of the `Ladder`, per "
+    "look), and reads a row's clock or budget marks only when the guard that refused the row has one. Per look, "
+    "`first_row` takes 2.2-3.7 us against the generated function's 2.4-4.0 us, and a whole first look (`advance`) "
+    "4.7-8.3 us against 4.9-8.2 us. It makes more calls than the generated function (its clock guards' `until`, the "
+    "marks lookups: 500,152 calls in the tick against 450,133), which cProfile inflates: `first_row` is 286 ms of the "
+    "new tick's 538 ms, the generated function 246 ms of the old tick's 510 ms. A later steady tick: every dispatch's "
+    "look matches its memo (`Dispatch._quiet`: the last look that took no step, its two budget permits, and until "
+    "when no row can hold) and returns at once, as the old hand-written fast path did: 1.7-2.9 us a look against the "
+    "old 2.6-2.9 us, 110,151 calls in the tick against 120,132; `is_final` reads one frozenset (over 10,000 "
+    "dispatches 0.8-1.2 ms against 1.0-1.7 ms, 3 processes each). The first moving tick (every window closes at "
+    "once): 200 dispatches park (the budget); the other 9,800 are refused only by the budget "
+    "(`may_leave_rung=False`). Their memo, taken with both permits, now holds past its time: every row of their state "
+    "that waits on the clock also needs `may_leave_rung` (`machine.clock_gates`), so while the tick refuses it no row "
+    "can hold, and the look returns at once with `waits_for_budget` set, as the old fast path did. The previous "
+    "run's 11,000 full looks in this tick (350 ms of its 736 ms under cProfile) are now 1,200, those of the 200 that "
+    "park and change rung (18 ms): 243,885 calls in the tick against the old code's 241,955. Later moving ticks: the "
+    "dispatches still waiting for the budget match their memo; 200 park, and the 200 whose cancel is answered "
+    "resubmit (600 transitions events and 401 journal transactions, most of the tick in both versions: transitions "
+    "about 54 ms, sqlite 34-38 ms under cProfile); the new code's only extra is the changing dispatches' 1,400 looks "
+    "through `first_row` (25 ms under cProfile). So the new code does the old code's work per tick, and the table's "
+    "10,000-live medians, the new above the old in every tick figure but each within the run-to-run spread, are most "
+    "likely the machine's load rather than the code: the same run at 1,000 and 100,000 live (below) has the new "
+    "median under the old in most tick figures, and two side-by-sides after the run (8 pairs of fresh processes at "
+    "10,000 live each, which one ran first alternating pair by pair, where the benchmark always starts a pair with "
+    "the old code) had the new median below the old in every tick figure: first steady 82.3 and 128.2 ms against "
+    "140.3 and 138.1 ms, later steady 25.7 and 43.1 ms against 44.2 and 46.6 ms, first moving 75.3 and 76.9 ms "
+    "against 98.0 and 116.0 ms, later moving 86.7 and 104.4 ms against 112.5 and 106.0 ms. On this shared 2-core "
+    "machine the same tick varies 2-3x from process to process; old and new alternate run by run, so both saw the "
+    "same load, but not the same moments of it.\n"
 )
+
+
+def cost_memory(r: dict[str, Any]) -> str | None:
+    """Memory and creation cost, new against old, from the run's medians (10,000 and 100,000 live)."""
+    big, huge = r["sizes"].get("10000", {}), r["sizes"].get("100000", {})
+    if not all(k in s for s in (big, huge) for k in ("new", "old")):
+        return None
+
+    def med(size: dict[str, Any], key: str) -> str:
+        return f"{size['new'][key]['median']:,} against {size['old'][key]['median']:,}"
+
+    return (
+        "Memory: `Dispatch` is slotted in both, and every dispatch of a ladder shares its `Ladder` (in the new code "
+        "also its rows and clock gates: two references more per dispatch), so the RSS per live dispatch is close "
+        f"(medians: {med(big, 'bytes_per_dispatch')} B at 10,000, {med(huge, 'bytes_per_dispatch')} B at 100,000); "
+        f"the new code starts smaller ({med(big, 'rss_before_mb')} MB before the dispatches: since 5fb5a36 "
+        "`import fellows_fsm` loads neither rich nor click). A bare Dispatch costs "
+        f"{med(big, 'dispatch_create_us')} us at 10,000 and {med(huge, 'dispatch_create_us')} us at 100,000: the new "
+        "one takes its ladder's rows and clock gates when built (two `@cache` lookups, each hashing the `Ladder`), "
+        "which a look no longer does.\n"
+    )
+
+
+def cost_other_sizes(r: dict[str, Any]) -> str | None:
+    """The bar's tick figures at the sizes other than 10,000 (new median against old, same run): context only."""
+    parts = []
+    for s, size in r["sizes"].items():
+        if s == "10000" or "new" not in size or "old" not in size:
+            continue
+        rows = _bar_rows(size)
+        below = sum(1 for _, n, o, _, _ in rows if n["median"] < o["median"])
+        parts.append(
+            f"{int(s):,} live, the new median below the old in {below} of {len(rows)}: "
+            + ", ".join(f"{name} {n['median']} against {o['median']} ms" for name, n, o, _, _ in rows)
+        )
+    if not parts:
+        return None
+    return (
+        "The same tick figures at the other sizes of this run (not the bar; medians new against old): "
+        + "; ".join(parts)
+        + ".\n"
+    )
 
 
 COST_BAR = (
