@@ -378,9 +378,9 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
         .replace("Command: `.venv", f"Command: `{COST_NICE} .venv")
         .replace(
             ".\n",
-            ". The machine's 2 cores are shared: other sessions' test runs (pytest against local SLURM clusters) ran "
-            f"at the same time, and the benchmark ran under `{COST_NICE}`, so the figures are noisy (the min column "
-            "is the quiet one).\n",
+            ". The machine's 2 cores are a shared VM: no test run of ours ran beside this one, but the same code "
+            f"varies up to 2x from process to process; the benchmark ran under `{COST_NICE}` (the min column is "
+            "the quiet one).\n",
         )
     )
     budget = max(s["new"]["rung_changes_per_tick"]["max"] for s in r["sizes"].values())
