@@ -1,4 +1,4 @@
-"""The lifecycle: every transition a dispatch can take, and everything that decides one, in this one file.
+"""The lifecycle: every transition a ladder dispatch can take, and everything that decides one, in this one file.
 
 ``TABLE`` is read top to bottom the way a dispatch lives it. Each row is a trigger, a source, a destination, its
 guards (questions: plain functions of the dispatch, reading only its own state and ``d.now``, the time of the event
@@ -7,7 +7,8 @@ being handled) and what the step keeps (its note, written on the journaled step,
 On every look a dispatch asks its state's rows in table order and fires the first whose guards all hold, then looks
 again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again,
 journals it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``)
-are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C).
+are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C,
+the handoff's start and end).
 A dispatch rebuilt from the journal replays its steps through the same bookkeeping (``machine.replay``).
 
 A rung's park deadline is decided here: ``window_deadline`` opens each window, ``rung_expired`` closes it, the
