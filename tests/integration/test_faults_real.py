@@ -401,18 +401,23 @@ def test_a_read_only_journal_is_readable_but_not_driven(slurm: Cluster, tmp_path
     assert "is read-only for this user" in watch.stderr
 
 
-def test_a_damaged_journal_is_one_line_never_a_traceback(slurm: Cluster, tmp_path: Path) -> None:
-    """Garbage over the journal's later pages: status exits 7 with one line that says to keep the file."""
-    config = cli_config(tmp_path)
-    for _ in range(3):
-        assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
-    path = tmp_path / "state" / "journal.sqlite3"
+def damage_journal(path: Path) -> None:
+    """Checkpoint the journal into its main file, then write garbage over every page after the second."""
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.close()
     data = bytearray(path.read_bytes())
     data[2 * 4096 :] = b"\xff" * (len(data) - 2 * 4096)
     path.write_bytes(bytes(data))
+
+
+def test_a_damaged_journal_is_one_line_never_a_traceback(slurm: Cluster, tmp_path: Path) -> None:
+    """Garbage over the journal's later pages: status exits 7 with one line that says to keep the file."""
+    config = cli_config(tmp_path)
+    for _ in range(3):
+        assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
+    path = tmp_path / "state" / "journal.sqlite3"
+    damage_journal(path)
     (tmp_path / "state" / "journal.sqlite3-wal").unlink(missing_ok=True)
     (tmp_path / "state" / "journal.sqlite3-shm").unlink(missing_ok=True)
     status = cli(config, "status")

@@ -8,8 +8,6 @@ handoff with neither), and nothing of the dispatch left pending.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
 import time
 from datetime import datetime
@@ -18,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.journal import Journal
+from tests.processes import processes_with
 
 from .conftest import Cluster
 from .settled import assert_settled, ledger
-from .test_faults_real import cli, cli_config, submit_argv
+from .test_faults_real import cli, cli_config, damage_journal, submit_argv
 
 pytestmark = pytest.mark.slurm
 
@@ -31,23 +30,6 @@ def _our_jobs(slurm: Cluster) -> set[str]:
     return {r.job_id for r in slurm.queue() if r.comment.startswith("fsm-")}
 
 
-def _processes_with(text: str) -> list[str]:
-    """Every live (not zombie) process whose command line holds ``text``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if text.encode() in cmdline and state not in (b"Z", b"X"):
-            found.append(entry)
-    return found
-
-
-# --------------------------------------------------------------------------- 1: a failed handoff that still pays
 def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cluster, tmp_path: Path) -> None:
     """A gcp command that exits 3 while its children (one in a new session) would append to the ledger 3 s later:
     exit 8, no process of it left, and a retry with a working command makes exactly one paid handoff."""
@@ -60,7 +42,7 @@ def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cl
     config.write_text(text + f"[lanes.gcp]\ncommand = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n")
     failed = cli(config, "submit", "--json", "--pin", "gcp", slurm.script(1))
     assert failed.returncode == 8, failed.stderr
-    assert _processes_with(str(book)) == []  # nothing is left that could still write the ledger
+    assert processes_with(str(book)) == []  # nothing is left that could still write the ledger
     assert ledger(tmp_path) == []
     retry = cli_config(tmp_path)  # the ledger lane: appends the dispatch id at once
     done = cli(retry, "submit", "--json", "--pin", "gcp", slurm.script(1))
@@ -119,12 +101,7 @@ def test_a_damaged_journal_refuses_submit_before_sbatch(slurm: Cluster, tmp_path
     for _ in range(3):
         assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
     path = tmp_path / "state" / "journal.sqlite3"
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.close()
-    data = bytearray(path.read_bytes())
-    data[2 * 4096 :] = b"\xff" * (len(data) - 2 * 4096)
-    path.write_bytes(bytes(data))
+    damage_journal(path)
     kept = path.read_bytes()
     handed = ledger(tmp_path)
     result = cli(config, *submit_argv(slurm, "--detach"))

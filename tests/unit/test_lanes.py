@@ -12,23 +12,7 @@ import pytest
 
 from fellows_fsm.config import LaneConfig
 from fellows_fsm.lanes import CommandLane, HandoffFiles, HandoffResult
-
-
-def _processes_with(tag: str) -> list[str]:
-    """Every live (not zombie) process whose command line holds ``tag``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if tag.encode() in cmdline and state not in (b"Z", b"X"):
-            words = cmdline.replace(b"\0", b" ").decode(errors="replace")
-            found.append(f"{entry}: {words}")
-    return found
+from tests.processes import processes_with
 
 
 def _run_to_end(command: tuple[str, ...], tmp_path: Path, *, timeout: float = 60) -> HandoffResult:
@@ -60,7 +44,7 @@ def test_a_failed_handoff_leaves_no_process_that_could_still_pay(tmp_path: Path,
     code = f'(sleep 60; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
     result = _run_to_end(("sh", "-c", code), tmp_path, timeout=timeout)
     assert result.exit_status == status
-    assert _processes_with(str(marker)) == []  # nothing is left that could write the marker later
+    assert processes_with(str(marker)) == []  # nothing is left that could write the marker later
     assert not marker.exists()
 
 
@@ -70,6 +54,6 @@ def test_a_successful_handoff_may_leave_its_own_daemon(tmp_path: Path) -> None:
     code = f"setsid sh -c 'sleep 30 # {tag}' </dev/null >/dev/null 2>&1 & exit 0"
     result = _run_to_end(("sh", "-c", code), tmp_path)
     assert result.ok
-    left = _processes_with(tag)
+    left = processes_with(tag)
     assert len(left) == 1, left
     os.kill(int(left[0].split(":")[0]), 9)
