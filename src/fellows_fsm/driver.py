@@ -29,6 +29,7 @@ from fellows_fsm.core import (
     Record,
     Submit,
 )
+from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler import History, JobSpec, Observation, Phase, Scheduler
@@ -300,7 +301,20 @@ class Driver:
         return call
 
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
-        """Run one port call and hand its answer to the dispatch."""
+        """Run one port call and hand its answer to the dispatch. A call the controller leaves unanswered is an
+        outage of its own: the dispatch's clock stops from when it was made (journaled), and its next look resumes it
+        (so a stalled sbatch, or a token lookup on a stopped controller, spends no window)."""
+        asked_at = self.clock.now()
+        try:
+            return self._ask(d, call)
+        except SchedulerUnreachable as exc:
+            now = self.clock.now()
+            why = f"SLURM did not answer ({exc}); the window waits for that time"
+            since = max(asked_at, d.history[-1].at) if d.history else asked_at
+            self._journal(d, d.pause(now, since=since, why=why))
+            raise
+
+    def _ask(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
         if isinstance(call, Submit):
             asked_at = self.clock.now()
             try:
@@ -312,16 +326,32 @@ class Driver:
                     self._journal(d, d.refuse(exc, self.clock.now()))
                     raise
             return d.submitted(job_id, self.clock.now(), asked_at=asked_at)
+        asked_at = self.clock.now()
         if isinstance(call, FindByToken):
             found = self.scheduler.find_by_token(call.token)
             if found is not None:
                 log.info("dispatch %s: found job %s by token %s", d.id, found.job_id, call.token)
+            if self._slow_answer(d, asked_at) and found is None:
+                # A stalled controller may still hold the lost sbatch, and queue it after this answer: a late "no
+                # such job" proves nothing. The next tick looks again (promptly answered, its "none" is believed).
+                return Decision((), None)
             return d.found(found, self.clock.now())
         try:
             moved: bool | QosRejected = self.scheduler.change_qos(call.job_id, call.qos)
         except QosRejected as exc:
             moved = exc
+        self._slow_answer(d, asked_at)
         return d.move_answered(moved, self.clock.now())
+
+    def _slow_answer(self, d: Dispatch, asked_at: float) -> bool:
+        """A lookup or a move the controller answered late (stalled, as a slow sbatch: ``Dispatch.submitted``) is an
+        outage of its own: the clock stops from the call (journaled), and the next look resumes it. True if late."""
+        now = self.clock.now()
+        if now - asked_at <= SLOW_SUBMIT_SECONDS:
+            return False
+        why = f"SLURM took {now - asked_at:.0f} s to answer; the window waits for that time"
+        self._journal(d, d.pause(now, since=max(asked_at, d.history[-1].at) if d.history else asked_at, why=why))
+        return True
 
 
 _CHANGING = frozenset({State.CANCELLED, State.PARKED})

@@ -206,6 +206,7 @@ class Router:
         any other is read back by the next tick's observe (a job that started before its cancel landed shows
         up STARTED and wins), and only then does that dispatch resubmit.
         """
+        self.catch_up_unwatched()  # every entry point (the driver's loop, `watch --once` from cron) the same way
         now = self.clock.now()
         self.journal.check_intact()
         self.journal.beat(now)
@@ -279,16 +280,18 @@ class Router:
         clock = self.clock  # the cadence runs on the injected clock, so a simulation's time drives it too
         report = self._report(clock.now(), 0, 0, 0, unreachable=False)
         next_poll = clock.now()
-        self.catch_up_unwatched()
         while True:
             if clock.now() >= next_poll:
                 self.catch_up(next_poll)  # a stopped process (SIGSTOP, a laptop asleep) ticks late
                 started = clock.now()
                 report = self.poll()
                 took = clock.now() - started
-                # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost.
+                # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost, but
+                # never past a window's close either (the back-off is the router's choice, not the rung's time).
                 backoff = min(backoff * 2, 8 * interval) if report.unreachable else max(interval, 2 * took)
                 next_poll = started + backoff
+                if not report.unreachable:
+                    next_poll = max(started + interval, min(next_poll, self._next_window_close(next_poll)))
             elif self.handoffs.running:
                 before = len(self.handoffs.running)
                 self.reap_handoffs()
@@ -305,9 +308,16 @@ class Router:
                 wait = min(wait, HANDOFF_CHECK_SECONDS)
             sleep(max(0.0, wait))
 
+    def _next_window_close(self, default: float) -> float:
+        """When the first running window of a walking dispatch closes (``default`` if none runs)."""
+        return min(
+            (d.deadline for d in self.live.values() if d.on_rung and not d.paused and not d.pinned), default=default
+        )
+
     def catch_up_unwatched(self) -> bool:
-        """Before this router's first tick: the previous driver's next tick was due one interval after its last
-        (the lock file's record); from then to now nobody watched the journal (``catch_up``). Once only."""
+        """At this router's first tick (``poll``, whoever calls it): the previous driver's next tick was due one
+        interval after its last (the lock file's record); from then to now nobody watched the journal
+        (``catch_up``). Once only."""
         last, self.journal.last_watched = self.journal.last_watched, None
         return last is not None and self.catch_up(last + self.config.fellows.poll_interval_seconds)
 
