@@ -231,7 +231,8 @@ class Router:
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         self._last_answer = now
         if self._sweep_due:  # after a restart: jobs a killed driver queued but never journaled (strays.py)
-            self._sweep_due = strays.sweep(self, (*self.live.values(), *self.handing.values())) is None
+            submitted = [d for d in (*self.live.values(), *self.handing.values()) if d.history]
+            self._sweep_due = bool(submitted) and strays.sweep(self, submitted) is None
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
         history = self.cluster_history.get(self.live.values(), now)
         rungs = {i: self.live[i].rung_index for i in self.driver.looked_up if i in self.live}
