@@ -16,7 +16,7 @@ import attrs
 from fellows_fsm.cancel_request import request_cancel
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config
-from fellows_fsm.daemon import ensure_driver, remember_config
+from fellows_fsm.daemon import check_cluster, ensure_driver, remember_config
 from fellows_fsm.dispatch_history import HistoryEntry, history_entries
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
 from fellows_fsm.intake import enqueue
@@ -144,6 +144,7 @@ class Fellows:
             self._driver = exc.holder
             return False
         try:
+            check_cluster(self.config, self.journal)  # its live dispatches are driven on the cluster they were sent to
             self._router = Router(self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes)
         except BaseException:
             self.journal.release_driver()

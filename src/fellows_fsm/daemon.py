@@ -38,10 +38,12 @@ __all__ = [
     "DRIVER_CONFIG",
     "LOG_BYTES",
     "DriverStatus",
+    "check_cluster",
     "ensure_driver",
     "has_work",
     "log_path",
     "main",
+    "reaches",
     "remember_config",
     "serve",
     "spawn",
@@ -70,9 +72,40 @@ def log_path(journal_path: Path) -> Path:
 
 def remember_config(config: Config, journal: Journal) -> None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
-    file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins."""
+    file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
+    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
+    check_cluster(config, journal)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+
+
+def reaches(config: Config, env: Mapping[str, str]) -> str:
+    """The cluster a config reaches (with SLURM_CONF from ``env`` when local), in words: a journal's dispatches are
+    driven on one of these at a time."""
+    f = config.fellows
+    if f.host is not None:
+        options = f" (ssh {' '.join(f.ssh_options)})" if f.ssh_options else ""
+        return f"{f.host} over ssh{options}, remote_workdir {f.remote_workdir or 'the login directory'}"
+    conf = env.get("SLURM_CONF")
+    return f"the local SLURM (SLURM_CONF={conf})" if conf else "the local SLURM (SLURM_CONF unset)"
+
+
+def check_cluster(config: Config, journal: Journal) -> None:
+    """Refuse (ConfigError) a config that reaches another cluster, transport or remote workdir than the one the
+    journal's live dispatches were submitted with: each would be driven with whichever config drove last. One
+    driver, one port, one squeue a tick; job ids are per cluster."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None or not has_work(journal):
+        return
+    mapping = dict(saved["config"])
+    mapping["state_dir"] = str(journal.path.parent)
+    theirs = reaches(Config.from_mapping(mapping, source="journal"), saved.get("env", {}))
+    ours = reaches(config, os.environ)
+    if theirs != ours:
+        raise ConfigError(
+            f"state_dir {journal.path.parent} drives live dispatches on {theirs} (config {saved.get('source')}), "
+            f"and config {config.source} reaches {ours}; give this config a state_dir of its own, or use that one"
+        )
 
 
 def has_work(journal: Journal) -> bool:

@@ -105,6 +105,8 @@ class Driver:
         self._failures: list[str] = []
         self._cancels: dict[str, tuple[Dispatch, CancelIfPending]] = {}
         self._changes = 0
+        self.looked_up: set[str] = set()
+        """Dispatches whose lost submit was looked up by token: a late job may carry it (swept when they end)."""
         self._attaches: list[Attach] | None = None
         """During a tick, the job ids answered by this tick's submits: journaled together when it ends (a job whose
         id is lost to a crash before that is found again by its token)."""
@@ -155,6 +157,12 @@ class Driver:
         landed after its Ctrl-C): nothing to journal, their dispatch is final."""
         if job_ids:
             self.scheduler.cancel(list(job_ids))
+
+    def cancel_pending_strays(self, job_ids: Sequence[str]) -> None:
+        """Cancel, only while pending, jobs carrying a dispatch's token that are not its job (strays.py): nothing
+        to journal (they were never the dispatch's); one that started first is left running."""
+        if job_ids:
+            self.scheduler.cancel_if_pending(list(job_ids), read_back=False)
 
     # ----------------------------------------------------------------- a tick
     def tick(
@@ -329,6 +337,7 @@ class Driver:
         asked_at = self.clock.now()
         if isinstance(call, FindByToken):
             found = self.scheduler.find_by_token(call.token)
+            self.looked_up.add(d.id)
             if found is not None:
                 log.info("dispatch %s: found job %s by token %s", d.id, found.job_id, call.token)
             if self._slow_answer(d, asked_at) and found is None:

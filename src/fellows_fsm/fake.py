@@ -183,6 +183,12 @@ class FakeScheduler:
         tagged = [j for j in self.jobs.values() if j.token == token and not j.forgotten]
         return tagged[-1].observe() if tagged else None
 
+    def find_tokens(self, prefix: str) -> list[Observation]:
+        """Every pending or running job whose token starts with ``prefix``."""
+        self.calls["find_tokens"] += 1
+        self._check_reachable()
+        return [j.observe() for j in self.live_jobs(token_prefix=prefix)]
+
     # ----------------------------------------------------------------- controls for tests
     def history(self, *, since: float) -> History:
         """The history a test set in ``past`` (an empty one read now if none); counted like every call."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm import adoption, withdrawals
+from fellows_fsm import adoption, strays, withdrawals
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
 from fellows_fsm.core import Dispatch
@@ -85,6 +85,7 @@ class Router:
         self._parked_out: list[str] = []
         """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self._adopted_upto = 0
+        self._sweep_due = False
         """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         journal.acquire_driver()
         self.recover()
@@ -230,16 +231,25 @@ class Router:
             self.driver.pause(self.live.values(), self._last_answer)
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         self._last_answer = now
+        if self._sweep_due:  # after a restart: jobs a killed driver queued but never journaled (strays.py)
+            submitted = [d for d in (*self.live.values(), *self.handing.values()) if d.history]
+            self._sweep_due = bool(submitted) and strays.sweep(self, submitted) is None
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
         history = self.cluster_history.get(self.live.values(), now)
+        rungs = {i: self.live[i].rung_index for i in self.driver.looked_up if i in self.live}
         outcome = self.driver.tick(self.live.values(), observations, self.config.rung_changes_per_tick, history=history)
         self._failed.extend(outcome.failures)
+        # A dispatch whose lost submit was looked up may meet a job that landed later: looked for as it changes
+        # rung or ends (strays.py), so it never walks on, or pays, with a second job queued.
+        moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
+        strays.sweep(self, moved)
         for dispatch_id, refusal in outcome.rejected:
             self._reject(self.live[dispatch_id], refusal)
         for dispatch_id in outcome.handoffs:
             self._hand_off_after_ladder(self.live[dispatch_id])
         for d in list(self.live.values()):
             if d.is_final:
+                self.driver.looked_up.discard(d.id)
                 del self.live[d.id]
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
@@ -371,8 +381,11 @@ class Router:
 
     # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
-        """Reload every non-final dispatch from the journal, exactly where it stood; return their ids."""
-        return adoption.recover(self)
+        """Reload every non-final dispatch from the journal, exactly where it stood; return their ids. The first
+        answered tick then looks for jobs carrying their tokens that the journal does not have (strays.py)."""
+        recovered = adoption.recover(self)
+        self._sweep_due = bool(recovered)
+        return recovered
 
     def _adopted(self, rowid: int) -> None:
         """This router wrote row ``rowid`` itself: adoption need not read it (unless another row came between)."""

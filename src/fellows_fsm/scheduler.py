@@ -309,6 +309,10 @@ class Scheduler(Protocol):
         """Find the newest job tagged with a dispatch token (a submit whose reply was lost), or None."""
         ...
 
+    def find_tokens(self, prefix: str) -> Sequence[Observation]:
+        """Every pending or running job of this user whose token starts with ``prefix`` (one squeue)."""
+        ...
+
     def history(self, *, since: float) -> History:
         """The jobs that finished since ``since`` (elapsed and limit), the running ones, and the GPUs in use.
 

@@ -119,12 +119,8 @@ def withdraw(router: Router, dispatch_id: str) -> list[str]:
     prefix = dispatch_token(row.id, 0)[:-1]
     seen = router.scheduler.observe(job_ids) if job_ids else {}
     job_ids = [j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)]
-    if not row.final and row.lane == FELLOWS:
-        ladder = [str(r["qos"]) for r in row.ladder]
-        rung = ladder.index(row.qos) if row.qos in ladder else 0
-        found = router.scheduler.find_by_token(dispatch_token(row.id, rung))  # a submit whose reply was lost
-        if found is not None and found.job_id not in job_ids:
-            job_ids.append(found.job_id)
+    if row.lane == FELLOWS:  # every live job with its token, on any rung: a submit whose reply was lost included
+        job_ids.extend(o.job_id for o in router.scheduler.find_tokens(prefix) if o.job_id not in job_ids)
     # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
     # a failed scancel is safe to re-run.
     router.handoffs.pending.pop(row.id, None)

@@ -70,6 +70,9 @@ class CrashingPort:
     def find_by_token(self, token: str) -> Observation | None:
         return self.inner.find_by_token(token)
 
+    def find_tokens(self, prefix: str) -> Sequence[Observation]:
+        return self.inner.find_tokens(prefix)
+
     def history(self, *, since: float) -> History:
         return self.inner.history(since=since)
 

@@ -128,9 +128,10 @@ def job_started(d: Dispatch) -> bool:
 
 
 def job_ended_by_others(d: Dispatch) -> bool:
-    """Was the current job cancelled outside the router, or dropped while someone held or moved it?"""
+    """Was the current job cancelled outside the router, or dropped while moved, or held (but not by our deadline)?"""
     obs = d.look
-    return obs is not None and obs.phase is _GONE and (obs.ended_by_others or d.held or d.deferred)
+    own = d.controller_deadline and obs is not None and obs.state.startswith("DEADLINE")
+    return obs is not None and obs.phase is _GONE and (obs.ended_by_others or d.deferred or (d.held and not own))
 
 
 def moved_by_others(d: Dispatch) -> list[str]:
@@ -280,6 +281,13 @@ def _keep_release(d: Dispatch) -> None:
     d.held = False
 
 
+def _keep_drop(d: Dispatch) -> None:
+    """Held, dropped at our own ``--deadline``: time held is not counted, the rest of the window carries on."""
+    if d.held:
+        _keep_release(d)
+        d.left_early = d.deadline > d.now
+
+
 def _keep_defer(d: Dispatch) -> None:
     d.deferred = True
 
@@ -353,7 +361,7 @@ TABLE: tuple[Row, ...] = (
     Row(T.START, RUNG, State.RUNNING, (job_started,), note=_start_note),
     # Someone's scancel is a decision, not a rung.
     Row(T.WITHDRAW, RUNG, State.WITHDRAWN, (job_ended_by_others,), _withdraw_note, outcome=Outcome.WITHDRAWN_OUTSIDE),
-    Row(T.DROP, RUNG, State.CANCELLED, (job_gone,)),  # gone without starting (deadline, refused QoS, lost)
+    Row(T.DROP, RUNG, State.CANCELLED, (job_gone,), keep=_keep_drop),  # gone unstarted: deadline, QoS, lost
     # Held by its owner or an admin: waits, never walked. Moved by someone else: theirs, never walked.
     Row(T.HOLD, RUNG, SAME, (job_held,), keep=_keep_hold, outcome=Outcome.HELD),
     Row(T.DEFER, RUNG, SAME, (job_moved_by_others,), _defer_note, _keep_defer, outcome=Outcome.MOVED_OUTSIDE),

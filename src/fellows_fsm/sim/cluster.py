@@ -147,6 +147,12 @@ class SimCluster:
         tagged = [j for j in self.jobs.values() if j.token == token]
         return tagged[-1].observe() if tagged else None
 
+    def find_tokens(self, prefix: str) -> list[Observation]:
+        """Every pending or running job whose token starts with ``prefix``."""
+        self.calls["find_tokens"] += 1
+        live = ("PENDING", "RUNNING")
+        return [j.observe() for j in self.jobs.values() if j.token.startswith(prefix) and j.state in live]
+
     def history(self, *, since: float) -> History:
         """The trace's jobs that ended on their own since ``since`` (elapsed, limit), the running ones, the GPUs.
 

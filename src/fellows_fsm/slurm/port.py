@@ -43,6 +43,7 @@ _ERROR_PREFIX = re.compile(r"^\S+: error: ")
 _FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
 _KILL_ERROR = re.compile(r"Kill job error on job id (?P<job>\d+(?:_\d+)?):")
 _SCRIPT_MAX_BYTES = 4 * 1024 * 1024  # sbatch's own limit on a batch script
+_RUNNING = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"})
 
 
 def parse_sbatch_id(stdout: str) -> str:
@@ -186,6 +187,15 @@ class SlurmScheduler:
             return None
         newest = max(tagged, key=lambda row: _id_key(row.job_id))
         return newest.observation
+
+    def find_tokens(self, prefix: str) -> list[Observation]:
+        """Every pending or running job of this user whose comment starts with ``prefix``: one squeue (a job that
+        already ended is no one's to cancel). An unanswered squeue raises, never reads as none."""
+        result = self.runner.run(squeue_argv(user=self.user))
+        if not result.ok:
+            raise SchedulerError(f"squeue of {self.user}'s jobs failed: {result.message}")
+        seen = [r.observation for r in parse_squeue(result.stdout).values() if (r.comment or "").startswith(prefix)]
+        return [o for o in seen if o.phase is Phase.PENDING or o.state.split(" ", 1)[0] in _RUNNING]
 
     # ----------------------------------------------------------------- beyond the protocol
     def history(self, *, since: float) -> History:

@@ -1,0 +1,372 @@
+"""Issue 29's recovery cases on the real local SLURM: a driver killed between sbatch's answer and its journal write
+(case 3), SLURM's own deadline against a held job (case 6), and one state dir shared by two configs (case 12).
+After each, every dispatch has exactly one job that ran or one paid handoff, and nothing is left pending."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fellows_fsm.config import load_config
+from fellows_fsm.journal import DriverOwner, Journal
+
+from .conftest import REPO, RUNTIME, Cluster, QueueRow
+from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
+
+pytestmark = pytest.mark.slurm
+
+FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
+CAP = 5.0
+POLL = 1.0
+
+# An sbatch in front of the real one: on the call numbered in $1's file it lets the real sbatch answer, then
+# SIGKILLs the process that called it (the driver) before the driver can read the answer, let alone journal it.
+KILLING_SBATCH = """#!/bin/bash
+dir="$(dirname "$0")"
+n=$(( $(cat "$dir/calls" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$dir/calls"
+out="$(PATH="$(cat "$dir/real-path")" sbatch "$@")"
+rc=$?
+if [ "$n" = "$(cat "$dir/kill-at")" ]; then
+    echo "$PPID" > "$dir/killed"
+    kill -9 "$PPID"
+    sleep 1
+fi
+echo "$out"
+exit $rc
+"""
+# Another: on that call it SIGKILLs the driver first, and its request reaches slurmctld only once the test says so
+# (the file "go"), as a request held up in a stalled controller lands after the next driver looked its token up.
+LATE_SBATCH = """#!/bin/bash
+dir="$(dirname "$0")"
+n=$(( $(cat "$dir/calls" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$dir/calls"
+if [ "$n" = "$(cat "$dir/kill-at")" ]; then
+    echo "$PPID" > "$dir/killed"
+    kill -9 "$PPID"
+    while [ ! -e "$dir/go" ]; do sleep 0.1; done
+    PATH="$(cat "$dir/real-path")" sbatch "$@" > "$dir/late"
+    exit 0
+fi
+exec env PATH="$(cat "$dir/real-path")" sbatch "$@"
+"""
+
+
+def _config(tmp_path: Path, *, cap: float = CAP, extra: str = "", name: str = "fellows.toml") -> Path:
+    """Short caps, a 1 s poll, the plain ladder, a ledger lane (the gcp command records each paid run)."""
+    command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
+    path = tmp_path / name
+    path.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n\n'
+        f'[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = {POLL}\npark_early = "off"\n'
+        f"{extra}\n"
+        f"[lanes.gcp]\ncommand = {command}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _cli(
+    config: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(FELLOWS_FSM), "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
+
+
+def _submit_args(slurm: Cluster, *flags: str) -> list[str]:
+    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(300), "--", *slurm.job_args()]
+
+
+def _journal(tmp_path: Path) -> Journal:
+    return Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+
+
+def _owner(tmp_path: Path) -> DriverOwner | None:
+    lock = tmp_path / "state" / "journal.sqlite3.lock"
+    return DriverOwner.parse(lock.read_text()) if lock.exists() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _final(slurm: Cluster, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
+    def done() -> bool:
+        with _journal(tmp_path) as j:
+            row = j.dispatch(dispatch_id)
+            return row is not None and row.final
+
+    slurm.wait_for(done, f"dispatch {dispatch_id} to end", timeout=timeout, tick=0.25)
+    with _journal(tmp_path) as j:
+        return j.dispatch(dispatch_id)
+
+
+def _settled(slurm: Cluster, tmp_path: Path, ids: list[str]) -> None:
+    with _journal(tmp_path) as j:
+        assert_settled(slurm, j, tmp_path, ids)
+
+
+def _only_dispatch(tmp_path: Path) -> str:
+    with _journal(tmp_path) as j:
+        [row] = j.dispatches()
+    return str(row.id)
+
+
+@pytest.fixture(autouse=True)
+def _stop_drivers(tmp_path: Path) -> Iterator[None]:
+    """Every background driver a test started is gone after it."""
+    yield
+    owner = _owner(tmp_path)
+    if owner is not None and owner.kind == "background" and _alive(owner.pid):
+        os.kill(owner.pid, signal.SIGTERM)
+        end = time.monotonic() + 15
+        while _alive(owner.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        if _alive(owner.pid):
+            os.kill(owner.pid, signal.SIGKILL)
+
+
+def _killing_path(tmp_path: Path, kill_at: int, script: str = KILLING_SBATCH) -> dict[str, str]:
+    """The environment of a submit whose PATH starts with a killing sbatch (which the driver inherits)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "real-path").write_text(os.environ["PATH"])
+    (folder / "kill-at").write_text(str(kill_at))
+    sbatch = folder / "sbatch"
+    sbatch.write_text(script)
+    sbatch.chmod(0o755)
+    return dict(os.environ, PATH=f"{folder}:{os.environ['PATH']}")
+
+
+def _wait_killed(slurm: Cluster, tmp_path: Path) -> int:
+    killed = tmp_path / "bin" / "killed"
+    slurm.wait_for(killed.exists, "the killing sbatch to kill the driver", timeout=60, tick=0.1)
+    time.sleep(0.2)
+    pid = int(killed.read_text())
+    slurm.wait_for(lambda: not _alive(pid), f"driver {pid} to die", timeout=10)
+    return pid
+
+
+def _restart(config: Path) -> None:
+    status = _cli(config, "status", "--json")
+    assert status.returncode == 0, status.stderr
+
+
+def _ran(jobs: list[QueueRow]) -> list[QueueRow]:
+    return [j for j in jobs if j.ever_ran]
+
+
+# ----------------------------------------------------------------- case 3: killed between sbatch and the journal
+@pytest.mark.parametrize("kill_at", [1, 2], ids=["first-sbatch-high-eur", "resubmit-normal-eur"])
+def test_a_driver_killed_between_sbatchs_answer_and_its_journal_write_runs_the_job_once(
+    slurm: Cluster, tmp_path: Path, kill_at: int
+) -> None:
+    """The driver SIGKILLed right after sbatch queued a rung's job (its id never journaled): the next driver adopts
+    that job by its token, the dispatch never has two live jobs, and exactly one job runs; no paid handoff."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path)
+    env = _killing_path(tmp_path, kill_at)
+    submit = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    _wait_killed(slurm, tmp_path)
+    submit.communicate(timeout=90)
+    dispatch_id = _only_dispatch(tmp_path)
+    (tmp_path / "bin" / "kill-at").write_text("0")  # the next driver's sbatch is the real one, unharmed
+    _restart(config)
+    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
+    assert row.label == "RUNNING"
+    time.sleep(3 * POLL)  # a stray rung job, if one was queued, would start on a free rung by now
+    jobs = jobs_of(slurm, dispatch_id)
+    assert len(_ran(jobs)) == 1, jobs
+    assert [j for j in jobs if j.state in ("PENDING", "RUNNING")] == [j for j in _ran(jobs) if j.state == "RUNNING"]
+    assert ledger(tmp_path) == []
+    _settled(slurm, tmp_path, [dispatch_id])
+
+
+def test_a_job_that_lands_after_recovery_looked_its_token_up_is_cancelled_and_one_job_runs(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """The driver SIGKILLed while its first sbatch waits on the controller; the next driver finds no job by the
+    token and queues the rung again; then the first request lands (a second job with the token, pending): it is
+    cancelled while pending, the dispatch walks on and exactly one job runs; no paid handoff."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path)
+    env = _killing_path(tmp_path, 1, LATE_SBATCH)
+    submit = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    _wait_killed(slurm, tmp_path)
+    dispatch_id = _only_dispatch(tmp_path)
+    _restart(config)
+
+    def journaled_job() -> bool:
+        with _journal(tmp_path) as j:
+            return bool(j.jobs(dispatch_id))
+
+    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
+    (tmp_path / "bin" / "go").touch()
+    late = tmp_path / "bin" / "late"
+    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    stray = late.read_text().strip().split(";")[0]
+    assert slurm.row(stray).comment == f"fsm-{dispatch_id}-r0"
+    submit.communicate(timeout=90)
+    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
+    assert (row.label, row.qos) == ("RUNNING", "normal-eur")
+    slurm.wait_for(lambda: slurm.row(stray).state == "CANCELLED", f"stray job {stray} to be cancelled", timeout=30)
+    jobs = jobs_of(slurm, dispatch_id)
+    assert len(_ran(jobs)) == 1, jobs
+    assert ledger(tmp_path) == []
+    _settled(slurm, tmp_path, [dispatch_id])
+
+
+def test_cancel_reaches_every_job_carrying_the_dispatchs_token(slurm: Cluster, tmp_path: Path) -> None:
+    """A dispatch whose killed driver left a second job with its token (landed after the lookup) is cancelled
+    before it walks: `cancel` scancels both jobs, and none of its jobs is left pending or running."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path, cap=60.0)
+    env = _killing_path(tmp_path, 1, LATE_SBATCH)
+    submit = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    _wait_killed(slurm, tmp_path)
+    dispatch_id = _only_dispatch(tmp_path)
+    _restart(config)
+
+    def journaled_job() -> bool:
+        with _journal(tmp_path) as j:
+            return bool(j.jobs(dispatch_id))
+
+    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
+    (tmp_path / "bin" / "go").touch()
+    late = tmp_path / "bin" / "late"
+    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    submit.communicate(timeout=90)
+    cancel = _cli(config, "cancel", dispatch_id)
+    assert cancel.returncode == 0, cancel.stderr
+    live = ("PENDING", "RUNNING")
+    slurm.wait_for(
+        lambda: not [j for j in jobs_of(slurm, dispatch_id) if j.state in live], "every job of it to end", timeout=30
+    )
+    assert len(jobs_of(slurm, dispatch_id)) == 2
+    assert _ran(jobs_of(slurm, dispatch_id)) == []
+
+
+# ----------------------------------------------------------------- case 6: SLURM's own deadline against a hold
+def test_a_held_job_slurm_drops_at_its_deadline_is_followed_by_the_next_rung(slurm: Cluster, tmp_path: Path) -> None:
+    """With controller_deadline on, a job held 12 s past its 4 s window is dropped by slurmctld (DEADLINE) at its
+    release: that end is the rung's own, so the dispatch goes on and its job RUNS on normal-eur (never withdrawn
+    with no successor)."""
+    cap = 4.0
+    slurm.occupy("high-eur", 8, count=2)
+    config = _config(tmp_path, cap=cap, extra="\n[router]\ncontroller_deadline = true\n")
+    result = _cli(config, *_submit_args(slurm, "--detach"))
+    assert result.returncode == 0, result.stderr
+    dispatch_id = result.stdout.strip()
+    [job] = [j for j in jobs_of(slurm, dispatch_id) if j.state == "PENDING"]
+    subprocess.run(["scontrol", "hold", job.job_id], check=True, timeout=30)
+    time.sleep(3 * cap)  # held 12 s past a 4 s window; slurmctld drops it once it looks at it again
+    subprocess.run(["scontrol", "release", job.job_id], check=True, timeout=30)
+    slurm.wait_for(lambda: slurm.row(job.job_id).state == "DEADLINE", f"slurmctld to drop job {job.job_id}", 90)
+    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * cap + 30)
+    assert (row.label, row.qos) == ("RUNNING", "normal-eur")
+    with _journal(tmp_path) as j:
+        steps = [(s.trigger, s.qos) for s in j.steps(dispatch_id)]
+    assert ("hold", "high-eur") in steps
+    assert ("resubmit", "normal-eur") in steps
+    assert ledger(tmp_path) == []
+    _settled(slurm, tmp_path, [dispatch_id])
+
+
+def test_the_example_config_leaves_slurms_deadline_off() -> None:
+    """examples/fellows.toml (which the README's tour copies) keeps controller_deadline at its default, off."""
+    example = REPO / "examples" / "fellows.toml"
+    assert load_config(example).router.controller_deadline is False
+
+
+# ----------------------------------------------------------------- case 12: one state dir, two configs
+DEV_SSHD = REPO / "scripts" / "dev-sshd"
+
+
+@pytest.fixture
+def ssh_config(slurm: Cluster) -> Iterator[Path]:
+    """The loopback sshd in front of the cluster (scripts/dev-sshd) for one test: its client ssh_config."""
+    up = subprocess.run([str(DEV_SSHD), "up"], capture_output=True, text=True, timeout=600, check=False)
+    assert up.returncode == 0, up.stderr[-2000:]
+    try:
+        yield RUNTIME / "sshd" / "ssh_config"
+    finally:
+        subprocess.run([str(DEV_SSHD), "down"], capture_output=True, timeout=60, check=False)
+
+
+def test_a_second_config_on_a_driven_journal_is_refused_with_one_line(
+    slurm: Cluster, tmp_path: Path, ssh_config: Path
+) -> None:
+    """An ssh config's dispatch waits on the shared state dir; a submit with a local config on the same state dir
+    is refused with one line (exit 3) and queues nothing; the ssh dispatch walks on over ssh and RUNS."""
+    slurm.occupy("high-eur", 8, count=2)
+    remote = _config(
+        tmp_path,
+        name="remote.toml",
+        extra=f'host = "fellows-cluster"\nssh_options = ["-F", "{ssh_config}"]\nremote_workdir = "{slurm.jobs_dir}"\n',
+    )
+    local = _config(tmp_path, name="local.toml")
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    calls = tmp_path / "local-slurm-calls"
+    for name in ("sbatch", "squeue", "scancel", "scontrol", "sacct", "sacctmgr", "sinfo"):
+        stub = stubs / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*" >>{calls}\nexit 97\n')
+        stub.chmod(0o755)
+    workstation = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    workstation["PATH"] = f"{stubs}:{FELLOWS_FSM.parent}:/usr/bin:/bin"
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nsleep 300\n", encoding="utf-8")
+    first = _cli(remote, "submit", "--detach", "--gpus", "8", "--time", "10:00", str(script), env=workstation)
+    assert first.returncode == 0, first.stderr
+    remote_id = first.stdout.strip()
+    second = _cli(local, *_submit_args(slurm, "--detach"))
+    assert second.returncode == 3, second.stdout + second.stderr
+    [line] = second.stderr.strip().splitlines()
+    assert str(tmp_path / "state") in line
+    assert "fellows-cluster" in line
+    with _journal(tmp_path) as j:
+        assert [r.id for r in j.dispatches()] == [remote_id]
+    row = _final(slurm, tmp_path, remote_id, timeout=4 * CAP + 30)
+    assert (row.label, row.qos) == ("RUNNING", "normal-eur")
+    assert not calls.exists(), calls.read_text()
+    _settled(slurm, tmp_path, [remote_id])
