@@ -76,6 +76,14 @@ def _scontrol_job(job_id: str) -> dict[str, str]:
     return dict(word.split("=", 1) for word in out.split() if "=" in word)
 
 
+def _runs_once(slurm: Cluster, tmp_path: Path, dispatch_id: str, job_id: str) -> None:
+    """The dispatch's job runs (the queue is free), it is its only job, and nothing was handed to GCP."""
+    slurm.wait_for(lambda: slurm.row(job_id).state == "RUNNING", f"job {job_id} to run", timeout=30)
+    assert ledger(tmp_path) == []
+    with closing(_journal(tmp_path)) as journal:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+
+
 def _utc_epoch(text: str) -> float:
     return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
 
@@ -158,6 +166,7 @@ def test_a_router_in_another_zone_sets_the_deadline_the_cluster_means_here(
     job_id = json.loads(done.stdout)["slurm_job_id"]
     deadline = _utc_epoch(_scontrol_job(job_id)["Deadline"])
     assert t0 + 30 + 600 <= deadline + 2 <= time.time() + 30 + 600 + 120, (deadline - t0) / 3600
+    _runs_once(slurm, tmp_path, json.loads(done.stdout)["dispatch_id"], job_id)
 
 
 def test_a_router_in_another_zone_sets_the_deadline_the_cluster_means_over_ssh(
@@ -176,6 +185,7 @@ def test_a_router_in_another_zone_sets_the_deadline_the_cluster_means_over_ssh(
         job_id = json.loads(done.stdout)["slurm_job_id"]
         deadline = _utc_epoch(_scontrol_job(job_id)["Deadline"])
         assert t0 + 30 + 600 <= deadline + 2 <= time.time() + 30 + 600 + 120, (deadline - t0) / 3600
+        _runs_once(slurm, tmp_path, json.loads(done.stdout)["dispatch_id"], job_id)
     finally:
         remote.cli("driver", "stop", config=config)
 
@@ -243,6 +253,7 @@ def test_a_job_without_chdir_runs_in_the_directory_submit_was_run_from(
         job_id = answer["slurm_job_id"]
         slurm.wait_for(lambda: (here / marker).exists() and (here / f"slurm-{job_id}.out").exists(), "the job's files")
         assert (here / marker).read_text().strip() == str(here)
+        assert ledger(tmp_path) == []
         with closing(_journal(tmp_path)) as journal:
             assert_settled(slurm, journal, tmp_path, [answer["dispatch_id"]])
     finally:
