@@ -7,6 +7,7 @@ it as it was created.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ import attrs
 from fellows_fsm.config import Config, LaneConfig
 from fellows_fsm.core import Ladder
 from fellows_fsm.core.vocab import FELLOWS
-from fellows_fsm.errors import ConfigError
+from fellows_fsm.errors import ConfigError, UsageError
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.scheduler import JobSpec
 
@@ -48,10 +49,12 @@ def admit(
     ladder: Ladder | None = None,
     note: str = "",
 ) -> Admission:
-    """Check a request against ``config`` and decide how it is journaled (no I/O; raises ConfigError).
+    """Check a request against ``config`` and decide how it is journaled (no I/O but reading the current
+    directory; raises ConfigError, or UsageError when that directory is gone).
 
     A debug job gets the cluster's debug name prefix; ``ladder`` replaces the intent's (the preflight's kept
-    rungs); ``note`` is kept in the settings and written on the first step.
+    rungs); ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets
+    the current directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
     if intent not in INTENTS:
         raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
@@ -62,6 +65,8 @@ def admit(
     if pin is not None and pin != FELLOWS:
         return Admission(spec, pin, None, True, _settings(config, pin, note))
     fellows = config.fellows
+    if spec.workdir is None and fellows.host is None:
+        spec = attrs.evolve(spec, workdir=_current_directory())
     if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
         spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
     following = config.auto_order[1:]
@@ -105,6 +110,15 @@ def enqueue(
             settings=admitted.settings,
         )
     return dispatch_id
+
+
+def _current_directory() -> str:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(
+            "the current directory no longer exists; cd to the directory the job should run in and submit again"
+        ) from None
 
 
 def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any]:

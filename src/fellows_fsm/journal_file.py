@@ -22,6 +22,9 @@ from fellows_fsm.statefs import refuse_network_fs
 
 __all__ = ["JournalFile"]
 
+_TABLES = ("meta", "dispatches", "transitions", "jobs", "handoffs")
+"""Every table of the schema (journal_schema.py), read whole when the journal is opened to write."""
+
 
 class JournalFile:
     """The SQLite file at ``path``: its connection, its transactions and savepoints, and its reads."""
@@ -97,10 +100,15 @@ class JournalFile:
                 setup.close()  # releases the flock
 
     def _check_pages(self) -> None:
-        """Raise sqlite3.DatabaseError if SQLite's quick_check finds a damaged page (every page is read once)."""
+        """Raise sqlite3.DatabaseError if SQLite's quick_check finds a damaged page (every page is read once), or
+        if a row cannot be read as ``status`` and the driver read it (text that is not UTF-8, which quick_check
+        passes): every row of every table is read here, so what status refuses no command writes to."""
         problems = [row[0] for row in self._db.execute("PRAGMA quick_check(3)").fetchall()]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems).replace("\n", " "))
+        for table in _TABLES:
+            for _ in self._db.execute(f"SELECT * FROM {table}"):  # noqa: S608 - our own table names
+                pass
 
     def _replaced(self) -> bool:
         """True if the file at ``path`` was deleted or replaced since this connection opened it."""
@@ -212,8 +220,9 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
 
 
 def _damaged(path: Path, exc: Exception) -> JournalError:
+    said = " ".join(str(exc).split())  # one line, whatever a damaged row's text holds
     return JournalError(
-        f"journal {path} is unreadable or damaged ({exc}); its live jobs are still on the cluster (their comments "
+        f"journal {path} is unreadable or damaged ({said}); its live jobs are still on the cluster (their comments "
         "are fsm-<dispatch>-r<rung>, see `squeue --me -O JobID,Comment`): keep the file, and start a new one by "
         "pointing state_dir elsewhere"
     )

@@ -124,6 +124,9 @@ class JobSpec:
     """The job's ``--time``; None leaves the partition default."""
     extra_args: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """More sbatch options, passed through verbatim (argv items, never a shell string)."""
+    workdir: str | None = None
+    """The directory ``submit`` was run from: a local sbatch runs there, as a plain sbatch would (so a job with no
+    ``--chdir`` runs there); None: wherever the submitting process runs. Never used over ssh (a local path)."""
 
 
 @attrs.frozen

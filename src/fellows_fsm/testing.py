@@ -209,8 +209,11 @@ class MockRunner(CommandRunner):
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         stdin: bytes | None = None,
+        cwd: str | None = None,
     ) -> CommandResult:
         """Record the call, then run it exactly as CommandRunner.run does (retries and classification included)."""
         self.argvs.append(tuple(argv))
         self.idempotent.append(idempotent)
-        return super().run(argv, idempotent=idempotent, timeout_seconds=timeout_seconds, retry=retry, stdin=stdin)
+        return super().run(
+            argv, idempotent=idempotent, timeout_seconds=timeout_seconds, retry=retry, stdin=stdin, cwd=cwd
+        )

@@ -50,7 +50,7 @@ def test_plain_render_snapshot(script: str) -> None:
 def test_rung_render_snapshot(script: str) -> None:
     """A rung adds --qos, --comment and --deadline in a fixed place, before extra_args and the script."""
     deadline = datetime(2030, 1, 2, 3, 4, 5).timestamp()
-    command = render_sbatch(_spec(script), qos="normal-eur", token="fsm-d1-r1", deadline=deadline)
+    command = render_sbatch(_spec(script), qos="normal-eur", token="fsm-d1-r1", deadline=deadline, now=deadline - 600)
     assert command.argv == (
         "sbatch",
         "--parsable",
@@ -59,7 +59,7 @@ def test_rung_render_snapshot(script: str) -> None:
         "--comment=fsm-d1-r1",
         "--gres=gpu:8",
         "--time=60",
-        "--deadline=2030-01-02T03:04:05",
+        "--deadline=now+600",
         "--chdir=/scratch/run dir",
         "-o",
         "/dev/null",
@@ -112,10 +112,10 @@ def test_format_time_limit_refuses_non_positive() -> None:
 
 
 @pytest.mark.parametrize("epoch", [1_900_000_000.0, 1_900_000_000.2, 1_900_000_000.999])
-def test_format_deadline_is_local_time_rounded_up(epoch: float) -> None:
-    """The deadline is local wall time, never earlier than asked (fractions round up)."""
-    text = format_deadline(epoch)
-    assert datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp() == math.ceil(epoch)
+def test_format_deadline_is_relative_rounded_up(epoch: float) -> None:
+    """The deadline is seconds from now (no wall time in anyone's zone), never earlier than asked (rounded up)."""
+    text = format_deadline(epoch, 1_899_999_000.0)
+    assert text == f"now+{math.ceil(epoch - 1_899_999_000.0)}"
 
 
 @pytest.mark.parametrize(

@@ -335,9 +335,10 @@ def test_mock_runner_sends_the_env_rules_stdin_and_timeout_with_each_request() -
     assert first == Request(
         ("sbatch", "--parsable"),
         {"SLURM_TIME_FORMAT": "standard"},
-        ("SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_"),
+        ("SBATCH_", "SLURM_", "SALLOC_", "SRUN_", "SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_", "SINFO_"),
         b"#!/bin/bash\n",
         12,
+        keep_env=("SLURM_CONF",),
     )
     assert (second.stdin, second.timeout_seconds) == (None, 3)
 

@@ -1,12 +1,17 @@
-"""SLURM's field values as its commands print them: durations (``D-HH:MM:SS`` and its short forms) and the GPU
-count of a TRES list (``gres/gpu=N``). Pure functions, shared by accounting, observation, scripts and history.
+"""SLURM's field values as its commands print them: durations (``D-HH:MM:SS`` and its short forms), timestamps
+(in UTC: the runner runs every client with ``TZ=UTC``) and the GPU count of a TRES list (``gres/gpu=N``). Pure
+functions, shared by accounting, observation, scripts and history.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
+import time
 
-__all__ = ["gpu_count", "parse_duration"]
+__all__ = ["gpu_count", "parse_duration", "parse_utc", "utc_stamp"]
+
+_STAMP = "%Y-%m-%dT%H:%M:%S"
 
 _DURATION = re.compile(r"^(?:(?P<days>\d+)-)?(?P<a>\d+)(?::(?P<b>\d+))?(?::(?P<c>\d+))?$")
 # gres/gpu=N counts every GPU; gres/gpu:<type>=N counts one model only and is not a cap on all GPUs.
@@ -42,3 +47,17 @@ def gpu_count(tres: str) -> int | None:
     """The ``gres/gpu=N`` count in a TRES list such as ``cpu=4,gres/gpu=16``, or None if absent."""
     match = _GPU_TRES.search(tres.strip())
     return int(match["n"]) if match else None
+
+
+def utc_stamp(epoch_seconds: float) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` in UTC: how a time is given to a SLURM client run with ``TZ=UTC``."""
+    return time.strftime(_STAMP, time.gmtime(epoch_seconds))
+
+
+def parse_utc(text: str) -> float | None:
+    """A ``YYYY-MM-DDTHH:MM:SS`` stamp printed by a SLURM client run with ``TZ=UTC``, as epoch seconds; None for
+    anything else (N/A, Unknown, None)."""
+    try:
+        return float(calendar.timegm(time.strptime(text.strip(), _STAMP)))
+    except ValueError:
+        return None

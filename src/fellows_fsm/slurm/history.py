@@ -8,11 +8,10 @@ poll.
 from __future__ import annotations
 
 import logging
-import time
 
 from fellows_fsm.errors import SchedulerError
 from fellows_fsm.scheduler import FinishedJob, History, PendingJob, RunningJob
-from fellows_fsm.slurm.fields import gpu_count, parse_duration
+from fellows_fsm.slurm.fields import gpu_count, parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
@@ -37,9 +36,8 @@ a job that never ran are left out."""
 
 def history_sacct_argv(since: float, *, user: str | None = None) -> tuple[str, ...]:
     """sacct of every user's jobs (``-a``; the user's own with ``user``) since ``since``, one line per job."""
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
     who = ("-u", user) if user is not None else ("-a",)
-    return ("sacct", "-P", "-n", "-X", *who, f"--starttime={start}", "-o", HISTORY_SACCT_FIELDS)
+    return ("sacct", "-P", "-n", "-X", *who, f"--starttime={utc_stamp(since)}", "-o", HISTORY_SACCT_FIELDS)
 
 
 def parse_history_sacct(stdout: str, *, user: str) -> tuple[list[FinishedJob], bool]:
@@ -59,13 +57,6 @@ def parse_history_sacct(stdout: str, *, user: str) -> tuple[list[FinishedJob], b
     return finished, others
 
 
-def _epoch(text: str) -> float | None:
-    try:
-        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
 def parse_queue(stdout: str, *, user: str) -> tuple[list[RunningJob], list[PendingJob]]:
     """``squeue -t RUNNING,PENDING -O QUEUE_FORMAT`` lines: each running job's start, limit and GPUs, and each
     pending job's GPUs, priority, QoS and reason (``own`` for ``user``'s)."""
@@ -81,7 +72,7 @@ def parse_queue(stdout: str, *, user: str) -> tuple[list[RunningJob], list[Pendi
             rank = float(priority) if priority.isdigit() else 0.0
             pending.append(PendingJob(job_id, gpus, rank, qos or None, reason or None, owner == user))
             continue
-        started = _epoch(start)
+        started = parse_utc(start)
         if state != "R" or started is None:
             continue
         try:

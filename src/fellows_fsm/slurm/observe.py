@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 
 import attrs
 
 from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
-from fellows_fsm.slurm.fields import parse_duration
+from fellows_fsm.slurm.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [
@@ -73,14 +72,12 @@ _MAX_REMEMBERED = 10_000
 
 
 def parse_slurm_time(text: str) -> float | None:
-    """A SLURM timestamp (``2026-01-31T12:00:00``, local time) as epoch seconds; None for N/A or None."""
+    """A SLURM timestamp (``2026-01-31T12:00:00``, in UTC: the runner's ``TZ=UTC``) as epoch seconds; None for
+    N/A or None."""
     text = text.strip()
     if text in _NO_VALUE:
         return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
-    except ValueError:
-        return None
+    return parse_utc(text)
 
 
 def phase_of(state: str, *, started: bool) -> Phase:
@@ -216,8 +213,7 @@ def squeue_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None
 
 def sacct_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None, since: float) -> tuple[str, ...]:
     """The sacct argv for the given ids (or every job of ``user``) since ``since`` (epoch seconds)."""
-    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
-    argv = ["sacct", "-P", "-n", "-X", f"--starttime={start}"]
+    argv = ["sacct", "-P", "-n", "-X", f"--starttime={utc_stamp(since)}"]
     if job_ids is not None:
         argv += ["-j", ",".join(job_ids)]
     if user is not None:

@@ -111,16 +111,24 @@ class SlurmScheduler:
     def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None) -> str:
         """``sbatch --parsable`` on rung ``qos`` with the dispatch token as the job's comment; return the id.
 
+        Here it runs in ``spec.workdir`` (where submit was run), as the user's own sbatch would.
+
         Never retried after a lost reply (the job may exist): the caller looks the token up instead.
         """
         command = render_sbatch(spec, qos=qos, token=token, deadline=deadline)
         for note in command.notes:
             log.info("%s", note)
         self.last_notes = command.notes
-        argv, stdin = command.argv, None
+        argv, stdin, cwd = command.argv, None, spec.workdir
         if self.runner.transport.remote:
             argv, stdin = self._remote_submit(spec, argv)
-        result = self.runner.run(argv, idempotent=False, stdin=stdin)
+            cwd = None
+        elif cwd is not None and not os.path.isdir(cwd):
+            raise SubmitRejected(
+                f"job {spec.name!r} was submitted from {cwd}, which is no longer a directory here; sbatch runs "
+                "there (a job with no --chdir runs in it): restore it, or cancel the dispatch and submit again"
+            )
+        result = self.runner.run(argv, idempotent=False, stdin=stdin, cwd=cwd)
         if result.ok:
             return parse_sbatch_id(result.stdout)
         words = _slurm_words(result.stderr or result.stdout)

@@ -135,9 +135,10 @@ def format_time_limit(seconds: int) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
-def format_deadline(epoch_seconds: float) -> str:
-    """An sbatch ``--deadline`` value in local time, ``YYYY-MM-DDTHH:MM:SS``, rounded up to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(math.ceil(epoch_seconds)))
+def format_deadline(epoch_seconds: float, now: float) -> str:
+    """An sbatch ``--deadline`` value relative to ``now`` (``now+N``, seconds rounded up, at least 1): sbatch
+    reads a wall time in the zone it runs in, which may not be ours (a login host over ssh), so none is sent."""
+    return f"now+{max(1, math.ceil(epoch_seconds - now))}"
 
 
 def script_qos(script: str) -> str | None:
@@ -166,8 +167,12 @@ def script_qos(script: str) -> str | None:
     return found
 
 
-def render_sbatch(spec: JobSpec, *, qos: str | None, token: str | None, deadline: float | None) -> SbatchCommand:
+def render_sbatch(
+    spec: JobSpec, *, qos: str | None, token: str | None, deadline: float | None, now: float | None = None
+) -> SbatchCommand:
     """The ``sbatch --parsable`` argv for ``spec``; the script path comes last, ``extra_args`` just before it.
+
+    ``deadline`` (epoch seconds) is written relative to ``now`` (default: ``time.time()``, read at the call).
 
     With ``qos``, ``token`` and ``deadline`` all None this is the plain render of ``spec``. A QoS given here
     overrides an ``#SBATCH --qos`` line in the script (sbatch lets the command line win): a note says so.
@@ -189,7 +194,7 @@ def render_sbatch(spec: JobSpec, *, qos: str | None, token: str | None, deadline
     if spec.time_limit_seconds is not None:
         argv.append(f"--time={format_time_limit(spec.time_limit_seconds)}")
     if deadline is not None:
-        argv.append(f"--deadline={format_deadline(deadline)}")
+        argv.append(f"--deadline={format_deadline(deadline, time.time() if now is None else now)}")
     argv.extend(spec.extra_args)
     argv.append(spec.script)
     return SbatchCommand(tuple(argv), tuple(notes))

@@ -37,23 +37,41 @@ _DATABASE_DOWN = ("Problem talking to the database", "slurm_persist_conn_open", 
 # The request may have reached the controller: repeat only commands that change nothing.
 _MAYBE_DELIVERED = ("Socket timed out", "Zero Bytes were transmitted")
 
-# Client environment variables that silently filter or reshape what squeue/sacct/scancel report; the
-# commands below pass every option they rely on, so these are dropped rather than trusted.
-_DROPPED_ENV_PREFIXES = ("SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_")
-# Times come back in ISO form whatever the user's (or the login host's) SLURM_TIME_FORMAT.
-_SET_ENV = {"SLURM_TIME_FORMAT": "standard"}
+# The SLURM clients' input variables: each would reshape what a command does or reports behind the options it
+# is given (SBATCH_GRES, SBATCH_TIMELIMIT or SBATCH_WAIT in the shell that started the driver would change the
+# job's GPUs and time after the ladder was checked, or freeze the driver; SQUEUE_STATES would filter a poll).
+# Every command states each option it relies on, so all are dropped, here and on the login host alike.
+_DROPPED_ENV_PREFIXES = (
+    "SBATCH_", "SLURM_", "SALLOC_", "SRUN_", "SQUEUE_", "SACCT_", "SCANCEL_", "SCONTROL_", "SACCTMGR_", "SINFO_",
+)  # fmt: skip
+_KEPT_ENV = ("SLURM_CONF",)
+"""Kept although its prefix is dropped: it says which cluster (its config) the commands talk to."""
+# Times come back in ISO form whatever the user's (or the login host's) SLURM_TIME_FORMAT, and in UTC whatever the
+# zone of this machine or of the cluster's login host: they are read (and written) as UTC, never in a local zone.
+_SET_ENV = {"SLURM_TIME_FORMAT": "standard", "TZ": "UTC"}
+_JOB_ENVIRONMENT = frozenset({"sbatch"})
+"""Commands whose environment becomes the job's (sbatch exports it): they keep the user's TZ, and are given no
+time to read or write in a zone (``--deadline`` is relative: render.py ``format_deadline``)."""
+
+
+def _set_env(name: str) -> dict[str, str]:
+    env = dict(_SET_ENV)
+    if name in _JOB_ENVIRONMENT:
+        del env["TZ"]
+    return env
 
 
 def slurm_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a SLURM client: ``base`` (default: ours, read now) with SLURM_CONF passed through.
 
-    Times come back in ISO form whatever the user's SLURM_TIME_FORMAT, and the client variables that
-    filter output (SQUEUE_*, SCANCEL_*, ...) are dropped, since every call states its own options.
+    Times come back in ISO form and in UTC whatever the user's SLURM_TIME_FORMAT and TZ, and the clients' input
+    variables (SBATCH_*, SLURM_* but SLURM_CONF, SQUEUE_*, ...) are dropped, since every call states its own
+    options.
     """
     env = {
         key: value
         for key, value in (os.environ if base is None else base).items()
-        if not key.startswith(_DROPPED_ENV_PREFIXES)
+        if key in _KEPT_ENV or not key.startswith(_DROPPED_ENV_PREFIXES)
     }
     env.update(_SET_ENV)
     return env
@@ -147,9 +165,10 @@ class CommandRunner:
         timeout_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         stdin: bytes | None = None,
+        cwd: str | None = None,
     ) -> CommandResult:
-        """Run ``argv`` (``stdin`` fed to it) and return its result, whatever its exit status, unless the
-        controller (or, over ssh, the host) is unreachable.
+        """Run ``argv`` (``stdin`` fed to it; here, in directory ``cwd`` if given) and return its result, whatever
+        its exit status, unless the controller (or, over ssh, the host) is unreachable.
 
         ``retry`` overrides the runner's policy for this call (the poll's own squeue makes ONE attempt: the
         next poll, a poll interval later, is its retry).
@@ -167,7 +186,7 @@ class CommandRunner:
         while True:
             attempt += 1
             t0 = self._now()
-            outcome = self._attempt(argv, name, timeout, stdin)
+            outcome = self._attempt(argv, name, timeout, stdin, cwd)
             if isinstance(outcome, CommandResult):
                 return outcome
             spent += self._now() - t0
@@ -189,10 +208,18 @@ class CommandRunner:
             spent += delay
 
     def _attempt(
-        self, argv: tuple[str, ...], name: str, timeout: float, stdin: bytes | None
+        self, argv: tuple[str, ...], name: str, timeout: float, stdin: bytes | None, cwd: str | None
     ) -> CommandResult | tuple[str, bool]:
         """One run: its result, or why the controller counts as unreachable and whether it may have acted."""
-        request = Request(argv, dict(_SET_ENV), _DROPPED_ENV_PREFIXES, stdin, timeout)
+        request = Request(
+            argv,
+            _set_env(name),
+            _DROPPED_ENV_PREFIXES,
+            stdin,
+            timeout,
+            keep_env=_KEPT_ENV,
+            cwd=None if self.transport.remote else cwd,
+        )
         self.calls[name] += 1
         t0 = self._now()
         try:

@@ -146,6 +146,8 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
             raise UsageError(f"{found['gpus@']}: --gpus={found['gpus']!r} is not a GPU count; give e.g. --gpus=8")
         gpus = int(count)
     limit = time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
+    if "name" in found:
+        check_job_name(found["name"], f"{found['name@']}: #SBATCH --job-name")
     return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"), chdir=found.get("chdir"))
 
 

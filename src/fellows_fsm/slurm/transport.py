@@ -40,13 +40,17 @@ log = logging.getLogger(__name__)
 
 @attrs.frozen
 class Request:
-    """One command to run: its argv, variables to set and variable-name prefixes to drop, stdin, a time limit."""
+    """One command to run: its argv, variables to set and variable-name prefixes to drop (but the names in
+    ``keep_env``), stdin, a time limit, and (here only) the directory to run it in."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = attrs.field(factory=dict)
     drop_env_prefixes: tuple[str, ...] = ()
     stdin: bytes | None = None
     timeout_seconds: float = 30.0
+    keep_env: tuple[str, ...] = ()
+    cwd: str | None = None
+    """The working directory of a local command (None: this process's); a remote one starts in the login's."""
 
 
 @attrs.frozen
@@ -107,7 +111,8 @@ class LocalTransport:
     def run(self, request: Request) -> Reply:
         """``subprocess.run`` of the argv with the filtered environment; a timeout is NoAnswer(delivered=True)."""
         base = os.environ if self.env is None else self.env
-        env = {k: v for k, v in base.items() if not k.startswith(request.drop_env_prefixes)} | dict(request.env)
+        drop, keep = request.drop_env_prefixes, request.keep_env
+        env = {k: v for k, v in base.items() if k in keep or not k.startswith(drop)} | dict(request.env)
         name = os.path.basename(request.argv[0])
         t0 = time.perf_counter()
         try:
@@ -118,9 +123,12 @@ class LocalTransport:
                 capture_output=True,
                 timeout=request.timeout_seconds,
                 env=env,
+                cwd=request.cwd,
                 check=False,
             )
         except FileNotFoundError:
+            if request.cwd is not None and not os.path.isdir(request.cwd):
+                raise CommandMissing(f"the directory {request.cwd} to run {name!r} in does not exist here") from None
             raise CommandMissing(f"{name!r} is not installed or not on PATH here") from None
         except PermissionError as exc:
             raise CommandMissing(f"{name!r} cannot be executed here: {exc}") from None
@@ -141,7 +149,8 @@ _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # named by the prefixes, sets the requested ones through env(1), and maps the command's own exit 255 to 254:
 # 255 is what ssh itself exits with for its own failures, so a 255 reaching us is always ssh's.
 _UNSET = (
-    'set -f; for n in $(env | sed -n "s/=.*//p"); do case $n in {cases}) command unset "$n" 2>/dev/null;; esac; done; '
+    'set -f; for n in $(env | sed -n "s/=.*//p"); do case $n in {kept}{cases}) command unset "$n" 2>/dev/null;; esac; '
+    "done; "
 )
 _DECODE = 'for a in "$@"; do shift; v=$(printf %s "$a" | base64 -d; echo x); set -- "$@" "${v%x}"; done; '
 _RUN = 'env "$@"; r=$?; if test $r -eq 255; then exit 254; fi; exit $r'
@@ -152,22 +161,26 @@ def _quotable(word: str) -> bool:
     return bool(_SINGLE_QUOTE_SAFE.match(word)) and not (_NOT_SAFE & set(word))
 
 
-def remote_command(argv: Sequence[str], env: Mapping[str, str], drop_env_prefixes: Sequence[str]) -> str:
-    """The one string ssh hands the remote login shell: ``argv`` run with ``env`` set and the prefixes dropped.
+def remote_command(
+    argv: Sequence[str], env: Mapping[str, str], drop_env_prefixes: Sequence[str], keep_env: Sequence[str] = ()
+) -> str:
+    """The one string ssh hands the remote login shell: ``argv`` run with ``env`` set and the variables whose
+    names start with a prefix dropped (but those named in ``keep_env``, e.g. SLURM_CONF from sshd's SetEnv).
 
     Every value arrives literal (spaces, quotes, ``$``, ``;``, newlines) under bash, sh, zsh, csh, tcsh or fish.
     """
     for prefix in drop_env_prefixes:
         if not _PREFIX.match(prefix):
             raise ValueError(f"environment prefix {prefix!r} must be letters, digits and '_'")
-    for key in env:
+    for key in [*env, *keep_env]:
         if not _PREFIX.match(key):
             raise ValueError(f"environment variable name {key!r} must be letters, digits and '_'")
     words = [f"{key}={value}" for key, value in env.items()]
     if not argv or "=" in argv[0]:
         raise ValueError(f"argv {list(argv)!r} must start with a program name")
     words += argv
-    program = _UNSET.format(cases="|".join(f"{p}*" for p in drop_env_prefixes)) if drop_env_prefixes else ""
+    kept = "".join(f"{name}) ;; " for name in keep_env)
+    program = _UNSET.format(kept=kept, cases="|".join(f"{p}*" for p in drop_env_prefixes)) if drop_env_prefixes else ""
     if all(_quotable(word) for word in words):
         quoted = [f"'{word}'" for word in words]
     else:
@@ -298,7 +311,7 @@ class SshTransport:
 
     def run(self, request: Request) -> Reply:
         """Run the request on the host; ssh's own failures (exit 255) raise, the command's exit is returned."""
-        command = remote_command(request.argv, request.env, request.drop_env_prefixes)
+        command = remote_command(request.argv, request.env, request.drop_env_prefixes, request.keep_env)
         argv = self.ssh_argv("--", self.host, command)
         name = os.path.basename(request.argv[0])
         t0 = time.perf_counter()

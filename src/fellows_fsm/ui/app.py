@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -22,7 +22,7 @@ from rich.console import Console
 from fellows_fsm.api import Fellows
 from fellows_fsm.config import Config, load_config
 from fellows_fsm.daemon import ensure_driver
-from fellows_fsm.errors import FellowsError, SchedulerError, UsageError
+from fellows_fsm.errors import FellowsError, SchedulerError
 from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.journal_lock import DriverOwner
 from fellows_fsm.records import find
@@ -89,8 +89,35 @@ def read_grants(scheduler: Scheduler) -> Grants:
 
 
 # --------------------------------------------------------------------------- errors, logging, config
+# click >= 8.2 asks for help with a UsageError of its own when a group gets no command: that one stays help.
+_HELP_ERRORS: tuple[type[Exception], ...] = tuple(
+    kind for kind in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if kind is not None
+)
+
+
+def _one_line(exc: click.ClickException) -> NoReturn:
+    """Say click's own refusal (a bad option or argument) in one line, with where to read more, and exit with its
+    code: never click's usage block, which would hide the line that names the value."""
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see `{ctx.command_path} --help`" if isinstance(ctx, click.Context) else ""
+    said = " ".join(exc.format_message().split())
+    click.echo(f"fellows-fsm: error: {said}{where}", err=True)
+    raise click.exceptions.Exit(exc.exit_code)
+
+
 class _Group(click.Group):
-    """Turns our errors into one clear line and the error's exit code (tracebacks only with --debug)."""
+    """Turns our errors and click's usage errors into one clear line and the error's exit code (tracebacks only
+    with --debug)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _HELP_ERRORS:
+            raise
+        except click.ClickException as exc:
+            _one_line(exc)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -100,6 +127,10 @@ class _Group(click.Group):
                 raise
             click.echo(f"fellows-fsm: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except _HELP_ERRORS:
+            raise
+        except click.ClickException as exc:
+            _one_line(exc)
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -164,11 +195,8 @@ def open_journal(config: Config, *, readonly: bool = False) -> Iterator[Journal]
 
 
 def find_row(journal: Journal, dispatch_id: str) -> DispatchRow:
-    """The dispatch with this id, or the one whose id starts with it; a click usage error otherwise."""
-    try:
-        return find(journal, dispatch_id)
-    except UsageError as exc:
-        raise click.BadParameter(str(exc)) from None
+    """The dispatch with this id, or the one whose id starts with it; UsageError (exit 2, one line) otherwise."""
+    return find(journal, dispatch_id)
 
 
 @contextmanager
