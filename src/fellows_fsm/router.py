@@ -85,8 +85,8 @@ class Router:
         self._parked_out: list[str] = []
         """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self._adopted_upto = 0
-        self._sweep_due = False
         """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
+        self._sweep_due = False  # the first answered tick after a recovery looks for strays (strays.py)
         journal.acquire_driver()
         self.recover()
         withdrawals.sweep_interrupted(self)
@@ -325,9 +325,8 @@ class Router:
         )
 
     def catch_up_unwatched(self) -> bool:
-        """At this router's first tick (``poll``, whoever calls it): the previous driver's next tick was due one
-        interval after its last (the lock file's record); from then to now nobody watched the journal
-        (``catch_up``). Once only."""
+        """At this router's first tick (``poll``, whoever calls it): from when the previous driver's next tick was
+        due (its last tick, the lock file's record, plus one interval) to now nobody watched (``catch_up``). Once."""
         last, self.journal.last_watched = self.journal.last_watched, None
         return last is not None and self.catch_up(last + self.config.fellows.poll_interval_seconds)
 
