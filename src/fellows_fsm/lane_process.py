@@ -383,8 +383,8 @@ def adopt_handoff(
     """The handoff a previous router started, followed from where it is: running, ended with its status written,
     or lost (its result then says so). None only when the command surely never started (its mark is still
     "new"): then, and only then, it may be started."""
-    if pid is None:
-        pid = find_wrapper(files)
-    if pid is None and files.started() is False:
-        return None
+    if pid is None or not _is_wrapper(pid, files):
+        pid = find_wrapper(files) or pid
+    if files.started() is False and (pid is None or not _is_wrapper(pid, files)):
+        return None  # no wrapper alive, and none ever got as far as the command
     return ProcessHandoff(argv, files, started_at, timeout_seconds, pid)

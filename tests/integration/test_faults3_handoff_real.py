@@ -64,6 +64,11 @@ def _driver_pid(tmp_path: Path) -> int:
     return owner.pid
 
 
+def _command_runs(book: str) -> bool:
+    """Is the gcp command itself (its sh, past the wrapper whose command line also names the ledger) running?"""
+    return any(p.split(": ", 1)[1].startswith("sh -c") for p in processes_with(book))
+
+
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     """The command's stderr, checked to be one line and no traceback."""
     lines = done.stderr.strip().splitlines()
@@ -88,7 +93,7 @@ def test_a_driver_and_wrapper_killed_mid_handoff_never_pay_twice(slurm: Cluster,
     def command_runs() -> bool:
         with _journal(tmp_path) as journal:
             row = journal.handoff(dispatch_id)
-        return row is not None and row.pid is not None and bool(processes_with(book))
+        return row is not None and row.pid is not None and _command_runs(book)
 
     slurm.wait_for(command_runs, "the gcp command to run", timeout=60)
     with _journal(tmp_path) as journal:
@@ -210,7 +215,7 @@ def test_a_disk_filled_while_the_lane_command_runs_never_pays_twice(
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     book = str(tmp_path / "gcp.ledger")
-    slurm.wait_for(lambda: bool(processes_with(book)), "the gcp command to run", timeout=60)
+    slurm.wait_for(lambda: _command_runs(book), "the gcp command to run", timeout=60)
     filler = _fill(small_state_dir)
     slurm.wait_for(lambda: not processes_with(book), "the gcp command to end", timeout=30)
     for _ in range(3):  # each of these used to start a driver that ran the command again
