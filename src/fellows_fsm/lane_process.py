@@ -43,8 +43,8 @@ CLEANUP_GRACE_SECONDS = 2.0
 # exit 0 means the lane took the job. Killed by the router's timeout, it writes no status (the router records
 # 124). Killed with SIGKILL from outside, it can neither clean up nor say how the command ended: the router follows
 # what is left of its group to the end (or the timeout) and reports the handoff lost, never failed on a guess.
-# Before anything runs it overwrites the router's mark in the status file ("new" -> "run"), so a router restarted
-# before it journaled the wrapper's pid knows whether the command can have started.
+# Before anything runs it overwrites the router's mark in the status file ("new" -> "run <its pid>"), so a router
+# restarted before it journaled the wrapper's pid knows whether the command can have started, and its group.
 MARK_BYTES = 32
 """The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
 _WRAPPER = (
@@ -54,7 +54,7 @@ import ctypes, os, signal, subprocess, sys, time
 status, grace, me = sys.argv[1], float(sys.argv[2]), os.getpid()
 try:  # the mark the router left ("new"), overwritten in place: no block to allocate, even on a full disk
     with open(status + ".tmp", "r+b") as f:
-        f.write(b"run")
+        f.write(f"run {me}".encode())
 except OSError as exc:
     sys.stderr.write(f"cannot mark the handoff started in {status}.tmp: {exc.strerror}; the command was not run\\n")
     sys.exit(126)
@@ -103,13 +103,15 @@ def clean():
         if not pids:
             return
         late = time.monotonic() >= end
-        for pid in pids:
-            if late or pid not in sent:
+        todo = [pid for pid in pids if late or pid not in sent]
+        # All stopped first: a shell whose child just died cannot run its next line; each meets its signal on SIGCONT.
+        for sig in (signal.SIGSTOP, signal.SIGKILL if late else signal.SIGTERM, signal.SIGCONT):
+            for pid in todo:
                 try:
-                    os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
+                    os.kill(pid, sig)
                 except OSError:
                     pass
-                sent.add(pid)
+        sent.update(todo)
         time.sleep(0.02)
 stopped = False
 try:
@@ -197,6 +199,14 @@ class HandoffFiles:
         except OSError:
             return None
         return not mark.startswith(b"new")
+
+    def marked_pid(self) -> int | None:
+        """The wrapper's pid (its process group) as it marked it on starting, if it did."""
+        try:
+            words = self.mark.read_bytes().split()
+        except OSError:
+            return None
+        return int(words[1]) if len(words) > 1 and words[0] == b"run" and words[1].isdigit() else None
 
     def read_status(self) -> int | None:
         """The exit status the wrapper wrote, or None if it has not (yet)."""
@@ -384,7 +394,7 @@ def adopt_handoff(
     or lost (its result then says so). None only when the command surely never started (its mark is still
     "new"): then, and only then, it may be started."""
     if pid is None or not _is_wrapper(pid, files):
-        pid = find_wrapper(files) or pid
+        pid = find_wrapper(files) or pid or files.marked_pid()
     if files.started() is False and (pid is None or not _is_wrapper(pid, files)):
         return None  # no wrapper alive, and none ever got as far as the command
     return ProcessHandoff(argv, files, started_at, timeout_seconds, pid)

@@ -200,3 +200,29 @@ def test_a_restart_whose_pid_was_never_journaled_finds_the_wrapper_by_its_comman
     assert row is not None
     assert row.state == "HANDED_OFF"
     os.waitpid(handoff.pid, 0)  # the wrapper was this process's child (the first router's)
+
+
+def test_a_killed_wrapper_whose_pid_was_never_journaled_is_followed_by_its_mark(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """Neither the wrapper's pid in the journal nor the wrapper alive: its mark names its group, so the next router
+    follows the command to its end before it decides (HANDOFF_UNKNOWN, no probe), and the command ran once."""
+    lane = _lane(tmp_path, sleep=1)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    _command_runs(tmp_path)
+    assert HandoffFiles(tmp_path / "handoffs", h.dispatch_id).marked_pid() == handoff.pid
+    with first.journal._write() as db:
+        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (h.dispatch_id,))
+    _kill_wrapper(handoff.pid)
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [h.dispatch_id]  # the command was followed to its end, not given up on at once
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert row.state == "HANDOFF_UNKNOWN"
