@@ -33,6 +33,7 @@ from fellows_fsm.lanes import CommandLane
 from fellows_fsm.router import CANCEL_REQUEST, Router
 from fellows_fsm.scheduler import Scheduler
 from fellows_fsm.slurm import slurm_scheduler
+from fellows_fsm.statefs import check_room
 
 __all__ = [
     "DRIVER_CONFIG",
@@ -136,6 +137,7 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     finally:
         if own:
             journal.close()
+    check_room(path.parent)  # a driver that cannot journal would only start and die: say so once, start none
     with open(path.with_name(path.name + ".spawn-lock"), "a", encoding="utf-8") as turn:
         fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes
         lock = path.with_name(path.name + ".lock")

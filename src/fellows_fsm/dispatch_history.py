@@ -21,6 +21,9 @@ from fellows_fsm.journal_schema import DispatchRow, HandoffRow, JobRow
 
 __all__ = ["HistoryEntry", "history_entries"]
 
+_HANDOFF_DEST = {"done": State.HANDED_OFF, "failed": State.HANDOFF_FAILED, "unknown": State.HANDOFF_UNKNOWN}
+"""Where a handoff journaled without its steps went, by its handoffs ``status`` (else it is still HANDING_OFF)."""
+
 
 @attrs.frozen
 class HistoryEntry:
@@ -101,23 +104,24 @@ def history_entries(
         # A handoff journaled without its steps (a dispatch pinned straight to a lane, or a journal older than
         # the handoff's rows): shown from the handoffs table.
         done = handoff.status == "done"
-        status = "not finished" if handoff.exit_status is None else f"exit {handoff.exit_status}"
+        dest = _HANDOFF_DEST.get(handoff.status, State.HANDING_OFF)
+        status = "not finished" if dest == State.HANDING_OFF else f"exit {handoff.exit_status}"
+        if dest == State.HANDOFF_UNKNOWN:
+            status = "how it ended is unknown (check the lane; never run again)"
         last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""
         source: str | None = State.FAILED_TO_GCP if entries else None
         entries.append(
             HistoryEntry(
                 at=handoff.finished_at or handoff.started_at,
                 source=source,
-                dest=State.HANDED_OFF
-                if done
-                else (State.HANDOFF_FAILED if handoff.exit_status is not None else State.HANDING_OFF),
+                dest=dest,
                 trigger="hand_off",
                 qos=None,
                 slurm_job_id=None,
                 reason=None,
                 note=f"{handoff.lane} command {handoff.argv[0]} ...: {status}" + (f": {last}" if last else ""),
                 source_name=source,
-                dest_name=State.HANDED_OFF if done else State.HANDOFF_FAILED,
+                dest_name=dest if dest != State.HANDING_OFF else State.HANDOFF_FAILED,
             )
         )
     if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == State.WITHDRAWN):

@@ -30,7 +30,7 @@ from fellows_fsm.core import (
     Submit,
 )
 from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS
-from fellows_fsm.core.vocab import State, Trigger
+from fellows_fsm.core.vocab import HandoffStatus, State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler import History, JobSpec, Observation, Phase, Scheduler
 
@@ -44,6 +44,14 @@ log = logging.getLogger(__name__)
 
 _ENTERED = frozenset({"resubmit", "move", "give_up"})
 """The steps that complete a rung change (onto the next rung, or off the ladder)."""
+
+
+_END_TRIGGER = {
+    HandoffStatus.DONE: Trigger.HANDED_OFF,
+    HandoffStatus.FAILED: Trigger.HANDOFF_FAILED,
+    HandoffStatus.UNKNOWN: Trigger.HANDOFF_UNKNOWN,
+}
+"""The step a ladder dispatch takes when its lane's command ended so."""
 
 
 class Recorder(Protocol):
@@ -148,9 +156,10 @@ class Driver:
             self._run(d, d.fire(Trigger.HAND_OFF, self.clock.now(), note=f"lane {lane_name}"))
         self.start_lane(d.id, lane_name, d.spec, lane)
 
-    def handoff_ended(self, d: Dispatch, ok: bool, note: str) -> None:
-        """The lane's command ended: journal HANDED_OFF (exit 0) or HANDOFF_FAILED (the handed_off rows)."""
-        self._run(d, d.fire(Trigger.HANDED_OFF if ok else Trigger.HANDOFF_FAILED, self.clock.now(), note=note))
+    def handoff_ended(self, d: Dispatch, status: HandoffStatus, note: str) -> None:
+        """The lane's command ended: journal HANDED_OFF (exit 0), HANDOFF_FAILED, or HANDOFF_UNKNOWN (no exit
+        status and no probe to ask: never re-run, never called failed)."""
+        self._run(d, d.fire(_END_TRIGGER[status], self.clock.now(), note=note))
 
     def cancel_strays(self, job_ids: Sequence[str]) -> None:
         """scancel jobs a dispatch already journaled WITHDRAWN still has (a cancel run again, or a submit that

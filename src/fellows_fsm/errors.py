@@ -15,7 +15,10 @@
     |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
     |   +-- JournalBusy               exit 7  another live router drives it (names the holder)
+    |   +-- JournalFull               exit 7  the state dir's filesystem is full: nothing can be journaled
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
+    |   +-- HandoffUnknown            exit 10 the lane's command was started but how it ended is unknown (its
+    |                                         wrapper was killed, and the lane has no probe): check the lane
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
 Usage errors click finds itself are click's (exit 2, with its usage text). Nothing here prints; the CLI
@@ -27,9 +30,11 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "FellowsError",
+    "HandoffUnknown",
     "Interrupted",
     "JournalBusy",
     "JournalError",
+    "JournalFull",
     "LaneError",
     "QosRejected",
     "SchedulerError",
@@ -121,10 +126,20 @@ class JournalBusy(JournalError):
         self.holder = holder
 
 
+class JournalFull(JournalError):
+    """The state dir's filesystem has no room: nothing is journaled, so nothing is started or queued."""
+
+
 class LaneError(FellowsError):
     """A lane (such as the GCP command) failed to take a job."""
 
     exit_code = 8
+
+
+class HandoffUnknown(LaneError):
+    """A lane's command was started but nobody can tell how it ended: it is never run again; check the lane."""
+
+    exit_code = 10
 
 
 class Interrupted(FellowsError, KeyboardInterrupt):

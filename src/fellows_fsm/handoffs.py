@@ -5,16 +5,26 @@ results journaled. It decides nothing: the router says when a dispatch is handed
 
 from __future__ import annotations
 
+import errno
+import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import attrs
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config import LaneConfig
+from fellows_fsm.core.vocab import HandoffStatus
+from fellows_fsm.errors import JournalError
 from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult, lane_environment
+from fellows_fsm.lanes import CommandLane, Handoff, HandoffFiles, HandoffResult, lane_environment
 from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.statefs import full_error
 
-__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs"]
+__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
+
+log = logging.getLogger(__name__)
 
 HANDOFF_CHECK_SECONDS = 0.05
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
@@ -34,9 +44,12 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_end: Callable[[str, bool, str], None] | None = None
-        """Told of each command that ended (dispatch id, exit 0?, a one-line note), in the journal transaction that
-        records it: a ladder dispatch takes its handed_off or handoff_failed step there."""
+        self.on_end: Callable[[str, HandoffStatus, str], None] | None = None
+        """Told of each command that ended (dispatch id, done / failed / unknown, a one-line note), in the journal
+        transaction that records it: a ladder dispatch takes its handed_off, handoff_failed or handoff_unknown
+        step there."""
+        self.context: dict[str, tuple[CommandLane, JobSpec]] = {}
+        """The lane and job of each command under way (to probe, or start again, one that was lost)."""
         self.ended: list[str] = []
         self.failed: list[str] = []
         """Commands that ended, and failure lines, since the router last reported them."""
@@ -53,39 +66,73 @@ class Handoffs:
         return CommandLane(config)
 
     def start(self, dispatch_id: str, lane_name: str, spec: JobSpec, *, lane: CommandLane | None = None) -> None:
-        """Start a lane's command for a dispatch exactly once (journaled before it starts); never wait for it."""
+        """Start a lane's command for a dispatch exactly once (journaled before it starts); never wait for it.
+
+        After a restart a command already started is followed (running, its status written, or lost: then its
+        probe decides, else its fate is unknown), never started again; only one that surely never started is.
+        """
         self.pending.pop(dispatch_id, None)
         if dispatch_id in self.running:
             return
         if lane is None:
             lane = self.pinned_lanes.pop(dispatch_id, None) or self.lanes[lane_name]
         previous = self.journal.handoff(dispatch_id)
-        if previous is not None and previous.status != "started":
-            return  # already done or failed: never twice
+        if previous is not None and previous.status != HandoffStatus.STARTED:
+            return  # already done, failed or unknown: never twice
         argv = lane.command(dispatch_id, spec)
         files = self.files(dispatch_id)
-        now = self.clock.now()
-        handoff: Handoff | None
+        self.context[dispatch_id] = (lane, spec)
+        handoff: Handoff | None = None
         if previous is None:
-            self.journal.start_handoff(dispatch_id, lane_name, argv, now)
-            handoff = lane.start(argv, files, now=now, env=lane_environment(dispatch_id, spec))
-            if handoff.pid is not None:
-                self.journal.set_handoff_pid(dispatch_id, handoff.pid)
+            self._prepare(files)  # every file it writes, before it is journaled: a full disk stops it here
+            self.journal.start_handoff(dispatch_id, lane_name, argv, self.clock.now())
         else:
-            # A router died while the command ran: follow it if it still runs or wrote its status.
+            # A router died while the command ran: follow it (running, ended, or lost).
             handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
-            if handoff is None and lane.already_has(dispatch_id, spec):
-                handoff = CompletedHandoff(
-                    HandoffResult(argv, 0, "", "(handoff found by the lane's probe after a restart)")
-                )
-            if handoff is None:
-                # Nothing can tell whether it ran (the router died before the command's pid was journaled,
-                # and no probe is configured): run it again. Exactly-once needs an idempotent command or a
-                # probe; see docs/configuration.md.
-                handoff = lane.start(argv, files, now=now, env=lane_environment(dispatch_id, spec))
-                if handoff.pid is not None:
-                    self.journal.set_handoff_pid(dispatch_id, handoff.pid)
+        if handoff is None:  # journaled as started, and surely not started yet (its mark still says so)
+            handoff = self._spawn(dispatch_id, lane, argv, spec)
         self.running[dispatch_id] = (lane_name, handoff)
+
+    def _prepare(self, files: HandoffFiles) -> None:
+        try:
+            files.prepare()
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise full_error(files.directory) from None
+            raise JournalError(
+                f"cannot make the handoff's files in {files.directory}: {exc.strerror}; nothing was started (free "
+                "space there, then run the command again)"
+            ) from None
+
+    def _spawn(self, dispatch_id: str, lane: CommandLane, argv: tuple[str, ...], spec: JobSpec) -> Handoff:
+        files = self.files(dispatch_id)
+        handoff = lane.start(argv, files, now=self.clock.now(), env=lane_environment(dispatch_id, spec))
+        if handoff.pid is not None:
+            self.journal.set_handoff_pid(dispatch_id, handoff.pid)
+        return handoff
+
+    def _rerun(self, dispatch_id: str) -> Handoff:
+        """The lane's probe says a lost command made no job: start it again (journaled first)."""
+        lane, spec = self.context[dispatch_id]
+        argv = lane.command(dispatch_id, spec)
+        self._prepare(self.files(dispatch_id))
+        self.journal.restart_handoff(dispatch_id, argv, self.clock.now())
+        return self._spawn(dispatch_id, lane, argv, spec)
+
+    def _settle_lost(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> HandoffResult | None:
+        """A lost command's fate from the lane's probe: found (exit 0), not found (None: it was started again),
+        or still unknown (no probe)."""
+        lane, spec = self.context[dispatch_id]
+        found = lane.already_has(dispatch_id, spec)
+        if found is None:
+            return result
+        if found:
+            return attrs.evolve(result, exit_status=0, stderr=f"{result.stderr}\n(found by the lane's probe)")
+        log.warning(
+            "dispatch %s: %s's probe finds no job of its lost command: running it again", dispatch_id, lane_name
+        )
+        self.running[dispatch_id] = (lane_name, self._rerun(dispatch_id))
+        return None
 
     def wait(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""
@@ -102,8 +149,15 @@ class Handoffs:
             result = handoff.result(now)
             if result is None:
                 continue
-            last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-            note = f"{lane_name} command exited {result.exit_status}" + ("" if result.ok else f": {last}")
+            if result.lost:
+                settled = self._settle_lost(dispatch_id, lane_name, result)
+                if settled is None:
+                    continue
+                result = settled
+            status = (
+                HandoffStatus.UNKNOWN if result.lost else (HandoffStatus.DONE if result.ok else HandoffStatus.FAILED)
+            )
+            note = self._note(dispatch_id, lane_name, result)
             with self.journal.batch():
                 self.journal.finish_handoff(
                     dispatch_id,
@@ -111,13 +165,30 @@ class Handoffs:
                     stdout=result.stdout,
                     stderr=result.stderr,
                     at=self.clock.now(),
-                    ok=result.ok,
+                    status=status,
                 )
                 if self.on_end is not None:
-                    self.on_end(dispatch_id, result.ok, note)
+                    self.on_end(dispatch_id, status, note)
             del self.running[dispatch_id]
+            self.context.pop(dispatch_id, None)
             ended.append(dispatch_id)
             self.ended.append(dispatch_id)
             if not result.ok:
                 self.failed.append(f"dispatch {dispatch_id}: {note}")
         return ended
+
+    def _note(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> str:
+        """The one line the handoff's step carries: how it ended, or, when unknown, what to check."""
+        if result.lost:
+            return unknown_note(lane_name, dispatch_id, self.files(dispatch_id).stdout)
+        last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        return f"{lane_name} command exited {result.exit_status}" + ("" if result.ok else f": {last}")
+
+
+def unknown_note(lane_name: str, dispatch_id: str, output: Path) -> str:
+    """What a user reads of a handoff whose fate nobody can know, and what to check."""
+    return (
+        f"{lane_name} command's wrapper was killed before it could record how the command ended, and the lane has "
+        f"no probe: check {lane_name} for a job of dispatch {dispatch_id} (its output: {output}); it is never "
+        "run again"
+    )

@@ -19,7 +19,7 @@ import attrs
 
 from fellows_fsm.core import Attach, Record, Step
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS, Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, Outcome, State
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal_file import JournalFile
 from fellows_fsm.journal_lock import DriverLock, DriverOwner, lock_held
@@ -28,6 +28,13 @@ from fellows_fsm.journal_schema import dispatch_row as _dispatch_row
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = ["DispatchRow", "DriverOwner", "HandoffRow", "JobRow", "Journal", "Listing", "lock_held"]
+
+_LANE_END = {
+    HandoffStatus.DONE: (State.HANDED_OFF, Outcome.HANDED_OFF),
+    HandoffStatus.FAILED: (State.HANDOFF_FAILED, Outcome.HANDOFF_FAILED),
+    HandoffStatus.UNKNOWN: (State.HANDOFF_UNKNOWN, Outcome.HANDOFF_UNKNOWN),
+}
+"""A lane-pinned dispatch's state and outcome when its command's end is journaled."""
 
 
 class Journal(JournalFile, DriverLock):
@@ -199,21 +206,36 @@ class Journal(JournalFile, DriverLock):
         with self._write() as db:
             db.execute("UPDATE handoffs SET pid=? WHERE dispatch_id=?", (pid, dispatch_id))
 
+    def restart_handoff(self, dispatch_id: str, argv: Sequence[str], at: float) -> None:
+        """Commit that a lost handoff command the lane's probe found no job of is about to run again."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE handoffs SET argv=?, started_at=?, pid=NULL, status='started' WHERE dispatch_id=?",
+                (json.dumps(list(argv)), at, dispatch_id),
+            )
+
     def finish_handoff(
-        self, dispatch_id: str, *, exit_status: int, stdout: str, stderr: str, at: float, ok: bool
+        self,
+        dispatch_id: str,
+        *,
+        exit_status: int | None,
+        stdout: str,
+        stderr: str,
+        at: float,
+        status: HandoffStatus,
     ) -> None:
-        """Commit a handoff command's result."""
+        """Commit a handoff command's result: done, failed, or unknown (no exit status, and no probe to ask)."""
         with self._write() as db:
             db.execute(
                 "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
-                (at, exit_status, stdout, stderr, "done" if ok else "failed", dispatch_id),
+                (at, exit_status, stdout, stderr, status, dispatch_id),
             )
             # A dispatch pinned straight to a lane has no ladder, so no Dispatch to take the step: its row is set
-            # here. A ladder dispatch takes its handed_off / handoff_failed step (a row of the table) instead.
-            state = State.HANDED_OFF if ok else State.HANDOFF_FAILED
+            # here. A ladder dispatch takes its handed_off / handoff_failed / handoff_unknown step (a row) instead.
+            state, outcome = _LANE_END[status]
             db.execute(
                 "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=? AND lane!=?",
-                (state, state, Outcome.HANDED_OFF if ok else Outcome.HANDOFF_FAILED, at, dispatch_id, FELLOWS),
+                (state, state, outcome, at, dispatch_id, FELLOWS),
             )
 
     # ----------------------------------------------------------------- requests and the driver's settings

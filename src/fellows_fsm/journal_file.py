@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
-from fellows_fsm.statefs import refuse_network_fs
+from fellows_fsm.statefs import FULL_BELOW_BYTES, check_room, free_bytes, full_error, refuse_network_fs
 
 __all__ = ["JournalFile"]
 
@@ -91,7 +91,7 @@ class JournalFile:
             self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
             self._close_refused()
-            raise _damaged(self.path, exc) from None
+            raise _damaged_or_full(self.path, exc) from None
         except OSError as exc:
             self._close_refused()
             raise JournalError(f"journal {self.path} cannot be opened: {exc}") from None
@@ -149,7 +149,7 @@ class JournalFile:
             yield self._db
         except sqlite3.Error as exc:
             self._db.execute("ROLLBACK TO step")
-            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+            raise self._write_failed(exc) from None
         except BaseException:
             self._db.execute("ROLLBACK TO step")
             raise
@@ -160,17 +160,23 @@ class JournalFile:
     def _transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE ... COMMIT; any error rolls back, and SQLite's own errors become JournalError."""
         try:
+            check_room(self.path.parent)  # nothing is journaled (so nothing started) on a full disk
             self._db.execute("BEGIN IMMEDIATE")
             yield
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-            raise JournalError(f"journal {self.path}: write failed: {exc}") from None
+            raise self._write_failed(exc) from None
         except BaseException:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             raise
+
+    def _write_failed(self, exc: sqlite3.Error) -> JournalError:
+        if _full(self.path, exc):
+            return full_error(self.path.parent)
+        return JournalError(f"journal {self.path}: write failed: {exc}")
 
     def _read(self, query: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
@@ -180,7 +186,7 @@ class JournalFile:
             except sqlite3.OperationalError as exc:
                 # Busy is not damage: a WAL reader can be told so at once while another process sets the file up.
                 if "locked" not in str(exc) or attempt == 49:
-                    raise _damaged(self.path, exc) from None
+                    raise _damaged_or_full(self.path, exc) from None
                 time.sleep(0.1)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(self.path, exc) from None
@@ -217,6 +223,20 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     if _writable(path) or (path.with_name(path.name + "-shm").exists() and os.access(path.parent, os.R_OK)):
         return sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
     return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, timeout=10.0)
+
+
+def _full(path: Path, exc: sqlite3.Error) -> bool:
+    """Did SQLite fail for want of room (SQLITE_FULL, or an I/O error with the filesystem nearly full)?"""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc):
+        return True
+    free = free_bytes(path.parent)
+    return (code is not None and code & 0xFF == sqlite3.SQLITE_IOERR) and free is not None and free < FULL_BELOW_BYTES
+
+
+def _damaged_or_full(path: Path, exc: sqlite3.Error) -> JournalError:
+    """A full disk is not damage (the advice to move a damaged journal aside would orphan its jobs)."""
+    return full_error(path.parent) if _full(path, exc) else _damaged(path, exc)
 
 
 def _damaged(path: Path, exc: Exception) -> JournalError:

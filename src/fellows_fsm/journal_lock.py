@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import JournalBusy
+from fellows_fsm.statefs import check_room
 
 __all__ = ["DriverLock", "DriverOwner", "lock_held"]
 
@@ -50,6 +51,7 @@ class DriverLock:
         """
         if self._lock_file is not None:
             return
+        check_room(self.lock_path.parent)  # a driver that could journal nothing takes no lock (and ticks nothing)
         handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the process lifetime
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -12,14 +12,21 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
-__all__ = ["HandoffFiles", "HandoffResult", "ProcessHandoff", "adopt_handoff", "run_once", "spawn_handoff"]
+__all__ = [
+    "HandoffFiles",
+    "HandoffResult",
+    "ProcessHandoff",
+    "adopt_handoff",
+    "find_wrapper",
+    "kill_group",
+    "spawn_handoff",
+]
 
 KILL_GRACE_SECONDS = 5.0
 """After a timeout the group gets SIGTERM, then SIGKILL this much later if anything of it is left."""
@@ -34,10 +41,23 @@ CLEANUP_GRACE_SECONDS = 2.0
 # handoff can go on to create the paid job afterwards, even when no router is alive to look. A command that
 # succeeds may leave a daemon of its own (``gcloud ... --async``, ``sky launch -d``): it is left alone, since
 # exit 0 means the lane took the job. Killed by the router's timeout, it writes no status (the router records
-# 124). Killed with SIGKILL from outside, it cannot clean up: the router then kills the group it journaled.
-_WRAPPER = """\
+# 124). Killed with SIGKILL from outside, it can neither clean up nor say how the command ended: the router follows
+# what is left of its group to the end (or the timeout) and reports the handoff lost, never failed on a guess.
+# Before anything runs it overwrites the router's mark in the status file ("new" -> "run <its pid>"), so a router
+# restarted before it journaled the wrapper's pid knows whether the command can have started, and its group.
+MARK_BYTES = 32
+"""The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
+_WRAPPER = (
+    f"MARK_BYTES = {MARK_BYTES}\n"
+    + """\
 import ctypes, os, signal, subprocess, sys, time
 status, grace, me = sys.argv[1], float(sys.argv[2]), os.getpid()
+try:  # the mark the router left ("new"), overwritten in place: no block to allocate, even on a full disk
+    with open(status + ".tmp", "r+b") as f:
+        f.write(f"run {me}".encode())
+except OSError as exc:
+    sys.stderr.write(f"cannot mark the handoff started in {status}.tmp: {exc.strerror}; the command was not run\\n")
+    sys.exit(126)
 try:
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 except (OSError, AttributeError):
@@ -83,13 +103,15 @@ def clean():
         if not pids:
             return
         late = time.monotonic() >= end
-        for pid in pids:
-            if late or pid not in sent:
+        todo = [pid for pid in pids if late or pid not in sent]
+        # All stopped first: a shell whose child just died cannot run its next line; each meets its signal on SIGCONT.
+        for sig in (signal.SIGSTOP, signal.SIGKILL if late else signal.SIGTERM, signal.SIGCONT):
+            for pid in todo:
                 try:
-                    os.kill(pid, signal.SIGKILL if late else signal.SIGTERM)
+                    os.kill(pid, sig)
                 except OSError:
                     pass
-                sent.add(pid)
+        sent.update(todo)
         time.sleep(0.02)
 stopped = False
 try:
@@ -103,10 +125,11 @@ if code != 0:
     clean()
 if stopped:
     sys.exit(code)
-with open(status + ".tmp", "w") as f:
-    f.write(str(code))
+with open(status + ".tmp", "r+b") as f:  # in place again, then renamed: a full disk cannot lose the status
+    f.write(str(code).encode().ljust(MARK_BYTES))
 os.replace(status + ".tmp", status)
 """
+)
 
 
 @attrs.frozen
@@ -114,7 +137,8 @@ class HandoffResult:
     """What one run of a lane's command did."""
 
     argv: tuple[str, ...]
-    exit_status: int
+    exit_status: int | None
+    """None when the wrapper was lost (killed from outside) before it could write how the command ended."""
     stdout: str
     stderr: str
 
@@ -122,6 +146,11 @@ class HandoffResult:
     def ok(self) -> bool:
         """True when the command exited 0."""
         return self.exit_status == 0
+
+    @property
+    def lost(self) -> bool:
+        """True when nobody can tell how the command ended (its wrapper died without writing the status)."""
+        return self.exit_status is None
 
 
 @attrs.frozen
@@ -146,6 +175,39 @@ class HandoffFiles:
         """The command's exit status, written by the wrapper when it ends."""
         return self.directory / f"{self.dispatch_id}.status"
 
+    @property
+    def mark(self) -> Path:
+        """The status file before the command ends: "new" (written here), "run" (once the wrapper started)."""
+        return self.directory / f"{self.dispatch_id}.status.tmp"
+
+    def prepare(self) -> None:
+        """Make every file the handoff will write, before anything is journaled or started: on a full disk this
+        fails (OSError) while nothing has run, and once it succeeded the wrapper needs no new block to record."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.status.unlink(missing_ok=True)
+        for path in (self.stdout, self.stderr):
+            path.write_bytes(b"")
+        self.mark.write_bytes(b"new".ljust(MARK_BYTES))
+
+    def started(self) -> bool | None:
+        """Did the wrapper start (True: it may have run the command), or surely not (False: still "new")? None
+        when there is no trace either way (no file)."""
+        if self.status.exists():
+            return True
+        try:
+            mark = self.mark.read_bytes()
+        except OSError:
+            return None
+        return not mark.startswith(b"new")
+
+    def marked_pid(self) -> int | None:
+        """The wrapper's pid (its process group) as it marked it on starting, if it did."""
+        try:
+            words = self.mark.read_bytes().split()
+        except OSError:
+            return None
+        return int(words[1]) if len(words) > 1 and words[0] == b"run" and words[1].isdigit() else None
+
     def read_status(self) -> int | None:
         """The exit status the wrapper wrote, or None if it has not (yet)."""
         try:
@@ -161,33 +223,51 @@ class HandoffFiles:
             return ""
 
 
-def _group_alive(pid: int, files: HandoffFiles) -> bool:
-    """True while the process group ``pid`` exists and its leader is still our wrapper (not a reused pid)."""
+def _stat(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, ...), or None for no such process."""
     try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _is_wrapper(pid: int, files: HandoffFiles) -> bool:
+    """True while ``pid`` is a live (not zombie) wrapper of this handoff (never a reused pid)."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):
         return False
-    except PermissionError:
-        return True
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return True  # the leader is gone but the group lives on: the command's children still run
+        return False
     return str(files.status).encode() in cmdline
 
 
-def _group_members(pgid: int) -> bool:
-    """True while any process (not a zombie) is in process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _members(pgid: int, files: HandoffFiles) -> list[int]:
+    """The live (not zombie) processes of the handoff's process group ``pgid``: the command and its children
+    still run after the wrapper died. None if the pid now belongs to another program (our group is gone then:
+    a group id is never reused while a member lives)."""
+    leader = _stat(pgid)
+    if leader is not None and leader[0] not in (b"Z", b"X") and not _is_wrapper(pgid, files):
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        fields = _stat(int(entry)) if entry.isdigit() else None
+        if fields is not None and fields[0] not in (b"Z", b"X") and fields[2] == str(pgid).encode():
+            found.append(int(entry))
+    return found
 
 
-def _kill_group(pid: int, sig: int) -> None:
+def find_wrapper(files: HandoffFiles) -> int | None:
+    """The pid of a live wrapper of this handoff, found by its command line (its pid was never journaled)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _is_wrapper(int(entry), files) and int(entry) != os.getpid():
+            return int(entry)
+    return None
+
+
+def kill_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to process group ``pid``, if it is still there."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
 
@@ -205,14 +285,14 @@ class ProcessHandoff:
     """True when this process started the command (its child, reaped here); False for an adopted one."""
     terminated_at: float | None = None
     lost_at: float | None = None
-    """When the wrapper was found gone without a status (what is left of its group then gets SIGTERM)."""
+    """When what was left of a lost wrapper's group was sent SIGTERM (at the timeout)."""
     reaped: bool = False
 
     def _leader_running(self) -> bool:
         if self.pid is None:
             return False
         if not self.own:
-            return _group_alive(self.pid, self.files)
+            return _is_wrapper(self.pid, self.files)
         if not self.reaped:
             try:
                 done, _ = os.waitpid(self.pid, os.WNOHANG)
@@ -223,7 +303,9 @@ class ProcessHandoff:
 
     def result(self, now: float) -> HandoffResult | None:
         """The result once the wrapper wrote the exit status; at the timeout, SIGTERM to the whole group, then
-        SIGKILL to whatever of it is left (at once when the wrapper died, else after a grace), and report 124."""
+        SIGKILL to whatever of it is left (at once when the wrapper died, else after a grace), and report 124.
+        A wrapper gone without a status (killed from outside): what is left of its group is followed to its end
+        (killed at the timeout), then the result is lost (no exit status): nobody can tell what it did."""
         alive = self._leader_running()  # first: a status written just after this look is seen next time
         status = self.files.read_status()
         if status is not None:
@@ -239,33 +321,42 @@ class ProcessHandoff:
                 return None
             return self._kill()
         if not alive:
-            # Gone without a status: the wrapper was killed from outside (or failed itself) and could not clean
-            # up. End what is left of its group (SIGTERM, then SIGKILL after the grace) before reporting.
-            assert self.pid is not None
-            if self.lost_at is None:
-                self.lost_at = now
-                _kill_group(self.pid, signal.SIGTERM)
-            if _group_members(self.pid) and now < self.lost_at + KILL_GRACE_SECONDS:
-                return None
-            _kill_group(self.pid, signal.SIGKILL)
-            return self._result(125, "the handoff command ended without an exit status (killed from outside?)")
+            return self._lost(now)
         if now < self.started_at + self.timeout_seconds:
             return None
         self.terminated_at = now
         assert self.pid is not None
-        _kill_group(self.pid, signal.SIGTERM)
+        kill_group(self.pid, signal.SIGTERM)
         return None
+
+    def _lost(self, now: float) -> HandoffResult | None:
+        """The wrapper is gone without a status: follow its group (the command may be making the paid job right
+        now) until it is empty; at the timeout SIGTERM it, SIGKILL after the grace."""
+        left = [] if self.pid is None else _members(self.pid, self.files)
+        if left and self.lost_at is None and now < self.started_at + self.timeout_seconds:
+            return None
+        if left and self.lost_at is None:
+            assert self.pid is not None
+            self.lost_at = now
+            kill_group(self.pid, signal.SIGTERM)
+        if left and self.lost_at is not None and now < self.lost_at + KILL_GRACE_SECONDS:
+            return None
+        if left and self.pid is not None:
+            kill_group(self.pid, signal.SIGKILL)
+        if self.files.started() is False:
+            return self._result(126, "the handoff's wrapper ended before it started the command")
+        return self._result(None, "the handoff's wrapper ended without an exit status (killed from outside?)")
 
     def _kill(self) -> HandoffResult:
         assert self.pid is not None
-        _kill_group(self.pid, signal.SIGKILL)  # children that ignored SIGTERM, or outlived the wrapper
+        kill_group(self.pid, signal.SIGKILL)  # children that ignored SIGTERM, or outlived the wrapper
         if self.own and not self.reaped:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
             self.reaped = True
         return self._result(124, f"timed out after {self.timeout_seconds:g} s; its process group was killed")
 
-    def _result(self, status: int, extra: str) -> HandoffResult:
+    def _result(self, status: int | None, extra: str) -> HandoffResult:
         stderr = self.files.read(self.files.stderr)
         if extra:
             stderr = f"{stderr.rstrip()}\n{extra}".lstrip("\n")
@@ -276,10 +367,9 @@ def spawn_handoff(
     argv: tuple[str, ...], files: HandoffFiles, *, now: float, timeout_seconds: float, env: Mapping[str, str] | None
 ) -> ProcessHandoff:
     """Start ``argv`` under the wrapper in a session of its own and return at once; ``env`` is its environment
-    (else this process's)."""
-    files.directory.mkdir(parents=True, exist_ok=True)
-    for path in (files.status, files.stdout, files.stderr):
-        path.unlink(missing_ok=True)
+    (else this process's). Its files are made first (``HandoffFiles.prepare``) unless they are still new."""
+    if files.started() is not False:
+        files.prepare()
     # posix_spawn, not Popen: the router reaps the child itself (waitpid) whenever it next looks, and a
     # router that exits while the command runs leaves no Popen behind to complain.
     actions = [
@@ -300,33 +390,11 @@ def spawn_handoff(
 def adopt_handoff(
     argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float, timeout_seconds: float
 ) -> ProcessHandoff | None:
-    """The handoff a previous router started, if it can still be followed (running, or its status written).
-
-    None when nothing can tell whether it ran: no pid was journaled and no status was written.
-    """
-    if files.read_status() is None and (pid is None or not _group_alive(pid, files)):
-        return None
+    """The handoff a previous router started, followed from where it is: running, ended with its status written,
+    or lost (its result then says so). None only when the command surely never started (its mark is still
+    "new"): then, and only then, it may be started."""
+    if pid is None or not _is_wrapper(pid, files):
+        pid = find_wrapper(files) or pid or files.marked_pid()
+    if files.started() is False and (pid is None or not _is_wrapper(pid, files)):
+        return None  # no wrapper alive, and none ever got as far as the command
     return ProcessHandoff(argv, files, started_at, timeout_seconds, pid)
-
-
-def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None) -> HandoffResult:
-    """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
-    try:
-        # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=None if env is None else dict(env),
-        )
-    except OSError as exc:
-        return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        return HandoffResult(argv, 124, out.decode(errors="replace"), f"timed out after {timeout:g} s")
-    return HandoffResult(argv, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))

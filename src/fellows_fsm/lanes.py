@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -21,7 +23,14 @@ import attrs
 
 from fellows_fsm.config_lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lane_process import HandoffFiles, HandoffResult, ProcessHandoff, adopt_handoff, run_once, spawn_handoff
+from fellows_fsm.lane_process import (
+    HandoffFiles,
+    HandoffResult,
+    ProcessHandoff,
+    adopt_handoff,
+    kill_group,
+    spawn_handoff,
+)
 from fellows_fsm.scheduler import JobSpec
 
 __all__ = [
@@ -32,6 +41,7 @@ __all__ = [
     "HandoffResult",
     "Lane",
     "ProcessHandoff",
+    "run_once",
 ]
 
 
@@ -167,3 +177,26 @@ class CommandLane:
         None when nothing can tell whether it ran: no pid was journaled and no status was written.
         """
         return adopt_handoff(argv, files, pid=pid, started_at=started_at, timeout_seconds=self.config.timeout_seconds)
+
+
+def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None) -> HandoffResult:
+    """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
+    try:
+        # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
+    except OSError as exc:
+        return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        return HandoffResult(argv, 124, out.decode(errors="replace"), f"timed out after {timeout:g} s")
+    return HandoffResult(argv, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))

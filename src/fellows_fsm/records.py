@@ -10,7 +10,8 @@ import shlex
 from fellows_fsm.config import Ladder, Rung
 from fellows_fsm.core import Dispatch
 from fellows_fsm.core.vocab import Outcome, State
-from fellows_fsm.errors import FellowsError, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.handoffs import unknown_note
 from fellows_fsm.intake import spec_of
 from fellows_fsm.journal import DispatchRow, Journal
 
@@ -61,6 +62,9 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
             f"dispatch {row.id}: the {handoff.lane} command exited {handoff.exit_status}: {last} "
             f"(argv: {shlex.join(handoff.argv)})"
         )
+    if row.outcome == Outcome.HANDOFF_UNKNOWN and handoff is not None:
+        output = journal.path.parent / "handoffs" / f"{row.id}.out"
+        return HandoffUnknown(f"dispatch {row.id}: {unknown_note(handoff.lane, row.id, output)}")
     if row.outcome == Outcome.NO_FALLBACK:
         return LaneError(
             f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "

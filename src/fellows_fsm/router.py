@@ -19,6 +19,7 @@ from fellows_fsm import adoption, strays, withdrawals
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config import Config, Ladder
 from fellows_fsm.core import Dispatch
+from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.driver import Driver
 from fellows_fsm.errors import (
     ConfigError,
@@ -59,11 +60,8 @@ class Router:
         self.scheduler = scheduler
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
-        self.handoffs = Handoffs(
-            journal,
-            self.clock,
-            dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes},
-        )
+        commands = dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes}
+        self.handoffs = Handoffs(journal, self.clock, commands)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.handoffs.on_end = self._handoff_ended
         self.driver = Driver(scheduler, journal, self.clock, self.handoffs)
@@ -364,11 +362,11 @@ class Router:
         self.handing[d.id] = d
         self.driver.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
-    def _handoff_ended(self, dispatch_id: str, ok: bool, note: str) -> None:
+    def _handoff_ended(self, dispatch_id: str, status: HandoffStatus, note: str) -> None:
         """A lane's command ended (in the journal transaction that records it): a ladder dispatch takes its step."""
         d = self.handing.pop(dispatch_id, None)
         if d is not None:
-            self.driver.handoff_ended(d, ok, note)
+            self.driver.handoff_ended(d, status, note)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""

@@ -14,9 +14,22 @@ from pathlib import Path
 
 import attrs
 
-from fellows_fsm.errors import JournalError
+from fellows_fsm.errors import JournalError, JournalFull
 
-__all__ = ["NETWORK_FILESYSTEMS", "Filesystem", "filesystem_of", "refuse_network_fs", "statfs_type"]
+__all__ = [
+    "FULL_BELOW_BYTES",
+    "NETWORK_FILESYSTEMS",
+    "Filesystem",
+    "check_room",
+    "filesystem_of",
+    "free_bytes",
+    "full_error",
+    "refuse_network_fs",
+    "statfs_type",
+]
+
+FULL_BELOW_BYTES = 256 * 1024
+"""With less free than this on the state dir's filesystem, nothing is journaled, so nothing is started or queued."""
 
 NETWORK_FILESYSTEMS: dict[int, str] = {
     0x6969: "NFS",
@@ -87,3 +100,30 @@ def refuse_network_fs(path: Path) -> None:
             "here), or run fellows-fsm on a machine with a local disk and set [fellows] host to reach the cluster "
             "(allow_network_state_dir = true accepts it, one host only; read-only status and history still work)"
         )
+
+
+def free_bytes(directory: Path) -> int | None:
+    """The bytes this user may still write on ``directory``'s filesystem, or None if it cannot be told."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def full_error(directory: Path) -> JournalFull:
+    """The one line every command says when the state dir's filesystem is full."""
+    free = free_bytes(directory)
+    room = "no room" if free is None else f"{free} bytes free"
+    return JournalFull(
+        f"the state dir {directory} is full ({room} on its filesystem): nothing can be journaled, so nothing is "
+        "started or queued; free some space there, then run the command again (every walk goes on from where it "
+        "stood)"
+    )
+
+
+def check_room(directory: Path) -> None:
+    """Raise JournalFull (one line) when ``directory``'s filesystem has less than FULL_BELOW_BYTES free."""
+    free = free_bytes(directory)
+    if free is not None and free < FULL_BELOW_BYTES:
+        raise full_error(directory)

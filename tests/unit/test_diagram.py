@@ -33,10 +33,12 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         ("FAILED_TO_GCP", "FAILED_TO_GCP"),
         ("WITHDRAWN", "WITHDRAWN"),
         ("REFUSED", "REFUSED"),  # a first submit SLURM refused: a row of the table (refuse), no longer a view word
-        # The handoff after the ladder: rows of the table (hand_off, handed_off, handoff_failed, no_lane).
+        # The handoff after the ladder: rows of the table (hand_off, handed_off, handoff_failed, handoff_unknown,
+        # no_lane).
         ("HANDING_OFF", "HANDING_OFF"),
         ("HANDED_OFF", "HANDED_OFF"),
         ("HANDOFF_FAILED", "HANDOFF_FAILED"),
+        ("HANDOFF_UNKNOWN", "HANDOFF_UNKNOWN"),
         ("NO_LANE_LEFT", "NO_LANE_LEFT"),
     ]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident) for _, ident in states)

@@ -11,6 +11,7 @@ import pytest
 from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
+from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.journal import Journal
 from fellows_fsm.journal_schema import SCHEMA_VERSION
 from fellows_fsm.sim.clock import SimClock
@@ -299,7 +300,7 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=False, intent="prod", at=1_700_000_000.0 + i)
         d.submit()
     journal.start_handoff("d1", "gcp", ["true"], at=1_700_000_010.0)
-    journal.finish_handoff("d1", exit_status=0, stdout="", stderr="", at=1_700_000_011.0, ok=True)
+    journal.finish_handoff("d1", exit_status=0, stdout="", stderr="", at=1_700_000_011.0, status=HandoffStatus.DONE)
     listed = journal.listings()
     assert [(r.dispatch_id, r.name, r.lane, r.final) for r in listed] == [
         ("d0", "first", "fellows", False),

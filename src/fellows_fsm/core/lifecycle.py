@@ -384,8 +384,9 @@ TABLE: tuple[Row, ...] = (
     Row(T.NO_LANE, State.FAILED_TO_GCP, State.NO_LANE_LEFT, told=True, outcome=Outcome.NO_FALLBACK),
     Row(T.HANDED_OFF, State.HANDING_OFF, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF),
     Row(T.HANDOFF_FAILED, State.HANDING_OFF, State.HANDOFF_FAILED, told=True, outcome=Outcome.HANDOFF_FAILED),
+    Row(T.HANDOFF_UNKNOWN, State.HANDING_OFF, State.HANDOFF_UNKNOWN, told=True, outcome=Outcome.HANDOFF_UNKNOWN),
 )
-RECALLABLE = tuple(s for s in State if s not in (State.HANDING_OFF, State.HANDED_OFF))
+RECALLABLE = tuple(s for s in State if s not in (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_UNKNOWN))
 """Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too); a dispatch
 handed to a command lane is that lane's to cancel."""
 TRIGGERS = tuple(dict.fromkeys(row.trigger for row in TABLE))

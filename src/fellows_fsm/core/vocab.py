@@ -41,6 +41,7 @@ class State(StrEnum):
     HANDING_OFF = "HANDING_OFF"
     HANDED_OFF = "HANDED_OFF"
     HANDOFF_FAILED = "HANDOFF_FAILED"
+    HANDOFF_UNKNOWN = "HANDOFF_UNKNOWN"
     NO_LANE_LEFT = "NO_LANE_LEFT"
 
 
@@ -68,6 +69,7 @@ class Trigger(StrEnum):
     NO_LANE = "no_lane"
     HANDED_OFF = "handed_off"
     HANDOFF_FAILED = "handoff_failed"
+    HANDOFF_UNKNOWN = "handoff_unknown"
 
 
 class Outcome(StrEnum):
@@ -84,6 +86,8 @@ class Outcome(StrEnum):
     NO_FALLBACK = "no-fallback-lane"
     HANDED_OFF = "handed-off"
     HANDOFF_FAILED = "handoff-failed"
+    HANDOFF_UNKNOWN = "handoff-unknown"
+    """The lane's command was started, its wrapper killed before it said how it ended, and no probe can tell."""
     REJECTED = "rejected: "
     """The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
 
@@ -94,22 +98,32 @@ class HandoffStatus(StrEnum):
     STARTED = "started"
     DONE = "done"
     FAILED = "failed"
+    UNKNOWN = "unknown"
 
 
 FIXED_STATES = tuple(State)
 """The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
-LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED)
+LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN)
 """The states of a dispatch pinned straight to a command lane (it has no ladder, so no Dispatch: handoffs.py
 runs its command and ``Journal.finish_handoff`` records its end; a ladder dispatch reaches them through rows)."""
 LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
     ("pin", "[*]", State.HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
     ("handed_off", State.HANDING_OFF, State.HANDED_OFF, "the command exited 0"),
     ("handoff_failed", State.HANDING_OFF, State.HANDOFF_FAILED, "it exited non-zero, or timed out"),
+    ("handoff_unknown", State.HANDING_OFF, State.HANDOFF_UNKNOWN, "its wrapper was killed, and no probe: never re-run"),
 )
 """A lane-pinned dispatch's way, as handoffs.py runs it (drawn apart on the diagram page)."""
 
 FINAL_STATES = frozenset(
-    {State.RUNNING, State.WITHDRAWN, State.REFUSED, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT}
+    {
+        State.RUNNING,
+        State.WITHDRAWN,
+        State.REFUSED,
+        State.HANDED_OFF,
+        State.HANDOFF_FAILED,
+        State.HANDOFF_UNKNOWN,
+        State.NO_LANE_LEFT,
+    }
 )
 """The states nothing leaves (a pinned dispatch's CANCELLED too: ``is_final_state``)."""
 
@@ -123,6 +137,7 @@ MEANING: dict[str, str] = {
     State.HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",
     State.HANDED_OFF: "the lane's command exited 0 (final)",
     State.HANDOFF_FAILED: "the lane's command failed or timed out (final)",
+    State.HANDOFF_UNKNOWN: "the lane's command ran, but how it ended is unknown: check the lane (final, never re-run)",
     State.NO_LANE_LEFT: "it parked out of every rung and no fallback lane is configured (final)",
 }
 """What each fixed and lane state means, as the generated state-diagram page says it."""

@@ -40,6 +40,8 @@ def summary(dispatch_id: str, journal: Journal) -> str:
         return f"dispatch {row.id} is RUNNING on {row.qos} as SLURM job {row.job_id}"
     if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
+    if handoff is not None and row.label == State.HANDOFF_UNKNOWN:
+        return f"dispatch {row.id} went to {handoff.lane}, but how its command ended is unknown: check {handoff.lane}"
     if not row.final:
         return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); the background driver walks it"
     if row.label == State.REFUSED:

@@ -164,7 +164,15 @@ def shown_state(snap: Listed) -> str:
 
 
 _PAST_LADDER = frozenset(
-    {State.FAILED_TO_GCP, State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.NO_LANE_LEFT, State.REFUSED}
+    {
+        State.FAILED_TO_GCP,
+        State.HANDING_OFF,
+        State.HANDED_OFF,
+        State.HANDOFF_FAILED,
+        State.HANDOFF_UNKNOWN,
+        State.NO_LANE_LEFT,
+        State.REFUSED,
+    }
 )
 
 
@@ -180,6 +188,7 @@ def state_style(label: str) -> str:
     if label in (
         State.FAILED_TO_GCP,
         State.HANDOFF_FAILED,
+        State.HANDOFF_UNKNOWN,
         State.WITHDRAWN,
         State.REFUSED,
         State.NO_LANE_LEFT,
@@ -194,6 +203,9 @@ def status_words(snap: Listed) -> str:
     state = shown_state(snap)
     if state == State.RUNNING and snap.qos:
         return f"{State.RUNNING}({snap.qos})"
-    if state in (State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDING_OFF) and snap.lane != FELLOWS:
+    if (
+        state in (State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN, State.HANDING_OFF)
+        and snap.lane != FELLOWS
+    ):
         return f"{state}({snap.lane})"
     return state

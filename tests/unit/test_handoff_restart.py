@@ -1,0 +1,228 @@
+"""A lane command a router started is never started again after a restart, unless the lane's probe says it made
+no job; with no probe its fate is unknown (HANDOFF_UNKNOWN), never re-run and never called failed; a command that
+surely never started (its mark still "new") is started once. Real processes, the real wrapper, the fake port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm.config import Config, LaneConfig
+from fellows_fsm.errors import HandoffUnknown
+from fellows_fsm.journal import Journal
+from fellows_fsm.lanes import CommandLane, HandoffFiles
+from fellows_fsm.records import outcome_error
+from fellows_fsm.router import Router
+from tests.processes import processes_with
+
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+
+
+def _lane(tmp_path: Path, *, sleep: float, probe: bool = False) -> LaneConfig:
+    """A gcp lane that sleeps, then appends the dispatch id to tmp_path/gcp.ledger; its probe greps the ledger."""
+    book = tmp_path / "gcp.ledger"
+    code = f'sleep {sleep}; echo "$1" >> {book}'
+    return LaneConfig(
+        name="gcp",
+        command=("sh", "-c", code, "sh", "{dispatch_id}"),
+        probe=("grep", "-qx", "{dispatch_id}", str(book)) if probe else None,
+        timeout_seconds=60,
+    )
+
+
+def _ledger(tmp_path: Path) -> list[str]:
+    book = tmp_path / "gcp.ledger"
+    return book.read_text().split() if book.exists() else []
+
+
+@pytest.fixture
+def routers(tmp_path: Path) -> Iterator[list[Router]]:
+    """The routers a test makes (one per 'driver'), their journals closed after."""
+    made: list[Router] = []
+    yield made
+    for r in made:
+        r.journal.close()
+
+
+def _router(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> Router:
+    config = Config(fellows=FellowsConfig(park_cap_seconds=60), lanes=(lane,), state_dir=tmp_path)
+    r = Router(config, FakeScheduler(total_gpus=64), Journal(config.journal_path))
+    made.append(r)
+    return r
+
+
+def _command_runs(tmp_path: Path) -> None:
+    """Wait until the lane's command itself (the sh, not its wrapper) runs."""
+    for _ in range(500):
+        if any(p.split(": ", 1)[1].startswith("sh -c") for p in processes_with(str(tmp_path / "gcp.ledger"))):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the lane's command never ran")
+
+
+def _die(router: Router, made: list[Router]) -> None:
+    """The driver ends (its journal closed, its lock let go) without looking at its command again."""
+    router.journal.close()
+    made.remove(router)
+
+
+def _kill_wrapper(pid: int) -> None:
+    """SIGKILL the wrapper (a child of this process) and reap it, as a killed driver's init would."""
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def test_a_wrapper_killed_mid_command_with_no_probe_ends_unknown_and_is_never_rerun(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """The wrapper killed while its command sleeps, the driver gone: the next router follows the command to its end,
+    records HANDOFF_UNKNOWN with what to check (exit 10), and never runs it again."""
+    lane = _lane(tmp_path, sleep=1)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    _command_runs(tmp_path)
+    _kill_wrapper(handoff.pid)
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)  # the next driver: recovers the dispatch, adopts its command
+    second.poll()
+    second.wait_for_handoffs()
+    time.sleep(1.5)  # past the command's sleep: a second run would have written by now
+    assert _ledger(tmp_path) == [h.dispatch_id]
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert (row.state, row.outcome, row.final) == ("HANDOFF_UNKNOWN", "handoff-unknown", True)
+    ended = second.journal.handoff(h.dispatch_id)
+    assert ended is not None
+    assert (ended.status, ended.exit_status) == ("unknown", None)
+    error = outcome_error(second.journal, h.dispatch_id)
+    assert isinstance(error, HandoffUnknown)
+    assert error.exit_code == 10
+    assert f"check gcp for a job of dispatch {h.dispatch_id}" in str(error)
+    _die(second, routers)
+    third = _router(tmp_path, lane, routers)  # and no later driver takes it up again
+    assert not third.busy
+
+
+def test_a_lost_command_the_probe_finds_is_handed_off(tmp_path: Path, routers: list[Router]) -> None:
+    """The wrapper killed while its command sleeps: once the command made its job, the probe finds it and the
+    dispatch is HANDED_OFF, with one ledger line."""
+    lane = _lane(tmp_path, sleep=1, probe=True)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    _command_runs(tmp_path)
+    _kill_wrapper(handoff.pid)
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [h.dispatch_id]
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert row.state == "HANDED_OFF"
+
+
+def test_a_lost_command_the_probe_does_not_find_runs_again_once(tmp_path: Path, routers: list[Router]) -> None:
+    """A wrapper and its whole group killed before the command made its job: the probe finds nothing, so the
+    command runs again (journaled first), once, and the dispatch is HANDED_OFF with one ledger line."""
+    lane = _lane(tmp_path, sleep=1, probe=True)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    _command_runs(tmp_path)
+    os.killpg(handoff.pid, signal.SIGKILL)
+    os.waitpid(handoff.pid, 0)
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [h.dispatch_id]
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert row.state == "HANDED_OFF"
+
+
+def test_a_start_journaled_whose_wrapper_never_ran_is_started_once(tmp_path: Path, routers: list[Router]) -> None:
+    """A driver that died after journaling the start but before it spawned the wrapper (its files made, the mark
+    still "new"): the next router starts the command, once."""
+    lane = _lane(tmp_path, sleep=0)
+    first = _router(tmp_path, lane, routers)
+    dispatch_id = "feedface0001"
+    first.journal.add_lane_dispatch(dispatch_id, SPEC, intent="train", lane="gcp", at=time.time())
+    files = HandoffFiles(tmp_path / "handoffs", dispatch_id)
+    files.prepare()
+    first.journal.start_handoff(dispatch_id, "gcp", CommandLane(lane).command(dispatch_id, SPEC), time.time())
+    assert files.started() is False
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [dispatch_id]
+    row = second.journal.dispatch(dispatch_id)
+    assert row is not None
+    assert row.state == "HANDED_OFF"
+    _die(second, routers)
+    assert not _router(tmp_path, lane, routers).busy  # done: no later driver starts it again
+
+
+def test_a_restart_whose_pid_was_never_journaled_finds_the_wrapper_by_its_command_line(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """The wrapper runs but its pid never reached the journal (the driver died in between): the next router finds
+    it, follows it, and records its exit status; the command ran once."""
+    lane = _lane(tmp_path, sleep=1)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    with first.journal._write() as db:  # the pid, as if the driver had died before it journaled it
+        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (h.dispatch_id,))
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [h.dispatch_id]
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert row.state == "HANDED_OFF"
+    os.waitpid(handoff.pid, 0)  # the wrapper was this process's child (the first router's)
+
+
+def test_a_killed_wrapper_whose_pid_was_never_journaled_is_followed_by_its_mark(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """Neither the wrapper's pid in the journal nor the wrapper alive: its mark names its group, so the next router
+    follows the command to its end before it decides (HANDOFF_UNKNOWN, no probe), and the command ran once."""
+    lane = _lane(tmp_path, sleep=1)
+    first = _router(tmp_path, lane, routers)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    _command_runs(tmp_path)
+    assert HandoffFiles(tmp_path / "handoffs", h.dispatch_id).marked_pid() == handoff.pid
+    with first.journal._write() as db:
+        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (h.dispatch_id,))
+    _kill_wrapper(handoff.pid)
+    _die(first, routers)
+    second = _router(tmp_path, lane, routers)
+    second.poll()
+    second.wait_for_handoffs()
+    assert _ledger(tmp_path) == [h.dispatch_id]  # the command was followed to its end, not given up on at once
+    row = second.journal.dispatch(h.dispatch_id)
+    assert row is not None
+    assert row.state == "HANDOFF_UNKNOWN"
