@@ -18,20 +18,25 @@ import attrs
 from fellows_fsm.scheduler import History, Observation, Phase, ReasonGroup
 
 __all__ = [
+    "CALIBRATED",
     "CALIBRATED_LEAVE_BELOW",
     "CALIBRATED_MIN_HISTORY",
     "DEFAULT_PARK_EARLY",
     "DEFAULT_PARK_EARLY_LAST_RUNG",
     "PARK_EARLY_POLICIES",
     "StartChance",
+    "calibrates",
     "park_early_reason",
     "start_chance",
 ]
 
-PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated")
+PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated", "calibrated-last")
 """off: wait out every window. own-cap: leave at once while the user's own per-QoS cap holds the job back.
-estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and the last rung
-is left for the paid lane when the cluster's own history says the job is unlikely to start there in time."""
+estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and any rung is left
+(the last one for the paid lane) when the cluster's own history says the job is unlikely to start there within
+the rung's window. calibrated-last: the same, on the last rung only (own-cap on the others; issue 21's policy)."""
+CALIBRATED = ("calibrated", "calibrated-last")
+"""The policies that read the cluster's history."""
 CALIBRATED_MIN_HISTORY = 20
 """With fewer finished jobs in the history, ``calibrated`` behaves exactly as ``own-cap``."""
 CALIBRATED_LEAVE_BELOW = 0.05
@@ -46,6 +51,12 @@ late, and on workloads whose limits exceed the durations, leaving the last rung 
 free cluster would have started (the sweep in docs/benchmarks.md). Nor did a margin past the window's end (fixed,
 or a fraction of the job's time limit) meet both targets: one small enough for the median with exact limits still
 sent such jobs to GCP with 10x limits, one large enough to keep them left the median near own-cap's."""
+
+
+def calibrates(policy: str, *, last_rung: bool) -> bool:
+    """Does ``policy`` decide this rung on the cluster's history (any rung under calibrated, the last under
+    calibrated-last)?"""
+    return policy == "calibrated" or (policy == "calibrated-last" and last_rung)
 
 
 def _clock(at: float, other: float) -> str:
@@ -66,14 +77,17 @@ class StartChance:
     median_ratio: float
     """The history's median elapsed/limit."""
     all_users: bool
+    window_seconds: float = 0.0
+    """What was left of the rung's window when the chance was worked out."""
 
     @property
     def note(self) -> str:
         """The figures, as history shows them."""
         whose = "" if self.all_users else " (yours only: no other user's job was visible)"
         return (
+            f"{round(100 * self.probability)} % chance of a start within {_span(self.window_seconds)}: "
             f"{self.in_the_way} jobs in the way; history: {self.history_jobs} jobs{whose}, median elapsed/limit "
-            f"{self.median_ratio:.2f}; start within the window: {round(100 * self.probability)} %"
+            f"{self.median_ratio:.2f}"
         )
 
 
@@ -90,6 +104,14 @@ def _ends_by(ratios: tuple[float, ...], started: float, limit: float, seen_at: f
         return 0.0
     ended = bisect.bisect_right(ratios, (by - started) / limit) - bisect.bisect_right(ratios, ran)
     return ended / left
+
+
+def _span(seconds: float) -> str:
+    """A short duration, as a note shows it: ``4m 10s``, ``2h 5m``, ``40s``."""
+    s = max(0, round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
 def start_chance(
@@ -131,7 +153,9 @@ def start_chance(
                 freed[k] -= moved
                 freed[up] += moved
         probability = math.fsum(freed[need:])
-    return StartChance(probability, len(in_way), len(ratios), median(ratios), history.all_users)
+    return StartChance(
+        probability, len(in_way), len(ratios), median(ratios), history.all_users, max(0.0, window_end - now)
+    )
 
 
 def park_early_reason(
@@ -149,12 +173,13 @@ def park_early_reason(
 
     ``observation`` is the fresh look at the job on this rung; ``last_rung``: leaving it hands the job to the paid
     lane. Whether the last rung is left early at all is the caller's choice (``[fellows] park_early_last_rung``,
-    ``last_rung_too``), except for ``calibrated``, which is called on the last rung whatever that choice.
+    ``last_rung_too``), except for the calibrated ones, which are called on the last rung whatever that choice.
 
-    calibrated: on the last rung, with a job pending on contention (Resources, Priority) and a history that can
-    say (start_chance), the job leaves when its chance of starting within the window is below
-    CALIBRATED_LEAVE_BELOW, and waits otherwise; without such a history it is exactly own-cap. Every other rung
-    is own-cap's. ``history``, ``gpus`` (the job's) and ``now`` are read only by calibrated.
+    calibrated: on any rung, with a job pending on contention (Resources, Priority) and a history that can say
+    (start_chance), the job leaves when its chance of starting within the rung's window is below
+    CALIBRATED_LEAVE_BELOW, and waits otherwise; without such a history it is exactly own-cap (the user's own cap
+    leaves a rung at once, never the last). calibrated-last: the same on the last rung only, own-cap's on the
+    others (issue 21's policy). ``history``, ``gpus`` (the job's) and ``now`` are read only by these two.
 
     estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
     no estimate to a job its QoS's per-user limit holds back, even when the jobs in the way have time limits: N/A
@@ -170,8 +195,8 @@ def park_early_reason(
         return None  # someone's decision: never walked away from
     where = "the paid lane" if last_rung else "the next rung"
     own_cap = group is ReasonGroup.OWN_CAP
-    if policy == "calibrated":
-        if last_rung and group is ReasonGroup.CONTENTION:
+    if policy in CALIBRATED:
+        if (last_rung or policy == "calibrated") and group is ReasonGroup.CONTENTION:
             chance = start_chance(
                 history, gpus=gpus, now=now, window_end=window_end, job_id=observation.job_id, qos=observation.qos
             )
