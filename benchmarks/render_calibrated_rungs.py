@@ -133,8 +133,13 @@ def section(r: dict[str, Any] | None, provenance: str) -> list[str]:
         + "; ".join(text for _, text in ones)
         + f". (2) A node held for hours, the caps free, the paid lane within three polls ({3 * polls:g} s) of the "
         f"submit: {held['calibrated']['start_seconds']} s in the simulator (the plain ladder "
-        f"{held['off']['start_seconds']} s) {_verdict(two)}. (3) Blockers that end within the window, others "
+        f"{held['off']['start_seconds']} s) {_verdict(two)}: the simulated port reads each cancel back at the next "
+        "poll, where the SLURM port proves a fenced pending job gone in the same one, so a rung change costs a poll "
+        "more here (on the real SLURM 22.05 the same walk handed off at the third poll after the submit: "
+        "tests/integration/test_calibrated_rungs_real.py, the node-held test). (3) Blockers that end within the "
+        "window, others "
         f"waiting below: the job starts on its rung ({ending['calibrated']['lane']}, "
-        f"{ending['calibrated']['qos']}) {_verdict(three)}.\n"
+        f"{ending['calibrated']['qos']}) {_verdict(three)}. The default `park_early` becomes `calibrated` only if "
+        f"all three hold: {'they do' if all(ok for ok, _ in ones) and two and three else 'it stays own-cap'}.\n"
     )
     return lines
