@@ -2,7 +2,7 @@
 workload drawn from real SLURM data, caps 60/300/600 s, and the issue's three targets, in the simulator through the
 real Router.
 
-    nice -n 5 .venv/bin/python -m benchmarks.calibrated_rungs [--seeds 1,2,3] [--park-caps 60,300,600]
+    nice -n 5 .venv/bin/python -m benchmarks.calibrated_rungs [--seeds 1,2,3,4,5] [--park-caps 60,300,600]
 
 Policies: off (the plain ladder), own-cap, estimate, calibrated-last (issue 21: the last rung on the history),
 calibrated (every rung on the history), the oracle. Workloads: ``synthetic`` (the built-in one with
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.common import write_result
@@ -32,10 +34,33 @@ POLICIES = (
     ("own-cap", "reason-aware"),
     ("estimate", "predictive"),
     ("calibrated-last", "calibrated-last"),
+    ("calibrated, first cut", "calibrated"),
     ("calibrated", "calibrated"),
     ("oracle", "oracle"),
 )
-"""(row name, simulator strategy); the product's default park_early_last_rung (false) throughout."""
+"""(row name, simulator strategy); the product's default park_early_last_rung (false) throughout. "calibrated,
+first cut" is calibrated as first built for issue 28 (each rung's own window, 0.05 on every rung): FIRST_CUT."""
+FIRST_CUT = {
+    "CALIBRATED_EARLIER_HORIZON": "rung",
+    "CALIBRATED_LEAVE_EARLIER_BELOW": 0.05,
+    "CALIBRATED_LEAVE_LAST_BELOW": 0.05,
+}
+
+
+@contextmanager
+def _as(name: str) -> Iterator[None]:
+    """For the run inside, calibrated as the row ``name`` plays it (the shipped constants otherwise)."""
+    values = FIRST_CUT if name == "calibrated, first cut" else {}
+    shipped = {k: getattr(policy, k) for k in values}
+    for k, v in values.items():
+        setattr(policy, k, v)
+    try:
+        yield
+    finally:
+        for k, v in shipped.items():
+            setattr(policy, k, v)
+
+
 DEFAULT_CAP = 600.0
 HOUR = 3600.0
 
@@ -53,7 +78,8 @@ def play(trace: tuple[TraceJob, ...], caps: list[float], params: SimParams) -> l
     for cap in caps:
         oracle = simulate(trace, "oracle", cap, params)
         for name, strategy in POLICIES:
-            result = oracle if strategy == "oracle" else simulate(trace, strategy, cap, params)
+            with _as(name):
+                result = oracle if strategy == "oracle" else simulate(trace, strategy, cap, params)
             rows.append(_record(name, result, oracle))
     return rows
 
@@ -84,14 +110,38 @@ def scenarios(poll: float) -> list[dict[str, Any]]:
     for what, trace in cases:
         mine = next(j.index for j in trace if j.mine)
         for name, strategy in POLICIES:
-            o = by_index(simulate(trace, strategy, 300.0, params))[mine]
+            with _as(name):
+                o = by_index(simulate(trace, strategy, 300.0, params))[mine]
             out.append({"case": what, "policy": name, "lane": o.lane, "qos": o.qos, "start_seconds": o.start_seconds})
+    return out
+
+
+LOADS = (1.2, 1.5, 2.0, 3.0)
+"""The others' offered loads of ``real-graham`` whose own-cap medians choose REAL_LOAD (real_workload.py)."""
+
+
+def load_check(seeds: list[int], hours: float, gpus: int, params: SimParams) -> list[dict[str, Any]]:
+    """own-cap's median time to start and GCP GPU-hours on ``real-graham`` at each of LOADS, every seed, 600 s."""
+    out = []
+    for load in LOADS:
+        for seed in seeds:
+            r = simulate(workload("real-graham", seed, hours, gpus, load), "reason-aware", DEFAULT_CAP, params)
+            p50 = r.p50_start_seconds
+            out.append(
+                {
+                    "load": load,
+                    "seed": seed,
+                    "p50_start_seconds": None if p50 is None else round(p50, 1),
+                    "gcp_gpu_hours": round(r.gcp_gpu_hours, 1),
+                }
+            )
+            print("load", *out[-1].values(), flush=True)
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="1,2,3", help="the first plays every cap; the others 600 s")
+    parser.add_argument("--seeds", default="1,2,3,4,5", help="the first plays every cap; the others 600 s")
     parser.add_argument("--hours", type=float, default=48.0)
     parser.add_argument("--gpus", type=int, default=64)
     parser.add_argument("--park-caps", default="60,300,600")
@@ -121,6 +171,7 @@ def main() -> None:
             )
             for row in rows:
                 print(name, seed, *row.values(), flush=True)
+    loads = load_check(seeds, args.hours, args.gpus, params)
     cases = scenarios(args.poll)
     for case in cases:
         print(*case.values(), flush=True)
@@ -135,9 +186,13 @@ def main() -> None:
             "park_caps": caps,
             "real_load": args.real_load,
             "threshold": policy.CALIBRATED_LEAVE_BELOW,
+            "earlier_threshold": policy.CALIBRATED_LEAVE_EARLIER_BELOW,
+            "last_threshold": policy.CALIBRATED_LEAVE_LAST_BELOW,
+            "earlier_horizon": policy.CALIBRATED_EARLIER_HORIZON,
             "min_history": policy.CALIBRATED_MIN_HISTORY,
             "sweep_seconds": round(seconds, 1),
             "workloads": workloads,
+            "load_check": loads,
             "scenarios": cases,
         },
         module="calibrated_rungs",

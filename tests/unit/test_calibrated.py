@@ -132,7 +132,7 @@ def test_a_chance_exactly_at_the_threshold_waits_and_below_it_leaves(ended: int,
     assert chance is not None
     assert chance.probability == pytest.approx(ended / 180)
     obs = Observation("2", Phase.PENDING, reason="Resources")
-    reason = park_early_reason("calibrated", obs, now + 0.2 * HOUR, last_rung=True, history=past, gpus=8, now=now)
+    reason = park_early_reason("calibrated-last", obs, now + 0.2 * HOUR, last_rung=True, history=past, gpus=8, now=now)
     assert (reason is not None) is leaves
 
 

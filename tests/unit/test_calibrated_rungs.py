@@ -61,7 +61,8 @@ def test_a_node_held_by_jobs_that_run_their_limits_leaves_every_rung_at_its_firs
     assert d.state == "FAILED_TO_GCP"
     notes = [s.note for s in d.history if s.trigger == "park"]
     assert notes[0] == (
-        "park_early=calibrated: 0 % chance of a start within 9m 50s: 8 jobs in the way; history: 48 jobs, "
+        "park_early=calibrated: 0 % chance of a start within 29m 50s (to the ladder's end, on this rung): 8 jobs "
+        "in the way; history: 48 jobs, "
         "median elapsed/limit 1.00; leaving for the next rung"
     )
     assert notes[2].endswith("leaving for the paid lane")
@@ -87,6 +88,20 @@ def test_blockers_that_end_within_the_window_keep_the_job_on_its_rung(
     poll(d, fake)
     assert d.state == "RUNNING"
     assert d.rung.qos == "high-eur"
+
+
+def test_blockers_that_end_after_the_rungs_window_but_before_the_ladders_end_keep_the_job_on_high_eur(
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """The jobs in the way reach their limits 15 min after the submit: past high-eur's 10 min window, well before
+    the ladder's end (30 min), so the job keeps high-eur's priority instead of walking down (a lower rung could
+    start it no sooner)."""
+    d = pending_on_first_rung(make_dispatch, fake)
+    past = full_node(fake.clock.now(), 1.0, limit=HOUR, started=HOUR - 900)
+    frozen.tick(10)
+    tick(d, fake, past)
+    assert d.state == FIRST
+    assert not [s for s in d.history if s.trigger == "park"]
 
 
 def test_a_rung_the_history_cannot_say_is_waited_out(

@@ -108,6 +108,7 @@ def early_park_reason(d: Dispatch) -> str | None:
         history=d.cluster_history,
         gpus=d.spec.gpus,
         now=d.now,
+        ladder_end=d.deadline + sum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :]),
     )
 
 
