@@ -118,8 +118,9 @@ class FellowsConfig:
     park_early: str = DEFAULT_PARK_EARLY
     """When a job leaves a rung before its window closes: 'off' (wait out every cap), 'own-cap' (at once while
     the user's own per-QoS cap holds it back), 'estimate' (once SLURM's start estimate lies past the window),
-    'calibrated' (own-cap, and any rung left when the cluster's history gives a start within its window little
-    chance), 'calibrated-last' (the same on the last rung only). The cap still bounds every rung. See policy.py
+    'calibrated' (own-cap; the last rung left when the cluster's history gives a start within its window little
+    chance, an earlier one when it gives a start on it before the ladder's end next to none), 'calibrated-last'
+    (the last rung only). The cap still bounds every rung. See policy.py
     and docs/configuration.md."""
     park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
     """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
