@@ -52,7 +52,7 @@ def play(trace: tuple[TraceJob, ...], caps: list[float], gpus: int, poll: float)
             params = SimParams(gpus=gpus, poll_interval_seconds=poll)
             for value in CANDIDATES:
                 with _threshold(value):
-                    result = simulate(trace, "calibrated", cap, params)
+                    result = simulate(trace, "calibrated-last", cap, params)
                 name = f"calibrated, leave below {value:g}"
                 rows.append({**_record(name, result, results["oracle"]), "candidate": True, "threshold": value})
     return rows

@@ -36,7 +36,7 @@ POLICIES: tuple[tuple[str, str, bool], ...] = (
     ("own-cap", "reason-aware", True),
     ("estimate", "predictive", False),
     ("estimate, last rung too", "predictive", True),
-    ("calibrated", "calibrated", False),
+    ("calibrated", "calibrated-last", False),
     ("oracle", "oracle", True),
     ("oracle-prefer", "oracle-prefer", True),
 )

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks import render_calibrated_rungs
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -1055,6 +1056,7 @@ def main() -> None:
     section_start_estimate()
     section_park_early()
     section_calibrated()
+    section_calibrated_rungs()
 
 
 BG_CMD = (
@@ -1464,6 +1466,15 @@ def section_calibrated() -> None:
         )
     else:
         lines.append("\n")
+    DOC.write_text(
+        DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
+    )
+
+
+def section_calibrated_rungs() -> None:
+    """Append the calibrated-on-every-rung sweep (benchmarks/results/calibrated_rungs.json) and issue 28's targets."""
+    r = _load("calibrated_rungs")
+    lines = render_calibrated_rungs.section(r, _provenance(r) if r is not None else "")
     DOC.write_text(
         DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
     )

@@ -1,8 +1,8 @@
 """The cluster's history for ``park_early = "calibrated"``: read through the port at most once every few minutes.
 
 The core never fetches it: the router asks this cache once per tick, the cache calls ``Scheduler.history`` only
-when its last read is older than ``refresh_seconds`` (and only while some dispatch waits on a last rung under
-``calibrated``), and the value goes to the core with the tick's observations.
+when its last read is older than ``refresh_seconds`` (and only while some dispatch waits on a rung its
+``calibrated`` policy decides), and the value goes to the core with the tick's observations.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class HistoryCache:
     def get(self, dispatches: Iterable[Dispatch], now: float) -> History | None:
         """The history for this tick, or None when no dispatch needs it (no read is made then)."""
         # The attribute first: a scan of 10,000 dispatches that use another policy costs well under a millisecond.
-        if not any(d.park_early == "calibrated" and d.calibrating and d.on_rung for d in dispatches):
+        if not any(d.calibrating and d.on_rung for d in dispatches):
             return self.value
         if self._tried_at is None or now - self._tried_at >= self.refresh_seconds:
             self._tried_at = now

@@ -245,10 +245,11 @@ class History:
         return tuple(sorted(job.ratio for job in self.finished))
 
     def gpus_ahead_of(self, job_id: str, qos: str | None) -> int:
-        """GPUs asked for by other users' pending jobs ahead of ``job_id`` that wait only for resources
-        (Resources or Priority): a higher priority, or the same and an earlier id (the user's own may walk away
-        themselves). Its priority is its own in the read, else (queued since the read) the highest seen on its
-        QoS; with neither, none is counted ahead."""
+        """GPUs asked for by the pending jobs ahead of ``job_id`` that wait only for resources (Resources or
+        Priority): a higher priority, or the same and an earlier id. The user's own count only on the same QoS (a
+        burst's jobs on one rung compete for the same GPUs); on another QoS they may walk away. Its priority is its
+        own in the read, else (queued since the read) the highest seen on its QoS; with neither, none is counted
+        ahead."""
         mine = next((p.priority for p in self.pending if p.job_id == job_id), None)
         if mine is None:
             same = [p.priority for p in self.pending if qos is not None and p.qos == qos]
@@ -260,7 +261,7 @@ class History:
             p.gpus
             for p in self.pending
             if p.job_id != job_id
-            and not p.own
+            and (not p.own or (qos is not None and p.qos == qos))
             and classify_reason(p.reason) is ReasonGroup.CONTENTION
             and (p.priority > mine or (p.priority == mine and _id_order(p.job_id) < key))
         )

@@ -108,11 +108,12 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm:
     fill_node(slurm, limit_minutes=30, seconds=600)
     steps, state, outcome, router = dispatch_on_last_rung(slurm, tmp_path, since)
     submit, park = steps[0], next(s for s in steps if s.trigger == "park")
-    assert park.note.startswith("park_early=calibrated: 8 jobs in the way; history: ")
+    assert park.note.startswith("park_early=calibrated: 0 % chance of a start within ")
+    assert ": 8 jobs in the way; history: " in park.note
     found = re.search(r"history: (\d+) jobs[^,]*, median elapsed/limit 1\.00;", park.note)
     assert found is not None, park.note
     assert int(found.group(1)) >= HISTORY_JOBS  # its own jobs (and any other that ended on its own since it began)
-    assert park.note.endswith("start within the window: 0 %; leaving for the paid lane")
+    assert park.note.endswith("median elapsed/limit 1.00; leaving for the paid lane")
     assert park.at <= submit.at + 5 * POLL  # within a few polls, not at the window's end
     assert (state, outcome) == ("HANDED_OFF", "handed-off")
     assert router.cluster_history.reads == 1

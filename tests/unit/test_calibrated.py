@@ -63,8 +63,8 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_naming_the_figures(
     assert PARKED in [s.dest for s in d.history]
     note = next(s.note for s in d.history if s.trigger == "park")
     assert note == (
-        "park_early=calibrated: 8 jobs in the way; history: 180 jobs, median elapsed/limit 1.00; "
-        "start within the window: 0 %; leaving for the paid lane"
+        "park_early=calibrated: 0 % chance of a start within 9m 50s: 8 jobs in the way; history: 180 jobs, "
+        "median elapsed/limit 1.00; leaving for the paid lane"
     )
 
 
@@ -132,7 +132,7 @@ def test_a_chance_exactly_at_the_threshold_waits_and_below_it_leaves(ended: int,
     assert chance is not None
     assert chance.probability == pytest.approx(ended / 180)
     obs = Observation("2", Phase.PENDING, reason="Resources")
-    reason = park_early_reason("calibrated", obs, now + 0.2 * HOUR, last_rung=True, history=past, gpus=8, now=now)
+    reason = park_early_reason("calibrated-last", obs, now + 0.2 * HOUR, last_rung=True, history=past, gpus=8, now=now)
     assert (reason is not None) is leaves
 
 
@@ -170,7 +170,7 @@ def test_a_later_read_that_still_sees_the_jobs_running_past_the_short_runs_leave
     frozen.tick(10)
     tick(d, fake, History(fake.clock.now(), finished, in_way, total_gpus=64, used_gpus=64))
     note = next(s.note for s in d.history if s.trigger == "park")
-    assert "start within the window: 0 %" in note
+    assert "0 % chance of a start within 3m 0s" in note
 
 
 def test_private_data_hiding_other_users_jobs_waits_as_own_cap(

@@ -65,6 +65,18 @@ def test_cancel_if_pending_leaves_a_running_job_running(cluster: SimCluster) -> 
     assert cluster.cancel_if_pending([pending], read_back=False) == {}
 
 
+def test_a_cancel_without_read_back_proves_the_pending_jobs_it_removed_gone(cluster: SimCluster) -> None:
+    """Like the SLURM port, a cancel without read-back reports each pending job it removed GONE, and leaves out a
+    running one (its next observe reads it STARTED)."""
+    running = cluster.submit(spec("r"), qos="low-eur", token="r")
+    cluster.submit(spec("fill", gpus=56), qos="low-eur", token="fill")
+    pending = cluster.submit(spec("p"), qos="low-eur", token="p")
+    proved = cluster.cancel_if_pending([running, pending], read_back=False)
+    assert set(proved) == {pending}
+    assert (proved[pending].phase, proved[pending].state) == (Phase.GONE, "CANCELLED")
+    assert cluster.observe([running])[running].phase is Phase.STARTED
+
+
 def test_the_controller_deadline_drops_a_job_still_pending() -> None:
     """A pending job past its sbatch --deadline ends DEADLINE without starting, as slurmctld would drop it."""
     cluster = SimCluster(SimClock(), gpus=8)

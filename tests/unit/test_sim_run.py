@@ -49,13 +49,23 @@ def test_with_caps_that_never_expire_the_ladder_equals_static() -> None:
     assert ladder.gcp_gpu_hours == 0
 
 
-@pytest.mark.parametrize("strategy", ROUTED)
+@pytest.mark.parametrize("strategy", [s for s in ROUTED if s != "reason-aware"])
 def test_with_tiny_caps_every_job_that_cannot_start_at_once_goes_to_gcp(strategy: str) -> None:
     """With 1 ms caps the two jobs under high-eur's cap run at once and the two over it go to GCP."""
     result = simulate(burst(4), strategy, TINY)
     assert [o.lane for o in result.outcomes] == ["fellows", "fellows", "gcp", "gcp"]
     assert [o.start_seconds for o in result.outcomes[:2]] == [0.0, 0.0]
     assert all(o.qos == "high-eur" for o in result.outcomes[:2])
+
+
+def test_with_tiny_caps_reason_aware_moves_the_jobs_over_my_cap_in_their_first_tick() -> None:
+    """With 1 ms caps, reason-aware leaves high-eur at the first look at the two jobs over my cap, the cancel is
+    proved in that tick (as the SLURM port proves it), and they start on normal-eur while its window is open."""
+    result = simulate(burst(4), "reason-aware", TINY)
+    assert [o.lane for o in result.outcomes] == ["fellows"] * 4
+    assert [o.qos for o in result.outcomes] == ["high-eur", "high-eur", "normal-eur", "normal-eur"]
+    assert [o.start_seconds for o in result.outcomes] == [0.0, 0.0, 0.0, 0.0]
+    assert result.gcp_gpu_hours == 0
 
 
 def test_tiny_caps_on_a_busy_cluster_send_every_blocked_job_to_gcp() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from fellows_fsm.core import lifecycle, looks, machine
+from fellows_fsm.core import lifecycle, looks, machine, policy
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
 from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
@@ -160,8 +160,8 @@ class Dispatch:
 
     @property
     def calibrating(self) -> bool:
-        """On its last rung under ``calibrated`` (whose chance moves with time, not only with looks)?"""
-        return self.park_early == "calibrated" and self.rung_index == len(self.ladder.rungs) - 1
+        """On a rung its ``park_early`` decides on the history (whose chance moves with time, not only with looks)?"""
+        return policy.calibrates(self.park_early, last_rung=self.rung_index == len(self.ladder.rungs) - 1)
 
     def token(self) -> str:
         """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from fellows_fsm.core.effects import Attach, CancelJobs, HandOff
 from fellows_fsm.core.ladder import Rung
-from fellows_fsm.core.policy import park_early_reason
+from fellows_fsm.core.policy import CALIBRATED, park_early_reason
 from fellows_fsm.core.vocab import Outcome, State, Trigger
 from fellows_fsm.scheduler import Phase, ReasonGroup
 
@@ -94,7 +94,7 @@ def early_park_reason(d: Dispatch) -> str | None:
     if d.park_early == "off":
         return None
     last = d.rung_index == len(d.ladder.rungs) - 1
-    if last and not d.park_early_last_rung and d.park_early != "calibrated":
+    if last and not d.park_early_last_rung and d.park_early not in CALIBRATED:
         return None
     obs = d.look
     if obs is not None and obs.qos is not None and obs.qos != d.rung.qos:
@@ -108,6 +108,7 @@ def early_park_reason(d: Dispatch) -> str | None:
         history=d.cluster_history,
         gpus=d.spec.gpus,
         now=d.now,
+        ladder_end=d.deadline + sum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :]),
     )
 
 
@@ -205,7 +206,7 @@ def job_gone(d: Dispatch) -> bool:
 
 # Guards that read the clock: when each may change its answer with nothing else new (the dispatch's wake time).
 rung_expired.until = lambda d: d.deadline  # type: ignore[attr-defined]
-cannot_start_in_window.until = lambda d: d.now if d.park_early == "calibrated" and d.calibrating else math.inf  # type: ignore[attr-defined]
+cannot_start_in_window.until = lambda d: d.now if d.calibrating else math.inf  # type: ignore[attr-defined]
 # Guards that are the tick's budget: a row refused only by one of them waits for a tick with room.
 may_change_rung.budget = may_leave_rung.budget = True  # type: ignore[attr-defined]
 

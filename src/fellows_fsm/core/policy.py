@@ -18,25 +18,47 @@ import attrs
 from fellows_fsm.scheduler import History, Observation, Phase, ReasonGroup
 
 __all__ = [
+    "CALIBRATED",
+    "CALIBRATED_EARLIER_HORIZON",
     "CALIBRATED_LEAVE_BELOW",
+    "CALIBRATED_LEAVE_EARLIER_BELOW",
+    "CALIBRATED_LEAVE_LAST_BELOW",
     "CALIBRATED_MIN_HISTORY",
     "DEFAULT_PARK_EARLY",
     "DEFAULT_PARK_EARLY_LAST_RUNG",
     "PARK_EARLY_POLICIES",
     "StartChance",
+    "calibrates",
     "park_early_reason",
     "start_chance",
 ]
 
-PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated")
+PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated", "calibrated-last")
 """off: wait out every window. own-cap: leave at once while the user's own per-QoS cap holds the job back.
-estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and the last rung
-is left for the paid lane when the cluster's own history says the job is unlikely to start there in time."""
+estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and any rung is left
+(the last one for the paid lane) when the cluster's own history says the job is unlikely to start there within
+the rung's window. calibrated-last: the same, on the last rung only (own-cap on the others; issue 21's policy)."""
+CALIBRATED = ("calibrated", "calibrated-last")
+"""The policies that read the cluster's history."""
 CALIBRATED_MIN_HISTORY = 20
 """With fewer finished jobs in the history, ``calibrated`` behaves exactly as ``own-cap``."""
 CALIBRATED_LEAVE_BELOW = 0.05
-"""``calibrated`` leaves the last rung when the chance of starting on it within the window is below this (a chance
-exactly at it keeps the job waiting)."""
+"""``calibrated-last`` leaves the last rung (for the paid lane) when the chance of starting on it within its window
+is below this (a chance exactly at it keeps the job waiting)."""
+CALIBRATED_LEAVE_LAST_BELOW = 0.02
+"""``calibrated``'s threshold on the last rung (the only rung whose early leave pays): the largest of those tried
+(0.05, 0.02) that sent no more GPU-hours to GCP than own-cap on any of five seeds of the synthetic workload
+(docs/benchmarks.md, issue 28)."""
+CALIBRATED_LEAVE_EARLIER_BELOW = 0.001
+"""``calibrated`` leaves an earlier rung when the chance of starting on it before the ladder's end is below this:
+the walk down is hurried only for a job the paid lane is all but sure to take. Leaving an earlier rung pays nothing
+by itself (the rest of its window carries to the next rung) but gives up its priority, which cost GPU-hours at
+0.05 and 0.01 (docs/benchmarks.md, issue 28)."""
+CALIBRATED_EARLIER_HORIZON = "ladder"
+"""What ``calibrated`` asks on an earlier rung: "ladder", the chance of a start on this rung (its priority, the
+best the rest of the ladder offers) before the ladder's end, so the job walks down early only when the paid lane
+is the likely end anyway; "rung", the chance within this rung's own window (issue 28's first cut, which gave up
+high-eur's priority for jobs the free cluster would have started later: kept for the benchmark's comparison)."""
 DEFAULT_PARK_EARLY = "own-cap"
 """The default, chosen from the sweep in docs/benchmarks.md (section "park_early"): with time limits 2x or 10x the
 durations, leaving contended rungs on SLURM's (too late) estimates lost free-cluster share against own-cap."""
@@ -46,6 +68,20 @@ late, and on workloads whose limits exceed the durations, leaving the last rung 
 free cluster would have started (the sweep in docs/benchmarks.md). Nor did a margin past the window's end (fixed,
 or a fraction of the job's time limit) meet both targets: one small enough for the median with exact limits still
 sent such jobs to GCP with 10x limits, one large enough to keep them left the median near own-cap's."""
+
+
+def calibrates(policy: str, *, last_rung: bool) -> bool:
+    """Does ``policy`` decide this rung on the cluster's history (any rung under calibrated, the last under
+    calibrated-last)?"""
+    return policy == "calibrated" or (policy == "calibrated-last" and last_rung)
+
+
+def leave_below(policy: str, *, last_rung: bool) -> float:
+    """The chance below which ``policy`` leaves this rung: calibrated's own thresholds on its earlier rungs and on
+    its last (CALIBRATED_LEAVE_EARLIER_BELOW, CALIBRATED_LEAVE_LAST_BELOW), calibrated-last's on its last."""
+    if policy != "calibrated":
+        return CALIBRATED_LEAVE_BELOW
+    return CALIBRATED_LEAVE_LAST_BELOW if last_rung else CALIBRATED_LEAVE_EARLIER_BELOW
 
 
 def _clock(at: float, other: float) -> str:
@@ -66,14 +102,19 @@ class StartChance:
     median_ratio: float
     """The history's median elapsed/limit."""
     all_users: bool
+    window_seconds: float = 0.0
+    """What was left of the rung's window (or of the ladder) when the chance was worked out."""
+    horizon: str = ""
+    """Whose end ``window_seconds`` runs to, as the note says it ("" the rung's window)."""
 
     @property
     def note(self) -> str:
         """The figures, as history shows them."""
         whose = "" if self.all_users else " (yours only: no other user's job was visible)"
         return (
+            f"{round(100 * self.probability)} % chance of a start within {_span(self.window_seconds)}{self.horizon}: "
             f"{self.in_the_way} jobs in the way; history: {self.history_jobs} jobs{whose}, median elapsed/limit "
-            f"{self.median_ratio:.2f}; start within the window: {round(100 * self.probability)} %"
+            f"{self.median_ratio:.2f}"
         )
 
 
@@ -90,6 +131,14 @@ def _ends_by(ratios: tuple[float, ...], started: float, limit: float, seen_at: f
         return 0.0
     ended = bisect.bisect_right(ratios, (by - started) / limit) - bisect.bisect_right(ratios, ran)
     return ended / left
+
+
+def _span(seconds: float) -> str:
+    """A short duration, as a note shows it: ``4m 10s``, ``2h 5m``, ``40s``."""
+    s = max(0, round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
 
 
 def start_chance(
@@ -131,7 +180,9 @@ def start_chance(
                 freed[k] -= moved
                 freed[up] += moved
         probability = math.fsum(freed[need:])
-    return StartChance(probability, len(in_way), len(ratios), median(ratios), history.all_users)
+    return StartChance(
+        probability, len(in_way), len(ratios), median(ratios), history.all_users, max(0.0, window_end - now)
+    )
 
 
 def park_early_reason(
@@ -144,17 +195,21 @@ def park_early_reason(
     history: History | None = None,
     gpus: int = 0,
     now: float = 0.0,
+    ladder_end: float | None = None,
 ) -> str | None:
     """Why the job should leave its rung now, before ``window_end``; None to wait (the cap still decides).
 
     ``observation`` is the fresh look at the job on this rung; ``last_rung``: leaving it hands the job to the paid
     lane. Whether the last rung is left early at all is the caller's choice (``[fellows] park_early_last_rung``,
-    ``last_rung_too``), except for ``calibrated``, which is called on the last rung whatever that choice.
+    ``last_rung_too``), except for the calibrated ones, which are called on the last rung whatever that choice.
 
-    calibrated: on the last rung, with a job pending on contention (Resources, Priority) and a history that can
-    say (start_chance), the job leaves when its chance of starting within the window is below
-    CALIBRATED_LEAVE_BELOW, and waits otherwise; without such a history it is exactly own-cap. Every other rung
-    is own-cap's. ``history``, ``gpus`` (the job's) and ``now`` are read only by calibrated.
+    calibrated: on any rung, with a job pending on contention (Resources, Priority) and a history that can say
+    (start_chance), the job leaves when its chance of starting is below CALIBRATED_LEAVE_LAST_BELOW within the last
+    rung's window, below CALIBRATED_LEAVE_EARLIER_BELOW on an earlier rung before ``ladder_end`` (the last rung's
+    window end; CALIBRATED_EARLIER_HORIZON), and waits otherwise; without such a history it is exactly own-cap (the
+    user's own cap leaves a rung at once, never the last). calibrated-last: the last rung only, below
+    CALIBRATED_LEAVE_BELOW, own-cap's on the others (issue 21's policy). ``history``, ``gpus`` (the job's),
+    ``now`` and ``ladder_end`` are read only by these two.
 
     estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
     no estimate to a job its QoS's per-user limit holds back, even when the jobs in the way have time limits: N/A
@@ -170,13 +225,17 @@ def park_early_reason(
         return None  # someone's decision: never walked away from
     where = "the paid lane" if last_rung else "the next rung"
     own_cap = group is ReasonGroup.OWN_CAP
-    if policy == "calibrated":
-        if last_rung and group is ReasonGroup.CONTENTION:
+    if policy in CALIBRATED:
+        if (last_rung or policy == "calibrated") and group is ReasonGroup.CONTENTION:
+            whole = not last_rung and ladder_end is not None and CALIBRATED_EARLIER_HORIZON == "ladder"
+            end = ladder_end if whole and ladder_end is not None else window_end
             chance = start_chance(
-                history, gpus=gpus, now=now, window_end=window_end, job_id=observation.job_id, qos=observation.qos
+                history, gpus=gpus, now=now, window_end=end, job_id=observation.job_id, qos=observation.qos
             )
+            if chance is not None and whole:
+                chance = attrs.evolve(chance, horizon=" (to the ladder's end, on this rung)")
             if chance is not None:
-                if chance.probability < CALIBRATED_LEAVE_BELOW:
+                if chance.probability < leave_below(policy, last_rung=last_rung):
                     return f"{chance.note}; leaving for {where}"
                 return None
         if last_rung and not last_rung_too:

@@ -106,14 +106,20 @@ class SimCluster:
         return self._read(job_ids)
 
     def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
-        """Cancel the jobs that are still pending (a running job is left running), then read them back."""
+        """Cancel the jobs that are still pending (a running job is left running), then read them back.
+
+        Without ``read_back`` the result is what the SLURM port's cancel itself proves (slurm/port.py:
+        ``SlurmScheduler.cancel_if_pending``): each job that was pending and is cancelled is GONE, so its dispatch
+        moves on in the same tick; a job that had started (or ended) is left out, for the next observe."""
         self.calls["cancel_if_pending"] += 1
+        proved: dict[str, Observation] = {}
         for job_id in job_ids:
             job = self._pending.pop(job_id, None)
             if job is not None:
                 job.state, job.reason = "CANCELLED", None
+                proved[job_id] = Observation(job_id, Phase.GONE, state="CANCELLED")
         self.schedule()
-        return self._read(job_ids) if read_back else {}
+        return self._read(job_ids) if read_back else proved
 
     def change_qos(self, job_id: str, qos: str) -> bool:
         """Move a pending job to ``qos`` keeping its id, like ``scontrol update``; False once it is not pending."""

@@ -32,12 +32,18 @@ STRATEGIES = (
     "ladder",
     "reason-aware",
     "predictive",
+    "calibrated-last",
     "calibrated",
     "oracle",
     "oracle-prefer",
 )
 """The strategies, in the order tables list them."""
-PARK_EARLY = {"reason-aware": "own-cap", "predictive": "estimate", "calibrated": "calibrated"}
+PARK_EARLY = {
+    "reason-aware": "own-cap",
+    "predictive": "estimate",
+    "calibrated-last": "calibrated-last",
+    "calibrated": "calibrated",
+}
 """The product's ``[fellows] park_early`` policy each strategy plays (every other router strategy: "off")."""
 ORACLES = ("oracle", "oracle-prefer")
 DEFAULT_STRATEGIES = ("static", "single-timeout", "ladder", "reason-aware", "predictive", "oracle")
@@ -81,8 +87,9 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     static: a ladder of just the first QoS, one cap, then GCP (today's behaviour). single-timeout: the
     same rung with the whole ladder's worst case as its one cap (Nextflow's maxSubmitAwait with that
     budget). ladder, reason-aware, predictive, the oracles: the full ladder with the cap on every rung;
-    reason-aware, predictive and calibrated are the ladder with ``park_early`` "own-cap", "estimate" and
-    "calibrated" (PARK_EARLY; calibrated reads the simulated cluster's history through the real router).
+    reason-aware, predictive, calibrated-last and calibrated are the ladder with ``park_early`` "own-cap",
+    "estimate", "calibrated-last" (the last rung on the history) and "calibrated" (every rung) (PARK_EARLY; both
+    read the simulated cluster's history through the real router).
     """
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")

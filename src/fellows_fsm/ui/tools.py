@@ -17,6 +17,7 @@ from fellows_fsm import sim, statefs
 from fellows_fsm.config import Config, FellowsConfig, Ladder, Rung, config_warnings
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.dispatch_history import history_entries
+from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui.app import (
@@ -197,14 +198,22 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 # --------------------------------------------------------------------------- simulate
 @main.command(short_help="What-if: strategies and park caps on a simulated cluster.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), help="JSON-lines trace.")
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the built-in synthetic workload.")
+@click.option(
+    "--workload",
+    type=click.Choice(WORKLOADS),
+    default="synthetic",
+    show_default=True,
+    help="Built-in workload without --trace: synthetic, or real-graham (drawn from Graham's 2021 GPU jobs).",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the built-in workload.")
 @click.option("--hours", type=float, default=48.0, show_default=True, help="Length of the synthetic workload.")
 @click.option(
     "--strategies",
     default=",".join(sim.DEFAULT_STRATEGIES),
     show_default=True,
     help="Comma list of static, single-timeout, ladder, reason-aware (park_early own-cap), predictive "
-    "(park_early estimate), calibrated (park_early calibrated), oracle, oracle-prefer.",
+    "(park_early estimate), calibrated-last (park_early calibrated-last), calibrated (park_early calibrated), "
+    "oracle, oracle-prefer.",
 )
 @click.option("--park-caps", default="60,300,600", show_default=True, help="Comma list of park caps (seconds).")
 @click.option("--gpus", type=int, default=64, show_default=True, help="GPUs in the simulated cluster.")
@@ -220,6 +229,7 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 def simulate(
     *,
     trace_path: Path | None,
+    workload: str,
     seed: int,
     hours: float,
     strategies: str,
@@ -232,11 +242,13 @@ def simulate(
 ) -> None:
     """Replay a workload through the real router on a simulated cluster, for each strategy and park cap.
 
-    Without --trace it uses the built-in synthetic workload (seeded). Output: free-cluster share of your
+    Without --trace it uses a built-in workload (seeded): synthetic, or real-graham. Output: free-cluster share of your
     GPU-hours, p50/p95 time to start, GPU-hours sent to GCP and rung changes.
     """
     if trace_path is not None:
         trace = sim.load_trace(trace_path)
+    elif workload == "real-graham":
+        trace = real_trace(seed=seed, hours=hours, gpus=gpus)
     else:
         trace = sim.synthetic_trace(seed=seed, hours=hours, gpus=gpus)
     params = sim.SimParams(
