@@ -115,6 +115,33 @@ def _ran(jobs: list[QueueRow]) -> list[QueueRow]:
     return [j for j in jobs if j.ever_ran]
 
 
+def _submit_killed(
+    slurm: Cluster, tmp_path: Path, config: Path, kill_at: int, script: str = KILLING_SBATCH
+) -> subprocess.Popen[str]:
+    """A `submit --detach` behind a killing sbatch, once that sbatch has killed the driver (the submit left running)."""
+    env = _killing_path(tmp_path, kill_at, script)
+    submit = start_cli(config, *submit_args(slurm, "--detach"), env=env)
+    _wait_killed(slurm, tmp_path)
+    return submit
+
+
+def _land_late(slurm: Cluster, tmp_path: Path, config: Path) -> tuple[subprocess.Popen[str], str]:
+    """The driver killed in its first sbatch; the next one queues the rung again; then the first request lands."""
+    submit = _submit_killed(slurm, tmp_path, config, 1, LATE_SBATCH)
+    dispatch_id = _only_dispatch(tmp_path)
+    _restart(config)
+
+    def journaled_job() -> bool:
+        with read_journal(tmp_path) as j:
+            return bool(j.jobs(dispatch_id))
+
+    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
+    (tmp_path / "bin" / "go").touch()
+    late = tmp_path / "bin" / "late"
+    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    return submit, dispatch_id
+
+
 # ----------------------------------------------------------------- case 3: killed between sbatch and the journal
 @pytest.mark.parametrize("kill_at", [1, 2], ids=["first-sbatch-high-eur", "resubmit-normal-eur"])
 def test_a_driver_killed_between_sbatchs_answer_and_its_journal_write_runs_the_job_once(
@@ -124,9 +151,7 @@ def test_a_driver_killed_between_sbatchs_answer_and_its_journal_write_runs_the_j
     that job by its token, the dispatch never has two live jobs, and exactly one job runs; no paid handoff."""
     slurm.occupy("high-eur", 8, count=2)
     config = ledger_config(tmp_path, cap=CAP, poll=POLL)
-    env = _killing_path(tmp_path, kill_at)
-    submit = start_cli(config, *submit_args(slurm, "--detach"), env=env)
-    _wait_killed(slurm, tmp_path)
+    submit = _submit_killed(slurm, tmp_path, config, kill_at)
     submit.communicate(timeout=90)
     dispatch_id = _only_dispatch(tmp_path)
     (tmp_path / "bin" / "kill-at").write_text("0")  # the next driver's sbatch is the real one, unharmed
@@ -149,21 +174,8 @@ def test_a_job_that_lands_after_recovery_looked_its_token_up_is_cancelled_and_on
     cancelled while pending, the dispatch walks on and exactly one job runs; no paid handoff."""
     slurm.occupy("high-eur", 8, count=2)
     config = ledger_config(tmp_path, cap=CAP, poll=POLL)
-    env = _killing_path(tmp_path, 1, LATE_SBATCH)
-    submit = start_cli(config, *submit_args(slurm, "--detach"), env=env)
-    _wait_killed(slurm, tmp_path)
-    dispatch_id = _only_dispatch(tmp_path)
-    _restart(config)
-
-    def journaled_job() -> bool:
-        with read_journal(tmp_path) as j:
-            return bool(j.jobs(dispatch_id))
-
-    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
-    (tmp_path / "bin" / "go").touch()
-    late = tmp_path / "bin" / "late"
-    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
-    stray = late.read_text().strip().split(";")[0]
+    submit, dispatch_id = _land_late(slurm, tmp_path, config)
+    stray = (tmp_path / "bin" / "late").read_text().strip().split(";")[0]
     assert slurm.row(stray).comment == f"fsm-{dispatch_id}-r0"
     submit.communicate(timeout=90)
     row = final_row(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
@@ -180,20 +192,7 @@ def test_cancel_reaches_every_job_carrying_the_dispatchs_token(slurm: Cluster, t
     before it walks: `cancel` scancels both jobs, and none of its jobs is left pending or running."""
     slurm.occupy("high-eur", 8, count=2)
     config = ledger_config(tmp_path, cap=60.0, poll=POLL)
-    env = _killing_path(tmp_path, 1, LATE_SBATCH)
-    submit = start_cli(config, *submit_args(slurm, "--detach"), env=env)
-    _wait_killed(slurm, tmp_path)
-    dispatch_id = _only_dispatch(tmp_path)
-    _restart(config)
-
-    def journaled_job() -> bool:
-        with read_journal(tmp_path) as j:
-            return bool(j.jobs(dispatch_id))
-
-    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
-    (tmp_path / "bin" / "go").touch()
-    late = tmp_path / "bin" / "late"
-    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    submit, dispatch_id = _land_late(slurm, tmp_path, config)
     submit.communicate(timeout=90)
     cancel = cli(config, "cancel", dispatch_id)
     assert cancel.returncode == 0, cancel.stderr
