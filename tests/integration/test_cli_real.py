@@ -6,54 +6,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .cli_harness import FELLOWS_FSM, cli, ledger_config, start_cli, submit_args
 from .conftest import Cluster, QueueRow
 
 pytestmark = pytest.mark.slurm
 
-# The console script of the venv running the tests (.venv on the host, .venv-24.11 in the Debian 13 root).
-FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 CAP = 3.0
 
 
 def _config(tmp_path: Path, cap: float = CAP) -> Path:
     """A config with short park caps, a quick poll, and a gcp lane that only writes a ledger."""
-    code = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
-    command = json.dumps([sys.executable, "-c", code, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
-    path = tmp_path / "fellows.toml"
-    path.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n\n'
-        # The plain ladder (park_early off): these tests wait on a capped high-eur on purpose.
-        f'[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\npark_early = "off"\n\n'
-        f"[lanes.gcp]\ncommand = {command}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def _cli(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run fellows-fsm with ``config`` (SLURM_CONF comes from the session fixture's environment)."""
-    return subprocess.run(
-        [str(FELLOWS_FSM), "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    # The plain ladder (park_early off): these tests wait on a capped high-eur on purpose.
+    return ledger_config(tmp_path, cap=cap, poll=0.5)
 
 
 def _json(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
     return json.loads(result.stdout)
-
-
-def _submit_args(slurm: Cluster, *flags: str, seconds: int = 300) -> list[str]:
-    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(seconds), "--", *slurm.job_args()]
 
 
 def _jobs(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
@@ -66,7 +40,7 @@ def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Pa
     """With 16 high-eur GPUs of the user running, submit parks on QOSMaxGRESPerUser and runs on normal-eur."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    out = _json(_cli(config, *_submit_args(slurm, "--json")))
+    out = _json(cli(config, *submit_args(slurm, "--json"), timeout=60))
 
     assert (out["state"], out["lane"], out["qos"]) == ("RUNNING", "fellows", "normal-eur")
     jobs = _jobs(slurm, out["dispatch_id"])
@@ -76,7 +50,7 @@ def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Pa
     ]
     assert jobs[1].job_id == out["slurm_job_id"]
 
-    history = _json(_cli(config, "history", out["dispatch_id"], "--json"))
+    history = _json(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
     assert [(h["trigger"], h["to"]) for h in history] == [
         ("submit", "SUBMITTED(high-eur)"),
         ("park", "PARKED"),
@@ -94,16 +68,16 @@ def test_detached_dispatch_is_driven_by_watch(slurm: Cluster, tmp_path: Path) ->
     and watch follows it until it runs. (On the empty cluster the driver may already have started it by the time
     status reads it: the state is SUBMITTED or RUNNING, where it was SUBMITTED until watch drove it.)"""
     config = _config(tmp_path)
-    detached = _cli(config, *_submit_args(slurm, "--detach"))
+    detached = cli(config, *submit_args(slurm, "--detach"), timeout=60)
     assert detached.returncode == 0, detached.stderr
     dispatch_id = detached.stdout.strip()
-    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert row["state"] in ("SUBMITTED(high-eur)", "RUNNING")
     assert row["slurm_job_id"] is not None
 
-    watched = _cli(config, "watch", "--json")
+    watched = cli(config, "watch", "--json", timeout=60)
     assert watched.returncode == 0, watched.stderr
-    [done] = _json(_cli(config, "status", dispatch_id, "--json"))
+    [done] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "high-eur")
     assert slurm.row(done["slurm_job_id"]).state == "RUNNING"
 
@@ -112,13 +86,12 @@ def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Pa
     """A submit killed (SIGKILL) while parked on high-eur leaves a journal that watch finishes, one job running."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path, cap=4.0)
-    argv = [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--json")]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_cli(config, *submit_args(slurm, "--json"))
     try:
         rows: list[dict[str, Any]] = []
 
         def pending_on_high_eur() -> bool:
-            result = _cli(config, "status", "--json")
+            result = cli(config, "status", "--json", timeout=60)
             rows[:] = json.loads(result.stdout) if result.returncode == 0 else []
             return bool(rows) and rows[0]["slurm_job_id"] is not None
 
@@ -129,7 +102,7 @@ def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Pa
     dispatch_id = rows[0]["dispatch_id"]
     assert rows[0]["state"] == "SUBMITTED(high-eur)"
 
-    [done] = _json(_cli(config, "watch", "--json"))
+    [done] = _json(cli(config, "watch", "--json", timeout=60))
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "normal-eur")
     live = [j for j in _jobs(slurm, dispatch_id) if j.state in ("PENDING", "RUNNING")]
     assert [(j.qos, j.state) for j in live] == [("normal-eur", "RUNNING")]
@@ -139,23 +112,23 @@ def test_cancel_withdraws_a_pending_dispatch(slurm: Cluster, tmp_path: Path) -> 
     """cancel scancels the pinned, pending job on the cluster and marks the dispatch withdrawn."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    detached = _cli(config, *_submit_args(slurm, "--detach", "--pin", "fellows"))
+    detached = cli(config, *submit_args(slurm, "--detach", "--pin", "fellows"), timeout=60)
     assert detached.returncode == 0, detached.stderr
     dispatch_id = detached.stdout.strip()
-    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
     job_id = row["slurm_job_id"]
     slurm.wait_for(lambda: slurm.row(job_id).reason == "QOSMaxGRESPerUser", "the job to pend on its cap")
 
-    cancelled = _cli(config, "cancel", dispatch_id)
+    cancelled = cli(config, "cancel", dispatch_id, timeout=60)
     assert cancelled.returncode == 0, cancelled.stderr
     slurm.wait_for(lambda: slurm.row(job_id).state == "CANCELLED", f"job {job_id} to be cancelled")
-    [row] = _json(_cli(config, "status", dispatch_id, "--json"))
+    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert (row["state"], row["final"], row["outcome"]) == ("WITHDRAWN", True, "withdrawn")
 
 
 def test_ladder_reads_the_real_grants(slurm: Cluster, tmp_path: Path) -> None:
     """ladder --json shows the dev cluster's QoS limits and skips rungs a 32-GPU job can never fit."""
-    out = _json(_cli(_config(tmp_path), "ladder", "--json", "--gpus", "32"))
+    out = _json(cli(_config(tmp_path), "ladder", "--json", "--gpus", "32", timeout=60))
     rungs = {r["qos"]: r for r in out["ladder"]}
     assert rungs["high-eur"]["max_gpus_per_user"] == 16
     assert not rungs["high-eur"]["usable"]
@@ -206,18 +179,18 @@ def test_submit_refuses_an_ungranted_qos_with_nothing_queued(
     """A ladder naming a QoS the cluster has but does not grant exits 3 naming it; no job reaches the queue."""
     config = _with_fellows(_config(tmp_path), f"qos_ladder = ['normal-eur', '{ungranted_qos}']")
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(_cli(config, *_submit_args(slurm)), 3)
+    line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert f"'{ungranted_qos}'" in line
     assert "not granted" in line
     assert {r.job_id for r in slurm.queue()} == before
-    assert _json(_cli(config, "status", "--json")) == []
+    assert _json(cli(config, "status", "--json", timeout=60)) == []
 
 
 def test_submit_refuses_an_unknown_qos_with_nothing_queued(slurm: Cluster, tmp_path: Path) -> None:
     """A ladder naming a QoS the cluster does not have exits 3 naming it; no job reaches the queue."""
     config = _with_fellows(_config(tmp_path), "qos_ladder = ['normal-eur', 'no-such-eur']")
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(_cli(config, *_submit_args(slurm)), 3)
+    line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert "'no-such-eur'" in line
     assert "does not exist" in line
     assert {r.job_id for r in slurm.queue()} == before
@@ -227,12 +200,12 @@ def test_a_job_over_high_eur_max_wall_never_waits_on_high_eur(slurm: Cluster, tm
     """--time 8 days is over high-eur's and normal-eur's MaxWall (7 days): the job is queued on low-eur only."""
     config = _config(tmp_path)
     args = ["submit", "--json", "--gpus", "8", "--time", "8-00:00:00", slurm.script(300), "--", *slurm.job_args()]
-    result = _cli(config, *args)
+    result = cli(config, *args, timeout=60)
     out = _json(result)
     assert (out["state"], out["qos"]) == ("RUNNING", "low-eur")
     assert [(j.qos, j.state) for j in _jobs(slurm, out["dispatch_id"])] == [("low-eur", "RUNNING")]
     assert "skipping high-eur" in result.stderr
-    history = _json(_cli(config, "history", out["dispatch_id"], "--json"))
+    history = _json(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
     assert [(h["trigger"], h["to"]) for h in history] == [("submit", "SUBMITTED(low-eur)"), ("start", "RUNNING")]
     assert "skipping high-eur: the job's --time 8-00:00:00 is over its MaxWall 7-00:00:00" in history[0]["note"]
 
@@ -242,7 +215,7 @@ def test_a_job_no_rung_can_start_is_refused_before_the_paid_lane(slurm: Cluster,
     config = _config(tmp_path)
     before = {r.job_id for r in slurm.queue()}
     args = ["submit", "--gpus", "8", "--time", "20-00:00:00", slurm.script(300), "--", *slurm.job_args()]
-    line = _one_error(_cli(config, *args), 5)
+    line = _one_error(cli(config, *args, timeout=60), 5)
     assert "no rung" in line
     assert {r.job_id for r in slurm.queue()} == before
     assert not (tmp_path / "gcp.ledger").exists()
@@ -252,7 +225,7 @@ def test_pinned_submit_returns_with_the_pending_job(slurm: Cluster, tmp_path: Pa
     """With high-eur's cap full, submit --pin fellows returns at once with the job PENDING on high-eur."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    out = _json(_cli(config, *_submit_args(slurm, "--pin", "fellows", "--json"), timeout=30))
+    out = _json(cli(config, *submit_args(slurm, "--pin", "fellows", "--json"), timeout=30))
     assert (out["state"], out["qos"], out["final"]) == ("SUBMITTED(high-eur)", "high-eur", False)
     assert slurm.row(out["slurm_job_id"]).state == "PENDING"
 
@@ -261,6 +234,6 @@ def test_owned_sbatch_option_is_refused_on_the_real_cluster(slurm: Cluster, tmp_
     """-- --qos=low-eur exits 2 naming the option; nothing reaches the queue."""
     config = _config(tmp_path)
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(_cli(config, *_submit_args(slurm), "--qos=low-eur"), 2)
+    line = _one_error(cli(config, *submit_args(slurm), "--qos=low-eur", timeout=60), 2)
     assert "'--qos=low-eur'" in line
     assert {r.job_id for r in slurm.queue()} == before

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.journal import Journal
 from fellows_fsm.scheduler import Phase
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 from fellows_fsm.slurm.transport import SshTransport
 
+from .cli_harness import FELLOWS_FSM, check_settled, cli, submit_args
 from .conftest import RUNTIME, Cluster
-from .settled import assert_settled, ledger
-from .test_faults_real import FELLOWS_FSM, cli_config, submit_argv
+from .settled import ledger
+from .test_faults_real import cli_config
 from .test_ssh_real import HOST, Remote, remote, sshd
 
 pytestmark = pytest.mark.slurm
@@ -39,32 +39,13 @@ BEHIND = "Etc/GMT+8"
 """A time zone eight hours behind the cluster's (UTC here): POSIX's sign is inverted, so GMT+8 is UTC-8."""
 
 
-def _cli(
-    config: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """fellows-fsm as a user runs it, with this environment and working directory."""
-    return subprocess.run(
-        [str(FELLOWS_FSM), "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-        cwd=cwd,
-    )
-
-
-def _journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
-
-
 @pytest.fixture
 def stop_drivers(tmp_path: Path) -> Iterator[None]:
     """Stop the background driver a test's commands started (its dispatches stay journaled)."""
     yield
     config = tmp_path / "fellows.toml"
     if config.exists() and (tmp_path / "state" / "journal.sqlite3").exists():
-        _cli(config, "driver", "stop", timeout=60)
+        cli(config, "driver", "stop", timeout=60)
 
 
 def _scontrol_job(job_id: str) -> dict[str, str]:
@@ -80,8 +61,7 @@ def _runs_once(slurm: Cluster, tmp_path: Path, dispatch_id: str, job_id: str) ->
     """The dispatch's job runs (the queue is free), it is its only job, and nothing was handed to GCP."""
     slurm.wait_for(lambda: slurm.row(job_id).state == "RUNNING", f"job {job_id} to run", timeout=30)
     assert ledger(tmp_path) == []
-    with closing(_journal(tmp_path)) as journal:
-        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    check_settled(slurm, tmp_path, [dispatch_id])
 
 
 def _utc_epoch(text: str) -> float:
@@ -107,7 +87,7 @@ def test_sbatch_and_slurm_variables_of_the_users_shell_never_reach_sbatch(
     job runs on high-eur with the 8 GPUs and 10 minutes it was given, and nothing is handed to GCP."""
     config = cli_config(tmp_path)
     env = {**os.environ, **HOSTILE_ENV}
-    done = _cli(config, "submit", "--json", *submit_argv(slurm)[1:], env=env)
+    done = cli(config, "submit", "--json", *submit_args(slurm)[1:], env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert (answer["state"], answer["qos"]) == ("RUNNING", "high-eur"), answer
@@ -116,8 +96,7 @@ def test_sbatch_and_slurm_variables_of_the_users_shell_never_reach_sbatch(
     assert "gpu:8" in job.get("TresPerNode", job.get("Gres", "")), job
     assert job["Comment"].startswith(f"fsm-{answer['dispatch_id']}-r")
     assert ledger(tmp_path) == []
-    with closing(_journal(tmp_path)) as journal:
-        assert_settled(slurm, journal, tmp_path, [answer["dispatch_id"]])
+    check_settled(slurm, tmp_path, [answer["dispatch_id"]])
 
 
 # --------------------------------------------------------------------------- 7: a row that is not UTF-8
@@ -125,7 +104,7 @@ def test_a_row_that_is_not_utf8_refuses_submit_as_status_does(slurm: Cluster, tm
     """A dispatch row whose label is not valid UTF-8: status exits 7, and so does submit --detach, queueing
     nothing and leaving the file as it was."""
     config = cli_config(tmp_path)
-    first = _cli(config, "submit", "--json", "--pin", "gcp", slurm.script(1))
+    first = cli(config, "submit", "--json", "--pin", "gcp", slurm.script(1), timeout=120)
     assert first.returncode == 0, first.stderr
     path = tmp_path / "state" / "journal.sqlite3"
     with closing(sqlite3.connect(path)) as db:
@@ -133,12 +112,12 @@ def test_a_row_that_is_not_utf8_refuses_submit_as_status_does(slurm: Cluster, tm
         db.commit()
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"  # SQLite itself sees nothing wrong
-    status = _cli(config, "status")
+    status = cli(config, "status", timeout=120)
     assert status.returncode == 7, status.stderr
     assert len(status.stderr.strip().splitlines()) == 1
     kept = path.read_bytes()
     before = {r.job_id for r in slurm.queue()}
-    result = _cli(config, *submit_argv(slurm, "--detach"))
+    result = cli(config, *submit_args(slurm, "--detach"), timeout=120)
     assert result.returncode == 7, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "unreadable or damaged" in result.stderr
@@ -161,7 +140,7 @@ def test_a_router_in_another_zone_sets_the_deadline_the_cluster_means_here(
     Deadline is its window's end plus its time limit, read in the cluster's own zone."""
     config = _deadline_config(tmp_path, cli_config(tmp_path, "base.toml", cap=30).read_text())
     t0 = time.time()
-    done = _cli(config, *submit_argv(slurm, "--detach", "--json"), env={**os.environ, "TZ": BEHIND})
+    done = cli(config, *submit_args(slurm, "--detach", "--json"), env={**os.environ, "TZ": BEHIND}, timeout=120)
     assert done.returncode == 0, done.stderr
     job_id = json.loads(done.stdout)["slurm_job_id"]
     deadline = _utc_epoch(_scontrol_job(job_id)["Deadline"])
@@ -245,7 +224,7 @@ def test_a_job_without_chdir_runs_in_the_directory_submit_was_run_from(
     script = here / "job.sh"
     script.write_text(f"#!/bin/bash\npwd > {marker}\necho done\n", encoding="utf-8")
     config = cli_config(tmp_path)
-    done = _cli(config, "submit", "--json", "--gpus", "1", "--time", "5:00", "job.sh", cwd=here)
+    done = cli(config, "submit", "--json", "--gpus", "1", "--time", "5:00", "job.sh", cwd=here, timeout=120)
     job_id = ""
     try:
         assert done.returncode == 0, done.stderr
@@ -254,8 +233,7 @@ def test_a_job_without_chdir_runs_in_the_directory_submit_was_run_from(
         slurm.wait_for(lambda: (here / marker).exists() and (here / f"slurm-{job_id}.out").exists(), "the job's files")
         assert (here / marker).read_text().strip() == str(here)
         assert ledger(tmp_path) == []
-        with closing(_journal(tmp_path)) as journal:
-            assert_settled(slurm, journal, tmp_path, [answer["dispatch_id"]])
+        check_settled(slurm, tmp_path, [answer["dispatch_id"]])
     finally:
         for stray in (Path("/") / marker, Path("/") / f"slurm-{job_id}.out"):
             stray.unlink(missing_ok=True)  # where the job wrote before the fix
@@ -278,8 +256,8 @@ def test_a_usage_error_is_one_line_naming_its_source(
 ) -> None:
     """An unknown dispatch id, --last -1, driver log -n 0, an unknown option: exit 2 and one line naming it."""
     config = cli_config(tmp_path)
-    assert _cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1)).returncode == 0
-    result = _cli(config, *args)
+    assert cli(config, "submit", "--detach", "--pin", "gcp", slurm.script(1), timeout=120).returncode == 0
+    result = cli(config, *args, timeout=120)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -304,7 +282,9 @@ def test_an_escape_in_the_scripts_job_name_is_reported_as_the_scripts_line(slurm
     script = Path(slurm.script())
     script.write_text("#!/bin/bash\n#SBATCH --job-name=bad\x1bname\nsleep 1\n", encoding="utf-8")
     before = {r.job_id for r in slurm.queue()}
-    result = _cli(cli_config(tmp_path), "submit", "--detach", "--gpus", "1", str(script), "--", *slurm.job_args())
+    result = cli(
+        cli_config(tmp_path), "submit", "--detach", "--gpus", "1", str(script), "--", *slurm.job_args(), timeout=120
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.journal import DriverOwner, Journal, lock_held
+from fellows_fsm.journal import lock_held
 from tests.processes import processes_with
 
+from .cli_harness import cli, driver_pid, ledger_config, read_journal, submit_args
 from .conftest import Cluster
 from .settled import assert_settled, ledger
-from .test_faults_real import cli, submit_argv
 
 pytestmark = pytest.mark.slurm
 
@@ -37,14 +37,10 @@ def _config(tmp_path: Path, *, cap: float = 2.0, probe: bool = False) -> Path:
     """Short caps, a 0.5 s poll, and a gcp lane that sleeps SLEEP s, then appends the dispatch id to the ledger."""
     book = tmp_path / "gcp.ledger"
     code = f'sleep {SLEEP}; echo "$1" >> {book}'
-    lane = f"[lanes.gcp]\ncommand = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n"
+    lane = f"command = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n"
     if probe:
         lane += f"probe = {json.dumps(['grep', '-qx', '{dispatch_id}', str(book)])}\n"
-    text = f'state_dir = "{tmp_path / "state"}"\n\n[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n'
-    text += 'park_early = "off"\n\n[router]\ndriver_idle_seconds = 5\n\n' + lane
-    path = tmp_path / "fellows.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return ledger_config(tmp_path, cap=cap, poll=0.5, park_early="off", router="driver_idle_seconds = 5\n", lane=lane)
 
 
 def _fill_node(slurm: Cluster) -> None:
@@ -52,16 +48,6 @@ def _fill_node(slurm: Cluster) -> None:
     slurm.occupy("high-eur", 8, count=2)
     slurm.occupy("normal-eur", 8, count=2)
     slurm.occupy("low-eur", 8, count=4)
-
-
-def _journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
-
-
-def _driver_pid(tmp_path: Path) -> int:
-    owner = DriverOwner.parse((tmp_path / "state" / "journal.sqlite3.lock").read_text())
-    assert owner.kind == "background", owner
-    return owner.pid
 
 
 def _command_runs(book: str) -> bool:
@@ -85,29 +71,29 @@ def test_a_driver_and_wrapper_killed_mid_handoff_never_pay_twice(slurm: Cluster,
     check, with a probe that finds the paid job it ends HANDED_OFF (exit 0)."""
     _fill_node(slurm)
     config = _config(tmp_path, probe=probe)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     book = str(tmp_path / "gcp.ledger")
 
     def command_runs() -> bool:
-        with _journal(tmp_path) as journal:
+        with read_journal(tmp_path) as journal:
             row = journal.handoff(dispatch_id)
         return row is not None and row.pid is not None and _command_runs(book)
 
     slurm.wait_for(command_runs, "the gcp command to run", timeout=60)
-    with _journal(tmp_path) as journal:
+    with read_journal(tmp_path) as journal:
         handoff = journal.handoff(dispatch_id)
     assert handoff is not None
     assert handoff.pid is not None
-    os.kill(_driver_pid(tmp_path), signal.SIGKILL)
+    os.kill(driver_pid(tmp_path), signal.SIGKILL)
     os.kill(handoff.pid, signal.SIGKILL)  # the wrapper: it can write no exit status now
     watched = cli(config, "watch", "--json", timeout=120)  # the next driver, followed to the end
     slurm.wait_for(lambda: not processes_with(book), "the gcp command to end", timeout=30)
     time.sleep(SLEEP)  # long past the command's sleep: a second run would have written by now
     assert ledger(tmp_path) == [dispatch_id]
     [done] = json.loads(watched.stdout)
-    with _journal(tmp_path) as journal:
+    with read_journal(tmp_path) as journal:
         row = journal.dispatch(dispatch_id)
         assert row is not None
         if probe:
@@ -178,25 +164,25 @@ def test_a_full_state_dir_is_one_line_and_the_first_command_after_space_returns_
     first submit drives again, and each dispatch ends with exactly one paid handoff."""
     _fill_node(slurm)
     config = _config(tmp_path, cap=6.0)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     filler = _fill(small_state_dir)
     lock = small_state_dir / "journal.sqlite3.lock"
     slurm.wait_for(lambda: not lock_held(lock), "the driver to stop on the full disk", timeout=30)
-    stopped = _driver_pid(tmp_path)  # the last driver's record: a driver started later would write its own
+    stopped = driver_pid(tmp_path)  # the last driver's record: a driver started later would write its own
     queued = {r.job_id for r in slurm.queue()}
-    for args, code in ((submit_argv(slurm, "--detach"), 7), (["status"], 0), (["watch", "--once"], 7)):
+    for args, code in ((submit_args(slurm, "--detach"), 7), (["status"], 0), (["watch", "--once"], 7)):
         done = cli(config, *args, timeout=60)  # status still shows the table: a driver it cannot start is a warning
         assert done.returncode == code, (args, done.stdout, done.stderr)
         line = _one_line(done)
         assert f"the state dir {small_state_dir} is full (" in line, line
     assert {r.job_id for r in slurm.queue()} == queued  # nothing queued that could not be journaled
-    assert _driver_pid(tmp_path) == stopped  # no driver was started only to die on the full disk
+    assert driver_pid(tmp_path) == stopped  # no driver was started only to die on the full disk
     assert _drivers(small_state_dir) == []
     assert ledger(tmp_path) == []
     filler.unlink()
-    again = cli(config, *submit_argv(slurm, "--detach"))  # the first command after space returns drives
+    again = cli(config, *submit_args(slurm, "--detach"))  # the first command after space returns drives
     assert again.returncode == 0, again.stderr
     second = again.stdout.strip()
     watched = cli(config, "watch", "--json", timeout=180)
@@ -204,7 +190,7 @@ def test_a_full_state_dir_is_one_line_and_the_first_command_after_space_returns_
     ended = {row["dispatch_id"]: row["outcome"] for row in json.loads(watched.stdout)}
     assert ended == {dispatch_id: "handed-off", second: "handed-off"}
     assert sorted(ledger(tmp_path)) == sorted([dispatch_id, second])
-    with _journal(tmp_path) as journal:
+    with read_journal(tmp_path) as journal:
         assert_settled(slurm, journal, tmp_path, [dispatch_id, second])
 
 
@@ -215,7 +201,7 @@ def test_a_disk_filled_while_the_lane_command_runs_never_pays_twice(
     again, and once space is freed the next driver records its exit status: one paid handoff, HANDED_OFF."""
     _fill_node(slurm)
     config = _config(tmp_path)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     book = str(tmp_path / "gcp.ledger")
@@ -233,7 +219,7 @@ def test_a_disk_filled_while_the_lane_command_runs_never_pays_twice(
     assert watched.returncode == 0, watched.stderr
     time.sleep(SLEEP + 1)
     assert ledger(tmp_path) == [dispatch_id]
-    with _journal(tmp_path) as journal:
+    with read_journal(tmp_path) as journal:
         row = journal.dispatch(dispatch_id)
         assert row is not None
         assert (row.state, row.outcome) == ("HANDED_OFF", "handed-off")

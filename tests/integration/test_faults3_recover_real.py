@@ -4,27 +4,34 @@ After each, every dispatch has exactly one job that ran or one paid handoff, and
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fellows_fsm.config import load_config
-from fellows_fsm.journal import DriverOwner, Journal
 
+from .cli_harness import (
+    FELLOWS_FSM,
+    check_settled,
+    cli,
+    final_row,
+    ledger_config,
+    process_alive,
+    read_journal,
+    start_cli,
+    stop_background_driver,
+    submit_args,
+)
 from .conftest import REPO, RUNTIME, Cluster, QueueRow
-from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
+from .settled import jobs_of, ledger
 
 pytestmark = pytest.mark.slurm
 
-FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 CAP = 5.0
 POLL = 1.0
 
@@ -61,75 +68,9 @@ exec env PATH="$(cat "$dir/real-path")" sbatch "$@"
 """
 
 
-def _config(tmp_path: Path, *, cap: float = CAP, extra: str = "", name: str = "fellows.toml") -> Path:
-    """Short caps, a 1 s poll, the plain ladder, a ledger lane (the gcp command records each paid run)."""
-    command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
-    path = tmp_path / name
-    path.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n\n'
-        f'[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = {POLL}\npark_early = "off"\n'
-        f"{extra}\n"
-        f"[lanes.gcp]\ncommand = {command}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def _cli(
-    config: Path, *args: str, timeout: float = 90, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(FELLOWS_FSM), "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
-
-
-def _submit_args(slurm: Cluster, *flags: str) -> list[str]:
-    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(300), "--", *slurm.job_args()]
-
-
-def _journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
-
-
-def _owner(tmp_path: Path) -> DriverOwner | None:
-    lock = tmp_path / "state" / "journal.sqlite3.lock"
-    return DriverOwner.parse(lock.read_text()) if lock.exists() else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
-    except OSError:
-        return False
-
-
-def _final(slurm: Cluster, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
-    def done() -> bool:
-        with _journal(tmp_path) as j:
-            row = j.dispatch(dispatch_id)
-            return row is not None and row.final
-
-    slurm.wait_for(done, f"dispatch {dispatch_id} to end", timeout=timeout, tick=0.25)
-    with _journal(tmp_path) as j:
-        return j.dispatch(dispatch_id)
-
-
-def _settled(slurm: Cluster, tmp_path: Path, ids: list[str]) -> None:
-    with _journal(tmp_path) as j:
-        assert_settled(slurm, j, tmp_path, ids)
-
-
 def _only_dispatch(tmp_path: Path) -> str:
-    with _journal(tmp_path) as j:
+    """The id of the journal's one dispatch."""
+    with read_journal(tmp_path) as j:
         [row] = j.dispatches()
     return str(row.id)
 
@@ -138,14 +79,7 @@ def _only_dispatch(tmp_path: Path) -> str:
 def _stop_drivers(tmp_path: Path) -> Iterator[None]:
     """Every background driver a test started is gone after it."""
     yield
-    owner = _owner(tmp_path)
-    if owner is not None and owner.kind == "background" and _alive(owner.pid):
-        os.kill(owner.pid, signal.SIGTERM)
-        end = time.monotonic() + 15
-        while _alive(owner.pid) and time.monotonic() < end:
-            time.sleep(0.1)
-        if _alive(owner.pid):
-            os.kill(owner.pid, signal.SIGKILL)
+    stop_background_driver(tmp_path, (signal.SIGTERM,))
 
 
 def _killing_path(tmp_path: Path, kill_at: int, script: str = KILLING_SBATCH) -> dict[str, str]:
@@ -161,21 +95,51 @@ def _killing_path(tmp_path: Path, kill_at: int, script: str = KILLING_SBATCH) ->
 
 
 def _wait_killed(slurm: Cluster, tmp_path: Path) -> int:
+    """Wait until the killing sbatch has killed the driver and it is gone; its pid."""
     killed = tmp_path / "bin" / "killed"
     slurm.wait_for(killed.exists, "the killing sbatch to kill the driver", timeout=60, tick=0.1)
     time.sleep(0.2)
     pid = int(killed.read_text())
-    slurm.wait_for(lambda: not _alive(pid), f"driver {pid} to die", timeout=10)
+    slurm.wait_for(lambda: not process_alive(pid), f"driver {pid} to die", timeout=10)
     return pid
 
 
 def _restart(config: Path) -> None:
-    status = _cli(config, "status", "--json")
+    """A `status`, which starts the next driver."""
+    status = cli(config, "status", "--json")
     assert status.returncode == 0, status.stderr
 
 
 def _ran(jobs: list[QueueRow]) -> list[QueueRow]:
+    """The jobs that ever ran."""
     return [j for j in jobs if j.ever_ran]
+
+
+def _submit_killed(
+    slurm: Cluster, tmp_path: Path, config: Path, kill_at: int, script: str = KILLING_SBATCH
+) -> subprocess.Popen[str]:
+    """A `submit --detach` behind a killing sbatch, once that sbatch has killed the driver (the submit left running)."""
+    env = _killing_path(tmp_path, kill_at, script)
+    submit = start_cli(config, *submit_args(slurm, "--detach"), env=env)
+    _wait_killed(slurm, tmp_path)
+    return submit
+
+
+def _land_late(slurm: Cluster, tmp_path: Path, config: Path) -> tuple[subprocess.Popen[str], str]:
+    """The driver killed in its first sbatch; the next one queues the rung again; then the first request lands."""
+    submit = _submit_killed(slurm, tmp_path, config, 1, LATE_SBATCH)
+    dispatch_id = _only_dispatch(tmp_path)
+    _restart(config)
+
+    def journaled_job() -> bool:
+        with read_journal(tmp_path) as j:
+            return bool(j.jobs(dispatch_id))
+
+    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
+    (tmp_path / "bin" / "go").touch()
+    late = tmp_path / "bin" / "late"
+    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    return submit, dispatch_id
 
 
 # ----------------------------------------------------------------- case 3: killed between sbatch and the journal
@@ -186,28 +150,20 @@ def test_a_driver_killed_between_sbatchs_answer_and_its_journal_write_runs_the_j
     """The driver SIGKILLed right after sbatch queued a rung's job (its id never journaled): the next driver adopts
     that job by its token, the dispatch never has two live jobs, and exactly one job runs; no paid handoff."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path)
-    env = _killing_path(tmp_path, kill_at)
-    submit = subprocess.Popen(
-        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    _wait_killed(slurm, tmp_path)
+    config = ledger_config(tmp_path, cap=CAP, poll=POLL)
+    submit = _submit_killed(slurm, tmp_path, config, kill_at)
     submit.communicate(timeout=90)
     dispatch_id = _only_dispatch(tmp_path)
     (tmp_path / "bin" / "kill-at").write_text("0")  # the next driver's sbatch is the real one, unharmed
     _restart(config)
-    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
+    row = final_row(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
     assert row.label == "RUNNING"
     time.sleep(3 * POLL)  # a stray rung job, if one was queued, would start on a free rung by now
     jobs = jobs_of(slurm, dispatch_id)
     assert len(_ran(jobs)) == 1, jobs
     assert [j for j in jobs if j.state in ("PENDING", "RUNNING")] == [j for j in _ran(jobs) if j.state == "RUNNING"]
     assert ledger(tmp_path) == []
-    _settled(slurm, tmp_path, [dispatch_id])
+    check_settled(slurm, tmp_path, [dispatch_id])
 
 
 def test_a_job_that_lands_after_recovery_looked_its_token_up_is_cancelled_and_one_job_runs(
@@ -217,66 +173,28 @@ def test_a_job_that_lands_after_recovery_looked_its_token_up_is_cancelled_and_on
     token and queues the rung again; then the first request lands (a second job with the token, pending): it is
     cancelled while pending, the dispatch walks on and exactly one job runs; no paid handoff."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path)
-    env = _killing_path(tmp_path, 1, LATE_SBATCH)
-    submit = subprocess.Popen(
-        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    _wait_killed(slurm, tmp_path)
-    dispatch_id = _only_dispatch(tmp_path)
-    _restart(config)
-
-    def journaled_job() -> bool:
-        with _journal(tmp_path) as j:
-            return bool(j.jobs(dispatch_id))
-
-    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
-    (tmp_path / "bin" / "go").touch()
-    late = tmp_path / "bin" / "late"
-    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
-    stray = late.read_text().strip().split(";")[0]
+    config = ledger_config(tmp_path, cap=CAP, poll=POLL)
+    submit, dispatch_id = _land_late(slurm, tmp_path, config)
+    stray = (tmp_path / "bin" / "late").read_text().strip().split(";")[0]
     assert slurm.row(stray).comment == f"fsm-{dispatch_id}-r0"
     submit.communicate(timeout=90)
-    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
+    row = final_row(slurm, tmp_path, dispatch_id, timeout=4 * CAP + 60)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur")
     slurm.wait_for(lambda: slurm.row(stray).state == "CANCELLED", f"stray job {stray} to be cancelled", timeout=30)
     jobs = jobs_of(slurm, dispatch_id)
     assert len(_ran(jobs)) == 1, jobs
     assert ledger(tmp_path) == []
-    _settled(slurm, tmp_path, [dispatch_id])
+    check_settled(slurm, tmp_path, [dispatch_id])
 
 
 def test_cancel_reaches_every_job_carrying_the_dispatchs_token(slurm: Cluster, tmp_path: Path) -> None:
     """A dispatch whose killed driver left a second job with its token (landed after the lookup) is cancelled
     before it walks: `cancel` scancels both jobs, and none of its jobs is left pending or running."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=60.0)
-    env = _killing_path(tmp_path, 1, LATE_SBATCH)
-    submit = subprocess.Popen(
-        [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    _wait_killed(slurm, tmp_path)
-    dispatch_id = _only_dispatch(tmp_path)
-    _restart(config)
-
-    def journaled_job() -> bool:
-        with _journal(tmp_path) as j:
-            return bool(j.jobs(dispatch_id))
-
-    slurm.wait_for(journaled_job, "the next driver to queue the rung again", timeout=60)
-    (tmp_path / "bin" / "go").touch()
-    late = tmp_path / "bin" / "late"
-    slurm.wait_for(lambda: late.exists() and late.read_text().strip() != "", "the late request to land", timeout=30)
+    config = ledger_config(tmp_path, cap=60.0, poll=POLL)
+    submit, dispatch_id = _land_late(slurm, tmp_path, config)
     submit.communicate(timeout=90)
-    cancel = _cli(config, "cancel", dispatch_id)
+    cancel = cli(config, "cancel", dispatch_id)
     assert cancel.returncode == 0, cancel.stderr
     live = ("PENDING", "RUNNING")
     slurm.wait_for(
@@ -293,8 +211,8 @@ def test_a_held_job_slurm_drops_at_its_deadline_is_followed_by_the_next_rung(slu
     with no successor)."""
     cap = 4.0
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=cap, extra="\n[router]\ncontroller_deadline = true\n")
-    result = _cli(config, *_submit_args(slurm, "--detach"))
+    config = ledger_config(tmp_path, cap=cap, poll=POLL, router="controller_deadline = true\n")
+    result = cli(config, *submit_args(slurm, "--detach"))
     assert result.returncode == 0, result.stderr
     dispatch_id = result.stdout.strip()
     [job] = [j for j in jobs_of(slurm, dispatch_id) if j.state == "PENDING"]
@@ -302,14 +220,14 @@ def test_a_held_job_slurm_drops_at_its_deadline_is_followed_by_the_next_rung(slu
     time.sleep(3 * cap)  # held 12 s past a 4 s window; slurmctld drops it once it looks at it again
     subprocess.run(["scontrol", "release", job.job_id], check=True, timeout=30)
     slurm.wait_for(lambda: slurm.row(job.job_id).state == "DEADLINE", f"slurmctld to drop job {job.job_id}", 90)
-    row = _final(slurm, tmp_path, dispatch_id, timeout=4 * cap + 30)
+    row = final_row(slurm, tmp_path, dispatch_id, timeout=4 * cap + 30)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur")
-    with _journal(tmp_path) as j:
+    with read_journal(tmp_path) as j:
         steps = [(s.trigger, s.qos) for s in j.steps(dispatch_id)]
     assert ("hold", "high-eur") in steps
     assert ("resubmit", "normal-eur") in steps
     assert ledger(tmp_path) == []
-    _settled(slurm, tmp_path, [dispatch_id])
+    check_settled(slurm, tmp_path, [dispatch_id])
 
 
 def test_the_example_config_leaves_slurms_deadline_off() -> None:
@@ -339,12 +257,16 @@ def test_a_second_config_on_a_driven_journal_is_refused_with_one_line(
     """An ssh config's dispatch waits on the shared state dir; a submit with a local config on the same state dir
     is refused with one line (exit 3) and queues nothing; the ssh dispatch walks on over ssh and RUNS."""
     slurm.occupy("high-eur", 8, count=2)
-    remote = _config(
+    remote = ledger_config(
         tmp_path,
+        cap=CAP,
+        poll=POLL,
         name="remote.toml",
-        extra=f'host = "fellows-cluster"\nssh_options = ["-F", "{ssh_config}"]\nremote_workdir = "{slurm.jobs_dir}"\n',
+        fellows=(
+            f'host = "fellows-cluster"\nssh_options = ["-F", "{ssh_config}"]\nremote_workdir = "{slurm.jobs_dir}"\n'
+        ),
     )
-    local = _config(tmp_path, name="local.toml")
+    local = ledger_config(tmp_path, cap=CAP, poll=POLL, name="local.toml")
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     calls = tmp_path / "local-slurm-calls"
@@ -356,17 +278,17 @@ def test_a_second_config_on_a_driven_journal_is_refused_with_one_line(
     workstation["PATH"] = f"{stubs}:{FELLOWS_FSM.parent}:/usr/bin:/bin"
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nsleep 300\n", encoding="utf-8")
-    first = _cli(remote, "submit", "--detach", "--gpus", "8", "--time", "10:00", str(script), env=workstation)
+    first = cli(remote, "submit", "--detach", "--gpus", "8", "--time", "10:00", str(script), env=workstation)
     assert first.returncode == 0, first.stderr
     remote_id = first.stdout.strip()
-    second = _cli(local, *_submit_args(slurm, "--detach"))
+    second = cli(local, *submit_args(slurm, "--detach"))
     assert second.returncode == 3, second.stdout + second.stderr
     [line] = second.stderr.strip().splitlines()
     assert str(tmp_path / "state") in line
     assert "fellows-cluster" in line
-    with _journal(tmp_path) as j:
+    with read_journal(tmp_path) as j:
         assert [r.id for r in j.dispatches()] == [remote_id]
-    row = _final(slurm, tmp_path, remote_id, timeout=4 * CAP + 30)
+    row = final_row(slurm, tmp_path, remote_id, timeout=4 * CAP + 30)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur")
     assert not calls.exists(), calls.read_text()
-    _settled(slurm, tmp_path, [remote_id])
+    check_settled(slurm, tmp_path, [remote_id])

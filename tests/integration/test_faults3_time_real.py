@@ -7,118 +7,43 @@ free rung could start the job.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from fellows_fsm.journal import DriverOwner, Journal
-
-from .conftest import RUNTIME, Cluster
-from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
+from .cli_harness import (
+    check_settled,
+    cli,
+    ctld_pid,
+    driver_owner,
+    driver_pid,
+    final_row,
+    ledger_config,
+    process_alive,
+    read_journal,
+    sbatch_running,
+    start_cli,
+    step_notes,
+    stop_background_driver,
+    submit_args,
+)
+from .conftest import Cluster
+from .settled import jobs_of, ledger
 
 pytestmark = pytest.mark.slurm
-
-FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
-
-
-def _config(tmp_path: Path, *, cap: float, poll: float = 0.5, park_early: str = "own-cap") -> Path:
-    """Short caps, a quick poll, a gcp lane whose command appends the dispatch id to tmp_path/gcp.ledger."""
-    command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
-    path = tmp_path / "fellows.toml"
-    path.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n\n'
-        f'[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = {poll}\npark_early = "{park_early}"\n\n'
-        f"[lanes.gcp]\ncommand = {command}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def _cli(
-    config: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(FELLOWS_FSM), "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env=env,
-    )
-
-
-def _submit_args(slurm: Cluster, *flags: str) -> list[str]:
-    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(300), "--", *slurm.job_args()]
-
-
-def _journal(tmp_path: Path) -> Journal:
-    return Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
-
-
-def _owner(tmp_path: Path) -> DriverOwner | None:
-    lock = tmp_path / "state" / "journal.sqlite3.lock"
-    return DriverOwner.parse(lock.read_text()) if lock.exists() else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
-    except OSError:
-        return False
-
-
-def _final(slurm: Cluster, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
-    def done() -> bool:
-        with _journal(tmp_path) as j:
-            row = j.dispatch(dispatch_id)
-            return row is not None and row.final
-
-    slurm.wait_for(done, f"dispatch {dispatch_id} to end", timeout=timeout, tick=0.25)
-    with _journal(tmp_path) as j:
-        return j.dispatch(dispatch_id)
-
-
-def _notes(tmp_path: Path, dispatch_id: str) -> list[str]:
-    with _journal(tmp_path) as j:
-        return [f"{s.trigger} {s.qos}: {s.note}" for s in j.steps(dispatch_id)]
-
-
-def _settled(slurm: Cluster, tmp_path: Path, ids: list[str]) -> None:
-    with _journal(tmp_path) as j:
-        assert_settled(slurm, j, tmp_path, ids)
 
 
 @pytest.fixture(autouse=True)
 def _stop_drivers(tmp_path: Path) -> Iterator[None]:
     """Every background driver a test started is gone after it (SIGCONT first, in case a test stopped one)."""
     yield
-    owner = _owner(tmp_path)
-    if owner is not None and owner.kind == "background" and _alive(owner.pid):
-        for sig in (signal.SIGCONT, signal.SIGTERM):
-            os.kill(owner.pid, sig)
-        end = time.monotonic() + 15
-        while _alive(owner.pid) and time.monotonic() < end:
-            time.sleep(0.1)
-        if _alive(owner.pid):
-            os.kill(owner.pid, signal.SIGKILL)
-
-
-def _sbatch_running() -> bool:
-    found = subprocess.run(["pgrep", "-f", "sbatch .*--comment=fsm-"], capture_output=True, check=False)
-    return found.returncode == 0
+    stop_background_driver(tmp_path, (signal.SIGCONT, signal.SIGTERM))
 
 
 # --------------------------------------------------------------------------- case 1: a submit nobody answers
@@ -129,33 +54,29 @@ def test_a_first_sbatch_unanswered_past_the_submit_wait_still_runs_on_the_free_r
     with high-eur self-capped and normal-eur free (caps of 5 s): the time nobody answered is not spent from any
     window, so the job RUNS on normal-eur with one job and no paid handoff."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=5.0)
-    warmed = _cli(config, "ladder")  # the grants cache: the submit below goes straight to the driver's sbatch
+    config = ledger_config(tmp_path, cap=5.0, poll=0.5, park_early="own-cap")
+    # The grants cache: the submit below goes straight to the driver's sbatch.
+    warmed = cli(config, "ladder", timeout=120)
     assert warmed.returncode == 0, warmed.stderr
-    ctld = int((RUNTIME / "run" / "slurmctld.pid").read_text().strip())
+    ctld = ctld_pid()
     os.kill(ctld, signal.SIGSTOP)
     try:
-        submit = subprocess.Popen(
-            [str(FELLOWS_FSM), "--config", str(config), *_submit_args(slurm, "--detach", "--json")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        slurm.wait_for(_sbatch_running, "the driver's sbatch to wait on the stopped controller", timeout=30)
+        submit = start_cli(config, *submit_args(slurm, "--detach", "--json"))
+        slurm.wait_for(sbatch_running, "the driver's sbatch to wait on the stopped controller", timeout=30)
         time.sleep(45)
     finally:
         os.kill(ctld, signal.SIGCONT)
     _out, err = submit.communicate(timeout=120)
     assert submit.returncode in (0, 6), err  # 6: SLURM had not queued the job within submit's wait
-    with _journal(tmp_path) as j:
+    with read_journal(tmp_path) as j:
         [row] = j.dispatches()
-    row = _final(slurm, tmp_path, row.id, timeout=90)
-    notes = _notes(tmp_path, row.id)
+    row = final_row(slurm, tmp_path, row.id, timeout=90)
+    notes = step_notes(tmp_path, row.id)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur"), notes
     assert not [n for n in notes if "window closed before it opened" in n], notes
     assert ledger(tmp_path) == []
     assert len([j for j in jobs_of(slurm, row.id) if j.ever_ran]) == 1
-    _settled(slurm, tmp_path, [row.id])
+    check_settled(slurm, tmp_path, [row.id])
 
 
 # --------------------------------------------------------------------------- case 9: cron after a gap
@@ -164,35 +85,33 @@ def test_watch_once_from_cron_after_a_gap_nobody_watched_runs_on_the_free_rung(s
     whole ladder): the first `watch --once` (cron's fallback) catches that time up as the background driver and
     `status` do, so the walk goes on to the free normal-eur (one job that RUNS), never to GCP."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=8.0, poll=2.0, park_early="off")  # the poll interval is cron's period
-    result = _cli(config, *_submit_args(slurm, "--detach"))
+    config = ledger_config(tmp_path, cap=8.0, poll=2.0, park_early="off")  # the poll interval is cron's period
+    result = cli(config, *submit_args(slurm, "--detach"), timeout=120)
     assert result.returncode == 0, result.stderr
     dispatch_id = result.stdout.strip()
-    owner = _owner(tmp_path)
-    assert owner is not None
-    assert owner.kind == "background", owner
-    os.kill(owner.pid, signal.SIGKILL)
-    slurm.wait_for(lambda: not _alive(owner.pid), "the killed driver to be gone", timeout=10)
+    pid = driver_pid(tmp_path)
+    os.kill(pid, signal.SIGKILL)
+    slurm.wait_for(lambda: not process_alive(pid), "the killed driver to be gone", timeout=10)
     time.sleep(40)  # three rungs of 8 s, twice over: every window would have closed
     [job] = jobs_of(slurm, dispatch_id)
     assert (job.state, job.qos) == ("PENDING", "high-eur")  # nobody removed it while nobody watched
     end = time.monotonic() + 60
     while True:  # cron: `watch --once` again and again, each a process of its own, until the dispatch ends
-        once = _cli(config, "watch", "--once")
+        once = cli(config, "watch", "--once", timeout=120)
         assert once.returncode == 0, once.stderr
         assert "started the background driver" not in once.stderr  # cron's own process took the polls
-        with _journal(tmp_path) as j:
+        with read_journal(tmp_path) as j:
             row = j.dispatch(dispatch_id)
         assert row is not None
         if row.final:
             break
-        assert time.monotonic() < end, _notes(tmp_path, dispatch_id)
+        assert time.monotonic() < end, step_notes(tmp_path, dispatch_id)
         time.sleep(1.0)
-    notes = _notes(tmp_path, dispatch_id)
+    notes = step_notes(tmp_path, dispatch_id)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur"), notes
     assert any(n.startswith("pause high-eur: no driver watched") for n in notes), notes
     assert ledger(tmp_path) == []
-    _settled(slurm, tmp_path, [dispatch_id])
+    check_settled(slurm, tmp_path, [dispatch_id])
 
 
 # --------------------------------------------------------------------------- case 5: the wall clock steps back
@@ -224,35 +143,34 @@ def test_a_wall_clock_stepped_back_under_the_driver_stops_nothing(slurm: Cluster
     step.write_text("0\n")
     stepped = {**os.environ, "LD_PRELOAD": str(_wallstep()), "WALLSTEP_FILE": str(step)}
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=8.0, park_early="off")
-    first = _cli(config, *_submit_args(slurm, "--detach"), env=stepped)  # the driver it starts inherits the step
+    config = ledger_config(tmp_path, cap=8.0, poll=0.5, park_early="off")
+    # The driver it starts inherits the step.
+    first = cli(config, *submit_args(slurm, "--detach"), env=stepped, timeout=120)
     assert first.returncode == 0, first.stderr
     first_id = first.stdout.strip()
-    owner = _owner(tmp_path)
-    assert owner is not None
-    assert owner.kind == "background", owner
+    pid = driver_pid(tmp_path)
     probe = subprocess.run(["date", "+%s"], env=stepped, capture_output=True, text=True, check=True, timeout=10)
     assert abs(int(probe.stdout) - time.time()) < 5  # not stepped yet
     time.sleep(2)
     step.write_text("-3600\n")
     probe = subprocess.run(["date", "+%s"], env=stepped, capture_output=True, text=True, check=True, timeout=10)
     assert 3590 < time.time() - int(probe.stdout) < 3610  # the driver's tree now reads an hour earlier
-    second = _cli(config, *_submit_args(slurm, "--detach"))
+    second = cli(config, *submit_args(slurm, "--detach"), timeout=120)
     assert second.returncode == 0, second.stderr  # queued by the stepped driver within submit's wait
     second_id = second.stdout.strip()
-    cancelled = _cli(config, "cancel", second_id)
+    cancelled = cli(config, "cancel", second_id, timeout=120)
     assert cancelled.returncode == 0, cancelled.stderr  # answered by the stepped driver
-    row = _final(slurm, tmp_path, first_id, timeout=60)
-    notes = _notes(tmp_path, first_id)
+    row = final_row(slurm, tmp_path, first_id, timeout=60)
+    notes = step_notes(tmp_path, first_id)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur"), notes
-    with _journal(tmp_path) as j:
+    with read_journal(tmp_path) as j:
         withdrawn = j.dispatch(second_id)
     assert withdrawn is not None
     assert withdrawn.state == "WITHDRAWN"
-    after = _owner(tmp_path)
+    after = driver_owner(tmp_path)
     assert after is not None
-    assert after.pid == owner.pid  # the stepped driver did all of it; none was started beside it
+    assert after.pid == pid  # the stepped driver did all of it; none was started beside it
     log = (tmp_path / "state" / "driver.log").read_text()
     assert "Traceback" not in log, log[-2000:]
     assert ledger(tmp_path) == []
-    _settled(slurm, tmp_path, [first_id, second_id])
+    check_settled(slurm, tmp_path, [first_id, second_id])

@@ -25,9 +25,18 @@ from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router, TickReport
 from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 
-from .conftest import DEV_SLURM, RUNTIME, Cluster
+from .cli_harness import (
+    FELLOWS_FSM,
+    cli,
+    ctld_pid,
+    ledger_config,
+    read_journal,
+    sbatch_running,
+    start_cli,
+    submit_args,
+)
+from .conftest import DEV_SLURM, Cluster
 from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
-from .test_cli_real import FELLOWS_FSM
 
 pytestmark = pytest.mark.slurm
 
@@ -76,45 +85,16 @@ def run_until(router: Router, done: Callable[[], bool], *, timeout: float = 60) 
     router.run(until=until)
 
 
-def ctld_pid() -> int:
-    """The pid of the running slurmctld."""
-    return int((RUNTIME / "run" / "slurmctld.pid").read_text().strip())
-
-
 def dev_slurm(action: str) -> None:
     """Run a dev-slurm controller action (ctld-snapshot, ctld-rollback)."""
     done = subprocess.run([str(DEV_SLURM), action], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
 
 
-def cli(config: Path, *args: str, timeout: float = 90, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """fellows-fsm as a user runs it (test_cli_real's helper, plus a working directory)."""
-    return subprocess.run(
-        [str(FELLOWS_FSM), "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=cwd,
-    )
-
-
 def cli_config(tmp_path: Path, name: str = "fellows.toml", *, cap: float = 3.0, lanes: bool = True) -> Path:
     """A config file for the command line (state in tmp_path/state); with or without the ledger gcp lane."""
-    command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(tmp_path / "gcp.ledger"), "{dispatch_id}"])
     # park_early = "off": these faults need a job that waits out its window on a capped high-eur.
-    text = f'state_dir = "{tmp_path / "state"}"\n\n[fellows]\npark_cap_seconds = {cap}\npoll_interval_seconds = 0.5\n'
-    text += 'park_early = "off"\n'
-    if lanes:
-        text += f"\n[lanes.gcp]\ncommand = {command}\n"
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def submit_argv(slurm: Cluster, *flags: str) -> list[str]:
-    """A submit of an 8-GPU, 10-minute sleeping job (the job options every test job needs after --)."""
-    return ["submit", *flags, "--gpus", "8", "--time", "10:00", slurm.script(300), "--", *slurm.job_args()]
+    return ledger_config(tmp_path, cap=cap, poll=0.5, park_early="off", lanes=lanes, name=name)
 
 
 # --------------------------------------------------------------------------- a slow or runaway handoff
@@ -292,18 +272,7 @@ def test_ctrl_c_during_sbatch_stops_following_and_the_job_is_queued_once(slurm: 
     pid = ctld_pid()
     os.kill(pid, signal.SIGSTOP)
     try:
-        proc = subprocess.Popen(
-            [str(FELLOWS_FSM), "--config", str(config), *submit_argv(slurm, "--json")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-
-        def sbatch_running() -> bool:
-            found = subprocess.run(["pgrep", "-f", "sbatch .*--comment=fsm-"], capture_output=True, check=False)
-            return found.returncode == 0
-
+        proc = start_cli(config, *submit_args(slurm, "--json"), start_new_session=True)
         slurm.wait_for(sbatch_running, "sbatch to be waiting on the stopped controller", timeout=30)
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.5)
@@ -314,7 +283,7 @@ def test_ctrl_c_during_sbatch_stops_following_and_the_job_is_queued_once(slurm: 
     lines = [line for line in stderr.strip().splitlines() if "started the background driver" not in line]
     assert len(lines) == 1, stderr
     assert "goes on" in lines[0]
-    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    journal = read_journal(tmp_path)
     [row] = journal.dispatches()
 
     def running() -> bool:
@@ -336,7 +305,7 @@ def test_watch_from_another_directory_hands_off_with_the_dispatch_lane(slurm: Cl
     slurm.occupy("normal-eur", 8, count=2)
     slurm.occupy("low-eur", 8, count=4)  # the node's 64 GPUs are all busy: no rung can start the job
     original = cli_config(tmp_path, cap=2.0)
-    submitted = cli(original, *submit_argv(slurm, "--detach"))
+    submitted = cli(original, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     elsewhere = tmp_path / "elsewhere"
@@ -348,7 +317,7 @@ def test_watch_from_another_directory_hands_off_with_the_dispatch_lane(slurm: Cl
     [done] = json.loads(watched.stdout)
     assert (done["dispatch_id"], done["lane"], done["outcome"]) == (dispatch_id, "gcp", "handed-off")
     assert ledger(tmp_path) == [dispatch_id]
-    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    journal = read_journal(tmp_path)
     assert_settled(slurm, journal, tmp_path, [dispatch_id])
     journal.close()
 
@@ -358,12 +327,10 @@ def test_a_deleted_state_dir_stops_watch_with_one_line_naming_the_job(slurm: Clu
     """rm -rf of the state dir under a running watch: exit 7 with one line naming the dispatch and its job."""
     slurm.occupy("high-eur", 8, count=2)
     config = cli_config(tmp_path, cap=120.0)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
-    watch = subprocess.Popen(
-        [str(FELLOWS_FSM), "--config", str(config), "watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    watch = start_cli(config, "watch")
     time.sleep(1.5)
     shutil.rmtree(tmp_path / "state")
     _, stderr = watch.communicate(timeout=30)
@@ -380,7 +347,7 @@ def test_a_read_only_journal_is_readable_but_not_driven(slurm: Cluster, tmp_path
     """A journal on a read-only mount can be read (status works) but not driven: exit 7 saying it is read-only."""
     slurm.occupy("high-eur", 8, count=2)
     config = cli_config(tmp_path, cap=120.0)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     state = tmp_path / "state"
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.journal import Journal
 from tests.processes import processes_with
 
+from .cli_harness import cli, read_journal, submit_args
 from .conftest import Cluster
 from .settled import assert_settled, ledger
-from .test_faults_real import cli, cli_config, damage_journal, submit_argv
+from .test_faults_real import cli_config, damage_journal
 
 pytestmark = pytest.mark.slurm
 
@@ -49,7 +49,7 @@ def test_a_failed_handoff_leaves_no_child_to_pay_and_a_retry_pays_once(slurm: Cl
     assert done.returncode == 0, done.stderr
     second = json.loads(done.stdout)["dispatch_id"]
     assert ledger(tmp_path) == [second]
-    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    journal = read_journal(tmp_path)
     try:
         first = json.loads(failed.stdout)["dispatch_id"]
         row = journal.dispatch(first)
@@ -104,7 +104,7 @@ def test_a_damaged_journal_refuses_submit_before_sbatch(slurm: Cluster, tmp_path
     damage_journal(path)
     kept = path.read_bytes()
     handed = ledger(tmp_path)
-    result = cli(config, *submit_argv(slurm, "--detach"))
+    result = cli(config, *submit_args(slurm, "--detach"))
     assert result.returncode == 7, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "keep the file" in result.stderr
@@ -134,7 +134,7 @@ def test_a_job_moved_to_another_qos_runs_there_and_every_view_says_so(slurm: Clu
     say low-eur (what SLURM reports) and that someone else moved it."""
     slurm.occupy("high-eur", 8, count=2)
     config = cli_config(tmp_path, cap=120.0)
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     job_id = str(_status(config, dispatch_id)["slurm_job_id"])
@@ -148,7 +148,7 @@ def test_a_job_moved_to_another_qos_runs_there_and_every_view_says_so(slurm: Clu
     assert history[-1]["qos"] == "low-eur"
     assert "someone else moved" in history[-1]["note"]
     assert slurm.row(job_id).qos == "low-eur"
-    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    journal = read_journal(tmp_path)
     try:
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     finally:
@@ -162,7 +162,7 @@ def test_a_job_whose_time_limit_someone_changed_is_never_walked(slurm: Cluster, 
     config = cli_config(tmp_path, cap=3.0)
     # Without sbatch --deadline: slurmctld would drop a job whose limit grew past it (then withdrawn, not walked).
     config.write_text(config.read_text().replace("[lanes.gcp]", "[router]\ncontroller_deadline = false\n\n[lanes.gcp]"))
-    submitted = cli(config, *submit_argv(slurm, "--detach"))
+    submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     job_id = str(_status(config, dispatch_id)["slurm_job_id"])
@@ -186,7 +186,7 @@ def test_a_job_whose_time_limit_someone_changed_is_never_walked(slurm: Cluster, 
     status = _status(config, dispatch_id)
     assert (status["state"], status["qos"]) == ("RUNNING", "high-eur")
     assert ledger(tmp_path) == []
-    journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
+    journal = read_journal(tmp_path)
     try:
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     finally:

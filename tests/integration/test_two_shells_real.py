@@ -21,9 +21,10 @@ import pytest
 
 from fellows_fsm.journal import DriverOwner, Journal
 
+from .cli_harness import FELLOWS_FSM, cli
 from .conftest import Cluster
 from .settled import assert_settled
-from .test_cli_real import FELLOWS_FSM, _cli, _config
+from .test_cli_real import _config
 
 pytestmark = pytest.mark.slurm
 
@@ -39,7 +40,7 @@ def _start_submit(config: Path, slurm: Cluster) -> subprocess.Popen[str]:
 
 
 def _status(config: Path) -> list[dict[str, Any]]:
-    result = _cli(config, "status", "--json")
+    result = cli(config, "status", "--json", timeout=60)
     return json.loads(result.stdout) if result.returncode == 0 else []
 
 

@@ -15,7 +15,7 @@ import pytest
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config import Config, LaneConfig
 from fellows_fsm.errors import HandoffUnknown
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal import DispatchRow, Journal
 from fellows_fsm.lanes import CommandLane, HandoffFiles
 from fellows_fsm.records import outcome_error
 from fellows_fsm.router import Router
@@ -78,35 +78,53 @@ def _kill_wrapper(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
+def _hand_off(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> tuple[Router, str, int]:
+    """A first router that hands SPEC to the gcp lane: the router, the dispatch id and its wrapper's journaled pid."""
+    first = _router(tmp_path, lane, made)
+    h = first.dispatch(SPEC, pin="gcp")
+    handoff = first.journal.handoff(h.dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    return first, h.dispatch_id, handoff.pid
+
+
+def _restart(first: Router, tmp_path: Path, lane: LaneConfig, made: list[Router]) -> Router:
+    """The first router gone; the next one made, polled once and waited on until its handoffs end."""
+    _die(first, made)
+    second = _router(tmp_path, lane, made)
+    second.poll()
+    second.wait_for_handoffs()
+    return second
+
+
+def _ran_once(router: Router, tmp_path: Path, dispatch_id: str) -> DispatchRow:
+    """The dispatch's row, once the command is checked to have run exactly once (one ledger line)."""
+    assert _ledger(tmp_path) == [dispatch_id]
+    row = router.journal.dispatch(dispatch_id)
+    assert row is not None
+    return row
+
+
 def test_a_wrapper_killed_mid_command_with_no_probe_ends_unknown_and_is_never_rerun(
     tmp_path: Path, routers: list[Router]
 ) -> None:
     """The wrapper killed while its command sleeps, the driver gone: the next router follows the command to its end,
     records HANDOFF_UNKNOWN with what to check (exit 10), and never runs it again."""
     lane = _lane(tmp_path, sleep=1)
-    first = _router(tmp_path, lane, routers)
-    h = first.dispatch(SPEC, pin="gcp")
-    handoff = first.journal.handoff(h.dispatch_id)
-    assert handoff is not None
-    assert handoff.pid is not None
+    first, dispatch_id, pid = _hand_off(tmp_path, lane, routers)
     _command_runs(tmp_path)
-    _kill_wrapper(handoff.pid)
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)  # the next driver: recovers the dispatch, adopts its command
-    second.poll()
-    second.wait_for_handoffs()
+    _kill_wrapper(pid)
+    second = _restart(first, tmp_path, lane, routers)  # the next driver: recovers the dispatch, adopts its command
     time.sleep(1.5)  # past the command's sleep: a second run would have written by now
-    assert _ledger(tmp_path) == [h.dispatch_id]
-    row = second.journal.dispatch(h.dispatch_id)
-    assert row is not None
+    row = _ran_once(second, tmp_path, dispatch_id)
     assert (row.state, row.outcome, row.final) == ("HANDOFF_UNKNOWN", "handoff-unknown", True)
-    ended = second.journal.handoff(h.dispatch_id)
+    ended = second.journal.handoff(dispatch_id)
     assert ended is not None
     assert (ended.status, ended.exit_status) == ("unknown", None)
-    error = outcome_error(second.journal, h.dispatch_id)
+    error = outcome_error(second.journal, dispatch_id)
     assert isinstance(error, HandoffUnknown)
     assert error.exit_code == 10
-    assert f"check gcp for a job of dispatch {h.dispatch_id}" in str(error)
+    assert f"check gcp for a job of dispatch {dispatch_id}" in str(error)
     _die(second, routers)
     third = _router(tmp_path, lane, routers)  # and no later driver takes it up again
     assert not third.busy
@@ -116,20 +134,11 @@ def test_a_lost_command_the_probe_finds_is_handed_off(tmp_path: Path, routers: l
     """The wrapper killed while its command sleeps: once the command made its job, the probe finds it and the
     dispatch is HANDED_OFF, with one ledger line."""
     lane = _lane(tmp_path, sleep=1, probe=True)
-    first = _router(tmp_path, lane, routers)
-    h = first.dispatch(SPEC, pin="gcp")
-    handoff = first.journal.handoff(h.dispatch_id)
-    assert handoff is not None
-    assert handoff.pid is not None
+    first, dispatch_id, pid = _hand_off(tmp_path, lane, routers)
     _command_runs(tmp_path)
-    _kill_wrapper(handoff.pid)
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)
-    second.poll()
-    second.wait_for_handoffs()
-    assert _ledger(tmp_path) == [h.dispatch_id]
-    row = second.journal.dispatch(h.dispatch_id)
-    assert row is not None
+    _kill_wrapper(pid)
+    second = _restart(first, tmp_path, lane, routers)
+    row = _ran_once(second, tmp_path, dispatch_id)
     assert row.state == "HANDED_OFF"
 
 
@@ -137,21 +146,12 @@ def test_a_lost_command_the_probe_does_not_find_runs_again_once(tmp_path: Path, 
     """A wrapper and its whole group killed before the command made its job: the probe finds nothing, so the
     command runs again (journaled first), once, and the dispatch is HANDED_OFF with one ledger line."""
     lane = _lane(tmp_path, sleep=1, probe=True)
-    first = _router(tmp_path, lane, routers)
-    h = first.dispatch(SPEC, pin="gcp")
-    handoff = first.journal.handoff(h.dispatch_id)
-    assert handoff is not None
-    assert handoff.pid is not None
+    first, dispatch_id, pid = _hand_off(tmp_path, lane, routers)
     _command_runs(tmp_path)
-    os.killpg(handoff.pid, signal.SIGKILL)
-    os.waitpid(handoff.pid, 0)
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)
-    second.poll()
-    second.wait_for_handoffs()
-    assert _ledger(tmp_path) == [h.dispatch_id]
-    row = second.journal.dispatch(h.dispatch_id)
-    assert row is not None
+    os.killpg(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    second = _restart(first, tmp_path, lane, routers)
+    row = _ran_once(second, tmp_path, dispatch_id)
     assert row.state == "HANDED_OFF"
 
 
@@ -166,13 +166,8 @@ def test_a_start_journaled_whose_wrapper_never_ran_is_started_once(tmp_path: Pat
     files.prepare()
     first.journal.start_handoff(dispatch_id, "gcp", CommandLane(lane).command(dispatch_id, SPEC), time.time())
     assert files.started() is False
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)
-    second.poll()
-    second.wait_for_handoffs()
-    assert _ledger(tmp_path) == [dispatch_id]
-    row = second.journal.dispatch(dispatch_id)
-    assert row is not None
+    second = _restart(first, tmp_path, lane, routers)
+    row = _ran_once(second, tmp_path, dispatch_id)
     assert row.state == "HANDED_OFF"
     _die(second, routers)
     assert not _router(tmp_path, lane, routers).busy  # done: no later driver starts it again
@@ -184,22 +179,13 @@ def test_a_restart_whose_pid_was_never_journaled_finds_the_wrapper_by_its_comman
     """The wrapper runs but its pid never reached the journal (the driver died in between): the next router finds
     it, follows it, and records its exit status; the command ran once."""
     lane = _lane(tmp_path, sleep=1)
-    first = _router(tmp_path, lane, routers)
-    h = first.dispatch(SPEC, pin="gcp")
-    handoff = first.journal.handoff(h.dispatch_id)
-    assert handoff is not None
-    assert handoff.pid is not None
+    first, dispatch_id, pid = _hand_off(tmp_path, lane, routers)
     with first.journal._write() as db:  # the pid, as if the driver had died before it journaled it
-        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (h.dispatch_id,))
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)
-    second.poll()
-    second.wait_for_handoffs()
-    assert _ledger(tmp_path) == [h.dispatch_id]
-    row = second.journal.dispatch(h.dispatch_id)
-    assert row is not None
+        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (dispatch_id,))
+    second = _restart(first, tmp_path, lane, routers)
+    row = _ran_once(second, tmp_path, dispatch_id)
     assert row.state == "HANDED_OFF"
-    os.waitpid(handoff.pid, 0)  # the wrapper was this process's child (the first router's)
+    os.waitpid(pid, 0)  # the wrapper was this process's child (the first router's)
 
 
 def test_a_killed_wrapper_whose_pid_was_never_journaled_is_followed_by_its_mark(
@@ -208,21 +194,12 @@ def test_a_killed_wrapper_whose_pid_was_never_journaled_is_followed_by_its_mark(
     """Neither the wrapper's pid in the journal nor the wrapper alive: its mark names its group, so the next router
     follows the command to its end before it decides (HANDOFF_UNKNOWN, no probe), and the command ran once."""
     lane = _lane(tmp_path, sleep=1)
-    first = _router(tmp_path, lane, routers)
-    h = first.dispatch(SPEC, pin="gcp")
-    handoff = first.journal.handoff(h.dispatch_id)
-    assert handoff is not None
-    assert handoff.pid is not None
+    first, dispatch_id, pid = _hand_off(tmp_path, lane, routers)
     _command_runs(tmp_path)
-    assert HandoffFiles(tmp_path / "handoffs", h.dispatch_id).marked_pid() == handoff.pid
+    assert HandoffFiles(tmp_path / "handoffs", dispatch_id).marked_pid() == pid
     with first.journal._write() as db:
-        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (h.dispatch_id,))
-    _kill_wrapper(handoff.pid)
-    _die(first, routers)
-    second = _router(tmp_path, lane, routers)
-    second.poll()
-    second.wait_for_handoffs()
-    assert _ledger(tmp_path) == [h.dispatch_id]  # the command was followed to its end, not given up on at once
-    row = second.journal.dispatch(h.dispatch_id)
-    assert row is not None
+        db.execute("UPDATE handoffs SET pid=NULL WHERE dispatch_id=?", (dispatch_id,))
+    _kill_wrapper(pid)
+    second = _restart(first, tmp_path, lane, routers)
+    row = _ran_once(second, tmp_path, dispatch_id)  # the command was followed to its end, not given up on at once
     assert row.state == "HANDOFF_UNKNOWN"
