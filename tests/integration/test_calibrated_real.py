@@ -31,6 +31,11 @@ pytestmark = pytest.mark.slurm
 CAP = 90.0
 POLL = 1.0
 HISTORY_JOBS = 20
+HISTORY_GAP_SECONDS = 2.0
+"""Each test's history starts this long after the test itself: sacct's --starttime takes every job that ended
+after it, and the previous test's jobs, cancelled by its teardown just before this test began, must not count (a
+margin the other way let them in, and a node of cancelled 10-minute jobs read as jobs that end early). This
+test's own history jobs end a minute in."""
 
 
 def _slurm(*argv: str) -> str:
@@ -75,7 +80,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
             park_cap_seconds=CAP,
             poll_interval_seconds=POLL,
             park_early="calibrated",
-            calibrated_history_seconds=time.time() - since + 5,
+            calibrated_history_seconds=time.time() - since - HISTORY_GAP_SECONDS,
         ),
         lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),

@@ -20,7 +20,7 @@ from fellows_fsm.core import Step
 from fellows_fsm.journal import Journal
 from fellows_fsm.router import Router
 from tests.integration.conftest import Cluster
-from tests.integration.test_calibrated_real import _sbatch, build_history, fill_node
+from tests.integration.test_calibrated_real import HISTORY_GAP_SECONDS, _sbatch, build_history, fill_node
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +35,7 @@ def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step
             park_cap_seconds=CAP,
             poll_interval_seconds=POLL,
             park_early="calibrated",
-            calibrated_history_seconds=time.time() - since + 5,
+            calibrated_history_seconds=time.time() - since - HISTORY_GAP_SECONDS,
         ),
         lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
