@@ -182,7 +182,7 @@ def test_submit_refuses_an_ungranted_qos_with_nothing_queued(
     line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert f"'{ungranted_qos}'" in line
     assert "not granted" in line
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
     assert _json(cli(config, "status", "--json", timeout=60)) == []
 
 
@@ -193,7 +193,7 @@ def test_submit_refuses_an_unknown_qos_with_nothing_queued(slurm: Cluster, tmp_p
     line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert "'no-such-eur'" in line
     assert "does not exist" in line
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
 
 
 def test_a_job_over_high_eur_max_wall_never_waits_on_high_eur(slurm: Cluster, tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_a_job_no_rung_can_start_is_refused_before_the_paid_lane(slurm: Cluster,
     args = ["submit", "--gpus", "8", "--time", "20-00:00:00", slurm.script(300), "--", *slurm.job_args()]
     line = _one_error(cli(config, *args, timeout=60), 5)
     assert "no rung" in line
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
     assert not (tmp_path / "gcp.ledger").exists()
 
 
@@ -236,4 +236,4 @@ def test_owned_sbatch_option_is_refused_on_the_real_cluster(slurm: Cluster, tmp_
     before = {r.job_id for r in slurm.queue()}
     line = _one_error(cli(config, *submit_args(slurm), "--qos=low-eur", timeout=60), 2)
     assert "'--qos=low-eur'" in line
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)

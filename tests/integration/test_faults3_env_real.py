@@ -121,7 +121,7 @@ def test_a_row_that_is_not_utf8_refuses_submit_as_status_does(slurm: Cluster, tm
     assert result.returncode == 7, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "unreadable or damaged" in result.stderr
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
     assert path.read_bytes() == kept
     assert ledger(tmp_path) == [json.loads(first.stdout)["dispatch_id"]]
 
@@ -290,4 +290,4 @@ def test_an_escape_in_the_scripts_job_name_is_reported_as_the_scripts_line(slurm
     assert len(lines) == 1, result.stderr
     assert f"{script.name}:2" in lines[0]
     assert "--name" not in lines[0]
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)

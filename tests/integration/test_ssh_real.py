@@ -220,7 +220,7 @@ def test_an_ungranted_qos_is_refused_over_ssh_before_anything_is_queued(remote: 
         line = _one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 3)
         assert f"'{name}'" in line
         assert "not granted" in line
-        assert {r.job_id for r in slurm.queue()} == before
+        assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
         assert remote.local_calls() == []
     finally:
         subprocess.run(["sacctmgr", "-i", "delete", "qos", name], capture_output=True, timeout=30, check=False)
@@ -289,7 +289,7 @@ def test_an_unknown_host_key_is_one_line_and_nothing_is_queued(remote: Remote, s
     line = _one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 9)
     assert f"ssh could not log in to {HOST}" in line
     assert "host key" in line
-    assert {r.job_id for r in slurm.queue()} == before
+    assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
     journal = remote.tmp_path / "state" / "journal.sqlite3"
     if journal.exists():
         with closing(Journal(journal, readonly=True)) as opened:
