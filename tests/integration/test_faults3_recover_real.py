@@ -218,7 +218,11 @@ def test_a_held_job_slurm_drops_at_its_deadline_is_followed_by_the_next_rung(slu
     [job] = [j for j in jobs_of(slurm, dispatch_id) if j.state == "PENDING"]
     subprocess.run(["scontrol", "hold", job.job_id], check=True, timeout=30)
     time.sleep(3 * cap)  # held 12 s past a 4 s window; slurmctld drops it once it looks at it again
-    subprocess.run(["scontrol", "release", job.job_id], check=True, timeout=30)
+    released = subprocess.run(
+        ["scontrol", "release", job.job_id], capture_output=True, text=True, check=False, timeout=30
+    )
+    # slurmctld drops it at its release, or (seen on 24.11 on a loaded machine) already while it is held.
+    assert released.returncode == 0 or slurm.row(job.job_id).state == "DEADLINE", released.stderr
     slurm.wait_for(lambda: slurm.row(job.job_id).state == "DEADLINE", f"slurmctld to drop job {job.job_id}", 90)
     row = final_row(slurm, tmp_path, dispatch_id, timeout=4 * cap + 30)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur")
