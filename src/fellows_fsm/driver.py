@@ -325,10 +325,7 @@ class Driver:
         try:
             return self._ask(d, call)
         except SchedulerUnreachable as exc:
-            now = self.clock.now()
-            why = f"SLURM did not answer ({exc}); the window waits for that time"
-            since = max(asked_at, d.history[-1].at) if d.history else asked_at
-            self._journal(d, d.pause(now, since=since, why=why))
+            self._pause_from(d, asked_at, f"SLURM did not answer ({exc}); the window waits for that time")
             raise
 
     def _ask(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
@@ -367,9 +364,13 @@ class Driver:
         now = self.clock.now()
         if now - asked_at <= SLOW_SUBMIT_SECONDS:
             return False
-        why = f"SLURM took {now - asked_at:.0f} s to answer; the window waits for that time"
-        self._journal(d, d.pause(now, since=max(asked_at, d.history[-1].at) if d.history else asked_at, why=why))
+        self._pause_from(d, asked_at, f"SLURM took {now - asked_at:.0f} s to answer; the window waits for that time")
         return True
+
+    def _pause_from(self, d: Dispatch, asked_at: float, why: str) -> None:
+        """Journal the dispatch's clock stopped from ``asked_at`` (not before its last step) until its next look."""
+        since = max(asked_at, d.history[-1].at) if d.history else asked_at
+        self._journal(d, d.pause(self.clock.now(), since=since, why=why))
 
 
 _CHANGING = frozenset({State.CANCELLED, State.PARKED})
