@@ -21,14 +21,19 @@ import attrs
 
 from benchmarks import realslurm
 from benchmarks.common import write_result
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.core import Dispatch
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.vocab import State
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.sim import SimParams, TraceJob, load_trace, simulate
-from fellows_fsm.sim.run import GCP, InProcessLane, JobOutcome, RunResult, minutes_limit
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.sim.results import GCP, JobOutcome, RunResult
+from fellows_fsm.sim.run import InProcessLane, minutes_limit, simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import TraceJob, load_trace
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 
 TRACE = Path(__file__).resolve().parent / "traces" / "agreement.jsonl"
 ESTIMATE_TRACE = Path(__file__).resolve().parent / "traces" / "agreement_estimate.jsonl"

@@ -1,4 +1,4 @@
-"""Benchmark: the background driver (fellows_fsm.daemon) on the real local SLURM, driven through the CLI.
+"""Benchmark: the background driver (fellows_fsm.driver.process) on the real local SLURM, driven through the CLI.
 
 Three measurements, each through ``fellows-fsm submit --detach`` as a user runs it, on a fresh state dir per run:
 

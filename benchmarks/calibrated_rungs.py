@@ -25,9 +25,11 @@ from typing import Any
 from benchmarks.common import write_result
 from benchmarks.park_early_sweep import _record
 from fellows_fsm.core import policy
-from fellows_fsm.sim import SimParams, TraceJob, realistic_time_limits, simulate, synthetic_trace
 from fellows_fsm.sim.real_workload import REAL_LOAD, real_trace
 from fellows_fsm.sim.results import by_index
+from fellows_fsm.sim.run import simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import TraceJob, realistic_time_limits, synthetic_trace
 
 POLICIES = (
     ("off", "ladder"),
@@ -189,7 +191,7 @@ def main() -> None:
             "earlier_threshold": policy.CALIBRATED_LEAVE_EARLIER_BELOW,
             "last_threshold": policy.CALIBRATED_LEAVE_LAST_BELOW,
             "earlier_horizon": policy.CALIBRATED_EARLIER_HORIZON,
-            "min_history": policy.CALIBRATED_MIN_HISTORY,
+            "min_history": policy.CALIBRATED_MIN_FINISHED,
             "sweep_seconds": round(seconds, 1),
             "workloads": workloads,
             "load_check": loads,

@@ -22,7 +22,9 @@ from typing import Any
 from benchmarks.common import write_result
 from benchmarks.park_early_sweep import DEFAULT_CAP, POLICIES, _record
 from fellows_fsm.core import policy
-from fellows_fsm.sim import SimParams, TraceJob, realistic_time_limits, simulate, synthetic_trace
+from fellows_fsm.sim.run import simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import TraceJob, realistic_time_limits, synthetic_trace
 
 CANDIDATES = (0.01, 0.02, 0.1, 0.2)
 """Other thresholds for leaving the last rung, played at the default cap."""
@@ -98,7 +100,7 @@ def main() -> None:
             "poll_interval_seconds": args.poll,
             "park_caps": caps,
             "threshold": policy.CALIBRATED_LEAVE_BELOW,
-            "min_history": policy.CALIBRATED_MIN_HISTORY,
+            "min_history": policy.CALIBRATED_MIN_FINISHED,
             "sweep_seconds": round(seconds, 1),
             "workloads": workloads,
         },

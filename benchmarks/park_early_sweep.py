@@ -27,9 +27,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks.common import write_result
-from fellows_fsm.core import Dispatch, lifecycle
-from fellows_fsm.sim import SimParams, TraceJob, simulate, synthetic_trace, with_time_limits
-from fellows_fsm.sim.run import RunResult
+from fellows_fsm.core import lifecycle
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.sim.results import RunResult
+from fellows_fsm.sim.run import simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import TraceJob, synthetic_trace, with_time_limits
 
 POLICIES: tuple[tuple[str, str, bool], ...] = (
     ("off", "ladder", True),

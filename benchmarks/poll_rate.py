@@ -21,14 +21,16 @@ from typing import Any
 
 from benchmarks.common import percentiles, write_result
 from benchmarks.fakectld import FakeCtld
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
-from fellows_fsm.slurm import SlurmScheduler
-from fellows_fsm.testing import Reply, Request
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.transport import Reply, Request
 
 SPEC = JobSpec(name="load", script="load.sbatch", gpus=8, time_limit_seconds=600)
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 
 JOBS_DIR = Path(os.environ.get("FELLOWS_SLURM_RUNTIME", "/tmp/fellows-slurm")) / "jobs"
 

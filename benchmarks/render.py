@@ -302,7 +302,7 @@ def section_load(lines: list[str]) -> dict[str, Any] | None:
         lines.append(
             f'With `park_early = "calibrated"` ({run["live_dispatches"]} dispatches waiting on their last rung, '
             f"low-eur, the node full; {len(polls)} polls one after another, same command): the cluster's history is "
-            f"read {run['history_reads']} time(s) in all (HistoryCache, refreshed every "
+            f"read {run['history_reads']} time(s) in all (WorkloadCache, refreshed every "
             f"{run['history_refresh_seconds']:g} s: one sacct, one squeue of the running and pending jobs, one "
             f"scontrol of the nodes). squeue / sacct / scontrol in the first poll: {counts}; in each later poll: "
             f"{later}. No extra call per poll.\n"

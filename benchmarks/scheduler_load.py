@@ -27,14 +27,17 @@ from benchmarks.common import spread, write_result
 from benchmarks.fakectld import FakeCtld
 from benchmarks.realslurm import JOBS_DIR
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
 from fellows_fsm.slurm.observe import squeue_argv
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 
 COMMANDS = ("squeue", "sacct", "sacctmgr", "sbatch", "scancel", "scontrol")
 STEADY_POLLS = 5
@@ -208,8 +211,8 @@ def measure_calibrated(size: int, polls: int) -> dict[str, Any]:
         "backend": "real SLURM 22.05",
         "park_early": "calibrated",
         "polls": per_poll,
-        "history_reads": router.cluster_history.reads,
-        "history_refresh_seconds": router.cluster_history.refresh_seconds,
+        "history_reads": router.cluster_workload.reads,
+        "history_refresh_seconds": router.cluster_workload.refresh_seconds,
     }
 
 

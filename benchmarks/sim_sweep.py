@@ -12,7 +12,10 @@ import argparse
 import time
 
 from benchmarks.common import write_result
-from fellows_fsm.sim import SimParams, format_table, run_sweep, synthetic_trace, to_records
+from fellows_fsm.sim.report import format_table, to_records
+from fellows_fsm.sim.run import run_sweep
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import synthetic_trace
 
 
 def main() -> None:

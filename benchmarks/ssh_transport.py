@@ -20,9 +20,13 @@ from typing import Any
 from benchmarks import realslurm
 from benchmarks.common import spread, write_result
 from benchmarks.decision_overhead import scenario
-from fellows_fsm.config import Config, FellowsConfig
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler, SshTransport, slurm_scheduler
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config
+from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm import slurm_scheduler
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
+from fellows_fsm.slurm.transport import SshTransport
 
 
 def ssh_port(state_dir: Path) -> SlurmScheduler:

@@ -5,13 +5,17 @@ The Python API (docs/python-api.md): ``Fellows(load_config()).submit(JobSpec(...
 
 from __future__ import annotations
 
-from fellows_fsm.api import Check, Fellows, Progress, Submitted
+from fellows_fsm.api import Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, FellowsConfig, Ladder, LaneConfig, Rung, load_config
-from fellows_fsm.core import Decision, Dispatch, Step
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, load_config
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.effects import Decision, Step
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import State
-from fellows_fsm.dispatch_history import HistoryEntry
-from fellows_fsm.driver import Driver, Recorder
+from fellows_fsm.driver.executor import Executor, Recorder
+from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -27,9 +31,10 @@ from fellows_fsm.errors import (
     TransitionNotAllowed,
     UsageError,
 )
-from fellows_fsm.fake import FakeScheduler
-from fellows_fsm.router import Handle, TickReport
-from fellows_fsm.scheduler import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
+from fellows_fsm.journal.history import HistoryEntry
+from fellows_fsm.lanes.preflight import Check
+from fellows_fsm.scheduler.fake import FakeScheduler
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
 
 CANCELLED, FAILED_TO_GCP, PARKED, RUNNING, WITHDRAWN = (
     State.CANCELLED,
@@ -52,7 +57,7 @@ __all__ = [
     "ConfigError",
     "Decision",
     "Dispatch",
-    "Driver",
+    "Executor",
     "FakeScheduler",
     "Fellows",
     "FellowsConfig",

@@ -13,23 +13,26 @@ from types import TracebackType
 
 import attrs
 
-from fellows_fsm.cancel_request import request_cancel
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config
-from fellows_fsm.daemon import check_cluster, ensure_driver, remember_config
-from fellows_fsm.dispatch_history import HistoryEntry, history_entries
+from fellows_fsm.config.file import Config
+from fellows_fsm.driver.cancel_request import request_cancel
+from fellows_fsm.driver.inbox import enqueue
+from fellows_fsm.driver.process import check_cluster, ensure_driver, remember_config
+from fellows_fsm.driver.reports import Handle, TickReport
+from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
-from fellows_fsm.intake import enqueue
-from fellows_fsm.journal import Journal
-from fellows_fsm.journal_lock import DriverOwner
-from fellows_fsm.lanes import CommandLane
-from fellows_fsm.preflight import Check, check_request, default_grants
-from fellows_fsm.records import RECENT, find, outcome_error, select
-from fellows_fsm.router import Handle, Router, TickReport
-from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, slurm_scheduler
+from fellows_fsm.journal.history import HistoryEntry, history_entries
+from fellows_fsm.journal.lock import DriverOwner
+from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.lanes.preflight import Check, check_request, default_grants
+from fellows_fsm.scheduler.port import JobSpec, Scheduler
+from fellows_fsm.slurm import slurm_scheduler
+from fellows_fsm.slurm.accounting import Grants
+from fellows_fsm.slurm.port import SlurmScheduler
 
-__all__ = ["Check", "Fellows", "Progress", "Submitted"]
+__all__ = ["Fellows", "Progress", "Submitted"]
 
 log = logging.getLogger(__name__)
 

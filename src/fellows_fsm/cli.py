@@ -18,17 +18,18 @@ from pathlib import Path
 import click
 
 from fellows_fsm.api import Fellows
-from fellows_fsm.config import Config
+from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import FELLOWS
-from fellows_fsm.dispatch_history import history_entries
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
-from fellows_fsm.journal import Journal
-from fellows_fsm.records import RECENT, outcome_error, select
+from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.queries import RECENT, outcome_error, select
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
-from fellows_fsm.ui import app, tools
+from fellows_fsm.ui import app
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
+from fellows_fsm.ui import tools as _tool_commands
 from fellows_fsm.ui.app import (
     INTERRUPTED,
     config_of,
@@ -37,11 +38,9 @@ from fellows_fsm.ui.app import (
     find_row,
     main,
     make_console,
-    make_scheduler,
     next_lane_of,
     open_fellows,
     open_journal,
-    read_grants,
     say_started,
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
@@ -49,8 +48,9 @@ from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
 from fellows_fsm.ui.status import status_table
 
-__all__ = ["main", "make_scheduler", "read_grants", "read_script_defaults", "tools"]
-_ = _driver_commands, _demo_command  # register `fellows-fsm driver` and `fellows-fsm demo` on the group
+# The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
+__all__ = ["main"]
+_ = _driver_commands, _demo_command, _tool_commands  # register `driver`, `demo`, the tools (ladder, config, ...)
 
 log = logging.getLogger(__name__)
 

@@ -16,16 +16,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config
-from fellows_fsm.core import TRIGGERS, Dispatch
-from fellows_fsm.daemon import has_work, serve
-from fellows_fsm.driver import Driver, Recorder
-from fellows_fsm.journal import DriverOwner, Journal
-from fellows_fsm.scheduler import History, Observation, Scheduler
+from fellows_fsm.config.file import Config
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.lifecycle import TRIGGERS
+from fellows_fsm.driver.executor import Executor, Recorder
+from fellows_fsm.driver.process import has_work, serve
+from fellows_fsm.journal.lock import DriverOwner
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import Observation, Scheduler, Workload
 from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
-from fellows_fsm.slurm.transport import NoAnswer, Reply, Request
+from fellows_fsm.slurm.transport import Reply, Request
 
-__all__ = ["Driven", "MockRunner", "MockTransport", "NoAnswer", "Reply", "Request", "ScriptedReply", "ThreadedDriver"]
+__all__ = ["Driven", "MockRunner", "MockTransport", "ScriptedReply", "ThreadedDriver"]
 
 
 class MockTransport:
@@ -49,7 +51,7 @@ class MockTransport:
 
 
 class Driven:
-    """One Dispatch driven by the production Driver (the doer the router runs) on a port, one event at a time.
+    """One Dispatch driven by the production Executor (the doer the router runs) on a port, one event at a time.
 
     Attributes read through to the Dispatch; ``submit()``, ``advance(obs)`` and the trigger names run what the
     core decides through the same effect path as a router tick (journal first, one batched cancel call).
@@ -59,11 +61,11 @@ class Driven:
         self, dispatch: Dispatch, scheduler: Scheduler, recorder: Recorder | None = None, clock: Clock | None = None
     ) -> None:
         self.__dict__["d"] = dispatch
-        self.__dict__["driver"] = Driver(scheduler, recorder, clock or SystemClock())
+        self.__dict__["executor"] = Executor(scheduler, recorder, clock or SystemClock())
 
     def __getattr__(self, name: str) -> Any:
         if name in TRIGGERS:
-            return lambda: self.driver._run(self.d, self.d.fire(name, self.driver.clock.now()))
+            return lambda: self.executor._run(self.d, self.d.fire(name, self.executor.clock.now()))
         return getattr(self.d, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -71,16 +73,18 @@ class Driven:
 
     def submit(self) -> None:
         """The first submit, as Router.dispatch makes it."""
-        self.driver.start(self.d)
+        self.executor.start(self.d)
 
     def advance(
-        self, observation: Observation | None, *, may_change_rung: bool = True, history: History | None = None
+        self, observation: Observation | None, *, may_change_rung: bool = True, workload: Workload | None = None
     ) -> None:
         """One router tick with this observation of the job (None: no new look) and, for ``park_early =
-        "calibrated"``, the cluster's history; a refused first submit raises."""
+        "calibrated"``, the cluster's workload; a refused first submit raises."""
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
-        outcome = self.driver.tick([self.d], observations, 1 if may_change_rung else 0, park_budget=1, history=history)
+        outcome = self.executor.tick(
+            [self.d], observations, 1 if may_change_rung else 0, park_budget=1, workload=workload
+        )
         if outcome.rejected:
             raise outcome.rejected[0][1]
 

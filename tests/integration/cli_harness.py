@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fellows_fsm.journal import DriverOwner, Journal
+from fellows_fsm.journal.lock import DriverOwner
+from fellows_fsm.journal.store import Journal
 
 from .conftest import RUNTIME, Cluster
 from .settled import LEDGER_CODE, assert_settled

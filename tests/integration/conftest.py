@@ -17,9 +17,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fellows_fsm.scheduler import JobSpec, Phase
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.scheduler.port import JobSpec, Phase
 from fellows_fsm.slurm.observe import JobRow
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 from fellows_fsm.testing import Driven
 
 REPO = Path(__file__).resolve().parents[2]

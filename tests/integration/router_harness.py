@@ -17,11 +17,14 @@ from pathlib import Path
 
 import attrs
 
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import History, JobSpec, Observation
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec, Observation, Workload
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 
 POINTS = ("none", "before-sbatch", "after-sbatch", "after-cancel")
 
@@ -73,8 +76,8 @@ class CrashingPort:
     def find_tokens(self, prefix: str) -> Sequence[Observation]:
         return self.inner.find_tokens(prefix)
 
-    def history(self, *, since: float) -> History:
-        return self.inner.history(since=since)
+    def workload(self, *, since: float) -> Workload:
+        return self.inner.workload(since=since)
 
 
 def build(state_dir: Path, cap: float, point: str) -> Router:

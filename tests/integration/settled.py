@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal.store import Journal
 
 from .conftest import Cluster, QueueRow
 

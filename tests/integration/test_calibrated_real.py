@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.core import Step
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.sim import SimClock, SimCluster
-from fellows_fsm.sim.clock import SIM_EPOCH
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.effects import Step
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
+from fellows_fsm.sim.cluster import SimCluster
 from fellows_fsm.slurm.observe import parse_slurm_time
 from tests.integration.conftest import Cluster
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.slurm
 CAP = 90.0
 POLL = 1.0
 HISTORY_JOBS = 20
-HISTORY_GAP_SECONDS = 2.0
+WORKLOAD_GAP_SECONDS = 2.0
 """Each test's history starts this long after the test itself: sacct's --starttime takes every job that ended
 after it, and the previous test's jobs, cancelled by its teardown just before this test began, must not count (a
 margin the other way let them in, and a node of cancelled 10-minute jobs read as jobs that end early). This
@@ -80,7 +82,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
             park_cap_seconds=CAP,
             poll_interval_seconds=POLL,
             park_early="calibrated",
-            calibrated_history_seconds=time.time() - since - HISTORY_GAP_SECONDS,
+            calibrated_history_seconds=time.time() - since - WORKLOAD_GAP_SECONDS,
         ),
         lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
@@ -121,7 +123,7 @@ def test_a_history_of_whole_limits_leaves_the_last_rung_for_the_paid_lane(slurm:
     assert park.note.endswith("median elapsed/limit 1.00; leaving for the paid lane")
     assert park.at <= submit.at + 5 * POLL  # within a few polls, not at the window's end
     assert (state, outcome) == ("HANDED_OFF", "handed-off")
-    assert router.cluster_history.reads == 1
+    assert router.cluster_workload.reads == 1
 
 
 def test_a_history_of_jobs_ending_at_a_twentieth_of_their_limits_waits_and_starts(

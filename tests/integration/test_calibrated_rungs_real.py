@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.core import Step
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.effects import Step
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
 from tests.integration.conftest import Cluster
-from tests.integration.test_calibrated_real import HISTORY_GAP_SECONDS, _sbatch, build_history, fill_node
+from tests.integration.test_calibrated_real import WORKLOAD_GAP_SECONDS, _sbatch, build_history, fill_node
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +37,7 @@ def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step
             park_cap_seconds=CAP,
             poll_interval_seconds=POLL,
             park_early="calibrated",
-            calibrated_history_seconds=time.time() - since - HISTORY_GAP_SECONDS,
+            calibrated_history_seconds=time.time() - since - WORKLOAD_GAP_SECONDS,
         ),
         lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
@@ -65,7 +67,7 @@ def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step
 def test_a_node_held_by_jobs_that_run_their_limits_leaves_every_rung_for_the_paid_lane(
     slurm: Cluster, tmp_path: Path
 ) -> None:
-    """History of jobs that ran their whole limits, a node full of 30-minute jobs, the user's caps free: high-eur,
+    """Workload of jobs that ran their whole limits, a node full of 30-minute jobs, the user's caps free: high-eur,
     normal-eur and low-eur are each left early on the history (the chance and figures in each park's note), and
     the job reaches the gcp lane within a few polls, not after the sum of the caps."""
     since = time.time()

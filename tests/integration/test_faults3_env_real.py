@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.scheduler import Phase
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.scheduler.port import Phase
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 from fellows_fsm.slurm.transport import SshTransport
 
 from .cli_harness import FELLOWS_FSM, check_settled, cli, submit_args
@@ -209,7 +210,7 @@ def test_start_times_read_in_another_zone_are_the_real_ones(
 
     slurm.wait_for(started, f"job {job} to start", timeout=30)
     assert t0 - 5 <= seen["start"] <= time.time() + 5, (seen["start"] - t0) / 3600
-    running = {j.job_id: j for j in port.history(since=t0 - 60).running}
+    running = {j.job_id: j for j in port.workload(since=t0 - 60).running}
     assert t0 - 5 <= running[job].started_at <= time.time() + 5, (running[job].started_at - t0) / 3600
 
 

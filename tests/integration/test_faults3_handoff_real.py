@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.journal import lock_held
+from fellows_fsm.journal.lock import lock_held
 from tests.processes import processes_with
 
 from .cli_harness import cli, driver_pid, ledger_config, read_journal, submit_args
@@ -153,7 +153,7 @@ def _write(fd: int, data: bytes) -> int:
 
 
 def _drivers(state: Path) -> list[str]:
-    return [p for p in processes_with("fellows_fsm.daemon") if str(state) in p]
+    return [p for p in processes_with("fellows_fsm.driver.process") if str(state) in p]
 
 
 def test_a_full_state_dir_is_one_line_and_the_first_command_after_space_returns_drives(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config import load_config
+from fellows_fsm.config.file import load_config
 
 from .cli_harness import (
     FELLOWS_FSM,

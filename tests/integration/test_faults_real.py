@@ -20,10 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router, TickReport
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.reports import TickReport
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
 
 from .cli_harness import (
     FELLOWS_FSM,

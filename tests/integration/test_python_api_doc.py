@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal.store import Journal
 
 from .conftest import REPO, Cluster
 from .settled import assert_settled

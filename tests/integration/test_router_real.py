@@ -16,11 +16,13 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fellows_fsm.config import Config, FellowsConfig, RouterConfig
-from fellows_fsm.core import Step
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router, TickReport
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.core.effects import Step
+from fellows_fsm.driver.reports import TickReport
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow
 
 pytestmark = pytest.mark.slurm

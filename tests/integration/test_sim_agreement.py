@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from benchmarks.agreement import CAP, ESTIMATE_TRACE, TRACE, compare, replay_real, replay_sim
 
-from fellows_fsm.sim import load_trace
+from fellows_fsm.sim.trace import load_trace
 
 from .conftest import Cluster
 

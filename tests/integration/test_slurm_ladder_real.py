@@ -7,12 +7,14 @@ import uuid
 
 import pytest
 
-from fellows_fsm.config import FellowsConfig, Ladder
-from fellows_fsm.core import Dispatch
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.scheduler import JobSpec, Observation, Phase
-from fellows_fsm.slurm import SlurmScheduler, check_ladder, discover
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase
+from fellows_fsm.slurm.accounting import check_ladder, discover
+from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.testing import Driven
 
 from .conftest import Cluster

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from fellows_fsm.errors import QosRejected, SubmitRejected
-from fellows_fsm.scheduler import JobSpec, Phase
-from fellows_fsm.slurm import discover
+from fellows_fsm.scheduler.port import JobSpec, Phase
+from fellows_fsm.slurm.accounting import discover
 from fellows_fsm.slurm.port import SlurmScheduler
 
 from .conftest import Cluster

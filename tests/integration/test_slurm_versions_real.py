@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fellows_fsm.config import FellowsConfig
-from fellows_fsm.core import Dispatch
-from fellows_fsm.journal import Journal
-from fellows_fsm.scheduler import Phase
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import Phase
 from fellows_fsm.testing import Driven
-from fellows_fsm.view import Snapshot, dispatch_panel, history_entries, history_table
+from fellows_fsm.ui.history import history_table
+from fellows_fsm.ui.live import dispatch_panel
+from fellows_fsm.ui.snapshot import Snapshot
 
 from .conftest import Cluster
 

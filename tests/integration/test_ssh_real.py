@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import pytest
 
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.transport import SshTransport
 
 from .conftest import REPO, RUNTIME, Cluster, QueueRow

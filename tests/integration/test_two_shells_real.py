@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from fellows_fsm.journal import DriverOwner, Journal
+from fellows_fsm.journal.lock import DriverOwner
+from fellows_fsm.journal.store import Journal
 
 from .cli_harness import FELLOWS_FSM, cli
 from .conftest import Cluster

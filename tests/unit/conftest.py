@@ -10,7 +10,8 @@ import pytest
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock, daemon
+from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock
+from fellows_fsm.driver import process as daemon
 from fellows_fsm.testing import Driven, ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from tests.unit.cli_helpers import CAPS, GRANTS, PRIORITY, SchedulingFake, _config_text

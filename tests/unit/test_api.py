@@ -29,8 +29,8 @@ from fellows_fsm import (
     SubmitRejected,
     UsageError,
 )
-from fellows_fsm.journal import Journal
-from fellows_fsm.slurm import Association, Grants, QosInfo
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
 
 CAP = 60.0
 POLL = 5.0

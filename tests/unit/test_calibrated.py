@@ -8,16 +8,12 @@ import pytest
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import PARKED, FakeScheduler, FellowsConfig, JobSpec, Observation, Phase
-from fellows_fsm.config import Config, LaneConfig, RouterConfig
-from fellows_fsm.core.policy import (
-    CALIBRATED_LEAVE_BELOW,
-    CALIBRATED_MIN_HISTORY,
-    park_early_reason,
-    start_chance,
-)
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import FinishedJob, History, PendingJob, RunningJob
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.policy import CALIBRATED_LEAVE_BELOW, CALIBRATED_MIN_FINISHED, park_early_reason, start_chance
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.testing import Driven
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
@@ -25,13 +21,13 @@ LAST = "SUBMITTED_low_eur"
 HOUR = 3600.0
 
 
-def history(now: float, ratio: float, *, jobs: int = 180, running: int = 8, **kwargs: object) -> History:
+def history(now: float, ratio: float, *, jobs: int = 180, running: int = 8, **kwargs: object) -> Workload:
     """A 64-GPU cluster full of ``running`` 8-GPU jobs with 1 h limits started a minute ago, and ``jobs`` finished
     jobs that each ran ``ratio`` of a 1 h limit."""
     finished = [FinishedJob(ratio * HOUR, HOUR)] * jobs
     in_way = [RunningJob(str(i), 8, now - 60, HOUR) for i in range(running)]
     values: dict[str, object] = {"total_gpus": 64, "used_gpus": 8 * running, **kwargs}
-    return History(now, finished, in_way, **values)  # type: ignore[arg-type]
+    return Workload(now, finished, in_way, **values)  # type: ignore[arg-type]
 
 
 def on_last_rung(make_dispatch: DispatchFactory, fake: FakeScheduler, *, last_rung_too: bool = False) -> Driven:
@@ -47,10 +43,10 @@ def on_last_rung(make_dispatch: DispatchFactory, fake: FakeScheduler, *, last_ru
     return d
 
 
-def tick(d: Driven, fake: FakeScheduler, past: History | None) -> None:
+def tick(d: Driven, fake: FakeScheduler, past: Workload | None) -> None:
     """One tick with the fake's observation of the job and ``past`` as the tick's history."""
     assert d.job_id is not None
-    d.advance(fake.observe([d.job_id])[d.job_id], history=past)
+    d.advance(fake.observe([d.job_id])[d.job_id], workload=past)
 
 
 def test_a_history_of_whole_limits_leaves_the_last_rung_naming_the_figures(
@@ -96,24 +92,24 @@ def test_too_little_history_behaves_exactly_as_own_cap(
 ) -> None:
     """One finished job short of the minimum: every poll's decision is own-cap's, on the last rung and off it."""
     now = fake.clock.now()
-    thin = history(now, 1.0, jobs=CALIBRATED_MIN_HISTORY - 1)
+    thin = history(now, 1.0, jobs=CALIBRATED_MIN_FINISHED - 1)
     obs = Observation("1", Phase.PENDING, reason="Resources")
     for last, too in ((True, False), (True, True), (False, False)):
-        mine = park_early_reason("calibrated", obs, now + CAP, last_rung=last, last_rung_too=too, history=thin, gpus=8)
+        mine = park_early_reason("calibrated", obs, now + CAP, last_rung=last, last_rung_too=too, workload=thin, gpus=8)
         assert mine == park_early_reason("own-cap", obs, now + CAP, last_rung=last)
     d = on_last_rung(make_dispatch, fake)
     frozen.tick(10)
-    tick(d, fake, history(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_HISTORY - 1))
+    tick(d, fake, history(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_FINISHED - 1))
     assert d.state == LAST
 
 
 def test_the_minimum_history_is_enough_to_leave(
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """Exactly CALIBRATED_MIN_HISTORY finished jobs is enough history to calibrate on."""
+    """Exactly CALIBRATED_MIN_FINISHED finished jobs is enough history to calibrate on."""
     d = on_last_rung(make_dispatch, fake)
     frozen.tick(10)
-    tick(d, fake, history(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_HISTORY))
+    tick(d, fake, history(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_FINISHED))
     assert PARKED in [s.dest for s in d.history]
 
 
@@ -127,12 +123,12 @@ def test_a_chance_exactly_at_the_threshold_waits_and_below_it_leaves(ended: int,
     assert CALIBRATED_LEAVE_BELOW == 9 / 180
     now = 1_000_000.0
     finished = [FinishedJob(0.1 * HOUR, HOUR)] * ended + [FinishedJob(HOUR, HOUR)] * (180 - ended)
-    past = History(now, finished, [RunningJob("1", 8, now, HOUR)], total_gpus=8, used_gpus=8)
+    past = Workload(now, finished, [RunningJob("1", 8, now, HOUR)], total_gpus=8, used_gpus=8)
     chance = start_chance(past, gpus=8, now=now, window_end=now + 0.2 * HOUR)
     assert chance is not None
     assert chance.probability == pytest.approx(ended / 180)
     obs = Observation("2", Phase.PENDING, reason="Resources")
-    reason = park_early_reason("calibrated-last", obs, now + 0.2 * HOUR, last_rung=True, history=past, gpus=8, now=now)
+    reason = park_early_reason("calibrated-last", obs, now + 0.2 * HOUR, last_rung=True, workload=past, gpus=8, now=now)
     assert (reason is not None) is leaves
 
 
@@ -162,13 +158,13 @@ def test_a_later_read_that_still_sees_the_jobs_running_past_the_short_runs_leave
     finished = [FinishedJob(300.0 if i % 2 else 1800.0, HOUR) for i in range(100)]
     in_way = [RunningJob(str(i), 8, now - 60, HOUR) for i in range(8)]
     frozen.tick(10)
-    tick(d, fake, History(now, finished, in_way, total_gpus=64, used_gpus=64))
+    tick(d, fake, Workload(now, finished, in_way, total_gpus=64, used_gpus=64))
     assert d.state == LAST  # each may be a short one: 1 - 0.5^8 of a start
     frozen.tick(400)
     tick(d, fake, None)  # the same read: the jobs may have ended since it, so it still waits
     assert d.state == LAST
     frozen.tick(10)
-    tick(d, fake, History(fake.clock.now(), finished, in_way, total_gpus=64, used_gpus=64))
+    tick(d, fake, Workload(fake.clock.now(), finished, in_way, total_gpus=64, used_gpus=64))
     note = next(s.note for s in d.history if s.trigger == "park")
     assert "0 % chance of a start within 3m 0s" in note
 
@@ -196,7 +192,7 @@ def test_own_jobs_only_history_says_so_in_the_note() -> None:
         Observation("1", Phase.PENDING, reason="Resources"),
         now + CAP,
         last_rung=True,
-        history=past,
+        workload=past,
         gpus=8,
         now=now,
     )
@@ -267,7 +263,7 @@ def test_other_users_jobs_pending_ahead_take_the_gpus_first() -> None:
     running = [RunningJob("1", 8, now, HOUR)]
 
     def chance(*pending: PendingJob) -> float:
-        past = History(now, finished, running, pending, total_gpus=8, used_gpus=8)
+        past = Workload(now, finished, running, pending, total_gpus=8, used_gpus=8)
         got = start_chance(past, gpus=8, now=now, window_end=now + 0.2 * HOUR, job_id="9", qos="low-eur")
         assert got is not None
         return got.probability

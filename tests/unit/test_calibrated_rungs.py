@@ -8,13 +8,17 @@ from pathlib import Path
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import PARKED, FakeScheduler, JobSpec
-from fellows_fsm.config import Config, FellowsConfig, LaneConfig, RouterConfig
-from fellows_fsm.core.policy import CALIBRATED_MIN_HISTORY, PARK_EARLY_POLICIES, start_chance
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import FinishedJob, History, PendingJob, RunningJob
-from fellows_fsm.sim import SimParams, TraceJob, simulate
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.policy import CALIBRATED_MIN_FINISHED, PARK_EARLY_POLICIES, start_chance
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.sim.results import by_index
+from fellows_fsm.sim.run import simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import TraceJob
 from fellows_fsm.testing import Driven
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
@@ -22,12 +26,12 @@ HOUR = 3600.0
 FIRST, SECOND, LAST = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur", "RESUBMITTED_low_eur"
 
 
-def full_node(now: float, ratio: float, *, jobs: int = 48, limit: float = HOUR, started: float = 60.0) -> History:
+def full_node(now: float, ratio: float, *, jobs: int = 48, limit: float = HOUR, started: float = 60.0) -> Workload:
     """A 64-GPU node full of eight 8-GPU jobs with ``limit`` limits started ``started`` s ago, and ``jobs`` finished
     jobs that each ran ``ratio`` of a 1 h limit."""
     finished = [FinishedJob(ratio * HOUR, HOUR)] * jobs
     running = [RunningJob(str(100 + i), 8, now - started, limit) for i in range(8)]
-    return History(now, finished, running, total_gpus=64, used_gpus=64)
+    return Workload(now, finished, running, total_gpus=64, used_gpus=64)
 
 
 def pending_on_first_rung(make_dispatch: DispatchFactory, fake: FakeScheduler, policy: str = "calibrated") -> Driven:
@@ -39,12 +43,12 @@ def pending_on_first_rung(make_dispatch: DispatchFactory, fake: FakeScheduler, p
     return d
 
 
-def tick(d: Driven, fake: FakeScheduler, past: History | None) -> None:
+def tick(d: Driven, fake: FakeScheduler, past: Workload | None) -> None:
     """One tick: the job (pending on Resources on whatever rung it is) observed, ``past`` as the tick's history."""
     assert d.job_id is not None
     if d.on_rung:
         fake.set_pending(d.job_id, "Resources")
-    d.advance(fake.observe([d.job_id])[d.job_id], history=past)
+    d.advance(fake.observe([d.job_id])[d.job_id], workload=past)
 
 
 def test_a_node_held_by_jobs_that_run_their_limits_leaves_every_rung_at_its_first_poll(
@@ -77,7 +81,7 @@ def test_blockers_that_end_within_the_window_keep_the_job_on_its_rung(
     now = fake.clock.now()
     past = full_node(now, 1.0, limit=HOUR, started=HOUR - 300)
     below = [PendingJob(str(200 + i), 8, 10_000.0, "low-eur", "Priority") for i in range(8)]
-    past = History(now, past.finished, past.running, below, total_gpus=64, used_gpus=64)
+    past = Workload(now, past.finished, past.running, below, total_gpus=64, used_gpus=64)
     for _ in range(20):
         frozen.tick(10)
         tick(d, fake, past)
@@ -109,7 +113,7 @@ def test_a_rung_the_history_cannot_say_is_waited_out(
 ) -> None:
     """One finished job short of the minimum history: high-eur is waited out to its cap, as own-cap does."""
     d = pending_on_first_rung(make_dispatch, fake)
-    thin = full_node(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_HISTORY - 1)
+    thin = full_node(fake.clock.now(), 1.0, jobs=CALIBRATED_MIN_FINISHED - 1)
     frozen.tick(10)
     tick(d, fake, thin)
     assert d.state == FIRST
@@ -127,7 +131,7 @@ def test_hidden_jobs_in_the_way_wait_out_an_earlier_rung(
     """PrivateData hides the jobs holding the node (the nodes say 64 GPUs in use, none visible): high-eur waits."""
     d = pending_on_first_rung(make_dispatch, fake)
     now = fake.clock.now()
-    hidden = History(now, [FinishedJob(HOUR, HOUR)] * 48, [], total_gpus=64, used_gpus=64, all_users=False)
+    hidden = Workload(now, [FinishedJob(HOUR, HOUR)] * 48, [], total_gpus=64, used_gpus=64, all_users=False)
     frozen.tick(10)
     tick(d, fake, hidden)
     assert d.state == FIRST
@@ -142,7 +146,7 @@ def test_the_users_own_cap_still_leaves_an_earlier_rung_at_once(
     fake.set_pending(d.job_id, "QOSMaxGRESPerUser")
     frozen.tick(10)
     hopeful = full_node(fake.clock.now(), 1.0, started=HOUR - 300)  # the jobs in the way end within the window
-    d.advance(fake.observe([d.job_id])[d.job_id], history=hopeful)
+    d.advance(fake.observe([d.job_id])[d.job_id], workload=hopeful)
     assert d.state == SECOND
 
 
@@ -193,7 +197,7 @@ def test_the_users_own_jobs_pending_ahead_on_the_same_qos_take_the_gpus_first() 
     me = PendingJob("20", 8, 10_000.0, "low-eur", "Resources", own=True)
 
     def chance(sibling: PendingJob) -> float:
-        past = History(now, past_jobs, running, (sibling, me), total_gpus=64, used_gpus=56)
+        past = Workload(now, past_jobs, running, (sibling, me), total_gpus=64, used_gpus=56)
         got = start_chance(past, gpus=8, now=now, window_end=now + 600, job_id="20", qos="low-eur")
         assert got is not None
         return got.probability

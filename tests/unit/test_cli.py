@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import cli
-from fellows_fsm.config import load_config
-from fellows_fsm.journal import Journal
+from fellows_fsm.config.file import load_config
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.slurm.script import read_script_defaults
 from fellows_fsm.testing import ThreadedDriver
 from tests.unit.cli_helpers import (
     DISPATCH_KEYS,
@@ -169,7 +170,7 @@ def test_read_script_defaults(tmp_path: Path, lines: str, expected: tuple[int | 
     """The #SBATCH header is read like sbatch reads it: long and short forms, last one wins, stop at a command."""
     path = tmp_path / "job.sbatch"
     path.write_text(f"#!/bin/bash\n{lines}\nsrun true\n")
-    got = cli.read_script_defaults(path)
+    got = read_script_defaults(path)
     assert (got.gpus, got.time_limit_seconds, got.name) == expected
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.scheduler import ReasonGroup, classify_reason
+from fellows_fsm.scheduler.port import ReasonGroup, classify_reason
 from tests.unit.cli_helpers import SchedulingFake, _toml, one_error_line, run, world
 
 

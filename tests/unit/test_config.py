@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import ConfigError, FellowsConfig
-from fellows_fsm.config import PARK_CAP_ENV, Config, LaneConfig, load_config
+from fellows_fsm.config.fellows import PARK_CAP_ENV
+from fellows_fsm.config.file import Config, load_config
+from fellows_fsm.config.lanes import LaneConfig
 
 
 def test_default_ladder_and_worst_case() -> None:

@@ -58,6 +58,6 @@ def test_design_doc_names_only_code_that_exists() -> None:
 
 def test_a_wrong_reference_is_caught() -> None:
     """The check itself: a name that is not there, in a file that is, does not resolve; one that is, does."""
-    assert _resolves("driver.py", "Driver.tick")
-    assert not _resolves("driver.py", "Driver.no_such_method")
-    assert not _resolves("no_such_file.py", "Driver")
+    assert _resolves("driver/executor.py", "Executor.tick")
+    assert not _resolves("driver/executor.py", "Executor.no_such_method")
+    assert not _resolves("no_such_file.py", "Executor")

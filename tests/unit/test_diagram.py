@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from fellows_fsm import FellowsConfig
-from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.ui.diagram import mermaid, state_diagram_page
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "state-diagram.md"
 

@@ -18,19 +18,21 @@ import pytest
 from click.testing import CliRunner
 
 from fellows_fsm.cli import main
-from fellows_fsm.config import Config, FellowsConfig
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config
+from fellows_fsm.driver.inbox import admit
 from fellows_fsm.errors import JournalError, SubmitRejected, UsageError
-from fellows_fsm.intake import admit
-from fellows_fsm.journal import Journal
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.slurm import CommandRunner, SlurmScheduler
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_utc, utc_stamp
-from fellows_fsm.slurm.history import parse_queue
 from fellows_fsm.slurm.observe import parse_slurm_time
+from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.render import format_deadline, render_sbatch
+from fellows_fsm.slurm.runner import CommandRunner
 from fellows_fsm.slurm.script import read_script_defaults
-from fellows_fsm.slurm.transport import remote_command
-from fellows_fsm.testing import MockRunner, MockTransport, Reply
+from fellows_fsm.slurm.transport import Reply, remote_command
+from fellows_fsm.slurm.workload import parse_queue
+from fellows_fsm.testing import MockRunner, MockTransport
 
 HOSTILE = {
     "SBATCH_GRES": "gpu:64",

@@ -10,13 +10,13 @@ import pytest
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec
-from fellows_fsm.config import Config
+from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
-from fellows_fsm.daemon import check_cluster, remember_config
-from fellows_fsm.intake import enqueue
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.strays import dispatch_of
+from fellows_fsm.driver.inbox import enqueue
+from fellows_fsm.driver.process import check_cluster, remember_config
+from fellows_fsm.driver.router import Router
+from fellows_fsm.driver.strays import dispatch_of
+from fellows_fsm.journal.store import Journal
 
 from .conftest import CAP, DispatchFactory, poll
 

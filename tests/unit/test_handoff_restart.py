@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
-from fellows_fsm.config import Config, LaneConfig
+from fellows_fsm.config.file import Config
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import HandoffUnknown
-from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.lanes import CommandLane, HandoffFiles
-from fellows_fsm.records import outcome_error
-from fellows_fsm.router import Router
+from fellows_fsm.journal.queries import outcome_error
+from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.lanes.process import HandoffFiles
 from tests.processes import processes_with
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)

@@ -12,8 +12,8 @@ from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
 from fellows_fsm.core.vocab import HandoffStatus
-from fellows_fsm.journal import Journal
-from fellows_fsm.journal_schema import SCHEMA_VERSION
+from fellows_fsm.journal.schema import SCHEMA_VERSION
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.testing import Driven
 

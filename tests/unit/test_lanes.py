@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config import LaneConfig
-from fellows_fsm.lanes import CommandLane, HandoffFiles, HandoffResult
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
 from tests.processes import processes_with
 
 

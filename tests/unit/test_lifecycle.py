@@ -22,8 +22,10 @@ from fellows_fsm import (
     SubmitRejected,
     TransitionNotAllowed,
 )
-from fellows_fsm.core import TRIGGERS, Attach, Record, build_machine
-from fellows_fsm.driver import NullRecorder
+from fellows_fsm.core.effects import Attach, Record
+from fellows_fsm.core.lifecycle import TRIGGERS
+from fellows_fsm.core.machine import build_machine
+from fellows_fsm.driver.executor import NullRecorder
 from tests.unit.conftest import CAP, DispatchFactory, Driven, poll
 
 HIGH, NORMAL, LOW = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur", "RESUBMITTED_low_eur"

@@ -14,12 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from fellows_fsm import cli
-from fellows_fsm.config import FellowsConfig
+from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.vocab import State
-from fellows_fsm.diagram import mermaid, state_diagram_page
+from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
-from fellows_fsm.view import WITHDRAWN, HistoryEntry, path_mermaid
+from fellows_fsm.ui.diagram import mermaid, state_diagram_page
+from fellows_fsm.ui.paths import path_mermaid
 from tests.unit.cli_helpers import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 
 MERMAID_DIR = Path(__file__).resolve().parents[1] / "mermaid"
@@ -145,7 +146,7 @@ def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
             ladder,
             [
                 _entry(T0, None, "SUBMITTED_high_eur", "submit"),
-                _entry(T0 + 30, "SUBMITTED_high_eur", WITHDRAWN, "withdraw"),
+                _entry(T0 + 30, "SUBMITTED_high_eur", State.WITHDRAWN, "withdraw"),
             ],
             title="dispatch withdrawn",
         ),

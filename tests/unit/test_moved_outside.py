@@ -7,7 +7,7 @@ import attrs
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import RUNNING, FakeScheduler, JobSpec, Observation, Phase
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.lifecycle import row_of
 from fellows_fsm.core.vocab import Outcome
 from fellows_fsm.slurm.observe import parse_squeue

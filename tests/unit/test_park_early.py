@@ -19,10 +19,11 @@ from fellows_fsm import (
     Observation,
     Phase,
 )
-from fellows_fsm.config import Config, LaneConfig
+from fellows_fsm.config.file import Config
+from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.policy import park_early_reason
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
 HIGH, NORMAL = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur"

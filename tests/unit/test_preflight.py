@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.slurm import Grants
+from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.ui import app as ui_app
 from tests.unit.cli_helpers import GRANTS, SchedulingFake, _toml, ledger, refused, run, world
 

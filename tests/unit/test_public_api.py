@@ -36,7 +36,7 @@ PUBLIC = {
     # the lifecycle core (sans I/O) and the driver that runs its effects
     "Dispatch",
     "Decision",
-    "Driver",
+    "Executor",
     "Recorder",
     "Step",
     "CANCELLED",

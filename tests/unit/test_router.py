@@ -13,11 +13,12 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
-from fellows_fsm.config import Config, LaneConfig, RouterConfig
-from fellows_fsm.intake import enqueue
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import Observation
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.inbox import enqueue
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import Observation
 
 CAP = 60.0
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}

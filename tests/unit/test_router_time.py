@@ -11,9 +11,9 @@ import pytest
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler, FellowsConfig, SystemClock
-from fellows_fsm.config import Config
-from fellows_fsm.journal import Journal
-from fellows_fsm.router import Router
+from fellows_fsm.config.file import Config
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
 
 from .test_router import CAP, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, make_router  # noqa: F401
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from fellows_fsm.errors import QosRejected
-from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
-from fellows_fsm.sim import SIM_EPOCH, SimClock, SimCluster, TraceJob, parse_tier
+from fellows_fsm.scheduler.port import JobSpec, Phase, Scheduler
+from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
+from fellows_fsm.sim.cluster import SimCluster
+from fellows_fsm.sim.jobs import parse_tier
+from fellows_fsm.sim.trace import TraceJob
 
 
 def spec(name: str, gpus: int = 8, seconds: int = 600) -> JobSpec:
@@ -163,7 +166,7 @@ def test_the_history_holds_the_finished_running_and_pending_jobs(cluster: SimClu
     cluster.submit(spec("short", seconds=600), qos="high-eur", token="")
     cluster.submit(spec("long", seconds=3600), qos="low-eur", token="")
     cluster.advance_to(SIM_EPOCH + 700)
-    past = cluster.history(since=SIM_EPOCH)
+    past = cluster.workload(since=SIM_EPOCH)
     assert past.ratios == (1.0,)
     assert [(j.gpus, j.limit_seconds) for j in past.running] == [(8, 3600.0)]
     assert (past.total_gpus, past.used_gpus, past.hidden_gpus, past.all_users) == (64, 8, 0, True)

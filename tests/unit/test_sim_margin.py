@@ -6,7 +6,9 @@ import pytest
 from benchmarks.park_early_sweep import _last_rung_margin
 
 from fellows_fsm.core import lifecycle
-from fellows_fsm.sim import SimParams, simulate, synthetic_trace
+from fellows_fsm.sim.run import simulate
+from fellows_fsm.sim.strategies import SimParams
+from fellows_fsm.sim.trace import synthetic_trace
 
 TRACE = synthetic_trace(seed=1, hours=48)
 LAST_RUNG_TOO = SimParams(park_early_last_rung=True)

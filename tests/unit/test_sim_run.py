@@ -7,19 +7,10 @@ import json
 import pytest
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.sim import (
-    RESULT_KEYS,
-    STRATEGIES,
-    SimParams,
-    TraceJob,
-    format_table,
-    parse_park_caps,
-    parse_strategies,
-    run_sweep,
-    simulate,
-    synthetic_trace,
-    to_json,
-)
+from fellows_fsm.sim.report import RESULT_KEYS, format_table, to_json
+from fellows_fsm.sim.run import run_sweep, simulate
+from fellows_fsm.sim.strategies import STRATEGIES, SimParams, parse_park_caps, parse_strategies
+from fellows_fsm.sim.trace import TraceJob, synthetic_trace
 
 NEVER = 10 * 86_400.0  # longer than any trace here, and under the 30-day cap limit
 """A park cap that never expires within a simulation."""

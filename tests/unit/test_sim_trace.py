@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.errors import ConfigError
-from fellows_fsm.sim import ME, TraceError, TraceJob, dump_trace, load_trace, parse_trace, synthetic_trace
+from fellows_fsm.errors import ConfigError, TraceError
+from fellows_fsm.sim.trace import ME, TraceJob, dump_trace, load_trace, parse_trace, synthetic_trace
 
 GOOD = [
     '{"submit_at": 0, "gpus": 8, "duration": 3600, "user": "me"}',

@@ -1,12 +1,13 @@
-"""The cluster's history read (slurm/accounting.py: read_history) from the SLURM outputs the dev cluster prints."""
+"""The cluster's history read (slurm/accounting.py: read_workload) from the SLURM outputs the dev cluster prints."""
 
 from __future__ import annotations
 
 import pytest
 
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.slurm.accounting import parse_history_sacct, parse_nodes, parse_queue, read_history
-from fellows_fsm.testing import MockRunner, Reply, Request
+from fellows_fsm.slurm.transport import Reply, Request
+from fellows_fsm.slurm.workload import parse_nodes, parse_queue, parse_workload_sacct, read_workload
+from fellows_fsm.testing import MockRunner
 
 # As printed on the local SLURM 22.05.8 (sacct -a -P -n -X -o JobID,User,State,ElapsedRaw,TimelimitRaw).
 SACCT = """1|root|COMPLETED|30|10
@@ -41,7 +42,7 @@ def scripted(*, sacct_all: int = 0, squeue: int = 0) -> MockRunner:
 
 def test_only_jobs_that_ended_on_their_own_with_a_limit_are_the_history() -> None:
     """Completed, timed-out and failed jobs count; cancelled, running and limitless ones do not; others are seen."""
-    finished, others = parse_history_sacct(SACCT, user="root")
+    finished, others = parse_workload_sacct(SACCT, user="root")
     assert [(j.elapsed_seconds, j.limit_seconds) for j in finished] == [(30.0, 600.0), (75.0, 60.0), (60.0, 7200.0)]
     assert [j.ratio for j in finished] == [0.05, 1.0, 60 / 7200]
     assert others
@@ -49,7 +50,7 @@ def test_only_jobs_that_ended_on_their_own_with_a_limit_are_the_history() -> Non
 
 def test_a_history_of_the_users_own_jobs_says_so() -> None:
     """Only the reading user's rows (PrivateData, or nobody else ran): all_users is False."""
-    _, others = parse_history_sacct("1|me|COMPLETED|30|10\n", user="me")
+    _, others = parse_workload_sacct("1|me|COMPLETED|30|10\n", user="me")
     assert not others
 
 
@@ -69,7 +70,7 @@ def test_running_and_pending_jobs_and_the_nodes_gpus_are_read() -> None:
 def test_read_history_is_three_commands_and_falls_back_to_own_jobs_when_sacct_a_is_refused() -> None:
     """sacct -a refused: sacct -u the user instead; with squeue and scontrol, four commands in all."""
     runner = scripted(sacct_all=1)
-    past = read_history(runner, user="root", since=0.0, now=100.0)
+    past = read_workload(runner, user="root", since=0.0, now=100.0)
     assert [a[0] for a in runner.argvs] == ["sacct", "sacct", "squeue", "scontrol"]
     assert "-u" in runner.argvs[1]
     assert (past.total_gpus, past.used_gpus, len(past.finished), past.hidden_gpus) == (64, 8, 3, 0)
@@ -78,4 +79,4 @@ def test_read_history_is_three_commands_and_falls_back_to_own_jobs_when_sacct_a_
 def test_read_history_without_squeue_is_an_error_the_caller_keeps_its_last_history_on() -> None:
     """A failed squeue of the running jobs raises SchedulerError (the router's cache keeps its last value)."""
     with pytest.raises(SchedulerError, match="squeue could not list the running jobs"):
-        read_history(scripted(squeue=1), user="root", since=0.0, now=100.0)
+        read_workload(scripted(squeue=1), user="root", since=0.0, now=100.0)

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from fellows_fsm.errors import SchedulerUnreachable
-from fellows_fsm.scheduler import Phase
+from fellows_fsm.scheduler.port import Phase
 from fellows_fsm.slurm.observe import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,

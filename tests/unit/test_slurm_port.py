@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler import JobSpec, Phase, Scheduler
+from fellows_fsm.scheduler.port import JobSpec, Phase, Scheduler
 from fellows_fsm.slurm.port import SlurmScheduler, parse_sbatch_id, parse_version
 from fellows_fsm.testing import MockRunner
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.render import format_deadline, format_time_limit, render_sbatch, script_qos
 
 HOSTILE_SCRIPTS = [

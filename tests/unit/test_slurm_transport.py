@@ -12,10 +12,19 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.errors import ConfigError, SchedulerUnreachable, SshLoginRefused
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.slurm import CommandRunner, RetryPolicy, SlurmScheduler
-from fellows_fsm.slurm.transport import CommandMissing, NoAnswer, SshTransport, check_destination, remote_command
-from fellows_fsm.testing import MockTransport, Reply, Request
+from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner, RetryPolicy
+from fellows_fsm.slurm.transport import (
+    CommandMissing,
+    NoAnswer,
+    Reply,
+    Request,
+    SshTransport,
+    check_destination,
+    remote_command,
+)
+from fellows_fsm.testing import MockTransport
 
 DUMP = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('SQUEUE_FORMAT'), os.environ.get('K')]))"
 HOSTILE = [

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fellows_fsm import cli, statefs
+from fellows_fsm import cli
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal import Journal
+from fellows_fsm.journal import statefs
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui import app as ui_app
 
 TYPES = [

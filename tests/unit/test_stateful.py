@@ -26,7 +26,7 @@ from fellows_fsm import (
     SystemClock,
     classify_reason,
 )
-from fellows_fsm.core import LOST_AFTER_SECONDS
+from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.testing import Driven
 
 POLL = 10.0

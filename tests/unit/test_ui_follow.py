@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from fellows_fsm import Fellows
-from fellows_fsm.config import load_config
-from fellows_fsm.journal import Journal
+from fellows_fsm.config.file import load_config
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from tests.unit.cli_helpers import SchedulingFake, _config_text, fill, run

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.scheduler import ReasonGroup
+from fellows_fsm.scheduler.port import ReasonGroup
 from fellows_fsm.ui import words as ui_words
 from tests.unit.cli_helpers import SchedulingFake, run
 

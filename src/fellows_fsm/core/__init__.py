@@ -6,7 +6,7 @@ import); the driver (driver.py) runs the effects. The model is h11 and wsproto.
 
 from __future__ import annotations
 
-from fellows_fsm.core.dispatch import LOST_AFTER_SECONDS, Dispatch
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import (
     Attach,
     CancelIfPending,
@@ -22,6 +22,7 @@ from fellows_fsm.core.effects import (
 )
 from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
 from fellows_fsm.core.lifecycle import EARLY_PARK, TABLE, TRIGGERS, Row, window_deadline
+from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.machine import build_machine, machine_definition
 
 __all__ = [

@@ -20,9 +20,9 @@ from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
-from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 
-__all__ = ["LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
+__all__ = ["SLOW_SUBMIT_SECONDS", "Dispatch"]
 
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
@@ -75,8 +75,8 @@ class Dispatch:
     """Since when the current job has been unknown to the scheduler (None while it is known)."""
     first_seen: tuple[str | None, int | None] | None = attrs.field(init=False, default=None)
     """The partition and time limit the current job was first seen pending with (what a change is read against)."""
-    cluster_history: History | None = attrs.field(init=False, default=None)
-    """The cluster's history as the last tick handed it (for ``park_early = "calibrated"``); never fetched here."""
+    cluster_workload: Workload | None = attrs.field(init=False, default=None)
+    """The cluster's workload as the last tick handed it (for ``park_early = "calibrated"``); never fetched here."""
     note: str = attrs.field(init=False, default="")
     """Written on the next step (why it is taken), then cleared."""
     submit_uncertain: bool = attrs.field(init=False, default=False)
@@ -160,7 +160,7 @@ class Dispatch:
 
     @property
     def calibrating(self) -> bool:
-        """On a rung its ``park_early`` decides on the history (whose chance moves with time, not only with looks)?"""
+        """Does its rung's ``park_early`` read the cluster's workload (a chance that moves with time, not looks)?"""
         return policy.calibrates(self.park_early, last_rung=self.rung_index == len(self.ladder.rungs) - 1)
 
     def token(self) -> str:
@@ -187,13 +187,13 @@ class Dispatch:
         *,
         may_change_rung: bool = True,
         may_leave_rung: bool = True,
-        history: History | None = None,
+        workload: Workload | None = None,
     ) -> Decision:
         """Take one (answered) look at the current job and take every step the table allows now. The two permits
         are the driver's per-tick bounds (a row refused only by one waits for a tick with room: waits_for_budget);
-        ``history``: the cluster's history (``park_early = "calibrated"``)."""
-        if history is not None:
-            self.cluster_history = history
+        ``workload``: the cluster's jobs and GPUs (``park_early = "calibrated"``)."""
+        if workload is not None:
+            self.cluster_workload = workload
         q = self._quiet  # nothing new since a look that took no step, with no more permits: no row holds now either
         if (
             q is not None

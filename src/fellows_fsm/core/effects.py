@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
     "Attach",

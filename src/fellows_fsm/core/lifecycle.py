@@ -27,7 +27,7 @@ from fellows_fsm.core.effects import Attach, CancelJobs, HandOff
 from fellows_fsm.core.ladder import Rung
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
 from fellows_fsm.core.vocab import Outcome, State, Trigger
-from fellows_fsm.scheduler import Phase, ReasonGroup
+from fellows_fsm.scheduler.port import Phase, ReasonGroup
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
@@ -105,7 +105,7 @@ def early_park_reason(d: Dispatch) -> str | None:
         d.deadline,
         last_rung=last,
         last_rung_too=d.park_early_last_rung,
-        history=d.cluster_history,
+        workload=d.cluster_workload,
         gpus=d.spec.gpus,
         now=d.now,
         ladder_end=d.deadline + sum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fellows_fsm.scheduler import Observation, Phase
+from fellows_fsm.scheduler.port import Observation, Phase
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch

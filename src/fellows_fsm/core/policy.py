@@ -2,7 +2,7 @@
 
 It only ever makes a park earlier, never later: the park cap still closes every window, so the worst case
 before the paid lane never grows. It reads one observation (the pending reason and SLURM's start estimate,
-both from the poll's one squeue), the window's end and, for ``calibrated``, the cluster's History (a value read
+both from the poll's one squeue), the window's end and, for ``calibrated``, the cluster's Workload (a value read
 through the port every few minutes and handed in); it does no I/O and keeps no state.
 """
 
@@ -15,7 +15,7 @@ from statistics import median
 
 import attrs
 
-from fellows_fsm.scheduler import History, Observation, Phase, ReasonGroup
+from fellows_fsm.scheduler.port import Observation, Phase, ReasonGroup, Workload
 
 __all__ = [
     "CALIBRATED",
@@ -23,7 +23,7 @@ __all__ = [
     "CALIBRATED_LEAVE_BELOW",
     "CALIBRATED_LEAVE_EARLIER_BELOW",
     "CALIBRATED_LEAVE_LAST_BELOW",
-    "CALIBRATED_MIN_HISTORY",
+    "CALIBRATED_MIN_FINISHED",
     "DEFAULT_PARK_EARLY",
     "DEFAULT_PARK_EARLY_LAST_RUNG",
     "PARK_EARLY_POLICIES",
@@ -36,12 +36,12 @@ __all__ = [
 PARK_EARLY_POLICIES = ("off", "own-cap", "estimate", "calibrated", "calibrated-last")
 """off: wait out every window. own-cap: leave at once while the user's own per-QoS cap holds the job back.
 estimate: leave once SLURM's start estimate lies past the window's end. calibrated: own-cap, and any rung is left
-(the last one for the paid lane) when the cluster's own history says the job is unlikely to start there within
+(the last one for the paid lane) when the cluster's own workload says the job is unlikely to start there within
 the rung's window. calibrated-last: the same, on the last rung only (own-cap on the others; issue 21's policy)."""
 CALIBRATED = ("calibrated", "calibrated-last")
-"""The policies that read the cluster's history."""
-CALIBRATED_MIN_HISTORY = 20
-"""With fewer finished jobs in the history, ``calibrated`` behaves exactly as ``own-cap``."""
+"""The policies that read the cluster's workload."""
+CALIBRATED_MIN_FINISHED = 20
+"""With fewer finished jobs in the workload, ``calibrated`` behaves exactly as ``own-cap``."""
 CALIBRATED_LEAVE_BELOW = 0.05
 """``calibrated-last`` leaves the last rung (for the paid lane) when the chance of starting on it within its window
 is below this (a chance exactly at it keeps the job waiting)."""
@@ -71,7 +71,7 @@ sent such jobs to GCP with 10x limits, one large enough to keep them left the me
 
 
 def calibrates(policy: str, *, last_rung: bool) -> bool:
-    """Does ``policy`` decide this rung on the cluster's history (any rung under calibrated, the last under
+    """Does ``policy`` decide this rung on the cluster's workload (any rung under calibrated, the last under
     calibrated-last)?"""
     return policy == "calibrated" or (policy == "calibrated-last" and last_rung)
 
@@ -93,14 +93,14 @@ def _clock(at: float, other: float) -> str:
 
 @attrs.frozen
 class StartChance:
-    """The chance a job starts on its rung before the window closes, re-estimated from the cluster's history."""
+    """The chance a job starts on its rung before the window closes, re-estimated from the cluster's workload."""
 
     probability: float
     in_the_way: int
     """The running jobs whose ends it waits for."""
-    history_jobs: int
+    finished_jobs: int
     median_ratio: float
-    """The history's median elapsed/limit."""
+    """The workload's median elapsed/limit."""
     all_users: bool
     window_seconds: float = 0.0
     """What was left of the rung's window (or of the ladder) when the chance was worked out."""
@@ -109,24 +109,24 @@ class StartChance:
 
     @property
     def note(self) -> str:
-        """The figures, as history shows them."""
+        """The figures, as the workload shows them (its finished jobs are the note's \"history\")."""
         whose = "" if self.all_users else " (yours only: no other user's job was visible)"
         return (
             f"{round(100 * self.probability)} % chance of a start within {_span(self.window_seconds)}{self.horizon}: "
-            f"{self.in_the_way} jobs in the way; history: {self.history_jobs} jobs{whose}, median elapsed/limit "
+            f"{self.in_the_way} jobs in the way; history: {self.finished_jobs} jobs{whose}, median elapsed/limit "
             f"{self.median_ratio:.2f}"
         )
 
 
 def _ends_by(ratios: tuple[float, ...], started: float, limit: float, seen_at: float, by: float) -> float:
     """The chance a job running since ``started`` with time limit ``limit`` has ended by ``by``, given it was still
-    running when the history was read (``seen_at``): its elapsed/limit drawn from the history's ``ratios``,
+    running when the workload was read (``seen_at``): its elapsed/limit drawn from the workload's ``ratios``,
     conditioned on what it had run by then. (Not on ``now``: the read may be minutes old, and the job may have
-    ended since; a job seen running past every job of the history runs to its limit, as SLURM plans.)"""
+    ended since; a job seen running past every job of the workload runs to its limit, as SLURM plans.)"""
     if by >= started + limit:
         return 1.0  # SLURM ends it at its limit
     ran = max(0.0, seen_at - started) / limit
-    left = len(ratios) - bisect.bisect_right(ratios, ran)  # history's jobs that ran longer than this one had
+    left = len(ratios) - bisect.bisect_right(ratios, ran)  # workload's jobs that ran longer than this one had
     if left == 0:
         return 0.0
     ended = bisect.bisect_right(ratios, (by - started) / limit) - bisect.bisect_right(ratios, ran)
@@ -142,26 +142,26 @@ def _span(seconds: float) -> str:
 
 
 def start_chance(
-    history: History | None, *, gpus: int, now: float, window_end: float, job_id: str = "", qos: str | None = None
+    workload: Workload | None, *, gpus: int, now: float, window_end: float, job_id: str = "", qos: str | None = None
 ) -> StartChance | None:
     """The chance that enough of the running jobs end by ``window_end`` to free ``gpus`` GPUs; None when the
-    history cannot say (fewer than CALIBRATED_MIN_HISTORY finished jobs, the cluster's GPUs unknown, or running
+    workload cannot say (fewer than CALIBRATED_MIN_FINISHED finished jobs, the cluster's GPUs unknown, or running
     jobs hidden from the read).
 
-    Each running job's end is re-estimated from the history (how far into their limits jobs end, given how long
-    this one had run when the history was read), independently of the others; the job starts once the GPUs that
-    end, with those free at the read, hold it and the other users' jobs pending ahead of it (History.gpus_ahead_of:
+    Each running job's end is re-estimated from the workload (how far into their limits jobs end, given how long
+    this one had run when the workload was read), independently of the others; the job starts once the GPUs that
+    end, with those free at the read, hold it and the other users' jobs pending ahead of it (Workload.gpus_ahead_of:
     a higher priority, waiting for resources only). The read may be minutes old: jobs queued since are not counted
     ahead, and jobs that ended since count as ending (the chance errs high: it waits, never pays).
     """
-    if history is None or len(history.finished) < CALIBRATED_MIN_HISTORY or history.total_gpus is None:
+    if workload is None or len(workload.finished) < CALIBRATED_MIN_FINISHED or workload.total_gpus is None:
         return None
-    if history.used_gpus is None or history.hidden_gpus > 0:
+    if workload.used_gpus is None or workload.hidden_gpus > 0:
         return None  # the jobs in the way are not all visible (PrivateData): nothing to calibrate
-    ratios = history.ratios
-    in_way = [j for j in history.running if j.limit_seconds is None or j.started_at + j.limit_seconds > now]
-    ahead = history.gpus_ahead_of(job_id, qos)
-    need = gpus + ahead - (history.total_gpus - sum(j.gpus for j in in_way))
+    ratios = workload.ratios
+    in_way = [j for j in workload.running if j.limit_seconds is None or j.started_at + j.limit_seconds > now]
+    ahead = workload.gpus_ahead_of(job_id, qos)
+    need = gpus + ahead - (workload.total_gpus - sum(j.gpus for j in in_way))
     probability = 1.0
     if need > 0:
         # P(the GPUs of the jobs that end reach ``need``): a distribution over freed GPUs, capped at ``need``.
@@ -169,7 +169,7 @@ def start_chance(
         for job in in_way:
             if job.limit_seconds is None or job.limit_seconds <= 0 or job.gpus <= 0:
                 continue  # never ends by a limit (or holds no GPU): frees nothing the plan can count on
-            p = _ends_by(ratios, job.started_at, job.limit_seconds, history.read_at, window_end)
+            p = _ends_by(ratios, job.started_at, job.limit_seconds, workload.read_at, window_end)
             if p <= 0.0:
                 continue
             for k in range(need, -1, -1):
@@ -181,7 +181,7 @@ def start_chance(
                 freed[up] += moved
         probability = math.fsum(freed[need:])
     return StartChance(
-        probability, len(in_way), len(ratios), median(ratios), history.all_users, max(0.0, window_end - now)
+        probability, len(in_way), len(ratios), median(ratios), workload.all_users, max(0.0, window_end - now)
     )
 
 
@@ -192,7 +192,7 @@ def park_early_reason(
     *,
     last_rung: bool = False,
     last_rung_too: bool = False,
-    history: History | None = None,
+    workload: Workload | None = None,
     gpus: int = 0,
     now: float = 0.0,
     ladder_end: float | None = None,
@@ -203,12 +203,12 @@ def park_early_reason(
     lane. Whether the last rung is left early at all is the caller's choice (``[fellows] park_early_last_rung``,
     ``last_rung_too``), except for the calibrated ones, which are called on the last rung whatever that choice.
 
-    calibrated: on any rung, with a job pending on contention (Resources, Priority) and a history that can say
+    calibrated: on any rung, with a job pending on contention (Resources, Priority) and a workload that can say
     (start_chance), the job leaves when its chance of starting is below CALIBRATED_LEAVE_LAST_BELOW within the last
     rung's window, below CALIBRATED_LEAVE_EARLIER_BELOW on an earlier rung before ``ladder_end`` (the last rung's
-    window end; CALIBRATED_EARLIER_HORIZON), and waits otherwise; without such a history it is exactly own-cap (the
+    window end; CALIBRATED_EARLIER_HORIZON), and waits otherwise; without such a workload it is exactly own-cap (the
     user's own cap leaves a rung at once, never the last). calibrated-last: the last rung only, below
-    CALIBRATED_LEAVE_BELOW, own-cap's on the others (issue 21's policy). ``history``, ``gpus`` (the job's),
+    CALIBRATED_LEAVE_BELOW, own-cap's on the others (issue 21's policy). ``workload``, ``gpus`` (the job's),
     ``now`` and ``ladder_end`` are read only by these two.
 
     estimate without an estimate: the user's own per-QoS cap leaves at once, as own-cap does (SLURM 22.05 gives
@@ -230,7 +230,7 @@ def park_early_reason(
             whole = not last_rung and ladder_end is not None and CALIBRATED_EARLIER_HORIZON == "ladder"
             end = ladder_end if whole and ladder_end is not None else window_end
             chance = start_chance(
-                history, gpus=gpus, now=now, window_end=end, job_id=observation.job_id, qos=observation.qos
+                workload, gpus=gpus, now=now, window_end=end, job_id=observation.job_id, qos=observation.qos
             )
             if chance is not None and whole:
                 chance = attrs.evolve(chance, horizon=" (to the ladder's end, on this rung)")
@@ -239,7 +239,7 @@ def park_early_reason(
                     return f"{chance.note}; leaving for {where}"
                 return None
         if last_rung and not last_rung_too:
-            return None  # too little history (or none that can say): exactly own-cap, which waits here
+            return None  # too little workload (or none that can say): exactly own-cap, which waits here
         policy = "own-cap"
     if policy == "own-cap":
         if own_cap:

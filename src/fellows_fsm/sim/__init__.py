@@ -22,7 +22,6 @@ from fellows_fsm.sim.strategies import (
 )
 from fellows_fsm.sim.trace import (
     ME,
-    TraceError,
     TraceJob,
     dump_trace,
     load_trace,
@@ -46,7 +45,6 @@ __all__ = [
     "SimJob",
     "SimParams",
     "Tier",
-    "TraceError",
     "TraceJob",
     "dump_trace",
     "format_table",

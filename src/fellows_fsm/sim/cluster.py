@@ -16,13 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from fellows_fsm.errors import ConfigError, QosRejected, SubmitRejected
-from fellows_fsm.scheduler import FinishedJob, History, JobSpec, Observation, PendingJob, Phase, RunningJob
-from fellows_fsm.sim.backfill import BACKFILL_WINDOW_SECONDS, plan_starts
+from fellows_fsm.scheduler.port import FinishedJob, JobSpec, Observation, PendingJob, Phase, RunningJob, Workload
+from fellows_fsm.sim.backfill import plan_starts
 from fellows_fsm.sim.clock import SimClock
-from fellows_fsm.sim.jobs import FELLOWS_TIERS, SimJob, Tier, parse_tier
+from fellows_fsm.sim.jobs import FELLOWS_TIERS, SimJob, Tier
 from fellows_fsm.sim.trace import BACKGROUND_QOS, ME, TraceJob
 
-__all__ = ["BACKFILL_WINDOW_SECONDS", "FELLOWS_TIERS", "SimCluster", "SimJob", "Tier", "parse_tier"]
+__all__ = ["SimCluster"]
 
 
 def _drop_at(job: SimJob) -> float:
@@ -159,7 +159,7 @@ class SimCluster:
         live = ("PENDING", "RUNNING")
         return [j.observe() for j in self.jobs.values() if j.token.startswith(prefix) and j.state in live]
 
-    def history(self, *, since: float) -> History:
+    def workload(self, *, since: float) -> Workload:
         """The trace's jobs that ended on their own since ``since`` (elapsed, limit), the running ones, the GPUs.
 
         Every user's jobs are visible (no PrivateData); a job without a time limit is left out of the finished ones.
@@ -186,7 +186,7 @@ class SimCluster:
             for job in self._pending.values()
         ]
         now = self.clock.now()
-        return History(now, finished, running, pending, total_gpus=self.gpus, used_gpus=self._used_total)
+        return Workload(now, finished, running, pending, total_gpus=self.gpus, used_gpus=self._used_total)
 
     def _read(self, job_ids: Sequence[str]) -> dict[str, Observation]:
         self._estimate(job_ids)

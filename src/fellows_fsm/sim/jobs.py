@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.scheduler import Observation, Phase
+from fellows_fsm.scheduler.port import Observation, Phase
 
 __all__ = ["FELLOWS_TIERS", "SimJob", "Tier", "parse_tier"]
 
@@ -31,7 +31,7 @@ FELLOWS_TIERS = (
     Tier("low-eur", 10_000, None, 14 * _DAY),
     Tier("dev-eur", 200_000, 8, 1 * _DAY),
 )
-"""The fellows tiers as scripts/dev-slurm creates them (see /work/shared/slurm-lab.md)."""
+"""The fellows tiers as scripts/dev-slurm creates them (see ../shared/slurm-lab.md, beside the repository)."""
 
 
 def parse_tier(text: str) -> Tier:

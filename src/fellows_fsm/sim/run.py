@@ -15,44 +15,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import Config, LaneConfig, RouterConfig
-from fellows_fsm.core import Dispatch
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
-from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, CompletedHandoff, Handoff, HandoffFiles, HandoffResult
-from fellows_fsm.router import Router
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane, CompletedHandoff, Handoff
+from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
-from fellows_fsm.sim.cluster import SimCluster, SimJob
-from fellows_fsm.sim.results import GCP, JobOutcome, RunResult, by_index
+from fellows_fsm.sim.cluster import SimCluster
+from fellows_fsm.sim.jobs import SimJob
+from fellows_fsm.sim.results import GCP, JobOutcome, RunResult
 from fellows_fsm.sim.strategies import (
-    DEFAULT_STRATEGIES,
     ORACLES,
     STRATEGIES,
     SimParams,
-    parse_park_caps,
-    parse_strategies,
     strategy_config,
 )
 from fellows_fsm.sim.trace import TraceJob
 
-__all__ = [
-    "DEFAULT_STRATEGIES",
-    "GCP",
-    "STRATEGIES",
-    "InProcessLane",
-    "JobOutcome",
-    "RunResult",
-    "SimParams",
-    "by_index",
-    "minutes_limit",
-    "parse_park_caps",
-    "parse_strategies",
-    "run_sweep",
-    "simulate",
-    "strategy_config",
-]
+__all__ = ["InProcessLane", "minutes_limit", "run_sweep", "simulate"]
 
 
 class InProcessLane(CommandLane):

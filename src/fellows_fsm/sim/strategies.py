@@ -11,7 +11,7 @@ import math
 
 import attrs
 
-from fellows_fsm.config import DEFAULT_LADDER, FellowsConfig
+from fellows_fsm.config.fellows import DEFAULT_LADDER, FellowsConfig
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.sim.jobs import FELLOWS_TIERS, Tier
 

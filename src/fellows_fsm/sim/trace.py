@@ -23,7 +23,6 @@ __all__ = [
     "BACKGROUND_QOS",
     "ME",
     "TRACE_KEYS",
-    "TraceError",
     "TraceJob",
     "dump_trace",
     "load_trace",

@@ -8,15 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fellows_fsm.slurm.accounting import (
-    Association,
-    Grants,
-    LadderCheck,
-    QosInfo,
-    SkippedRung,
-    check_ladder,
-    discover,
-)
+from fellows_fsm.slurm.accounting import Association, Grants, LadderCheck, QosInfo, SkippedRung, check_ladder, discover
 from fellows_fsm.slurm.observe import Observer
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.render import SbatchCommand, render_sbatch
@@ -24,7 +16,7 @@ from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import LocalTransport, SshTransport, Transport
 
 if TYPE_CHECKING:
-    from fellows_fsm.config import Config
+    from fellows_fsm.config.file import Config
 
 
 def slurm_scheduler(config: Config) -> SlurmScheduler:

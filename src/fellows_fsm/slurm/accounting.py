@@ -15,9 +15,8 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import gpu_count, parse_duration
-from fellows_fsm.slurm.history import parse_history_sacct, parse_nodes, parse_queue, read_history
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [
@@ -30,14 +29,8 @@ __all__ = [
     "SkippedRung",
     "check_ladder",
     "discover",
-    "gpu_count",
     "parse_assoc",
-    "parse_duration",
-    "parse_history_sacct",
-    "parse_nodes",
     "parse_qos",
-    "parse_queue",
-    "read_history",
 ]
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
-from fellows_fsm.scheduler import Observation, Phase, ReasonGroup
+from fellows_fsm.scheduler.port import Observation, Phase, ReasonGroup
 from fellows_fsm.slurm.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
-from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
-from fellows_fsm.slurm.history import read_history
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.render import render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 from fellows_fsm.slurm.script import read_script_defaults
+from fellows_fsm.slurm.workload import read_workload
 
 __all__ = ["SlurmScheduler", "parse_sbatch_id", "parse_version"]
 
@@ -206,10 +206,10 @@ class SlurmScheduler:
         return [o for o in seen if o.phase is Phase.PENDING or o.state.split(" ", 1)[0] in _RUNNING]
 
     # ----------------------------------------------------------------- beyond the protocol
-    def history(self, *, since: float) -> History:
+    def workload(self, *, since: float) -> Workload:
         """The cluster's finished jobs since ``since``, its running jobs and its GPUs (slurm/history.py:
-        ``read_history``: one sacct, one squeue, one scontrol); never called per poll."""
-        return read_history(self.runner, user=self.user, since=since, now=time.time())
+        ``read_workload``: one sacct, one squeue, one scontrol); never called per poll."""
+        return read_workload(self.runner, user=self.user, since=since, now=time.time())
 
     def change_qos(self, job_id: str, qos: str) -> bool:
         """Move a pending job to ``qos`` keeping its id: True if done, False if it is no longer pending.

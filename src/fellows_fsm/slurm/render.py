@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 
 _GPUS = "give the GPU count with fellows-fsm submit --gpus (or #SBATCH --gres=gpu:N in the script)"
 _GPUS_COUNTED = "it asks for GPUs fellows-fsm would not count (the caps, the ladder and the paid lane count --gpus)"

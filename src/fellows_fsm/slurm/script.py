@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.errors import UsageError
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_duration
 from fellows_fsm.slurm.render import owned_option
 

@@ -20,14 +20,17 @@ import click
 from rich.console import Console
 
 from fellows_fsm.api import Fellows
-from fellows_fsm.config import Config, load_config
-from fellows_fsm.daemon import ensure_driver
+from fellows_fsm.config.file import Config, load_config
+from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.errors import FellowsError, SchedulerError
-from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.journal_lock import DriverOwner
-from fellows_fsm.records import find
-from fellows_fsm.scheduler import Scheduler
-from fellows_fsm.slurm import Grants, SlurmScheduler, discover, slurm_scheduler
+from fellows_fsm.journal.lock import DriverOwner
+from fellows_fsm.journal.queries import find
+from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import Scheduler
+from fellows_fsm.slurm import slurm_scheduler
+from fellows_fsm.slurm.accounting import Grants, discover
+from fellows_fsm.slurm.port import SlurmScheduler
 
 __all__ = [
     "INTERRUPTED",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from fellows_fsm import daemon
+from fellows_fsm.clock import iso_utc
+from fellows_fsm.driver import process as daemon
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main
-from fellows_fsm.ui.words import iso_utc
 
 __all__ = ["driver"]
 

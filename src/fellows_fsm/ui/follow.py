@@ -16,12 +16,9 @@ from rich.text import Text
 
 from fellows_fsm.api import Fellows, Progress
 from fellows_fsm.core.vocab import Outcome, State
-from fellows_fsm.dispatch_history import history_entries
-from fellows_fsm.journal import Journal
-from fellows_fsm.ui.app import (
-    REFRESH_SECONDS,
-    next_lane_of,
-)
+from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.snapshot import Snapshot, journaled
 from fellows_fsm.ui.words import span

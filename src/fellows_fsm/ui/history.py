@@ -13,11 +13,11 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.dispatch_history import HistoryEntry, history_entries
-from fellows_fsm.journal_schema import DispatchRow
+from fellows_fsm.journal.history import HistoryEntry
+from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.ui.words import clock, explain_reason
 
-__all__ = ["HistoryEntry", "history_entries", "history_table"]
+__all__ = ["history_table"]
 
 
 def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> RenderableType:

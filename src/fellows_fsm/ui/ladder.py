@@ -12,8 +12,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.config import Config, Ladder, Rung
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.config.file import Config
+from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Grants, QosInfo, check_ladder
 from fellows_fsm.ui.words import gpu_words, span
 

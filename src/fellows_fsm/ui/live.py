@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm.core.vocab import FELLOWS, State
-from fellows_fsm.dispatch_history import HistoryEntry
+from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
 

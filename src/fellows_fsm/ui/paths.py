@@ -13,10 +13,10 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
 
-from fellows_fsm.config import Ladder
-from fellows_fsm.core import machine_definition
-from fellows_fsm.dispatch_history import HistoryEntry
+from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.machine import machine_definition
 from fellows_fsm.errors import FellowsError
+from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.ui.words import clock
 
 __all__ = ["DOT_MISSING", "GRAPHVIZ_MISSING", "dot_source", "path_mermaid", "svg"]
@@ -45,7 +45,7 @@ def _graph_states(ladder: Ladder, entries: Sequence[HistoryEntry]) -> list[dict[
 
 def path_mermaid(ladder: Ladder, entries: Sequence[HistoryEntry], *, title: str) -> str:
     """The mermaid diagram of ``ladder`` with a dispatch's path marked: visited states, taken edges, times."""
-    from fellows_fsm.diagram import mermaid  # noqa: PLC0415 - diagram imports GraphMachine; only this needs it
+    from fellows_fsm.ui.diagram import mermaid  # noqa: PLC0415 - diagram imports GraphMachine; only this needs it
 
     visits, edges = _visits(entries)
     current = entries[-1].dest_name if entries else None
@@ -94,7 +94,7 @@ def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: s
     """
     if find_spec("graphviz") is None:
         raise FellowsError(GRAPHVIZ_MISSING)
-    from fellows_fsm.diagram import graph_machine  # noqa: PLC0415 - only diagrams need transitions' graphs
+    from fellows_fsm.ui.diagram import graph_machine  # noqa: PLC0415 - only diagrams need transitions' graphs
 
     _, transitions = machine_definition(ladder)
     visits, edges = _visits(entries)

@@ -11,11 +11,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from fellows_fsm.core import Dispatch
+from fellows_fsm.clock import iso_utc
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.vocab import FELLOWS, State
-from fellows_fsm.journal import DispatchRow, HandoffRow, Journal
-from fellows_fsm.records import restore
-from fellows_fsm.ui.words import iso_utc
+from fellows_fsm.journal.queries import restore
+from fellows_fsm.journal.schema import DispatchRow, HandoffRow
+from fellows_fsm.journal.store import Journal
 
 __all__ = [
     "Listed",

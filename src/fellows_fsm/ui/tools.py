@@ -12,14 +12,17 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm import diagram as diagrams
-from fellows_fsm import sim, statefs
-from fellows_fsm.config import Config, FellowsConfig, Ladder, Rung, config_warnings
+from fellows_fsm import sim
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config, config_warnings
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import FELLOWS
-from fellows_fsm.dispatch_history import history_entries
+from fellows_fsm.journal import statefs
+from fellows_fsm.journal.history import history_entries
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
 from fellows_fsm.ui import app
+from fellows_fsm.ui import diagram as diagrams
 from fellows_fsm.ui.app import (
     config_of,
     config_option,

@@ -10,10 +10,9 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from fellows_fsm.clock import iso_utc
-from fellows_fsm.scheduler import ReasonGroup, classify_reason
+from fellows_fsm.scheduler.port import ReasonGroup, classify_reason
 
-__all__ = ["clock", "explain_reason", "gpu_words", "iso_utc", "short_when", "span"]
+__all__ = ["clock", "explain_reason", "gpu_words", "short_when", "span"]
 
 
 def clock(at: float) -> str:

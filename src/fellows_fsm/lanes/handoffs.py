@@ -14,13 +14,14 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import LaneConfig
+from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, Handoff, HandoffFiles, HandoffResult, lane_environment
-from fellows_fsm.scheduler import JobSpec
-from fellows_fsm.statefs import full_error
+from fellows_fsm.journal.statefs import full_error
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane, Handoff, lane_environment
+from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
 

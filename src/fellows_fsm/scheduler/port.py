@@ -16,7 +16,6 @@ import attrs
 
 __all__ = [
     "FinishedJob",
-    "History",
     "JobSpec",
     "Observation",
     "PendingJob",
@@ -24,6 +23,7 @@ __all__ = [
     "ReasonGroup",
     "RunningJob",
     "Scheduler",
+    "Workload",
     "classify_reason",
 ]
 
@@ -217,10 +217,10 @@ def _running(items: Iterable[RunningJob]) -> tuple[RunningJob, ...]:
 
 
 @attrs.frozen
-class History:
+class Workload:
     """The cluster's recent past and its present, as one read through the port saw them (``Scheduler.history``).
 
-    Read at most once every few minutes, never per poll (the router's HistoryCache), and handed to the core as a
+    Read at most once every few minutes, never per poll (the router's WorkloadCache), and handed to the core as a
     value: the ``calibrated`` park_early policy re-estimates the running jobs' ends from the finished ones.
     """
 
@@ -317,7 +317,7 @@ class Scheduler(Protocol):
         """Every pending or running job of this user whose token starts with ``prefix`` (one squeue)."""
         ...
 
-    def history(self, *, since: float) -> History:
+    def workload(self, *, since: float) -> Workload:
         """The jobs that finished since ``since`` (elapsed and limit), the running ones, and the GPUs in use.
 
         Several commands (on SLURM: sacct, squeue, scontrol): read at most once every few minutes, never per poll.

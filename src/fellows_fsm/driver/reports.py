@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from fellows_fsm.journal import DispatchRow
+from fellows_fsm.journal.schema import DispatchRow
 
 __all__ = ["Handle", "TickReport"]
 

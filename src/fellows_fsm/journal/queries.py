@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import shlex
 
-from fellows_fsm.config import Ladder, Rung
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import Outcome, State
+from fellows_fsm.driver.inbox import spec_of
 from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
-from fellows_fsm.handoffs import unknown_note
-from fellows_fsm.intake import spec_of
-from fellows_fsm.journal import DispatchRow, Journal
+from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.handoffs import unknown_note
 
 __all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select"]
 

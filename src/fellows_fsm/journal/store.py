@@ -17,17 +17,17 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.core import Attach, Record, Step
+from fellows_fsm.core.effects import Attach, Record, Step
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, Outcome, State
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal_file import JournalFile
-from fellows_fsm.journal_lock import DriverLock, DriverOwner, lock_held
-from fellows_fsm.journal_schema import DispatchRow, HandoffRow, JobRow, Listing
-from fellows_fsm.journal_schema import dispatch_row as _dispatch_row
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.journal.file import JournalFile
+from fellows_fsm.journal.lock import DriverLock
+from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
+from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
+from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["DispatchRow", "DriverOwner", "HandoffRow", "JobRow", "Journal", "Listing", "lock_held"]
+__all__ = ["Journal"]
 
 _LANE_END = {
     HandoffStatus.DONE: (State.HANDED_OFF, Outcome.HANDED_OFF),

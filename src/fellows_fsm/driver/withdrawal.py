@@ -13,14 +13,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from fellows_fsm.core import Dispatch, dispatch_token
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import dispatch_token
 from fellows_fsm.core.vocab import FELLOWS, Outcome, State
 from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError
-from fellows_fsm.records import refuse_handed_off, restore
-from fellows_fsm.scheduler import Phase
+from fellows_fsm.journal.queries import refuse_handed_off, restore
+from fellows_fsm.scheduler.port import Phase
 
 if TYPE_CHECKING:
-    from fellows_fsm.router import Router
+    from fellows_fsm.driver.router import Router
 
 __all__ = ["CANCEL_ANSWER", "CANCEL_REQUEST", "take_requests", "withdraw", "withdraw_interrupted"]
 
@@ -48,7 +49,7 @@ def withdraw_interrupted(router: Router, d: Dispatch) -> Interrupted:
             job_id = d.job_id
             if job_id is None:
                 job_id = settled_lookup(router, d)
-            router.driver.interrupt(d, job_id)  # journaled WITHDRAWN first, then its job (if any) scancelled
+            router.executor.interrupt(d, job_id)  # journaled WITHDRAWN first, then its job (if any) scancelled
         except SchedulerError as exc:
             return Interrupted(
                 f"interrupted while dispatch {d.id} was being queued, and SLURM did not answer ({exc}); it is "
@@ -80,7 +81,7 @@ def sweep_interrupted(router: Router) -> None:
             found = router.scheduler.find_by_token(dispatch_token(row.id, 0))
             if found is not None and found.phase is not Phase.GONE:
                 log.warning("dispatch %s was withdrawn, yet job %s carries its token: cancelling", row.id, found.job_id)
-                router.driver.cancel_strays([found.job_id])
+                router.executor.cancel_strays([found.job_id])
         except SchedulerError as exc:
             log.warning("could not look for a late job of withdrawn dispatch %s: %s", row.id, exc)
 
@@ -131,10 +132,10 @@ def withdraw(router: Router, dispatch_id: str) -> list[str]:
             row.id, state=State.WITHDRAWN, label=State.WITHDRAWN, outcome=Outcome.WITHDRAWN, at=router.clock.now()
         )
     elif row.outcome == Outcome.WITHDRAWN:
-        router.driver.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
+        router.executor.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
     else:
         d = router.live.pop(row.id, None) or restore(router.journal, row)
-        router.driver.recall(d, job_ids)
+        router.executor.recall(d, job_ids)
     router.live.pop(row.id, None)
     return job_ids
 

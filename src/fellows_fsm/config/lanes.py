@@ -11,7 +11,7 @@ import re
 
 import attrs
 
-from fellows_fsm.config_fellows import positive_seconds
+from fellows_fsm.config.fellows import positive_seconds
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 

@@ -17,28 +17,27 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.core import (
+from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS, Dispatch
+from fellows_fsm.core.effects import (
     Attach,
     CancelIfPending,
     CancelJobs,
     Decision,
-    Dispatch,
     FindByToken,
     HandOff,
     MoveQos,
     Record,
     Submit,
 )
-from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS
 from fellows_fsm.core.vocab import HandoffStatus, State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler import History, JobSpec, Observation, Phase, Scheduler
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
-    from fellows_fsm.handoffs import Handoffs
-    from fellows_fsm.lanes import CommandLane
+    from fellows_fsm.lanes.command import CommandLane
+    from fellows_fsm.lanes.handoffs import Handoffs
 
-__all__ = ["Driver", "NullRecorder", "Recorder", "TickOutcome"]
+__all__ = ["Executor", "NullRecorder", "Recorder", "TickOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class TickOutcome:
     """One line per dispatch whose port call failed this tick (it retries on the next)."""
 
 
-class Driver:
+class Executor:
     """Runs every dispatch's decisions through one port and one recorder."""
 
     def __init__(
@@ -181,14 +180,14 @@ class Driver:
         budget: int,
         *,
         park_budget: int | None = None,
-        history: History | None = None,
+        workload: Workload | None = None,
     ) -> TickOutcome:
         """Advance every dispatch on this tick's observations and run what they need, batched.
 
         1. Every dispatch with a job moves on its fresh observation (starts, withdrawals, holds, parks, confirmed
            cancels), in one journal transaction: none of these announces a port call. At most ``park_budget``
            (default: ``budget``) dispatches park (a rung change begun); the others wait on their rung for a tick
-           whose budget has room, at no cost to this one. ``history`` (the cluster's, for ``park_early =
+           whose budget has room, at no cost to this one. ``workload`` (the cluster's, for ``park_early =
            "calibrated"``; read by the caller every few minutes, never here) is handed to each of them.
         2. A rung without a job gets one (submit, or a lost submit looked up by token).
         3. At most ``budget`` dispatches resubmit (or move in place).
@@ -198,7 +197,7 @@ class Driver:
         self._handoffs, self._rejected, self._failures, self._cancels, self._changes = [], [], [], {}, 0
         self._attaches = []
         try:
-            return self._tick(dispatches, observations, budget, park_budget, history)
+            return self._tick(dispatches, observations, budget, park_budget, workload)
         finally:
             attaches, self._attaches = self._attaches, None
             if attaches:
@@ -210,7 +209,7 @@ class Driver:
         observations: Mapping[str, Observation],
         budget: int,
         park_budget: int | None,
-        history: History | None = None,
+        workload: Workload | None = None,
     ) -> TickOutcome:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
@@ -224,7 +223,7 @@ class Driver:
                     continue
                 may_leave = parks < park_budget
                 decision = d.advance(
-                    observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, history=history
+                    observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, workload=workload
                 )
                 if not decision.effects:
                     if not may_leave and d.waits_for_budget:

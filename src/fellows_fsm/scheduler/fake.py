@@ -15,7 +15,7 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.errors import QosRejected, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler import History, JobSpec, Observation, Phase
+from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 
 __all__ = ["FakeJob", "FakeScheduler"]
 
@@ -101,7 +101,7 @@ class FakeScheduler:
         self.calls: Counter[str] = Counter()
         self.unreachable = False
         """While True, every call raises SchedulerUnreachable (a controller outage)."""
-        self.past: History | None = None
+        self.past: Workload | None = None
         """What ``history`` answers (None: an empty history read now); a test sets it."""
         self._ids = itertools.count(1000)
         self._submit_failures: list[Exception] = []
@@ -190,11 +190,11 @@ class FakeScheduler:
         return [j.observe() for j in self.live_jobs(token_prefix=prefix)]
 
     # ----------------------------------------------------------------- controls for tests
-    def history(self, *, since: float) -> History:
+    def workload(self, *, since: float) -> Workload:
         """The history a test set in ``past`` (an empty one read now if none); counted like every call."""
         self.calls["history"] += 1
         self._check_reachable()
-        return self.past if self.past is not None else History(read_at=self.clock.now())
+        return self.past if self.past is not None else Workload(read_at=self.clock.now())
 
     def add_job(
         self,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from fellows_fsm.driver.withdrawal import CANCEL_ANSWER, CANCEL_REQUEST
 from fellows_fsm.errors import FellowsError, JournalBusy
-from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.records import refuse_handed_off
-from fellows_fsm.router import CANCEL_ANSWER, CANCEL_REQUEST
+from fellows_fsm.journal.queries import refuse_handed_off
+from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.store import Journal
 
 __all__ = ["request_cancel"]
 

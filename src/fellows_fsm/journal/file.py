@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
-from fellows_fsm.statefs import FULL_BELOW_BYTES, check_room, free_bytes, full_error, refuse_network_fs
+from fellows_fsm.journal.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from fellows_fsm.journal.statefs import FULL_BELOW_BYTES, check_room, free_bytes, full_error, refuse_network_fs
 
 __all__ = ["JournalFile"]
 

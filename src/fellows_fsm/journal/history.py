@@ -14,10 +14,10 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import iso_utc
-from fellows_fsm.core import Step, state_label
-from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.core.effects import Step
+from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.vocab import State
-from fellows_fsm.journal_schema import DispatchRow, HandoffRow, JobRow
+from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow
 
 __all__ = ["HistoryEntry", "history_entries"]
 

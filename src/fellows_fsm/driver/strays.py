@@ -9,12 +9,12 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.scheduler import Observation, Phase
+from fellows_fsm.scheduler.port import Observation, Phase
 
 if TYPE_CHECKING:
-    from fellows_fsm.router import Router
+    from fellows_fsm.driver.router import Router
 
 __all__ = ["TOKEN_PREFIX", "dispatch_of", "sweep"]
 
@@ -60,7 +60,7 @@ def sweep(router: Router, dispatches: Iterable[Dispatch]) -> list[str] | None:
                 strays.append(o.job_id)
             else:
                 log.warning("dispatch %s: job %s (%s) runs beside its own job %s", d.id, o.job_id, o.token, d.job_id)
-    router.driver.cancel_pending_strays(strays)
+    router.executor.cancel_pending_strays(strays)
     return strays
 
 

@@ -15,12 +15,14 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.config import Config, LaneConfig
-from fellows_fsm.core import Ladder
+from fellows_fsm.config.file import Config
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError, UsageError
-from fellows_fsm.journal import DispatchRow, Journal
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["INTENTS", "Admission", "admit", "enqueue", "lane_from_json", "lane_json", "spec_of"]
 

@@ -19,13 +19,14 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config import Config, Ladder
+from fellows_fsm.config.file import Config
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.driver.inbox import INTENTS
 from fellows_fsm.errors import ConfigError, FellowsError, SchedulerError, SshLoginRefused, SubmitRejected
-from fellows_fsm.intake import INTENTS
-from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.slurm import SlurmScheduler, discover
-from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder
+from fellows_fsm.scheduler.port import JobSpec, Scheduler
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover
+from fellows_fsm.slurm.port import SlurmScheduler
 
 __all__ = [
     "GRANTS_TTL_SECONDS",

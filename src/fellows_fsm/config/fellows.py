@@ -18,8 +18,8 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
+from fellows_fsm.driver.workload import WORKLOAD_SPAN_SECONDS
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.history import HISTORY_SPAN_SECONDS
 from fellows_fsm.slurm.transport import check_destination
 
 __all__ = [
@@ -136,7 +136,7 @@ class FellowsConfig:
     remote_workdir: str | None = None
     """With ``host``: the job's working directory on the cluster when its script has no ``#SBATCH --chdir``
     (default: the login directory, normally the home directory, where sbatch starts over ssh)."""
-    calibrated_history_seconds: float = HISTORY_SPAN_SECONDS
+    calibrated_history_seconds: float = WORKLOAD_SPAN_SECONDS
     """How far back ``park_early = "calibrated"`` reads the cluster's finished jobs (default two days)."""
 
     def __attrs_post_init__(self) -> None:

@@ -21,28 +21,18 @@ from typing import Protocol
 
 import attrs
 
-from fellows_fsm.config_lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
+from fellows_fsm.config.lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lane_process import (
+from fellows_fsm.lanes.process import (
     HandoffFiles,
     HandoffResult,
-    ProcessHandoff,
     adopt_handoff,
     kill_group,
     spawn_handoff,
 )
-from fellows_fsm.scheduler import JobSpec
+from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = [
-    "CommandLane",
-    "CompletedHandoff",
-    "Handoff",
-    "HandoffFiles",
-    "HandoffResult",
-    "Lane",
-    "ProcessHandoff",
-    "run_once",
-]
+__all__ = ["CommandLane", "CompletedHandoff", "Handoff", "Lane", "run_once"]
 
 
 class Lane(Protocol):

@@ -1,7 +1,7 @@
 """The cluster's history for ``park_early = "calibrated"``: finished jobs (sacct), running and pending jobs
-(squeue) and the nodes' GPUs (scontrol), read through the runner in three commands and parsed into a History.
+(squeue) and the nodes' GPUs (scontrol), read through the runner in three commands and parsed into a Workload.
 
-The cache in fellows_fsm/history.py (``HistoryCache``) decides when it is read: at most once per refresh, never per
+The cache in fellows_fsm/history.py (``WorkloadCache``) decides when it is read: at most once per refresh, never per
 poll.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.scheduler import FinishedJob, History, PendingJob, RunningJob
+from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.slurm.fields import gpu_count, parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import CommandRunner
 
@@ -18,11 +18,11 @@ __all__ = [
     "ENDED_ON_THEIR_OWN",
     "HISTORY_SACCT_FIELDS",
     "QUEUE_FORMAT",
-    "history_sacct_argv",
-    "parse_history_sacct",
     "parse_nodes",
     "parse_queue",
-    "read_history",
+    "parse_workload_sacct",
+    "read_workload",
+    "workload_sacct_argv",
 ]
 
 log = logging.getLogger(__name__)
@@ -34,13 +34,13 @@ ENDED_ON_THEIR_OWN = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY
 a job that never ran are left out."""
 
 
-def history_sacct_argv(since: float, *, user: str | None = None) -> tuple[str, ...]:
+def workload_sacct_argv(since: float, *, user: str | None = None) -> tuple[str, ...]:
     """sacct of every user's jobs (``-a``; the user's own with ``user``) since ``since``, one line per job."""
     who = ("-u", user) if user is not None else ("-a",)
     return ("sacct", "-P", "-n", "-X", *who, f"--starttime={utc_stamp(since)}", "-o", HISTORY_SACCT_FIELDS)
 
 
-def parse_history_sacct(stdout: str, *, user: str) -> tuple[list[FinishedJob], bool]:
+def parse_workload_sacct(stdout: str, *, user: str) -> tuple[list[FinishedJob], bool]:
     """The jobs that ended on their own with a time limit, and whether any other user's job was visible."""
     finished: list[FinishedJob] = []
     others = False
@@ -101,7 +101,7 @@ def parse_nodes(stdout: str) -> tuple[int | None, int | None]:
     return (total, used) if seen else (None, None)
 
 
-def read_history(runner: CommandRunner, *, user: str, since: float, now: float) -> History:
+def read_workload(runner: CommandRunner, *, user: str, since: float, now: float) -> Workload:
     """The cluster's history in three commands: sacct (every user where the site allows it, else ``-u user``),
     squeue of the running and pending jobs, and the nodes' GPUs (scontrol).
 
@@ -110,20 +110,20 @@ def read_history(runner: CommandRunner, *, user: str, since: float, now: float) 
     say that jobs in the way are hidden (the calibrated policy then waits, as own-cap). A command that fails
     raises SchedulerError (the caller keeps its last history).
     """
-    result = runner.run(history_sacct_argv(since))
+    result = runner.run(workload_sacct_argv(since))
     if not result.ok:
         log.info("sacct -a refused (%s); reading your own jobs only", result.message)
-        result = runner.run(history_sacct_argv(since, user=user))
+        result = runner.run(workload_sacct_argv(since, user=user))
         if not result.ok:
             raise SchedulerError(f"sacct could not read the finished jobs: {result.message}")
-    finished, others = parse_history_sacct(result.stdout, user=user)
+    finished, others = parse_workload_sacct(result.stdout, user=user)
     queue = runner.run(("squeue", "-h", "-t", "RUNNING,PENDING", "-O", QUEUE_FORMAT))
     if not queue.ok:
         raise SchedulerError(f"squeue could not list the running jobs: {queue.message}")
     running, pending = parse_queue(queue.stdout, user=user)
     nodes = runner.run(("scontrol", "-o", "show", "node"))
     total, used = parse_nodes(nodes.stdout) if nodes.ok else (None, None)
-    return History(
+    return Workload(
         now,
         finished,
         running,

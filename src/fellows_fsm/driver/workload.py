@@ -10,39 +10,39 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from fellows_fsm.core import Dispatch
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.scheduler import History, Scheduler
+from fellows_fsm.scheduler.port import Scheduler, Workload
 
-__all__ = ["HISTORY_REFRESH_SECONDS", "HISTORY_SPAN_SECONDS", "HistoryCache"]
+__all__ = ["WORKLOAD_REFRESH_SECONDS", "WORKLOAD_SPAN_SECONDS", "WorkloadCache"]
 
 log = logging.getLogger(__name__)
 
-HISTORY_REFRESH_SECONDS = 300.0
+WORKLOAD_REFRESH_SECONDS = 300.0
 """How long one read of the history serves (five minutes: never per poll)."""
-HISTORY_SPAN_SECONDS = 2 * 86_400.0
+WORKLOAD_SPAN_SECONDS = 2 * 86_400.0
 """How far back the finished jobs are read, by default (``[fellows] calibrated_history_seconds``)."""
 
 
-class HistoryCache:
+class WorkloadCache:
     """One port's history, read again only once ``refresh_seconds`` have passed since the last read (or try)."""
 
     def __init__(
         self,
         scheduler: Scheduler,
         *,
-        span_seconds: float = HISTORY_SPAN_SECONDS,
-        refresh_seconds: float = HISTORY_REFRESH_SECONDS,
+        span_seconds: float = WORKLOAD_SPAN_SECONDS,
+        refresh_seconds: float = WORKLOAD_REFRESH_SECONDS,
     ) -> None:
         self.scheduler = scheduler
         self.span_seconds = span_seconds
         self.refresh_seconds = refresh_seconds
-        self.value: History | None = None
+        self.value: Workload | None = None
         self.reads = 0
         """Reads asked of the port (each is one sacct, one squeue and one scontrol on SLURM)."""
         self._tried_at: float | None = None
 
-    def get(self, dispatches: Iterable[Dispatch], now: float) -> History | None:
+    def get(self, dispatches: Iterable[Dispatch], now: float) -> Workload | None:
         """The history for this tick, or None when no dispatch needs it (no read is made then)."""
         # The attribute first: a scan of 10,000 dispatches that use another policy costs well under a millisecond.
         if not any(d.calibrating and d.on_rung for d in dispatches):
@@ -51,7 +51,7 @@ class HistoryCache:
             self._tried_at = now
             self.reads += 1
             try:
-                self.value = self.scheduler.history(since=now - self.span_seconds)
+                self.value = self.scheduler.workload(since=now - self.span_seconds)
             except SchedulerError as exc:
                 log.warning("the cluster's history could not be read (%s); calibrated waits as own-cap", exc)
         return self.value

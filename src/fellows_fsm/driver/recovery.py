@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.driver.inbox import lane_from_json, spec_of
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.intake import lane_from_json, spec_of
-from fellows_fsm.journal import DispatchRow
-from fellows_fsm.records import restore
+from fellows_fsm.journal.queries import restore
+from fellows_fsm.journal.schema import DispatchRow
 
 if TYPE_CHECKING:
-    from fellows_fsm.router import Router
+    from fellows_fsm.driver.router import Router
 
 __all__ = ["adopt", "load", "recover"]
 

@@ -19,43 +19,15 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.config_fellows import (
-    DEFAULT_LADDER,
-    DEFAULT_LATER_RUNGS,
-    DEFAULT_PARK_CAP_SECONDS,
-    DEFAULT_QOS,
-    PARK_CAP_ENV,
+from fellows_fsm.config.fellows import (
     FellowsConfig,
-    default_park_cap,
     positive_seconds,
 )
-from fellows_fsm.config_lanes import LANE_ENVIRONMENT, PLACEHOLDERS, USER_VALUES, LaneConfig
-from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
-__all__ = [
-    "CONFIG_ENV",
-    "DEFAULT_LADDER",
-    "DEFAULT_LATER_RUNGS",
-    "DEFAULT_PARK_CAP_SECONDS",
-    "DEFAULT_QOS",
-    "LANE_ENVIRONMENT",
-    "PARK_CAP_ENV",
-    "PLACEHOLDERS",
-    "STATE_DIR_ENV",
-    "USER_VALUES",
-    "Config",
-    "FellowsConfig",
-    "Ladder",
-    "LaneConfig",
-    "RouterConfig",
-    "Rung",
-    "config_mapping",
-    "config_warnings",
-    "default_park_cap",
-    "load_config",
-]
+__all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
 RUNG_CHANGES_PER_SECOND = 20.0
 """The default budget of rung changes (one sbatch each) per second of poll interval."""

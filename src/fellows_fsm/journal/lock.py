@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import JournalBusy
-from fellows_fsm.statefs import check_room
+from fellows_fsm.journal.statefs import check_room
 
 __all__ = ["DriverLock", "DriverOwner", "lock_held"]
 

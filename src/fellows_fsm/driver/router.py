@@ -15,28 +15,25 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm import adoption, strays, withdrawals
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config import Config, Ladder
-from fellows_fsm.core import Dispatch
+from fellows_fsm.config.file import Config
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import HandoffStatus
-from fellows_fsm.driver import Driver
-from fellows_fsm.errors import (
-    ConfigError,
-    Interrupted,
-    SchedulerUnreachable,
-    SubmitRejected,
-)
-from fellows_fsm.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
-from fellows_fsm.history import HistoryCache
-from fellows_fsm.intake import Admission, admit, enqueue, lane_from_json, lane_json
-from fellows_fsm.journal import Journal
-from fellows_fsm.lanes import CommandLane, Handoff
-from fellows_fsm.reports import Handle, TickReport
-from fellows_fsm.scheduler import JobSpec, Scheduler
-from fellows_fsm.withdrawals import CANCEL_ANSWER, CANCEL_REQUEST
+from fellows_fsm.driver import recovery as adoption
+from fellows_fsm.driver import strays
+from fellows_fsm.driver import withdrawal as withdrawals
+from fellows_fsm.driver.executor import Executor
+from fellows_fsm.driver.inbox import admit, lane_from_json, lane_json
+from fellows_fsm.driver.reports import Handle, TickReport
+from fellows_fsm.driver.workload import WorkloadCache
+from fellows_fsm.errors import ConfigError, Interrupted, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane, Handoff
+from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
+from fellows_fsm.scheduler.port import JobSpec, Scheduler
 
-__all__ = ["CANCEL_ANSWER", "CANCEL_REQUEST", "Admission", "Handle", "Router", "TickReport", "admit", "enqueue"]
+__all__ = ["Router"]
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +61,9 @@ class Router:
         self.handoffs = Handoffs(journal, self.clock, commands)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.handoffs.on_end = self._handoff_ended
-        self.driver = Driver(scheduler, journal, self.clock, self.handoffs)
+        self.executor = Executor(scheduler, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the port), batched per tick."""
-        self.cluster_history = HistoryCache(scheduler, span_seconds=config.fellows.calibrated_history_seconds)
+        self.cluster_workload = WorkloadCache(scheduler, span_seconds=config.fellows.calibrated_history_seconds)
         """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
@@ -141,7 +138,7 @@ class Router:
             )
             self._adopted(rowid)
             self.handoffs.pending[dispatch_id] = (admitted.lane, spec)
-            self.driver.start_lane(dispatch_id, admitted.lane, spec)
+            self.executor.start_lane(dispatch_id, admitted.lane, spec)
             return self.handle(dispatch_id)
         d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
         d.note = note
@@ -151,7 +148,7 @@ class Router:
             )
             self._adopted(rowid)
             self.settings[d.id] = settings
-            self.driver.start(d)
+            self.executor.start(d)
         except KeyboardInterrupt:
             raise self._withdraw_interrupted(d) from None
         except SubmitRejected as exc:
@@ -213,7 +210,7 @@ class Router:
         self.adopt()
         self.reap_handoffs()
         for dispatch_id, (lane, spec) in list(self.handoffs.pending.items()):
-            self.driver.start_lane(dispatch_id, lane, spec)
+            self.executor.start_lane(dispatch_id, lane, spec)
         for dispatch_id in self._parked_out:
             parked_out = self.live.get(dispatch_id) or self.handing.get(dispatch_id)
             if parked_out is not None:
@@ -226,16 +223,18 @@ class Router:
         except SchedulerUnreachable as exc:
             log.warning("poll skipped: %s", exc)
             # The ladder's clock stops while the controller does not answer (journaled, so a restart keeps it).
-            self.driver.pause(self.live.values(), self._last_answer)
+            self.executor.pause(self.live.values(), self._last_answer)
             return self._report(now, 0, 0, self.deferred, unreachable=True)
         self._last_answer = now
         if self._sweep_due:  # after a restart: jobs a killed driver queued but never journaled (strays.py)
             submitted = [d for d in (*self.live.values(), *self.handing.values()) if d.history]
             self._sweep_due = bool(submitted) and strays.sweep(self, submitted) is None
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
-        history = self.cluster_history.get(self.live.values(), now)
-        rungs = {i: self.live[i].rung_index for i in self.driver.looked_up if i in self.live}
-        outcome = self.driver.tick(self.live.values(), observations, self.config.rung_changes_per_tick, history=history)
+        workload = self.cluster_workload.get(self.live.values(), now)
+        rungs = {i: self.live[i].rung_index for i in self.executor.looked_up if i in self.live}
+        outcome = self.executor.tick(
+            self.live.values(), observations, self.config.rung_changes_per_tick, workload=workload
+        )
         self._failed.extend(outcome.failures)
         # A dispatch whose lost submit was looked up may meet a job that landed later: looked for as it changes
         # rung or ends (strays.py), so it never walks on, or pays, with a second job queued.
@@ -247,7 +246,7 @@ class Router:
             self._hand_off_after_ladder(self.live[dispatch_id])
         for d in list(self.live.values()):
             if d.is_final:
-                self.driver.looked_up.discard(d.id)
+                self.executor.looked_up.discard(d.id)
                 del self.live[d.id]
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
@@ -340,7 +339,7 @@ class Router:
         since = time.strftime("%H:%M:%S", time.localtime(due))
         why = f"no driver watched from {since} for {now - due:.0f} s; the windows wait for that time"
         log.warning("no tick since %s (%.0f s): every window moves later by that time", since, now - due)
-        self.driver.pause(self.live.values(), due, why=why)
+        self.executor.pause(self.live.values(), due, why=why)
         return True
 
     # ----------------------------------------------------------------- handing off
@@ -356,17 +355,17 @@ class Router:
         self.live.pop(d.id, None)
         if fallback is None:
             self.handing.pop(d.id, None)
-            self.driver.hand_off(d, None)
+            self.executor.hand_off(d, None)
             return
         lane = lane_from_json(fallback)
         self.handing[d.id] = d
-        self.driver.hand_off(d, lane.name, self.handoffs.lane_for(lane))
+        self.executor.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
     def _handoff_ended(self, dispatch_id: str, status: HandoffStatus, note: str) -> None:
         """A lane's command ended (in the journal transaction that records it): a ladder dispatch takes its step."""
         d = self.handing.pop(dispatch_id, None)
         if d is not None:
-            self.driver.handoff_ended(d, status, note)
+            self.executor.handoff_ended(d, status, note)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""

@@ -1,0 +1,367 @@
+"""The background driver: ONE process per journal, started on demand, that walks every dispatch to its end.
+
+Any command that finds live work in a journal and no driver holding its lock starts one (``ensure_driver``): a
+process of its own session, with no terminal, stdin from /dev/null, its output in a bounded log in the state dir.
+It drives with the config the journal carries (``driver-config``), never the current directory's or the shell's,
+and exits after ``[router] driver_idle_seconds`` with nothing live. Who runs it never matters: the flock decides
+(the others exit quietly). It prints nothing; the CLI says what it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import logging.handlers
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config.file import Config, config_mapping
+from fellows_fsm.driver.router import Router
+from fellows_fsm.driver.withdrawal import CANCEL_REQUEST
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy
+from fellows_fsm.journal.lock import DriverOwner, lock_held
+from fellows_fsm.journal.statefs import check_room
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.scheduler.port import Scheduler
+from fellows_fsm.slurm import slurm_scheduler
+
+__all__ = [
+    "DRIVER_CONFIG",
+    "LOG_BYTES",
+    "DriverStatus",
+    "check_cluster",
+    "ensure_driver",
+    "has_work",
+    "log_path",
+    "main",
+    "reaches",
+    "remember_config",
+    "serve",
+    "spawn",
+    "status",
+    "stop",
+]
+
+log = logging.getLogger(__name__)
+
+DRIVER_CONFIG = "driver-config"
+"""The journal's meta key for what the background driver drives with: the config and the SLURM environment."""
+PASSED_ENV = ("SLURM_CONF", "PATH")
+"""The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
+LOG_BYTES = 1_000_000
+"""The driver log rotates past this size (one old file kept): bounded, however long it runs."""
+START_WAIT_SECONDS = 10.0
+"""How long a starter waits for the driver it started to hold the lock before saying it did not start."""
+LOCK_TRIES = 20
+"""A lock probe (``lock_held``) holds the lock for an instant: a driver tries this many times, 50 ms apart."""
+
+
+def log_path(journal_path: Path) -> Path:
+    """The background driver's log, beside the journal."""
+    return journal_path.with_name("driver.log")
+
+
+def remember_config(config: Config, journal: Journal) -> None:
+    """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
+    file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
+    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
+    check_cluster(config, journal)
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+
+
+def reaches(config: Config, env: Mapping[str, str]) -> str:
+    """The cluster a config reaches (with SLURM_CONF from ``env`` when local), in words: a journal's dispatches are
+    driven on one of these at a time."""
+    f = config.fellows
+    if f.host is not None:
+        options = f" (ssh {' '.join(f.ssh_options)})" if f.ssh_options else ""
+        return f"{f.host} over ssh{options}, remote_workdir {f.remote_workdir or 'the login directory'}"
+    conf = env.get("SLURM_CONF")
+    return f"the local SLURM (SLURM_CONF={conf})" if conf else "the local SLURM (SLURM_CONF unset)"
+
+
+def check_cluster(config: Config, journal: Journal) -> None:
+    """Refuse (ConfigError) a config that reaches another cluster, transport or remote workdir than the one the
+    journal's live dispatches were submitted with: each would be driven with whichever config drove last. One
+    driver, one port, one squeue a tick; job ids are per cluster."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None or not has_work(journal):
+        return
+    mapping = dict(saved["config"])
+    mapping["state_dir"] = str(journal.path.parent)
+    theirs = reaches(Config.from_mapping(mapping, source="journal"), saved.get("env", {}))
+    ours = reaches(config, os.environ)
+    if theirs != ours:
+        raise ConfigError(
+            f"state_dir {journal.path.parent} drives live dispatches on {theirs} (config {saved.get('source')}), "
+            f"and config {config.source} reaches {ours}; give this config a state_dir of its own, or use that one"
+        )
+
+
+def has_work(journal: Journal) -> bool:
+    """Is there anything for a driver to do: a live dispatch, or a request (a cancel) waiting?"""
+    return bool(journal.dispatches(live_only=True)) or bool(journal.meta_with_prefix(CANCEL_REQUEST))
+
+
+# --------------------------------------------------------------------------- starting it
+def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner | None:
+    """Start the background driver of ``config``'s journal if it has work and no process drives it.
+
+    Returns the new driver's owner record (so the caller can say once what it started), or None when a driver
+    already runs (or there is nothing to do). Ten commands calling this at once start one driver: they take turns
+    under a spawn flock, and each one after the first finds the lock held.
+    """
+    path = config.journal_path
+    own = journal is None
+    journal = journal if journal is not None else Journal(path, readonly=True)
+    try:
+        if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
+            return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
+        if journal.get_meta(DRIVER_CONFIG) is None:
+            if journal.readonly:
+                with contextlib.closing(Journal(path)) as writable:
+                    remember_config(config, writable)
+            else:
+                remember_config(config, journal)
+    finally:
+        if own:
+            journal.close()
+    check_room(path.parent)  # a driver that cannot journal would only start and die: say so once, start none
+    with open(path.with_name(path.name + ".spawn-lock"), "a", encoding="utf-8") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)  # released when the file closes
+        lock = path.with_name(path.name + ".lock")
+        if lock_held(lock):
+            return None
+        spawn(path)
+        for _ in range(int(START_WAIT_SECONDS / 0.02)):  # counted, not timed: a frozen clock cannot stall it
+            owner = _owner(lock)
+            if owner is not None and owner.kind == "background" and _alive(owner.pid) and lock_held(lock):
+                return owner
+            time.sleep(0.02)
+    raise FellowsError(
+        f"the background driver of {path} did not start within {START_WAIT_SECONDS:g} s; see {log_path(path)}, "
+        "or drive in the foreground with `fellows-fsm watch --once` (e.g. from cron)"
+    )
+
+
+def spawn(path: Path) -> None:
+    """Start ``python -m fellows_fsm.driver.process JOURNAL``, whose child forks the driver off and exits at once: no
+    zombie, no terminal, nothing inherited but the environment."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fellows_fsm.driver.process", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+    child.wait(timeout=START_WAIT_SECONDS)
+
+
+def _owner(lock: Path) -> DriverOwner | None:
+    try:
+        return DriverOwner.parse(lock.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --------------------------------------------------------------------------- what it does
+def serve(
+    config: Config,
+    scheduler: Scheduler,
+    *,
+    clock: Clock | None = None,
+    lanes: Mapping[str, CommandLane] | None = None,
+    stop_event: threading.Event | None = None,
+    log: str | None = None,
+    kind: str = "background",
+) -> bool:
+    """Drive the journal until nothing has been live for ``driver_idle_seconds`` (or ``stop_event`` is set).
+
+    Returns False at once, touching nothing, if another process drives the journal. The lock is released only
+    after a last look for work: a dispatch enqueued while this driver was deciding to exit is never left without
+    one (its submitter saw the lock held, so it started none).
+    """
+    stop_event = stop_event or threading.Event()
+    clock = clock or SystemClock()
+    journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
+    try:
+        if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
+            return False
+        while True:
+            router = Router(config, scheduler, journal, clock=clock, lanes=lanes)
+            _run(router, config, clock, stop_event)
+            journal.release_driver()
+            if stop_event.is_set() or not has_work(journal):
+                return True
+            if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
+                return True  # another driver took over the work in between
+    finally:
+        journal.close()
+
+
+def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bool:
+    for attempt in range(LOCK_TRIES):
+        try:
+            journal.acquire_driver(kind=kind, log=log, at=at)
+        except JournalBusy:
+            if attempt + 1 < LOCK_TRIES:
+                time.sleep(0.05)
+            continue
+        return True
+    return False
+
+
+def _run(router: Router, config: Config, clock: Clock, stop_event: threading.Event) -> None:
+    grace = config.router.driver_idle_seconds
+    idle_since: list[float] = []
+
+    def until(_: object) -> bool:
+        if stop_event.is_set():
+            return True
+        if router.busy:
+            idle_since.clear()
+            return False
+        if not idle_since:
+            idle_since.append(clock.now())
+        return clock.now() - idle_since[0] >= grace
+
+    def sleep(seconds: float) -> None:
+        stop_event.wait(seconds)  # a stop (SIGTERM) ends the wait at once; the tick in hand was finished
+
+    router.run(until=until, sleep=sleep, linger=True)
+
+
+# --------------------------------------------------------------------------- status and stop, for the CLI
+@attrs.frozen
+class DriverStatus:
+    """What ``fellows-fsm driver status`` says: the lock's owner record, whether it holds the lock now."""
+
+    journal: Path
+    owner: DriverOwner | None
+    """The record of the process holding the lock, or of the last one (``running`` False)."""
+    running: bool
+    live: int
+    log: Path
+
+
+def status(config: Config) -> DriverStatus:
+    """Who drives ``config``'s journal now (reads only; starts nothing)."""
+    path = config.journal_path
+    lock = path.with_name(path.name + ".lock")
+    running = lock_held(lock)
+    live = 0
+    if path.exists():
+        with contextlib.closing(Journal(path, readonly=True)) as journal:
+            live = len(journal.dispatches(live_only=True))
+    return DriverStatus(path, _owner(lock), running, live, log_path(path))
+
+
+def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> DriverOwner | None:
+    """Ask the journal's driver to stop (SIGTERM: it finishes the tick in hand and releases the lock); wait for
+    it. Returns the stopped driver's record, or None if no driver ran. Live dispatches stay journaled."""
+    path = config.journal_path
+    lock = path.with_name(path.name + ".lock")
+    owner = _owner(lock)
+    if not lock_held(lock) or owner is None:
+        return None
+    if owner.kind != "background":
+        raise FellowsError(
+            f"{path} is driven by a program of its own ({owner.describe()}), not the background driver: stop it there"
+        )
+    if owner.host != os.uname().nodename:
+        raise FellowsError(f"the driver of {path} runs on {owner.host} (pid {owner.pid}): stop it there")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(owner.pid, signal.SIGTERM)
+    for _ in range(int(wait / 0.05)):
+        if not lock_held(lock):
+            return owner
+        sleep(0.05)
+    raise FellowsError(f"the driver of {path} (pid {owner.pid}) did not stop within {wait:g} s")
+    return owner
+
+
+# --------------------------------------------------------------------------- the process itself
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fellows_fsm.driver.process JOURNAL``: fork off the driver (the caller's child exits at once)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m fellows_fsm.driver.process JOURNAL", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    if os.fork():
+        return 0  # the starter waits for this process only: the driver below is reparented, never a zombie
+    os.setsid()
+    return _driver_process(path)
+
+
+def _driver_process(path: Path) -> int:
+    logfile = log_path(path)
+    handler = logging.handlers.RotatingFileHandler(logfile, maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per callback otherwise
+    with open(logfile, "a", encoding="utf-8") as out:  # a crash's traceback lands in the log too
+        os.dup2(out.fileno(), 2)
+    stop_event = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("signal %d: finishing the tick in hand, then releasing the journal", signum)
+        stop_event.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        config = _journaled_config(path)
+        log.info("driver %d starting for %s (config %s)", os.getpid(), path, config.source)
+        drove = serve(config, slurm_scheduler(config), stop_event=stop_event, log=str(logfile))
+        log.info("driver %d %s", os.getpid(), "exits: nothing live" if drove else "not needed: another drives")
+        return 0
+    except FellowsError as exc:
+        log.error("driver %d cannot drive %s: %s", os.getpid(), path, exc)
+        return 1
+    except Exception:
+        log.exception("driver %d crashed", os.getpid())
+        return 1
+
+
+def _journaled_config(path: Path) -> Config:
+    with contextlib.closing(Journal(path, readonly=True)) as journal:
+        saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None:
+        raise ConfigError(f"journal {path} carries no driver config; run a `fellows-fsm submit` first")
+    os.environ.update({str(k): str(v) for k, v in saved.get("env", {}).items()})
+    mapping = dict(saved["config"])
+    mapping["state_dir"] = str(path.parent)
+    return Config.from_mapping(mapping, source=str(saved.get("source", "journal")))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

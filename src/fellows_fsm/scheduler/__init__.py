@@ -1,0 +1,1 @@
+"""The scheduler port: its protocol and values, and the in-memory fake."""
