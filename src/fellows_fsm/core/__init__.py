@@ -1,6 +1,6 @@
 """The lifecycle core, sans I/O: the transition table (lifecycle.py), the Dispatch model and the effects it asks for.
 
-Nothing here calls the cluster, the journal, a subprocess or the terminal (tests/unit/test_core.py checks every
+Nothing here calls the cluster, the journal, a subprocess or the terminal (tests/unit/core/test_core.py checks every
 import); the driver (driver.py) runs the effects. The model is h11 and wsproto.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from fellows_fsm import FellowsConfig
 from fellows_fsm.ui.diagram import mermaid, state_diagram_page
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "state-diagram.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "state-diagram.md"
 
 
 def test_committed_state_diagram_is_current() -> None:

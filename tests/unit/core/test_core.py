@@ -15,7 +15,7 @@ from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, FindByTo
 from fellows_fsm.core.lifecycle import RUNG, TABLE
 from fellows_fsm.core.machine import build_machine
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "fellows_fsm"
+SRC = Path(__file__).resolve().parents[3] / "src" / "fellows_fsm"
 CORE = SRC / "core"
 SPEC = JobSpec("train", "train.sbatch", gpus=8)
 LADDER = FellowsConfig(park_cap_seconds=60).ladder

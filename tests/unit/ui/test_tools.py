@@ -141,7 +141,7 @@ def test_a_park_cap_under_two_polls_is_warned_about(env: Path) -> None:
 def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/fellows.toml is a valid config: config check exits 0 with its gcp lane."""
     monkeypatch.delenv("FELLOWS_FSM_CONFIG", raising=False)
-    example = Path(__file__).resolve().parents[2] / "examples" / "fellows.toml"
+    example = Path(__file__).resolve().parents[3] / "examples" / "fellows.toml"
     result = run("config", "check", "--config", str(example))
     assert result.exit_code == 0, result.output
     assert "gcloud batch jobs submit" in result.stdout

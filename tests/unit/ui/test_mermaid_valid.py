@@ -23,7 +23,7 @@ from fellows_fsm.ui.diagram import mermaid, state_diagram_page
 from fellows_fsm.ui.paths import path_mermaid
 from tests.unit.cli_helpers import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 
-MERMAID_DIR = Path(__file__).resolve().parents[1] / "mermaid"
+MERMAID_DIR = Path(__file__).resolve().parents[2] / "mermaid"
 VALIDATE = MERMAID_DIR / "validate.mjs"
 INSTALL = "npm ci --prefix tests/mermaid"
 BROKEN = "stateDiagram-v2\n  A --> : [\n"

@@ -17,8 +17,7 @@ from fellows_fsm.driver.process import check_cluster, remember_config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.strays import dispatch_of
 from fellows_fsm.journal.store import Journal
-
-from .conftest import CAP, DispatchFactory, poll
+from tests.unit.conftest import CAP, DispatchFactory, poll
 
 NORMAL = "RESUBMITTED_normal_eur"
 
