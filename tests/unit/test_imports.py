@@ -1,4 +1,4 @@
-"""The package's shape: the embedding API loads no terminal libraries, and no module is over 400 lines."""
+"""The package's shape: the embedding API loads no terminal libraries, and no module is over 500 lines."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_the_python_api_loads_neither_rich_nor_click(module: str) -> None:
     assert result.stdout.strip() == "", f"import {module} loaded: {result.stdout.strip()}"
 
 
-MAX_LINES = 400
+MAX_LINES = 500
 
 
 def _modules() -> dict[str, Path]:
@@ -34,8 +34,8 @@ def _modules() -> dict[str, Path]:
     return {f"src/fellows_fsm/{path.relative_to(SRC).as_posix()}": path for path in sorted(SRC.rglob("*.py"))}
 
 
-def test_no_module_is_over_400_lines() -> None:
-    """Every module of src/fellows_fsm has at most 400 lines (a longer one is split by responsibility)."""
+def test_no_module_is_over_500_lines() -> None:
+    """Every module of src/fellows_fsm has at most 500 lines (a module is one concept: a longer one holds more than one)."""
     too_long = {
         name: count
         for name, path in _modules().items()
