@@ -118,14 +118,14 @@ class FellowsConfig:
     park_early: str = DEFAULT_PARK_EARLY
     """When a job leaves a rung before its window closes: 'off' (wait out every cap), 'own-cap' (at once while
     the user's own per-QoS cap holds it back), 'estimate' (once SLURM's start estimate lies past the window),
-    'calibrated' (own-cap; the last rung left when the cluster's history gives a start within its window little
+    'calibrated' (own-cap; the last rung left when the cluster's workload gives a start within its window little
     chance, an earlier one when it gives a start on it before the ladder's end next to none), 'calibrated-last'
     (the last rung only). The cap still bounds every rung. See policy.py
     and docs/configuration.md."""
     park_early_last_rung: bool = DEFAULT_PARK_EARLY_LAST_RUNG
     """Whether ``park_early`` also applies on the last rung, where leaving hands the job to the paid lane (default:
     no, the last rung waits out its window; see docs/configuration.md). ``calibrated`` and ``calibrated-last``
-    decide the last rung on the cluster's history whatever this says."""
+    decide the last rung on the cluster's workload whatever this says."""
     host: str | None = None
     """The cluster's login host as an ssh destination (an ssh-config Host, 'user@host' or 'ssh://user@host:port'):
     every SLURM command runs there over one shared ssh connection. None: the SLURM commands on PATH here."""

@@ -88,8 +88,8 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     same rung with the whole ladder's worst case as its one cap (Nextflow's maxSubmitAwait with that
     budget). ladder, reason-aware, predictive, the oracles: the full ladder with the cap on every rung;
     reason-aware, predictive, calibrated-last and calibrated are the ladder with ``park_early`` "own-cap",
-    "estimate", "calibrated-last" (the last rung on the history) and "calibrated" (every rung) (PARK_EARLY; both
-    read the simulated cluster's history through the real router).
+    "estimate", "calibrated-last" (the last rung on the workload) and "calibrated" (every rung) (PARK_EARLY; both
+    read the simulated cluster's workload through the real router).
     """
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")

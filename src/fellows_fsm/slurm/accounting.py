@@ -2,7 +2,7 @@
 
 It reads accounting once and judges the ladder from those values; it never changes accounting, never
 submits, and never guesses a limit it could not read (an unreadable limit is treated as no limit).
-SLURM's field values are parsed in slurm/fields.py, the cluster's history read in slurm/history.py; their
+SLURM's field values are parsed in slurm/fields.py, the cluster's workload read in slurm/workload.py; their
 names are re-exported here.
 """
 

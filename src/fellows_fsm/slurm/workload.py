@@ -1,7 +1,7 @@
-"""The cluster's history for ``park_early = "calibrated"``: finished jobs (sacct), running and pending jobs
+"""The cluster's workload for ``park_early = "calibrated"``: finished jobs (sacct), running and pending jobs
 (squeue) and the nodes' GPUs (scontrol), read through the runner in three commands and parsed into a Workload.
 
-The cache in fellows_fsm/history.py (``WorkloadCache``) decides when it is read: at most once per refresh, never per
+The cache in driver/workload.py (``WorkloadCache``) decides when it is read: at most once per refresh, never per
 poll.
 """
 
@@ -102,13 +102,13 @@ def parse_nodes(stdout: str) -> tuple[int | None, int | None]:
 
 
 def read_workload(runner: CommandRunner, *, user: str, since: float, now: float) -> Workload:
-    """The cluster's history in three commands: sacct (every user where the site allows it, else ``-u user``),
+    """The cluster's workload in three commands: sacct (every user where the site allows it, else ``-u user``),
     squeue of the running and pending jobs, and the nodes' GPUs (scontrol).
 
-    Under ``PrivateData=jobs`` a plain user's ``sacct -a`` and ``squeue`` show only that user's jobs: the history
+    Under ``PrivateData=jobs`` a plain user's ``sacct -a`` and ``squeue`` show only that user's jobs: the workload
     is then the user's own (``all_users`` False), and the nodes' allocated GPUs beyond the visible running jobs
     say that jobs in the way are hidden (the calibrated policy then waits, as own-cap). A command that fails
-    raises SchedulerError (the caller keeps its last history).
+    raises SchedulerError (the caller keeps its last workload).
     """
     result = runner.run(workload_sacct_argv(since))
     if not result.ok:
