@@ -99,12 +99,12 @@ class Fellows:
         driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
         Fellows starts one (the CLI says so on stderr)."""
         self.config = config
-        self.ladder = ladder_lane(config, scheduler)
+        self.ladder_lane = ladder_lane(config, scheduler)
         """The first SLURM lane (``[fellows]``): its port, and how to read what its cluster grants."""
-        self.scheduler: Scheduler = self.ladder.scheduler
+        self.scheduler: Scheduler = self.ladder_lane.scheduler
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
-        self._grants = grants if grants is not None else self.ladder.read_grants()
+        self._grants = grants if grants is not None else self.ladder_lane.read_grants()
         self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
@@ -190,7 +190,7 @@ class Fellows:
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
         raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
         """
-        return check_request(self.config, self.ladder, self.clock, self._grants, spec, intent=intent, pin=pin)
+        return check_request(self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin)
 
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True

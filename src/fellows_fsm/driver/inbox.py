@@ -65,7 +65,7 @@ def admit(
         known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
         raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
     if pinned is not None and not pinned.walks_ladder:
-        return Admission(spec, pin, None, True, _settings(config, pin, note))
+        return Admission(spec, pinned.name, None, True, _settings(config, pinned.name, note))
     fellows = config.fellows
     if spec.workdir is None and fellows.host is None:
         spec = attrs.evolve(spec, workdir=_current_directory())
