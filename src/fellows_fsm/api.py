@@ -25,10 +25,10 @@ from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane
-from fellows_fsm.lanes.preflight import Check, check_request, default_grants
+from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.preflight import Check, check_request
+from fellows_fsm.lanes.slurm import ladder_lane
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
-from fellows_fsm.slurm import slurm_scheduler
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
 
@@ -84,7 +84,7 @@ class Fellows:
         *,
         scheduler: Scheduler | None = None,
         clock: Clock | None = None,
-        lanes: Mapping[str, CommandLane] | None = None,
+        lanes: Mapping[str, HandoffLane] | None = None,
         grants: Callable[[], Grants] | None = None,
         background: bool = False,
         start_driver: Callable[[Config, Journal], DriverOwner | None] | None = None,
@@ -99,10 +99,12 @@ class Fellows:
         driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
         Fellows starts one (the CLI says so on stderr)."""
         self.config = config
-        self.scheduler: Scheduler = scheduler if scheduler is not None else slurm_scheduler(config)
+        self.ladder_lane = ladder_lane(config, scheduler)
+        """The first SLURM lane (``[fellows]``): its port, and how to read what its cluster grants."""
+        self.scheduler: Scheduler = self.ladder_lane.scheduler
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
-        self._grants = grants if grants is not None else default_grants(self.scheduler)
+        self._grants = grants if grants is not None else self.ladder_lane.read_grants()
         self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
@@ -188,7 +190,7 @@ class Fellows:
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
         raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
         """
-        return check_request(self.config, self.scheduler, self.clock, self._grants, spec, intent=intent, pin=pin)
+        return check_request(self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin)
 
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True

@@ -19,7 +19,6 @@ import click
 
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import RECENT, outcome_error, select
@@ -117,12 +116,12 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             click.echo(f"fellows-fsm: note: {line}", err=True)
         dispatch_id = ""
         journal = fellows.journal
-        queued_only = pin == FELLOWS and not follow
+        queued_only = pin is not None and not _hands_off(config, pin) and not follow
         try:
             submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
             dispatch_id = submitted.dispatch_id
             _say_who_drives(fellows, dispatch_id)
-            if pin is not None and pin != FELLOWS:
+            if _hands_off(config, pin):
                 if detach:
                     fellows.follow(dispatch_id)  # a pinned lane's command IS the submit: its result is the answer
                 else:
@@ -160,6 +159,12 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+def _hands_off(config: Config, pin: str | None) -> bool:
+    """True if ``pin`` names a lane a job is handed to (its command is the submit), not the ladder."""
+    lane = config.lane_named(pin) if pin is not None else None
+    return lane is not None and not lane.walks_ladder
 
 
 def _say_who_drives(fellows: Fellows, dispatch_id: str) -> None:

@@ -12,12 +12,13 @@ import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.driver.workload import WORKLOAD_SPAN_SECONDS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.slurm.transport import check_destination
@@ -97,7 +98,14 @@ def _ladder_tuple(value: object) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class FellowsConfig:
-    """The ``[fellows]`` table: which QoS to try, in which order, and for how long each."""
+    """The ``[fellows]`` table: which QoS to try, in which order, and for how long each. The first SLURM lane
+    (lanes/slurm.py): its table keeps its name, its kind is ``slurm``."""
+
+    name: ClassVar[str] = FELLOWS
+    kind: ClassVar[str] = "slurm"
+    manual_only: ClassVar[bool] = False
+    walks_ladder: ClassVar[bool] = True
+    """A dispatch walks this lane's rungs (``lanes/base.py``: ``LaneSettings``)."""
 
     qos: str = attrs.field(default=DEFAULT_QOS)
     """The preferred QoS: every non-debug dispatch is submitted on it first."""

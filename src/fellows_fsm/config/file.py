@@ -3,8 +3,8 @@
 Every bad value is refused when the config is built, with a ConfigError naming the key and the value.
 This module reads the environment only for defaults, at build time, and never touches the cluster. It holds the
 whole ``Config`` (the ``[router]`` table, where the journal lives, loading the TOML file, the warnings of
-``config check``); the ``[fellows]`` table is config_fellows.py, the ``[lanes.<name>]`` tables config_lanes.py,
-and their names are re-exported here.
+``config check``); the ``[fellows]`` table is config/fellows.py, and each ``[lanes.<name>]`` table is parsed by
+the kind it names (lanes/registry.py; the command kind's table is config/lanes.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from fellows_fsm.config.fellows import (
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.registry import lane_table, parse_lane
+from fellows_fsm.lanes.slurm import SLURM
 
 __all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
@@ -106,7 +109,8 @@ class Config:
     """The whole configuration: the ladder, the lanes, the router, where the journal lives."""
 
     fellows: FellowsConfig = attrs.field(factory=FellowsConfig)
-    lanes: tuple[LaneConfig, ...] = ()
+    lanes: tuple[LaneSettings, ...] = ()
+    """Every ``[lanes.<name>]``, as its kind parsed it (``LaneConfig`` for the command kind)."""
     router: RouterConfig = attrs.field(factory=RouterConfig)
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
     allow_network_state_dir: bool = False
@@ -133,15 +137,25 @@ class Config:
         """The lanes a dispatch walks without a pin: [router] order, else fellows then gcp if configured."""
         if self.router.order is not None:
             return self.router.order
-        return (FELLOWS, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (FELLOWS,)
+        first = self.fellows.name
+        return (first, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (first,)
 
-    def lane(self, name: str) -> LaneConfig:
-        """The command lane called ``name``."""
+    def lane(self, name: str) -> LaneSettings:
+        """The ``[lanes.<name>]`` lane called ``name``."""
         for lane in self.lanes:
             if lane.name == name:
                 return lane
-        known = ", ".join([FELLOWS, *(lane.name for lane in self.lanes)])
+        known = ", ".join([self.fellows.name, *(lane.name for lane in self.lanes)])
         raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
+
+    def lane_named(self, name: str) -> LaneSettings | None:
+        """Any lane called ``name`` (``[fellows]`` included), or None if the config has none by that name."""
+        return next((lane for lane in (self.fellows, *self.lanes) if lane.name == name), None)
+
+    def following(self, name: str) -> str | None:
+        """The lane after ``name`` in the auto order (where a dispatch goes when it leaves ``name``), or None."""
+        order = self.auto_order
+        return order[order.index(name) + 1] if name in order[:-1] else None
 
     @property
     def rung_changes_per_tick(self) -> int:
@@ -167,24 +181,8 @@ class Config:
             if key not in known:
                 raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
         try:
-            fellows = FellowsConfig.from_mapping(_table(data, "fellows", source))
-            lanes_table = _table(data, "lanes", source)
-            lanes = []
-            for name, table in lanes_table.items():
-                if not isinstance(table, Mapping):
-                    raise ConfigError(f"[lanes.{name}] must be a table")
-                allowed = {"command", "probe", "manual_only", "timeout_seconds"}
-                for key in table:
-                    if key not in allowed:
-                        raise ConfigError(
-                            f"[lanes.{name}]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}"
-                        )
-                if "command" not in table:
-                    raise ConfigError(
-                        f"[lanes.{name}] has no command; give the argv that hands a job over, e.g. "
-                        "command = ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
-                    )
-                lanes.append(LaneConfig(name=name, **dict(table)))
+            fellows = SLURM.parse(FELLOWS, _table(data, "fellows", source))
+            lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
             router_table = _table(data, "router", source)
             allowed = {a.name for a in attrs.fields(RouterConfig)}
             for key in router_table:
@@ -223,17 +221,13 @@ def config_mapping(config: Config) -> dict[str, Any]:
             return str(value)
         return value
 
-    def table(value: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-        return {
-            f.name: plain(getattr(value, f.name))
-            for f in attrs.fields(type(value))
-            if f.name not in skip and getattr(value, f.name) is not None
-        }
+    def plain_table(value: Mapping[str, Any]) -> dict[str, Any]:
+        return {key: plain(item) for key, item in value.items() if item is not None}
 
     return {
-        "fellows": table(config.fellows),
-        "lanes": {lane.name: table(lane, skip=("name",)) for lane in config.lanes},
-        "router": table(config.router),
+        "fellows": plain_table(SLURM.table(config.fellows)),
+        "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
+        "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "state_dir": str(config.state_dir.absolute()),
         "allow_network_state_dir": config.allow_network_state_dir,
     }
@@ -282,6 +276,8 @@ def config_warnings(config: Config) -> tuple[str, ...]:
     park cap shorter than two polls."""
     warnings: list[str] = []
     for lane in config.lanes:
+        if not isinstance(lane, LaneConfig):
+            continue  # only a command lane runs a program of its own here
         for what, argv in (("command", lane.command), ("probe", lane.probe)):
             if argv is None or "{" in argv[0]:
                 continue

@@ -2,12 +2,15 @@
 environment every value of a job reaches a lane command through.
 
 A template is checked when the config is built, so it fills for every dispatch; a value the job's user controls
-is refused as a placeholder (it could be code to the program that gets it). lanes.py fills and runs them.
+is refused as a placeholder (it could be code to the program that gets it). lanes/command.py (the command kind)
+fills and runs them; lanes/registry.py finds the kind of each ``[lanes.<name>]`` table.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 
@@ -78,7 +81,12 @@ def _argv(key: str, value: object) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class LaneConfig:
-    """A command lane (``[lanes.<name>]``): GCP, or a manual-only lane such as RunPod."""
+    """A command lane (``[lanes.<name>]``, ``kind = "command"``, the default): GCP, or a manual-only lane such as
+    RunPod."""
+
+    kind: ClassVar[str] = "command"
+    walks_ladder: ClassVar[bool] = False
+    """A dispatch is handed to a command lane, it walks no rungs there."""
 
     name: str
     command: tuple[str, ...]
@@ -97,3 +105,19 @@ class LaneConfig:
         positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
         if self.name == FELLOWS:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
+
+    @classmethod
+    def from_table(cls, name: str, table: Mapping[str, Any]) -> LaneConfig:
+        """The lane of a ``[lanes.<name>]`` table (its ``kind`` taken out); ConfigError naming the key if bad."""
+        allowed = {"command", "probe", "manual_only", "timeout_seconds"}
+        for key in table:
+            if key not in allowed:
+                known = ", ".join(sorted({"kind", *allowed}))
+                raise ConfigError(f"[lanes.{name}]: unknown key {key!r}; known keys are {known}")
+        if "command" not in table:
+            raise ConfigError(
+                f"[lanes.{name}] has no command; give the argv that hands a job over, e.g. "
+                "command = ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
+            )
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+        return cls(name=name, **values)  # argv as tuples: a lane read back from the journal equals its config

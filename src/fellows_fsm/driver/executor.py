@@ -34,7 +34,7 @@ from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
-    from fellows_fsm.lanes.command import CommandLane
+    from fellows_fsm.lanes.base import HandoffLane
     from fellows_fsm.lanes.handoffs import Handoffs
 
 __all__ = ["Executor", "NullRecorder", "Recorder", "TickOutcome"]
@@ -140,12 +140,12 @@ class Executor:
         """Ctrl-C while ``d``'s first job was being queued: journal it WITHDRAWN, then scancel what was queued."""
         self._run(d, d.recall([job_id] if job_id is not None else [], self.clock.now(), trigger=Trigger.INTERRUPT))
 
-    def start_lane(self, dispatch_id: str, lane_name: str, spec: JobSpec, lane: CommandLane | None = None) -> None:
+    def start_lane(self, dispatch_id: str, lane_name: str, spec: JobSpec, lane: HandoffLane | None = None) -> None:
         """Start a lane's command for a dispatch, exactly once (journaled before it starts; never waited for)."""
         assert self.handoffs is not None, "a driver without handoffs starts no lane"
         self.handoffs.start(dispatch_id, lane_name, spec, lane=lane)
 
-    def hand_off(self, d: Dispatch, lane_name: str | None, lane: CommandLane | None = None) -> None:
+    def hand_off(self, d: Dispatch, lane_name: str | None, lane: HandoffLane | None = None) -> None:
         """After the ladder: journal HANDING_OFF, then start the fallback lane's command (the hand_off row); with
         no lane, journal NO_LANE_LEFT (the no_lane row). A dispatch already HANDING_OFF (a restart) is followed."""
         if lane_name is None:

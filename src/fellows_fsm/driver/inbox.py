@@ -16,12 +16,12 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError, UsageError
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["INTENTS", "Admission", "admit", "enqueue", "lane_from_json", "lane_json", "spec_of"]
@@ -35,7 +35,7 @@ class Admission:
 
     spec: JobSpec
     lane: str
-    """``fellows`` for the ladder, else the command lane it is pinned to."""
+    """The ladder lane's name (``fellows``), else the lane it is pinned to."""
     ladder: Ladder | None
     """None for a dispatch pinned to a command lane (it never enters the ladder)."""
     pinned: bool
@@ -60,21 +60,20 @@ def admit(
     """
     if intent not in INTENTS:
         raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
-    lane_names = [lane.name for lane in config.lanes]
-    if pin is not None and pin != FELLOWS and pin not in lane_names:
-        known = ", ".join([FELLOWS, *lane_names])
+    pinned = config.lane_named(pin) if pin is not None else None
+    if pin is not None and pinned is None:
+        known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
         raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
-    if pin is not None and pin != FELLOWS:
-        return Admission(spec, pin, None, True, _settings(config, pin, note))
+    if pinned is not None and not pinned.walks_ladder:
+        return Admission(spec, pinned.name, None, True, _settings(config, pinned.name, note))
     fellows = config.fellows
     if spec.workdir is None and fellows.host is None:
         spec = attrs.evolve(spec, workdir=_current_directory())
     if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
         spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-    following = config.auto_order[1:]
-    fallback = following[0] if following and pin is None else None
+    fallback = config.following(fellows.name) if pin is None else None
     return Admission(
-        spec, FELLOWS, ladder or fellows.ladder_for(intent), pin == FELLOWS, _settings(config, fallback, note)
+        spec, fellows.name, ladder or fellows.ladder_for(intent), pin is not None, _settings(config, fallback, note)
     )
 
 
@@ -139,26 +138,14 @@ def _settings(config: Config, lane: str | None, note: str = "") -> dict[str, Any
     return settings
 
 
-def lane_json(lane: LaneConfig) -> dict[str, Any]:
-    """A lane's config as the journal keeps it with each dispatch."""
-    return {
-        "name": lane.name,
-        "command": list(lane.command),
-        "probe": None if lane.probe is None else list(lane.probe),
-        "manual_only": lane.manual_only,
-        "timeout_seconds": lane.timeout_seconds,
-    }
+def lane_json(lane: LaneSettings) -> dict[str, Any]:
+    """A lane's config as the journal keeps it with each dispatch (its table, with its kind)."""
+    return {"name": lane.name, **lane_table(lane)}
 
 
-def lane_from_json(data: Mapping[str, Any]) -> LaneConfig:
-    probe = data.get("probe")
-    return LaneConfig(
-        name=str(data["name"]),
-        command=tuple(data["command"]),
-        probe=None if probe is None else tuple(probe),
-        manual_only=bool(data.get("manual_only", False)),
-        timeout_seconds=float(data.get("timeout_seconds", 600.0)),
-    )
+def lane_from_json(data: Mapping[str, Any]) -> LaneSettings:
+    """A lane journaled by ``lane_json`` (one journaled before kinds has none: a command lane)."""
+    return parse_lane(str(data["name"]), {key: value for key, value in data.items() if key != "name"})
 
 
 def spec_of(row: DispatchRow) -> JobSpec:

@@ -33,9 +33,9 @@ from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
 from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.slurm import ladder_lane
 from fellows_fsm.scheduler.port import Scheduler
-from fellows_fsm.slurm import slurm_scheduler
 
 __all__ = [
     "DRIVER_CONFIG",
@@ -195,7 +195,7 @@ def serve(
     scheduler: Scheduler,
     *,
     clock: Clock | None = None,
-    lanes: Mapping[str, CommandLane] | None = None,
+    lanes: Mapping[str, HandoffLane] | None = None,
     stop_event: threading.Event | None = None,
     log: str | None = None,
     kind: str = "background",
@@ -341,7 +341,7 @@ def _driver_process(path: Path) -> int:
     try:
         config = _journaled_config(path)
         log.info("driver %d starting for %s (config %s)", os.getpid(), path, config.source)
-        drove = serve(config, slurm_scheduler(config), stop_event=stop_event, log=str(logfile))
+        drove = serve(config, ladder_lane(config).scheduler, stop_event=stop_event, log=str(logfile))
         log.info("driver %d %s", os.getpid(), "exits: nothing live" if drove else "not needed: another drives")
         return 0
     except FellowsError as exc:

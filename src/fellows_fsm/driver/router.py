@@ -29,8 +29,10 @@ from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.workload import WorkloadCache
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane, Handoff
+from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
+from fellows_fsm.lanes.registry import build_lanes
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
 
 __all__ = ["Router"]
@@ -51,19 +53,20 @@ class Router:
         journal: Journal,
         *,
         clock: Clock | None = None,
-        lanes: Mapping[str, CommandLane] | None = None,
+        lanes: Mapping[str, HandoffLane] | None = None,
     ) -> None:
         self.config = config
-        self.scheduler = scheduler
+        self.lanes = build_lanes(config, scheduler=scheduler, handoff=lanes)
+        """The ladder lane (its port: ``scheduler``) and the lanes a dispatch is handed to, built by their kinds."""
+        self.scheduler = self.lanes.ladder.scheduler
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
-        commands = dict(lanes) if lanes is not None else {lane.name: CommandLane(lane) for lane in config.lanes}
-        self.handoffs = Handoffs(journal, self.clock, commands)
+        self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.handoffs.on_end = self._handoff_ended
-        self.executor = Executor(scheduler, journal, self.clock, self.handoffs)
-        """Runs every dispatch's effects (journal first, then the port), batched per tick."""
-        self.cluster_workload = WorkloadCache(scheduler, span_seconds=config.fellows.calibrated_history_seconds)
+        self.executor = Executor(self.lanes.ladder.scheduler, journal, self.clock, self.handoffs)
+        """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
+        self.cluster_workload = WorkloadCache(self.lanes.ladder)
         """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
@@ -350,8 +353,8 @@ class Router:
         fallback = settings.get("fallback")
         if "fallback" not in settings:
             # A journal written before dispatches carried their lanes: use this router's configuration.
-            following = self.config.auto_order[1:]
-            fallback = lane_json(self.config.lane(following[0])) if following else None
+            following = self.config.following(self.lanes.ladder.name)
+            fallback = lane_json(self.config.lane(following)) if following else None
         self.live.pop(d.id, None)
         if fallback is None:
             self.handing.pop(d.id, None)

@@ -1,18 +1,22 @@
 """The cluster's history for ``park_early = "calibrated"``: read through the port at most once every few minutes.
 
-The core never fetches it: the router asks this cache once per tick, the cache calls ``Scheduler.history`` only
-when its last read is older than ``refresh_seconds`` (and only while some dispatch waits on a rung its
-``calibrated`` policy decides), and the value goes to the core with the tick's observations.
+The core never fetches it: the router asks this cache once per tick, the cache calls ``Scheduler.workload`` on its
+lane's port only when its last read is older than ``refresh_seconds`` (and only while some dispatch waits on a rung
+its ``calibrated`` policy decides), and the value goes to the core with the tick's observations.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.scheduler.port import Scheduler, Workload
+from fellows_fsm.scheduler.port import Workload
+
+if TYPE_CHECKING:
+    from fellows_fsm.lanes.slurm import SlurmLane
 
 __all__ = ["WORKLOAD_REFRESH_SECONDS", "WORKLOAD_SPAN_SECONDS", "WorkloadCache"]
 
@@ -25,17 +29,19 @@ WORKLOAD_SPAN_SECONDS = 2 * 86_400.0
 
 
 class WorkloadCache:
-    """One port's history, read again only once ``refresh_seconds`` have passed since the last read (or try)."""
+    """One ladder lane's cluster history, read again only once ``refresh_seconds`` have passed since the last read
+    (or try), over ``[fellows] calibrated_history_seconds`` unless ``span_seconds`` says otherwise."""
 
     def __init__(
         self,
-        scheduler: Scheduler,
+        lane: SlurmLane,
         *,
-        span_seconds: float = WORKLOAD_SPAN_SECONDS,
+        span_seconds: float | None = None,
         refresh_seconds: float = WORKLOAD_REFRESH_SECONDS,
     ) -> None:
-        self.scheduler = scheduler
-        self.span_seconds = span_seconds
+        self.lane = lane
+        self.scheduler = lane.scheduler
+        self.span_seconds = lane.config.calibrated_history_seconds if span_seconds is None else span_seconds
         self.refresh_seconds = refresh_seconds
         self.value: Workload | None = None
         self.reads = 0

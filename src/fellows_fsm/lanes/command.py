@@ -1,4 +1,5 @@
-"""Command lanes: where a dispatch goes when the free ladder cannot start it (GCP), or when pinned.
+"""The command lane kind (``kind = "command"``, the default): where a dispatch goes when the free ladder cannot
+start it (GCP), or when pinned.
 
 A lane renders its configured argv template for one dispatch and starts it once, never through a shell,
 in a process group of its own: the router polls it between ticks (a slow command never blocks the poll
@@ -6,8 +7,9 @@ loop) and a timeout kills the whole group, so no grandchild finishes a handoff r
 wrapper writes the command's exit status to a file, so a router restarted while the command runs adopts
 it instead of running it twice. It knows nothing of the lifecycle machine; the router decides when.
 
-This module fills the templates and gives the command its environment; running it as a process (the wrapper,
-its group, the timeout, adoption) is lane_process.py, whose HandoffFiles and HandoffResult are re-exported here.
+This module is the kind (its table, its lane: ``COMMAND``, the registry's entry): it fills the templates and gives
+the command its environment; running it as a process (the wrapper, its group, the timeout, adoption) is
+lanes/process.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 import signal
 import subprocess
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -32,21 +34,10 @@ from fellows_fsm.lanes.process import (
 )
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["CommandLane", "CompletedHandoff", "Handoff", "Lane", "run_once"]
+if TYPE_CHECKING:
+    from pathlib import Path
 
-
-class Lane(Protocol):
-    """What the router needs to know of any lane."""
-
-    @property
-    def name(self) -> str:
-        """The lane's name, as used by ``--pin`` and ``[router] order``."""
-        ...
-
-    @property
-    def manual_only(self) -> bool:
-        """True if the lane runs only when a dispatch is pinned to it."""
-        ...
+__all__ = ["COMMAND", "CommandKind", "CommandLane", "CompletedHandoff", "Handoff", "run_once"]
 
 
 class Handoff(Protocol):
@@ -120,8 +111,16 @@ def lane_environment(dispatch_id: str, spec: JobSpec) -> dict[str, str]:
 class CommandLane:
     """A lane that hands a job over by running one command (``gcloud batch jobs submit``, ``sky launch``)."""
 
+    kind = LaneConfig.kind
+    walks_ladder = False
+
     def __init__(self, config: LaneConfig) -> None:
         self.config = config
+
+    @property
+    def settings(self) -> LaneConfig:
+        """What the lane was built from."""
+        return self.config
 
     @property
     def name(self) -> str:
@@ -190,3 +189,31 @@ def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | 
         out, err = process.communicate()
         return HandoffResult(argv, 124, out.decode(errors="replace"), f"timed out after {timeout:g} s")
     return HandoffResult(argv, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+class CommandKind:
+    """The command kind, as the registry knows it: ``[lanes.<name>]`` with ``command``, ``probe``, ``manual_only``
+    and ``timeout_seconds``."""
+
+    name = LaneConfig.kind
+
+    def parse(self, name: str, table: Mapping[str, Any]) -> LaneConfig:
+        """The lane's settings from its table."""
+        return LaneConfig.from_table(name, table)
+
+    def table(self, settings: LaneConfig) -> dict[str, Any]:
+        """Every key of the table, as the journal keeps it with each dispatch (``probe`` None when unset)."""
+        return {
+            "command": list(settings.command),
+            "probe": None if settings.probe is None else list(settings.probe),
+            "manual_only": settings.manual_only,
+            "timeout_seconds": settings.timeout_seconds,
+        }
+
+    def build(self, settings: LaneConfig, *, state_dir: Path) -> CommandLane:
+        """The lane that runs the command."""
+        return CommandLane(settings)
+
+
+COMMAND = CommandKind()
+"""The command kind's entry in lanes/registry.py."""

@@ -14,13 +14,14 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane, Handoff, lane_environment
+from fellows_fsm.lanes.base import HandoffLane, LaneSettings
+from fellows_fsm.lanes.command import Handoff, lane_environment
 from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
@@ -34,14 +35,14 @@ HANDOFF_CHECK_SECONDS = 0.05
 class Handoffs:
     """Every lane command of one router, by dispatch id."""
 
-    def __init__(self, journal: Journal, clock: Clock, lanes: dict[str, CommandLane]) -> None:
+    def __init__(self, journal: Journal, clock: Clock, lanes: dict[str, HandoffLane]) -> None:
         self.journal = journal
         self.clock = clock
         self.lanes = lanes
         """This router's own lanes, by name."""
         self.pending: dict[str, tuple[str, JobSpec]] = {}
         """Dispatches pinned to a command lane whose command has not been started yet."""
-        self.pinned_lanes: dict[str, CommandLane] = {}
+        self.pinned_lanes: dict[str, HandoffLane] = {}
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
@@ -49,7 +50,7 @@ class Handoffs:
         """Told of each command that ended (dispatch id, done / failed / unknown, a one-line note), in the journal
         transaction that records it: a ladder dispatch takes its handed_off, handoff_failed or handoff_unknown
         step there."""
-        self.context: dict[str, tuple[CommandLane, JobSpec]] = {}
+        self.context: dict[str, tuple[HandoffLane, JobSpec]] = {}
         """The lane and job of each command under way (to probe, or start again, one that was lost)."""
         self.ended: list[str] = []
         self.failed: list[str] = []
@@ -59,14 +60,14 @@ class Handoffs:
         """Where a dispatch's command writes its output and exit status."""
         return HandoffFiles(self.journal.path.parent / "handoffs", dispatch_id)
 
-    def lane_for(self, config: LaneConfig) -> CommandLane:
-        """The lane to run ``config`` with: this router's own if it is the same lane, else one built for it."""
+    def lane_for(self, config: LaneSettings) -> HandoffLane:
+        """The lane to run ``config`` with: this router's own if it is the same lane, else one its kind builds."""
         mine = self.lanes.get(config.name)
-        if mine is not None and mine.config == config:
+        if mine is not None and mine.settings == config:
             return mine
-        return CommandLane(config)
+        return handoff_lane(config, state_dir=self.journal.path.parent)
 
-    def start(self, dispatch_id: str, lane_name: str, spec: JobSpec, *, lane: CommandLane | None = None) -> None:
+    def start(self, dispatch_id: str, lane_name: str, spec: JobSpec, *, lane: HandoffLane | None = None) -> None:
         """Start a lane's command for a dispatch exactly once (journaled before it starts); never wait for it.
 
         After a restart a command already started is followed (running, its status written, or lost: then its
@@ -105,7 +106,7 @@ class Handoffs:
                 "space there, then run the command again)"
             ) from None
 
-    def _spawn(self, dispatch_id: str, lane: CommandLane, argv: tuple[str, ...], spec: JobSpec) -> Handoff:
+    def _spawn(self, dispatch_id: str, lane: HandoffLane, argv: tuple[str, ...], spec: JobSpec) -> Handoff:
         files = self.files(dispatch_id)
         handoff = lane.start(argv, files, now=self.clock.now(), env=lane_environment(dispatch_id, spec))
         if handoff.pid is not None:

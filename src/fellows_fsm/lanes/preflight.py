@@ -21,12 +21,11 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.driver.inbox import INTENTS
 from fellows_fsm.errors import ConfigError, FellowsError, SchedulerError, SshLoginRefused, SubmitRejected
-from fellows_fsm.scheduler.port import JobSpec, Scheduler
-from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover
-from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.lanes.base import LadderLane
+from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder
 
 __all__ = [
     "GRANTS_TTL_SECONDS",
@@ -34,7 +33,6 @@ __all__ = [
     "GrantsCache",
     "Preflight",
     "check_request",
-    "default_grants",
     "grants_from_json",
     "grants_to_json",
     "preflight",
@@ -101,7 +99,7 @@ class Check:
 
 def check_request(
     config: Config,
-    scheduler: Scheduler,
+    lane: LadderLane,
     clock: Clock,
     read: Callable[[], Grants] | None,
     spec: JobSpec,
@@ -128,11 +126,10 @@ def check_request(
             f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
             "debug jobs there"
         )
-    if (pin is not None and pin != FELLOWS) or read is None:
+    pinned = config.lane_named(pin) if pin is not None else None
+    if (pin is not None and (pinned is None or not pinned.walks_ladder)) or read is None:
         return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
-    user = str(getattr(scheduler, "user", "") or os.environ.get("USER", ""))
-    cluster = config.fellows.host or os.environ.get("SLURM_CONF", "")
-    cache = GrantsCache(config.state_dir / "grants.json", key=f"{user}@{cluster}")
+    cache = GrantsCache(config.state_dir / "grants.json", key=lane.grants_key)
     try:
         grants = cache.get(clock.now(), read)
     except SshLoginRefused:
@@ -145,23 +142,12 @@ def check_request(
         return Check(warnings=tuple(warnings))
     try:
         checked = preflight(
-            fellows.ladder_for(intent), grants, spec, pinned=pin == FELLOWS, next_lane=_next_lane(config)
+            lane.ladder_for(intent), grants, spec, pinned=pin is not None, next_lane=config.following(lane.name)
         )
     except (ConfigError, SubmitRejected) as exc:
         return Check(warnings=tuple(warnings), refused=exc)
     notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
     return Check(checked.ladder, checked.note, notes, tuple(warnings))
-
-
-def _next_lane(config: Config) -> str | None:
-    return config.auto_order[1] if len(config.auto_order) > 1 else None
-
-
-def default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
-    """sacctmgr through the real port; None for any other port (nothing to read grants from)."""
-    if isinstance(scheduler, SlurmScheduler):
-        return lambda: discover(scheduler.runner, scheduler.user)
-    return None
 
 
 # --------------------------------------------------------------------------- the grants cache

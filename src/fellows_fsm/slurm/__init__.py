@@ -6,6 +6,7 @@ and errors; it never knows the lifecycle's states and never decides a transition
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fellows_fsm.slurm.accounting import Association, Grants, LadderCheck, QosInfo, SkippedRung, check_ladder, discover
@@ -16,19 +17,25 @@ from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import LocalTransport, SshTransport, Transport
 
 if TYPE_CHECKING:
+    from fellows_fsm.config.fellows import FellowsConfig
     from fellows_fsm.config.file import Config
 
 
 def slurm_scheduler(config: Config) -> SlurmScheduler:
     """The SLURM port for ``config``: the commands here, or on ``[fellows] host`` over one shared ssh master
     connection whose socket lives under ``<state_dir>/ssh``."""
-    fellows = config.fellows
+    return slurm_port(config.fellows, config.state_dir)
+
+
+def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
+    """The SLURM port of one cluster's table: the commands here, or on its ``host`` over one shared ssh master
+    connection whose socket lives under ``<state_dir>/ssh``."""
     if fellows.host is None:
         return SlurmScheduler()
     transport = SshTransport(
         fellows.host,
         options=fellows.ssh_options,
-        control_dir=config.state_dir / "ssh",
+        control_dir=state_dir / "ssh",
         connect_timeout_seconds=fellows.ssh_connect_timeout_seconds,
     )
     return SlurmScheduler(CommandRunner(transport=transport), remote_workdir=fellows.remote_workdir)
@@ -52,5 +59,6 @@ __all__ = [
     "check_ladder",
     "discover",
     "render_sbatch",
+    "slurm_port",
     "slurm_scheduler",
 ]

@@ -15,8 +15,8 @@ from rich.text import Text
 from fellows_fsm import sim
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_warnings
+from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
@@ -90,8 +90,11 @@ def _config_view(config: Config) -> RenderableType:
     lanes = Table(title="lanes", title_justify="left")
     for header in ("lane", "command", "probe", "manual only", "timeout"):
         lanes.add_column(header)
-    lanes.add_row(FELLOWS, "(the SLURM ladder above)", "", "no", "")
+    lanes.add_row(fellows.name, "(the SLURM ladder above)", "", "no", "")
     for lane in config.lanes:
+        if not isinstance(lane, LaneConfig):
+            lanes.add_row(lane.name, f"(a {lane.kind} lane)", "", "yes" if lane.manual_only else "no", "")
+            continue
         probe = " ".join(lane.probe) if lane.probe else "-"
         lanes.add_row(
             lane.name, " ".join(lane.command), probe, "yes" if lane.manual_only else "no", span(lane.timeout_seconds)

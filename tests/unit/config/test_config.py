@@ -162,3 +162,22 @@ def test_allow_network_state_dir_must_be_a_boolean() -> None:
     assert Config.from_mapping({"allow_network_state_dir": True}).allow_network_state_dir is True
     with pytest.raises(ConfigError, match="must be true or false"):
         Config.from_mapping({"allow_network_state_dir": "yes"})
+
+
+def test_the_config_says_which_lane_comes_after_which_and_what_each_is() -> None:
+    """``following`` walks ``[router] order`` one lane at a time (None after the last), and ``lane_named`` finds
+    any lane, the ladder's included, by its name (None for a name no table has)."""
+    config = Config.from_mapping(
+        {
+            "lanes": {"gcp": {"command": ["gcloud", "{dispatch_id}"]}, "sky": {"command": ["sky", "{dispatch_id}"]}},
+            "router": {"order": ["fellows", "sky", "gcp"]},
+        }
+    )
+    assert [config.following(name) for name in config.auto_order] == ["sky", "gcp", None]
+    assert config.following("runpod") is None
+    ladder, sky = config.lane_named("fellows"), config.lane_named("sky")
+    assert ladder is config.fellows
+    assert ladder.walks_ladder
+    assert sky is not None
+    assert (sky.kind, sky.walks_ladder) == ("command", False)
+    assert config.lane_named("runpod") is None

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from fellows_fsm import ConfigError, JobSpec
 from fellows_fsm.config.lanes import LaneConfig
-from fellows_fsm.lanes.command import CommandLane
+from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.command import COMMAND, CommandLane
 from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
 from tests.processes import processes_with
 
@@ -58,3 +60,22 @@ def test_a_successful_handoff_may_leave_its_own_daemon(tmp_path: Path) -> None:
     left = processes_with(tag)
     assert len(left) == 1, left
     os.kill(int(left[0].split(":")[0]), 9)
+
+
+def test_the_command_kind_parses_its_table_and_builds_a_command_lane(tmp_path: Path) -> None:
+    """The command kind reads its own table (argv lists become tuples), gives it back as the journal keeps it,
+    and builds a lane a job is handed to, never one that walks a ladder."""
+    table = {"command": ["gcloud", "{dispatch_id}"], "probe": ["true"], "timeout_seconds": 30}
+    settings = COMMAND.parse("gcp", table)
+    assert settings == LaneConfig(name="gcp", command=("gcloud", "{dispatch_id}"), probe=("true",), timeout_seconds=30)
+    assert COMMAND.parse("gcp", COMMAND.table(settings)) == settings
+    lane = COMMAND.build(settings, state_dir=tmp_path)
+    assert isinstance(lane, HandoffLane)
+    assert (lane.name, lane.kind, lane.walks_ladder, lane.settings) == ("gcp", "command", False, settings)
+    assert lane.command("abc123", JobSpec(name="t", script="t.sbatch")) == ("gcloud", "abc123")
+
+
+def test_a_command_table_with_an_unknown_key_names_the_lane_and_the_key() -> None:
+    """A key the command kind does not know is refused in one line naming the lane, the key and the known keys."""
+    with pytest.raises(ConfigError, match=r"^\[lanes\.gcp\]: unknown key 'qos'; known keys are command, kind, "):
+        COMMAND.parse("gcp", {"command": ["gcloud"], "qos": "high-eur"})

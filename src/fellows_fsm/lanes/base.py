@@ -1,0 +1,124 @@
+"""The lane seam: what the driver asks of any lane, and what a lane kind gives the registry (registry.py).
+
+A lane is a place a job can run, one ``[lanes.<name>]`` table (``[fellows]`` for the first SLURM ladder), of one
+kind: one module in lanes/ (slurm.py: a ladder on a SLURM cluster; command.py: one command run once). Code that
+asks "is this the ladder?" or "which lane comes next?" asks the lane (``walks_ladder``) and the config's order,
+never a lane's name. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from fellows_fsm.core.ladder import Ladder
+    from fellows_fsm.lanes.command import Handoff
+    from fellows_fsm.lanes.process import HandoffFiles
+    from fellows_fsm.scheduler.port import JobSpec, Scheduler
+    from fellows_fsm.slurm.accounting import Grants
+
+__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneKind", "LaneSettings"]
+
+
+class LaneSettings(Protocol):
+    """A lane's table as its kind parsed it (a frozen value): enough for the config to check the order."""
+
+    @property
+    def name(self) -> str:
+        """The lane's name, as used by ``--pin`` and ``[router] order``."""
+        ...
+
+    @property
+    def kind(self) -> str:
+        """The registry's key of the lane's kind (``[lanes.<name>] kind``)."""
+        ...
+
+    @property
+    def manual_only(self) -> bool:
+        """True if the lane runs only when a dispatch is pinned to it."""
+        ...
+
+    @property
+    def walks_ladder(self) -> bool:
+        """True for a lane whose rungs a dispatch walks (SLURM), False for one a dispatch is handed to."""
+        ...
+
+
+class Lane(LaneSettings, Protocol):
+    """What the driver needs to know of any lane, built from its settings."""
+
+    @property
+    def settings(self) -> LaneSettings:
+        """What the lane was built from."""
+        ...
+
+
+@runtime_checkable
+class HandoffLane(Lane, Protocol):
+    """A lane a dispatch is handed to by one command started once (lanes/handoffs.py runs it)."""
+
+    def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
+        """The handoff argv for one dispatch."""
+        ...
+
+    def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
+        """True if the lane already has this dispatch's job, False if it surely has not, None if unknowable."""
+        ...
+
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
+        """Start the handoff and return at once."""
+        ...
+
+    def adopt(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+    ) -> Handoff | None:
+        """The handoff a previous driver started, if it can still be followed."""
+        ...
+
+
+class LadderLane(Lane, Protocol):
+    """A lane whose QoS rungs a dispatch walks: it owns the scheduler port and the check of its grants."""
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The port every command for this lane's cluster goes through."""
+        ...
+
+    @property
+    def grants_key(self) -> str:
+        """Whose grants on which cluster: a cached read for another never answers."""
+        ...
+
+    def ladder_for(self, intent: str) -> Ladder:
+        """The rungs a dispatch of ``intent`` walks."""
+        ...
+
+    def read_grants(self) -> Callable[[], Grants] | None:
+        """How to read what the cluster grants (sacctmgr), or None when the port has nothing to read them from."""
+        ...
+
+
+class LaneKind(Protocol):
+    """One lane kind, as the registry knows it: it parses its own table and builds its lane."""
+
+    @property
+    def name(self) -> str:
+        """The kind's key in the registry (``kind = "..."``)."""
+        ...
+
+    def parse(self, name: str, table: Mapping[str, Any]) -> LaneSettings:
+        """The settings of ``[lanes.<name>]`` (``kind`` already taken out); ConfigError naming the key if bad."""
+        ...
+
+    def table(self, settings: Any) -> dict[str, Any]:
+        """The inverse of ``parse``: every key of the table, defaults resolved (what the journal keeps)."""
+        ...
+
+    def build(self, settings: Any, *, state_dir: Path) -> Lane:
+        """The lane for ``settings``; ``state_dir`` is where a lane keeps its files (an ssh socket, ...). No I/O."""
+        ...

@@ -1,0 +1,93 @@
+"""The lane kinds by ``kind``, and the lanes of one config built through them.
+
+A ``[lanes.<name>]`` table names its kind (``kind = "command"`` when it says none, so every config written before
+kinds loads unchanged); the kind parses the rest of the table and builds the lane. A new kind is one module in
+lanes/ and one line in ``KINDS``. ``[fellows]`` is the first SLURM lane. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.base import HandoffLane, LaneKind, LaneSettings
+from fellows_fsm.lanes.command import COMMAND
+from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from fellows_fsm.config.file import Config
+    from fellows_fsm.scheduler.port import Scheduler
+
+__all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kind_of", "lane_table", "parse_lane"]
+
+KINDS: dict[str, LaneKind] = {
+    COMMAND.name: COMMAND,
+    SLURM.name: SLURM,
+}
+"""Every lane kind, by the ``kind`` a table names."""
+DEFAULT_KIND = COMMAND.name
+"""The kind of a ``[lanes.<name>]`` table that names none."""
+
+
+def kind_of(name: str, table: Mapping[str, Any]) -> LaneKind:
+    """The kind ``[lanes.<name>]`` names; ConfigError naming the lane and the key if it is not known."""
+    kind = table.get("kind", DEFAULT_KIND)
+    found = KINDS.get(kind) if isinstance(kind, str) else None
+    if found is None:
+        raise ConfigError(
+            f"[lanes.{name}] kind={kind!r} is not a known lane kind; use one of {', '.join(sorted(KINDS))} "
+            f"(or leave kind out: {DEFAULT_KIND!r})"
+        )
+    return found
+
+
+def parse_lane(name: str, table: Mapping[str, Any]) -> LaneSettings:
+    """The settings of ``[lanes.<name>]``, parsed by the kind it names."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[lanes.{name}] must be a table")
+    kind = kind_of(name, table)
+    return kind.parse(name, {key: value for key, value in table.items() if key != "kind"})
+
+
+def lane_table(settings: LaneSettings) -> dict[str, Any]:
+    """The ``[lanes.<name>]`` table of ``settings`` (its ``kind`` and every key, None values left out), which
+    ``parse_lane`` reads back."""
+    values = KINDS[settings.kind].table(settings)
+    return {"kind": settings.kind, **{key: value for key, value in values.items() if value is not None}}
+
+
+@attrs.frozen
+class Lanes:
+    """The lanes of one config, built: the SLURM ladder a dispatch walks first, and the lanes it is handed to."""
+
+    ladder: SlurmLane
+    """The first SLURM lane (``[fellows]``): the router, the effect runner and the history cache use its port."""
+    handoff: dict[str, HandoffLane]
+    """The lanes a dispatch is handed to (or pinned to), by name."""
+
+
+def build_lanes(
+    config: Config, *, scheduler: Scheduler | None = None, handoff: Mapping[str, HandoffLane] | None = None
+) -> Lanes:
+    """Every lane of ``config``: the ladder lane on ``scheduler`` (else its real port), and each ``[lanes.<name>]``
+    built by its kind (``handoff`` replaces them: in-process lanes, in tests and the simulator)."""
+    built: dict[str, HandoffLane] = {}
+    if handoff is not None:
+        built = dict(handoff)
+    else:
+        for settings in config.lanes:
+            built[settings.name] = handoff_lane(settings, state_dir=config.state_dir)
+    return Lanes(ladder_lane(config, scheduler), built)
+
+
+def handoff_lane(settings: LaneSettings, *, state_dir: Path) -> HandoffLane:
+    """The lane a dispatch is handed to, built by its kind (again after a restart, from the journaled table)."""
+    lane = KINDS[settings.kind].build(settings, state_dir=state_dir)
+    if not isinstance(lane, HandoffLane):
+        raise ConfigError(f"[lanes.{settings.name}] kind={settings.kind!r} builds no lane a job is handed to")
+    return lane

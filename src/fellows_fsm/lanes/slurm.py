@@ -1,0 +1,113 @@
+"""The SLURM ladder lane kind (``slurm``): a ladder of QoS rungs on one SLURM cluster, the port its commands go
+through, and the read of what that cluster grants (for the check before the first sbatch).
+
+``[fellows]`` is the first (today the only) SLURM lane, its table unchanged; the router, the effect runner and the
+cluster-history cache take the scheduler from this lane. A ``[lanes.<name>]`` table of this kind is not built
+yet (several clusters as lanes come next). Nothing here submits: the port is built, never called.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.errors import ConfigError
+from fellows_fsm.scheduler.port import Scheduler
+from fellows_fsm.slurm import slurm_port
+from fellows_fsm.slurm.accounting import Grants, discover
+from fellows_fsm.slurm.port import SlurmScheduler
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from fellows_fsm.config.file import Config
+
+__all__ = ["SLURM", "SlurmKind", "SlurmLane", "default_grants", "ladder_lane"]
+
+
+def default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
+    """sacctmgr through the real port; None for any other port (nothing to read grants from)."""
+    if isinstance(scheduler, SlurmScheduler):
+        return lambda: discover(scheduler.runner, scheduler.user)
+    return None
+
+
+@attrs.frozen
+class SlurmLane:
+    """A SLURM cluster a dispatch walks the QoS ladder of: its settings and the one port to it."""
+
+    config: FellowsConfig
+    scheduler: Scheduler
+    """The port every command for this cluster goes through (sbatch, squeue, scancel, sacctmgr, sacct)."""
+
+    kind = FellowsConfig.kind
+    walks_ladder = True
+    manual_only = False
+
+    @property
+    def name(self) -> str:
+        """The lane's name (``fellows`` for the ``[fellows]`` table)."""
+        return self.config.name
+
+    @property
+    def settings(self) -> FellowsConfig:
+        """What the lane was built from."""
+        return self.config
+
+    @property
+    def grants_key(self) -> str:
+        """Whose grants on which cluster (the port's user, and the ssh host or SLURM_CONF)."""
+        user = str(getattr(self.scheduler, "user", "") or os.environ.get("USER", ""))
+        return f"{user}@{self.config.host or os.environ.get('SLURM_CONF', '')}"
+
+    def ladder_for(self, intent: str) -> Ladder:
+        """The rungs a dispatch of ``intent`` walks (a debug one starts on ``debug_qos`` when set)."""
+        return self.config.ladder_for(intent)
+
+    def read_grants(self) -> Callable[[], Grants] | None:
+        """sacctmgr through the real port; None for any other port (a fake has no grants to read)."""
+        return default_grants(self.scheduler)
+
+
+def ladder_lane(config: Config, scheduler: Scheduler | None = None) -> SlurmLane:
+    """The first SLURM lane (``[fellows]``), on ``scheduler`` when given (a fake, in tests), else the real port
+    (here, or over ssh to ``[fellows] host``)."""
+    return SlurmLane(
+        config.fellows, scheduler if scheduler is not None else slurm_port(config.fellows, config.state_dir)
+    )
+
+
+class SlurmKind:
+    """The SLURM kind, as the registry knows it: the ``[fellows]`` table (FellowsConfig)."""
+
+    name = FellowsConfig.kind
+
+    def parse(self, name: str, table: Mapping[str, Any]) -> FellowsConfig:
+        """The ``[fellows]`` table; a ``[lanes.<name>]`` of this kind is refused (a second cluster is not built)."""
+        if name != FellowsConfig.name:
+            raise ConfigError(
+                f"[lanes.{name}] kind = 'slurm': a second SLURM cluster as a lane is not supported yet; the SLURM "
+                "ladder is the [fellows] table (use kind = 'command' for a lane that runs a command)"
+            )
+        return FellowsConfig.from_mapping(table)
+
+    def table(self, settings: FellowsConfig) -> dict[str, Any]:
+        """Every key of the ``[fellows]`` table (None values left out)."""
+        return {
+            f.name: list(value) if isinstance(value, tuple) else value
+            for f in attrs.fields(FellowsConfig)
+            if (value := getattr(settings, f.name)) is not None
+        }
+
+    def build(self, settings: FellowsConfig, *, state_dir: Path) -> SlurmLane:
+        """The lane on the real port to its cluster (an ssh master's socket under ``state_dir``)."""
+        return SlurmLane(settings, slurm_port(settings, state_dir))
+
+
+SLURM = SlurmKind()
+"""The SLURM kind's entry in lanes/registry.py."""
