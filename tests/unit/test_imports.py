@@ -35,7 +35,8 @@ def _modules() -> dict[str, Path]:
 
 
 def test_no_module_is_over_500_lines() -> None:
-    """Every module of src/fellows_fsm has at most 500 lines (a module is one concept: a longer one holds more than one)."""
+    """Every module of src/fellows_fsm has at most 500 lines (a module is one concept: a longer one holds more than
+    one)."""
     too_long = {
         name: count
         for name, path in _modules().items()
