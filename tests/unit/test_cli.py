@@ -273,12 +273,17 @@ def test_watch_once_exits_6_when_slurm_does_not_answer(
     assert "did not answer" in one_error_line(result)
 
 
+def _pending_detached(scheduling_fake: SchedulingFake, script: Path) -> str:
+    """``submit --detach`` of ``script`` on a fake that does not schedule (its job stays pending): the dispatch id."""
+    scheduling_fake.scheduling = False
+    return run("submit", "--detach", str(script)).stdout.strip()
+
+
 def test_status_reads_while_another_router_drives(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """status works while the background driver holds the journal's driver lock, and starts no second one."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
         assert reader.driver_alive()
     result = run("status", dispatch_id[:6], "--json")
@@ -312,8 +317,7 @@ def test_watch_once_while_another_router_drives_says_who(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     drivers.close()
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
@@ -330,8 +334,7 @@ def test_watch_once_while_another_router_drives_says_who(
 
 def test_cancel_withdraws_a_pending_dispatch(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """cancel scancels the dispatch's job, marks it final (withdrawn), and a later watch never resubmits it."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     [job] = scheduling_fake.jobs.values()
     result = run("cancel", dispatch_id)
     assert result.exit_code == 0, result.output
@@ -357,8 +360,7 @@ def test_cancel_while_the_driver_drives_is_done_by_the_driver(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """cancel while the background driver walks the dispatch asks that driver (the one doer): withdrawn, job gone."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
         assert reader.driver_alive()
     result = run("cancel", dispatch_id)
