@@ -148,6 +148,19 @@ def test_python_m_fellows_fsm_daemon_starts_the_driver_on_the_journal_it_names(t
     assert f"cannot drive {journal}: journal {journal} carries no driver config" in log
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect left to driver/process.py (not this branch's): main reads --help as a journal path and forks a "
+    "driver, which creates an empty journal named --help (and driver.log) in the current directory and exits 0",
+)
+def test_python_m_fellows_fsm_daemon_help_is_the_drivers_usage(tmp_path: Path) -> None:
+    """``python -m fellows_fsm.daemon --help`` answers with the driver's usage line and starts nothing, creating no
+    file."""
+    result = _python(tmp_path, "-m", "fellows_fsm.daemon", "--help")
+    assert "usage: python -m fellows_fsm.driver.process JOURNAL" in result.stdout + result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_importing_fellows_fsm_daemon_starts_nothing() -> None:
     """The shim only runs as ``python -m``: importing it defines nothing and starts no driver."""
     shim = importlib.import_module("fellows_fsm.daemon")
