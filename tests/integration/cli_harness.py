@@ -72,6 +72,21 @@ def cli(
     )
 
 
+def json_of(result: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON a command that exited 0 printed (any other exit fails, showing its stderr)."""
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    return json.loads(result.stdout)
+
+
+def one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+    """The one line of a command that failed with exit ``code`` (``fellows-fsm: error: ...``): anything else fails."""
+    assert result.returncode == code, f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fellows-fsm: error: ")
+    return lines[0]
+
+
 def start_cli(
     config: Path, *args: str, env: dict[str, str] | None = None, start_new_session: bool = False
 ) -> subprocess.Popen[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .cli_harness import FELLOWS_FSM, cli, ledger_config, start_cli, submit_args
+from .cli_harness import FELLOWS_FSM, cli, json_of, ledger_config, one_error, start_cli, submit_args
 from .conftest import Cluster, QueueRow
 
 pytestmark = pytest.mark.slurm
@@ -25,11 +25,6 @@ def _config(tmp_path: Path, cap: float = CAP) -> Path:
     return ledger_config(tmp_path, cap=cap, poll=0.5)
 
 
-def _json(result: subprocess.CompletedProcess[str]) -> Any:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    return json.loads(result.stdout)
-
-
 def _jobs(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
     """The jobs whose comment carries the dispatch's rung tokens, oldest first."""
     prefix = f"fsm-{dispatch_id}-r"
@@ -40,7 +35,7 @@ def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Pa
     """With 16 high-eur GPUs of the user running, submit parks on QOSMaxGRESPerUser and runs on normal-eur."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    out = _json(cli(config, *submit_args(slurm, "--json"), timeout=60))
+    out = json_of(cli(config, *submit_args(slurm, "--json"), timeout=60))
 
     assert (out["state"], out["lane"], out["qos"]) == ("RUNNING", "fellows", "normal-eur")
     jobs = _jobs(slurm, out["dispatch_id"])
@@ -50,7 +45,7 @@ def test_submit_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Pa
     ]
     assert jobs[1].job_id == out["slurm_job_id"]
 
-    history = _json(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
+    history = json_of(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
     assert [(h["trigger"], h["to"]) for h in history] == [
         ("submit", "SUBMITTED(high-eur)"),
         ("park", "PARKED"),
@@ -71,13 +66,13 @@ def test_detached_dispatch_is_driven_by_watch(slurm: Cluster, tmp_path: Path) ->
     detached = cli(config, *submit_args(slurm, "--detach"), timeout=60)
     assert detached.returncode == 0, detached.stderr
     dispatch_id = detached.stdout.strip()
-    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert row["state"] in ("SUBMITTED(high-eur)", "RUNNING")
     assert row["slurm_job_id"] is not None
 
     watched = cli(config, "watch", "--json", timeout=60)
     assert watched.returncode == 0, watched.stderr
-    [done] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
+    [done] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "high-eur")
     assert slurm.row(done["slurm_job_id"]).state == "RUNNING"
 
@@ -102,7 +97,7 @@ def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Pa
     dispatch_id = rows[0]["dispatch_id"]
     assert rows[0]["state"] == "SUBMITTED(high-eur)"
 
-    [done] = _json(cli(config, "watch", "--json", timeout=60))
+    [done] = json_of(cli(config, "watch", "--json", timeout=60))
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "normal-eur")
     live = [j for j in _jobs(slurm, dispatch_id) if j.state in ("PENDING", "RUNNING")]
     assert [(j.qos, j.state) for j in live] == [("normal-eur", "RUNNING")]
@@ -115,20 +110,20 @@ def test_cancel_withdraws_a_pending_dispatch(slurm: Cluster, tmp_path: Path) -> 
     detached = cli(config, *submit_args(slurm, "--detach", "--pin", "fellows"), timeout=60)
     assert detached.returncode == 0, detached.stderr
     dispatch_id = detached.stdout.strip()
-    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
     job_id = row["slurm_job_id"]
     slurm.wait_for(lambda: slurm.row(job_id).reason == "QOSMaxGRESPerUser", "the job to pend on its cap")
 
     cancelled = cli(config, "cancel", dispatch_id, timeout=60)
     assert cancelled.returncode == 0, cancelled.stderr
     slurm.wait_for(lambda: slurm.row(job_id).state == "CANCELLED", f"job {job_id} to be cancelled")
-    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
     assert (row["state"], row["final"], row["outcome"]) == ("WITHDRAWN", True, "withdrawn")
 
 
 def test_ladder_reads_the_real_grants(slurm: Cluster, tmp_path: Path) -> None:
     """ladder --json shows the dev cluster's QoS limits and skips rungs a 32-GPU job can never fit."""
-    out = _json(cli(_config(tmp_path), "ladder", "--json", "--gpus", "32", timeout=60))
+    out = json_of(cli(_config(tmp_path), "ladder", "--json", "--gpus", "32", timeout=60))
     rungs = {r["qos"]: r for r in out["ladder"]}
     assert rungs["high-eur"]["max_gpus_per_user"] == 16
     assert not rungs["high-eur"]["usable"]
@@ -154,14 +149,6 @@ def _with_fellows(config: Path, lines: str) -> Path:
     return config
 
 
-def _one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
-    assert result.returncode == code, f"exit {result.returncode}: {result.stdout}{result.stderr}"
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("fellows-fsm: error: ")
-    return lines[0]
-
-
 @pytest.fixture
 def ungranted_qos(slurm: Cluster) -> Any:
     """A QoS that exists on the cluster but is granted to nobody (removed again afterwards)."""
@@ -179,18 +166,18 @@ def test_submit_refuses_an_ungranted_qos_with_nothing_queued(
     """A ladder naming a QoS the cluster has but does not grant exits 3 naming it; no job reaches the queue."""
     config = _with_fellows(_config(tmp_path), f"qos_ladder = ['normal-eur', '{ungranted_qos}']")
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
+    line = one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert f"'{ungranted_qos}'" in line
     assert "not granted" in line
     assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
-    assert _json(cli(config, "status", "--json", timeout=60)) == []
+    assert json_of(cli(config, "status", "--json", timeout=60)) == []
 
 
 def test_submit_refuses_an_unknown_qos_with_nothing_queued(slurm: Cluster, tmp_path: Path) -> None:
     """A ladder naming a QoS the cluster does not have exits 3 naming it; no job reaches the queue."""
     config = _with_fellows(_config(tmp_path), "qos_ladder = ['normal-eur', 'no-such-eur']")
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(cli(config, *submit_args(slurm), timeout=60), 3)
+    line = one_error(cli(config, *submit_args(slurm), timeout=60), 3)
     assert "'no-such-eur'" in line
     assert "does not exist" in line
     assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
@@ -201,11 +188,11 @@ def test_a_job_over_high_eur_max_wall_never_waits_on_high_eur(slurm: Cluster, tm
     config = _config(tmp_path)
     args = ["submit", "--json", "--gpus", "8", "--time", "8-00:00:00", slurm.script(300), "--", *slurm.job_args()]
     result = cli(config, *args, timeout=60)
-    out = _json(result)
+    out = json_of(result)
     assert (out["state"], out["qos"]) == ("RUNNING", "low-eur")
     assert [(j.qos, j.state) for j in _jobs(slurm, out["dispatch_id"])] == [("low-eur", "RUNNING")]
     assert "skipping high-eur" in result.stderr
-    history = _json(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
+    history = json_of(cli(config, "history", out["dispatch_id"], "--json", timeout=60))
     assert [(h["trigger"], h["to"]) for h in history] == [("submit", "SUBMITTED(low-eur)"), ("start", "RUNNING")]
     assert "skipping high-eur: the job's --time 8-00:00:00 is over its MaxWall 7-00:00:00" in history[0]["note"]
 
@@ -215,7 +202,7 @@ def test_a_job_no_rung_can_start_is_refused_before_the_paid_lane(slurm: Cluster,
     config = _config(tmp_path)
     before = {r.job_id for r in slurm.queue()}
     args = ["submit", "--gpus", "8", "--time", "20-00:00:00", slurm.script(300), "--", *slurm.job_args()]
-    line = _one_error(cli(config, *args, timeout=60), 5)
+    line = one_error(cli(config, *args, timeout=60), 5)
     assert "no rung" in line
     assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
     assert not (tmp_path / "gcp.ledger").exists()
@@ -225,7 +212,7 @@ def test_pinned_submit_returns_with_the_pending_job(slurm: Cluster, tmp_path: Pa
     """With high-eur's cap full, submit --pin fellows returns at once with the job PENDING on high-eur."""
     slurm.occupy("high-eur", 8, count=2)
     config = _config(tmp_path)
-    out = _json(cli(config, *submit_args(slurm, "--pin", "fellows", "--json"), timeout=30))
+    out = json_of(cli(config, *submit_args(slurm, "--pin", "fellows", "--json"), timeout=30))
     assert (out["state"], out["qos"], out["final"]) == ("SUBMITTED(high-eur)", "high-eur", False)
     assert slurm.row(out["slurm_job_id"]).state == "PENDING"
 
@@ -234,6 +221,6 @@ def test_owned_sbatch_option_is_refused_on_the_real_cluster(slurm: Cluster, tmp_
     """-- --qos=low-eur exits 2 naming the option; nothing reaches the queue."""
     config = _config(tmp_path)
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(cli(config, *submit_args(slurm), "--qos=low-eur", timeout=60), 2)
+    line = one_error(cli(config, *submit_args(slurm), "--qos=low-eur", timeout=60), 2)
     assert "'--qos=low-eur'" in line
     assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)

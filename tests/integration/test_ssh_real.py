@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
@@ -23,6 +22,7 @@ import pytest
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.transport import SshTransport
 
+from .cli_harness import json_of, one_error
 from .conftest import REPO, RUNTIME, Cluster, QueueRow
 from .settled import LEDGER_CODE, assert_settled, ledger
 
@@ -152,19 +152,6 @@ class Remote:
         )
 
 
-def _json(result: subprocess.CompletedProcess[str]) -> Any:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    return json.loads(result.stdout)
-
-
-def _one_error(result: subprocess.CompletedProcess[str], code: int) -> str:
-    assert result.returncode == code, f"exit {result.returncode}: {result.stdout}{result.stderr}"
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("fellows-fsm: error: ")
-    return lines[0]
-
-
 def _jobs(slurm: Cluster, dispatch_id: str) -> list[QueueRow]:
     prefix = f"fsm-{dispatch_id}-r"
     return sorted((r for r in slurm.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
@@ -195,9 +182,9 @@ def _dispatch_of(row: QueueRow) -> str:
 def test_walks_a_full_high_eur_to_normal_eur_over_ssh(remote: Remote, slurm: Cluster) -> None:
     """Own high-eur cap full: over ssh the dispatch parks, RUNS on normal-eur; no SLURM command ran here."""
     slurm.occupy("high-eur", 8, count=2)
-    ladder = _json(remote.cli("ladder", "--json", "--gpus", "8"))
+    ladder = json_of(remote.cli("ladder", "--json", "--gpus", "8"))
     assert "high-eur" in json.dumps(ladder)
-    out = _json(remote.cli("submit", "--json", "--gpus", "8", "--time", "10:00", str(remote.script())))
+    out = json_of(remote.cli("submit", "--json", "--gpus", "8", "--time", "10:00", str(remote.script())))
     assert (out["state"], out["lane"], out["qos"]) == ("RUNNING", "fellows", "normal-eur")
     jobs = _jobs(slurm, out["dispatch_id"])
     assert [(j.qos, j.state, j.ever_ran) for j in jobs] == [
@@ -217,7 +204,7 @@ def test_an_ungranted_qos_is_refused_over_ssh_before_anything_is_queued(remote: 
     try:
         config = remote.write_config(fellows=f"qos_ladder = ['normal-eur', '{name}']")
         before = {r.job_id for r in slurm.queue()}
-        line = _one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 3)
+        line = one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 3)
         assert f"'{name}'" in line
         assert "not granted" in line
         assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
@@ -286,7 +273,7 @@ def test_an_unknown_host_key_is_one_line_and_nothing_is_queued(remote: Remote, s
     strict.write_text(re.sub(r"UserKnownHostsFile \S+", f"UserKnownHostsFile {empty}", text))
     config = remote.write_config(ssh_config=strict)
     before = {r.job_id for r in slurm.queue()}
-    line = _one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 9)
+    line = one_error(remote.cli("submit", "--gpus", "8", str(remote.script()), config=config), 9)
     assert f"ssh could not log in to {HOST}" in line
     assert "host key" in line
     assert {r.job_id for r in slurm.queue()} <= before  # no new job (an old one may be purged meanwhile)
@@ -301,7 +288,7 @@ def test_a_shell_code_job_name_arrives_literal(remote: Remote, slurm: Cluster) -
     pwned = Path("/tmp/pwned")
     pwned.unlink(missing_ok=True)
     name = "x; touch /tmp/pwned $(id)"
-    out = _json(remote.cli("submit", "--json", "--gpus", "8", "--name", name, str(remote.script())))
+    out = json_of(remote.cli("submit", "--json", "--gpus", "8", "--name", name, str(remote.script())))
     assert out["state"] == "RUNNING"
     assert _show_job(out["slurm_job_id"])["JobName"] == "x;"  # scontrol -o splits the name at its first space
     argv = ["squeue", "-h", "-j", out["slurm_job_id"], "-O", "Name:|"]
@@ -315,7 +302,7 @@ def test_a_script_only_here_runs_on_the_cluster_in_remote_workdir(remote: Remote
     """The script's content travels with the sbatch: the job runs it, in remote_workdir, not at a local path."""
     marker = f"ran-{uuid.uuid4().hex[:8]}"
     script = remote.script(f"echo {marker} >{marker}.txt\nsleep 300")
-    out = _json(remote.cli("submit", "--json", "--gpus", "8", str(script)))
+    out = json_of(remote.cli("submit", "--json", "--gpus", "8", str(script)))
     assert out["state"] == "RUNNING"
     shown = _show_job(out["slurm_job_id"])
     assert shown["WorkDir"] == str(remote.workdir)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from click.testing import CliRunner, Result
 
@@ -60,7 +61,7 @@ command = {command}
 """
 
 
-GRANTS = Grants(
+LADDER_GRANTS = Grants(
     user="me",
     associations=(
         Association("fellows", "lab-acct", "me", "", frozenset({"high-eur", "normal-eur", "low-eur"}), "normal-eur"),
@@ -69,9 +70,11 @@ GRANTS = Grants(
         "high-eur": QosInfo("high-eur", 100000, 7 * 86400, 16),
         "normal-eur": QosInfo("normal-eur", 50000, 7 * 86400, 16),
         "low-eur": QosInfo("low-eur", 10000, 14 * 86400, None),
-        "dev-eur": QosInfo("dev-eur", 200000, 86400, 8),
     },
 )
+"""What sacctmgr grants the user on the fellows cluster: the three rungs (a 16-GPU cap on the first two)."""
+GRANTS = attrs.evolve(LADDER_GRANTS, qos={**LADDER_GRANTS.qos, "dev-eur": QosInfo("dev-eur", 200000, 86400, 8)})
+"""The command-line tests' grants: the ladder's, and dev-eur (8 GPUs) for a debug QoS."""
 
 
 def run(*args: str) -> Result:

@@ -30,22 +30,12 @@ from fellows_fsm import (
     UsageError,
 )
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
+from fellows_fsm.slurm.accounting import Grants
+from tests.unit.cli_helpers import LADDER_GRANTS
 
 CAP = 60.0
 POLL = 5.0
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
-GRANTS = Grants(
-    user="me",
-    associations=(
-        Association("fellows", "lab-acct", "me", "", frozenset({"high-eur", "normal-eur", "low-eur"}), "normal-eur"),
-    ),
-    qos={
-        "high-eur": QosInfo("high-eur", 100000, 7 * 86400, 16),
-        "normal-eur": QosInfo("normal-eur", 50000, 7 * 86400, 16),
-        "low-eur": QosInfo("low-eur", 10000, 14 * 86400, None),
-    },
-)
 
 
 @pytest.fixture
@@ -174,7 +164,7 @@ def test_a_ladder_the_cluster_refuses_everywhere_ends_without_a_fallback(
 # --------------------------------------------------------------------------- check
 def test_check_skips_a_rung_the_job_can_never_fit(make_fellows: MakeFellows) -> None:
     """A 24-GPU job is over high-eur's and normal-eur's per-user cap: the check keeps low-eur and says why."""
-    fellows = make_fellows(grants=lambda: GRANTS)
+    fellows = make_fellows(grants=lambda: LADDER_GRANTS)
     checked = fellows.check(JobSpec("big", "big.sbatch", gpus=24))
     assert checked.ladder is not None
     assert checked.ladder.qos_names == ("low-eur",)

@@ -19,8 +19,6 @@ from tests.unit.cli_helpers import (
     DISPATCH_KEYS,
     SchedulingFake,
     _config_text,
-    _count_parsed_rows,
-    _journal_of,
     fill,
     ledger,
     one_error_line,
@@ -275,12 +273,17 @@ def test_watch_once_exits_6_when_slurm_does_not_answer(
     assert "did not answer" in one_error_line(result)
 
 
+def _pending_detached(scheduling_fake: SchedulingFake, script: Path) -> str:
+    """``submit --detach`` of ``script`` on a fake that does not schedule (its job stays pending): the dispatch id."""
+    scheduling_fake.scheduling = False
+    return run("submit", "--detach", str(script)).stdout.strip()
+
+
 def test_status_reads_while_another_router_drives(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """status works while the background driver holds the journal's driver lock, and starts no second one."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
         assert reader.driver_alive()
     result = run("status", dispatch_id[:6], "--json")
@@ -314,8 +317,7 @@ def test_watch_once_while_another_router_drives_says_who(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """watch --once while the journal is driven elsewhere names the driver, polls nothing, and lists the dispatches."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     drivers.close()
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
@@ -330,53 +332,9 @@ def test_watch_once_while_another_router_drives_says_who(
     assert scheduling_fake.calls["observe"] == observed
 
 
-def test_status_of_an_unknown_dispatch_is_a_usage_error(env: Path) -> None:
-    """An unknown dispatch id exits 2 and points at `fellows-fsm status`."""
-    result = run("status", "nosuchid")
-    assert result.exit_code == 2
-    assert "fellows-fsm status" in result.stderr
-
-
-def test_status_shows_the_live_and_the_recent_dispatches_by_default(env: Path) -> None:
-    """By default status lists every live dispatch and the 20 most recent, and says how many it left out."""
-    ids = _journal_of(env, 30, live=2)
-    rows = json.loads(run("status", "--json").stdout)
-    assert [r["dispatch_id"] for r in rows] == ids[:2] + ids[-20:]
-    table = run("status")
-    assert table.exit_code == 0, table.output
-    assert "22 of 30 dispatches shown (the live ones and the 20 most recent); --all shows every one" in table.stdout
-    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--last", "3").stdout)] == [
-        *ids[:2],
-        *ids[-3:],
-    ]
-    assert len(json.loads(run("status", "--json", "--all").stdout)) == 30
-    assert [r["dispatch_id"] for r in json.loads(run("status", "--json", "--live").stdout)] == ids[:2]
-
-
-def test_status_finds_a_dispatch_by_a_prefix_of_its_id(env: Path) -> None:
-    """A unique prefix of an id selects that dispatch; a shared prefix is a usage error listing the matches."""
-    ids = _journal_of(env, 12, live=0)
-    [row] = json.loads(run("status", "11", "--json").stdout)
-    assert row["dispatch_id"] == ids[11]
-    result = run("status", "0")
-    assert result.exit_code == 2
-    assert "matches several dispatches" in result.stderr
-
-
-def test_history_of_a_prefix_parses_only_the_matching_row(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """history <prefix> on a journal of 30 dispatches parses one dispatch row: the one it shows."""
-    ids = _journal_of(env, 30, live=0)
-    parsed = _count_parsed_rows(monkeypatch)
-    result = run("history", "11", "--json")
-    assert result.exit_code == 0, result.output
-    assert [e["trigger"] for e in json.loads(result.stdout)] == ["submit", "start"]
-    assert parsed == [ids[11]]
-
-
 def test_cancel_withdraws_a_pending_dispatch(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
     """cancel scancels the dispatch's job, marks it final (withdrawn), and a later watch never resubmits it."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     [job] = scheduling_fake.jobs.values()
     result = run("cancel", dispatch_id)
     assert result.exit_code == 0, result.output
@@ -402,8 +360,7 @@ def test_cancel_while_the_driver_drives_is_done_by_the_driver(
     env: Path, scheduling_fake: SchedulingFake, script: Path, drivers: ThreadedDriver
 ) -> None:
     """cancel while the background driver walks the dispatch asks that driver (the one doer): withdrawn, job gone."""
-    scheduling_fake.scheduling = False
-    dispatch_id = run("submit", "--detach", str(script)).stdout.strip()
+    dispatch_id = _pending_detached(scheduling_fake, script)
     with contextlib.closing(Journal(load_config().journal_path, readonly=True)) as reader:
         assert reader.driver_alive()
     result = run("cancel", dispatch_id)
@@ -414,11 +371,3 @@ def test_cancel_while_the_driver_drives_is_done_by_the_driver(
     [row] = json.loads(run("status", dispatch_id, "--json").stdout)
     assert (row["state"], row["final"]) == ("WITHDRAWN", True)
     assert drivers.started == 1
-
-
-def test_cancel_a_handed_off_dispatch_is_refused(env: Path, script: Path) -> None:
-    """A dispatch already handed to gcp cannot be taken back: exit 1 naming the lane."""
-    dispatch_id = json.loads(run("submit", "--pin", "gcp", "--json", str(script)).stdout)["dispatch_id"]
-    result = run("cancel", dispatch_id)
-    assert result.exit_code == 1
-    assert "handed to lane gcp" in one_error_line(result)

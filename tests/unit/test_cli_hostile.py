@@ -137,27 +137,6 @@ def test_a_job_value_in_a_probe_is_refused_too(env: Path, scheduling_fake: Sched
     assert "[lanes.gcp] probe" in one_error_line(result)
 
 
-def test_the_lane_gets_every_value_in_its_environment(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
-    """The command's environment carries the dispatch id, name, script, workdir, GPUs and time limits."""
-    out = env / "env.json"
-    values = "{k: v for k, v in os.environ.items() if k.startswith('FSM_')}"
-    code = f"import json, os; json.dump({values}, open('{out}', 'w'))"
-    command = json.dumps([sys.executable, "-c", code.replace("{", "{{").replace("}", "}}"), "{dispatch_id}"])
-    (env / "fellows.toml").write_text(_toml(env, gcp=command))
-    result = run("submit", "--pin", "gcp", "--json", "--name", "train", str(script))
-    assert result.exit_code == 0, result.output
-    dispatch_id = json.loads(result.stdout)["dispatch_id"]
-    assert json.loads(out.read_text()) == {
-        "FSM_DISPATCH_ID": dispatch_id,
-        "FSM_JOB_NAME": "train",
-        "FSM_SCRIPT": str(script.resolve()),
-        "FSM_WORKDIR": str(script.resolve().parent),
-        "FSM_GPUS": "8",
-        "FSM_TIME_LIMIT_SECONDS": "3600",
-        "FSM_TIME_LIMIT_MINUTES": "60",
-    }
-
-
 # --------------------------------------------------------------------------- item 6: bad input is one line
 def _refused_cleanly(env: Path, fake: SchedulingFake, before: object, code: int, *args: str) -> str:
     """Run fellows-fsm; assert it exited ``code`` with one error line, queued nothing, changed no journal."""

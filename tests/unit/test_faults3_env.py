@@ -7,7 +7,6 @@ from __future__ import annotations
 import calendar
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,8 +20,7 @@ from fellows_fsm.cli import main
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import admit
-from fellows_fsm.errors import JournalError, SubmitRejected, UsageError
-from fellows_fsm.journal.store import Journal
+from fellows_fsm.errors import SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_utc, utc_stamp
 from fellows_fsm.slurm.observe import parse_slurm_time
@@ -119,20 +117,6 @@ def test_the_deadline_is_relative_so_no_zone_is_involved(ahead: float, text: str
 
 
 # --------------------------------------------------------------------------- 7: a row that is not UTF-8
-def test_a_row_that_is_not_utf8_refuses_the_journal_for_writing(tmp_path: Path) -> None:
-    """A dispatch whose label is not UTF-8 (quick_check passes it): opening to write is one JournalError."""
-    path = tmp_path / "journal.sqlite3"
-    with Journal(path) as journal:
-        journal.add_lane_dispatch("d1", JobSpec("j", "/j.sh"), intent="prod", lane="gcp", at=1.0)
-    db = sqlite3.connect(path)
-    db.execute("UPDATE dispatches SET label = CAST(X'c328' AS TEXT)")
-    db.commit()
-    db.close()
-    kept = path.read_bytes()
-    with pytest.raises(JournalError, match="unreadable or damaged") as caught:
-        Journal(path)
-    assert "\n" not in str(caught.value)
-    assert path.read_bytes() == kept
 
 
 # --------------------------------------------------------------------------- 11: where the job runs

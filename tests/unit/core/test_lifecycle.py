@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import pytest
@@ -32,6 +32,23 @@ HIGH, NORMAL, LOW = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur", "RESUBMITTED
 RUNGS = (HIGH, NORMAL, LOW)
 
 
+SubmitFactory = Callable[..., Driven]
+
+
+@pytest.fixture
+def submitted(make_dispatch: DispatchFactory) -> SubmitFactory:
+    """Build and submit a dispatch (keyword arguments as ``make_dispatch`` takes them): it waits on its first rung,
+    with its job."""
+
+    def submit(**kwargs: object) -> Driven:
+        d = make_dispatch(**kwargs)
+        d.submit()
+        assert d.job_id is not None
+        return d
+
+    return submit
+
+
 def walk_to_rung(d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int) -> None:
     """Submit ``d`` and let each rung before ``index`` park out exactly at its deadline."""
     d.submit()
@@ -48,11 +65,10 @@ def states_of(d: Dispatch) -> list[str]:
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["high-eur", "normal-eur", "low-eur"])
 def test_each_rung_parks_exactly_at_its_cap(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
+    reached: ReachFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
 ) -> None:
     """A job pending on any rung is still there at cap - 1 s and parked out at exactly cap."""
-    d = make_dispatch()
-    walk_to_rung(d, fake, frozen, index)
+    d = reached(RUNGS[index])
     entered = fake.clock.now()
     frozen.tick(CAP - 1)
     poll(d, fake)
@@ -67,11 +83,10 @@ def test_each_rung_parks_exactly_at_its_cap(
 
 
 def test_full_walk_high_normal_low_then_gcp(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A job that never starts walks high-eur, normal-eur, low-eur in order, then FAILED_TO_GCP."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     submitted_at = fake.clock.now()
     for _ in range(3 * int(CAP) + 5):
         frozen.tick(1)
@@ -89,11 +104,10 @@ def test_full_walk_high_normal_low_then_gcp(
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["high-eur", "normal-eur", "low-eur"])
 def test_running_from_every_rung(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
+    reached: ReachFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
 ) -> None:
     """A job seen running on any rung makes the dispatch RUNNING, with no further submission."""
-    d = make_dispatch()
-    walk_to_rung(d, fake, frozen, index)
+    d = reached(RUNGS[index])
     assert d.job_id is not None
     fake.start(d.job_id)
     frozen.tick(5)
@@ -107,16 +121,14 @@ def test_running_from_every_rung(
 
 
 def test_late_start_during_cancel_wins(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A job that starts between the park decision and the cancel landing ends RUNNING, never resubmitted.
 
     The cancel cannot prove it gone, so the dispatch waits in PARKED for the next tick's look, which reads it
     running (as the router does: one batched cancel per tick, read back by the next observe).
     """
-    d = make_dispatch()
-    d.submit()
-    assert d.job_id is not None
+    d = submitted()
     fake.jobs[d.job_id].start_on_cancel = True
     frozen.tick(CAP)
     poll(d, fake)
@@ -129,11 +141,10 @@ def test_late_start_during_cancel_wins(
 
 
 def test_late_start_seen_while_parked_wins(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A parked dispatch whose cancel was deferred starts RUNNING if its job starts meanwhile."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     frozen.tick(CAP)
     poll(d, fake, may_change_rung=False)
     assert d.state == PARKED
@@ -146,11 +157,10 @@ def test_late_start_seen_while_parked_wins(
 
 
 def test_pinned_dispatch_never_walks(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A pinned dispatch keeps its live PENDING job on high-eur however long it waits."""
-    d = make_dispatch(pinned=True)
-    d.submit()
+    d = submitted(pinned=True)
     for _ in range(10):
         frozen.tick(CAP)
         poll(d, fake)
@@ -164,12 +174,10 @@ def test_pinned_dispatch_never_walks(
 
 
 def test_pinned_dispatch_whose_job_vanishes_ends_without_walking(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A pinned dispatch whose job ends unstarted (its deadline) stops in CANCELLED and never goes to another rung."""
-    d = make_dispatch(pinned=True)
-    d.submit()
-    assert d.job_id is not None
+    d = submitted(pinned=True)
     fake.end(d.job_id, "DEADLINE")
     poll(d, fake)
     assert d.state == CANCELLED
@@ -179,12 +187,10 @@ def test_pinned_dispatch_whose_job_vanishes_ends_without_walking(
 
 
 def test_never_fits_reason_parks_before_the_cap(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A pending reason proving the rung can never start the job parks it at once, not after the cap."""
-    d = make_dispatch()
-    d.submit()
-    assert d.job_id is not None
+    d = submitted()
     fake.set_pending(d.job_id, "QOSMaxWallDurationPerJobLimit")
     frozen.tick(3)
     poll(d, fake)
@@ -195,12 +201,10 @@ def test_never_fits_reason_parks_before_the_cap(
 
 @pytest.mark.parametrize("reason", ["QOSMaxGRESPerUser", "Resources", "Priority", None, "JobHeldUser"])
 def test_waiting_reasons_do_not_park_early(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, reason: str | None
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, reason: str | None
 ) -> None:
     """Reasons that can clear (own cap, contention, not evaluated, held) keep the job until the cap."""
-    d = make_dispatch()
-    d.submit()
-    assert d.job_id is not None
+    d = submitted()
     fake.set_pending(d.job_id, reason)
     frozen.tick(CAP - 1)
     poll(d, fake)
@@ -208,11 +212,10 @@ def test_waiting_reasons_do_not_park_early(
 
 
 def test_deferred_rung_window_closes_on_schedule(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A late poll eats into the next rung's window instead of delaying GCP past the worst case."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     t0 = fake.clock.now()
     frozen.tick(CAP + 7)  # the poll after high-eur's deadline comes 7 s late
     poll(d, fake)
@@ -228,11 +231,10 @@ def test_deferred_rung_window_closes_on_schedule(
 
 
 def test_unconfirmed_cancel_stays_parked_with_one_job(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """While the cancel cannot be confirmed (the controller is down) the dispatch stays PARKED, one job."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     frozen.tick(CAP)
     poll(d, fake, may_change_rung=False)
     fake.unreachable = True
@@ -247,12 +249,10 @@ def test_unconfirmed_cancel_stays_parked_with_one_job(
 
 
 def test_unknown_job_is_no_reason_to_decide_before_the_cap(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A job the scheduler cannot place (UNKNOWN) is never read as finished or gone."""
-    d = make_dispatch()
-    d.submit()
-    assert d.job_id is not None
+    d = submitted()
     fake.forget(d.job_id)
     frozen.tick(CAP - 1)
     poll(d, fake)
@@ -261,12 +261,10 @@ def test_unknown_job_is_no_reason_to_decide_before_the_cap(
 
 
 def test_job_ending_unstarted_moves_to_the_next_rung(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A rung job that ends without starting (e.g. the controller's DEADLINE) goes on to the next rung."""
-    d = make_dispatch()
-    d.submit()
-    assert d.job_id is not None
+    d = submitted()
     fake.end(d.job_id, "DEADLINE")
     frozen.tick(1)
     poll(d, fake)
@@ -274,13 +272,11 @@ def test_job_ending_unstarted_moves_to_the_next_rung(
 
 
 def test_controller_deadline_is_rung_window_plus_time_limit(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """With controller_deadline, each rung's job asks SLURM to drop it at window end + time limit."""
     spec = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=60)
-    d = make_dispatch(spec=spec, controller_deadline=True)
-    d.submit()
-    assert d.job_id is not None
+    d = submitted(spec=spec, controller_deadline=True)
     assert fake.jobs[d.job_id].deadline == d.deadline + 60
     frozen.tick(CAP + 60)
     fake.schedule()
@@ -327,7 +323,7 @@ def test_failed_submit_is_retried_after_a_token_lookup(
 
 
 def test_recorder_failure_aborts_the_transition(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A journal write that fails stops the tick before the port call it announces; the journal still says HIGH."""
 
@@ -346,8 +342,7 @@ def test_recorder_failure_aborts_the_transition(
                     self.jobs[effect.rung_index] = effect.job_id
 
     recorder = FailingRecorder()
-    d = make_dispatch(recorder=recorder)
-    d.submit()
+    d = submitted(recorder=recorder)
     frozen.tick(CAP)
     recorder.fail = True
     with pytest.raises(OSError, match="disk full"):
@@ -361,10 +356,9 @@ def test_recorder_failure_aborts_the_transition(
     assert len(fake.jobs) == 2
 
 
-def test_submit_is_allowed_once(make_dispatch: DispatchFactory, fake: FakeScheduler) -> None:
+def test_submit_is_allowed_once(submitted: SubmitFactory, fake: FakeScheduler) -> None:
     """Submitting a dispatch twice raises the package's error and queues nothing more."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger 'submit'"):
         d.submit()
     assert len(fake.jobs) == 1
@@ -403,6 +397,21 @@ def _reach(state: str, d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeF
     assert d.state == state
 
 
+ReachFactory = Callable[[str], Driven]
+
+
+@pytest.fixture
+def reached(make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory) -> ReachFactory:
+    """Build a dispatch and drive it into a state (``_reach``)."""
+
+    def reach(state: str) -> Driven:
+        d = make_dispatch()
+        _reach(state, d, fake, frozen)
+        return d
+
+    return reach
+
+
 ALLOWED = {
     (t["source"], t["trigger"])
     for t in (
@@ -417,15 +426,14 @@ FORBIDDEN = [(s, t) for s in ALL_STATES for t in TRIGGERS if t != "submit" and (
 
 @pytest.mark.parametrize(("state", "trigger"), FORBIDDEN, ids=[f"{s}-{t}" for s, t in FORBIDDEN])
 def test_forbidden_transition_raises(
-    make_dispatch: DispatchFactory,
+    reached: ReachFactory,
     fake: FakeScheduler,
     frozen: FrozenDateTimeFactory,
     state: str,
     trigger: str,
 ) -> None:
     """Every trigger without an edge from a state raises TransitionNotAllowed naming it and the state."""
-    d = make_dispatch()
-    _reach(state, d, fake, frozen)
+    d = reached(state)
     before = (d.state, len(d.history), len(fake.jobs))
     with pytest.raises(TransitionNotAllowed, match=rf"dispatch {d.id}: trigger '{trigger}' is not allowed from"):
         getattr(d, trigger)()
@@ -434,11 +442,10 @@ def test_forbidden_transition_raises(
 
 @pytest.mark.parametrize("state", [s for s in ALL_STATES if s != HIGH])
 def test_submit_from_any_later_state_raises(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, state: str
+    reached: ReachFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, state: str
 ) -> None:
     """submit is refused from every state but a fresh first rung, so no dispatch starts below high-eur."""
-    d = make_dispatch()
-    _reach(state, d, fake, frozen)
+    d = reached(state)
     with pytest.raises(TransitionNotAllowed, match="trigger 'submit' is not allowed"):
         d.submit()
 
@@ -455,37 +462,32 @@ def test_submit_from_any_later_state_raises(
     ],
 )
 def test_guard_refusal_raises_and_changes_nothing(
-    make_dispatch: DispatchFactory,
+    reached: ReachFactory,
     fake: FakeScheduler,
     frozen: FrozenDateTimeFactory,
     state: str,
     trigger: str,
 ) -> None:
     """A trigger whose guards do not hold raises TransitionNotAllowed naming the guards, state unchanged."""
-    d = make_dispatch()
-    _reach(state, d, fake, frozen)
+    d = reached(state)
     with pytest.raises(TransitionNotAllowed, match="refused by its guards"):
         getattr(d, trigger)()
     assert d.state == state
 
 
-def test_resubmit_cannot_skip_a_rung(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
-) -> None:
+def test_resubmit_cannot_skip_a_rung(reached: ReachFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory) -> None:
     """From CANCELLED after high-eur, resubmit can only lead to normal-eur, never low-eur."""
-    d = make_dispatch()
-    _reach(CANCELLED, d, fake, frozen)
+    d = reached(CANCELLED)
     d.resubmit()
     assert d.state == NORMAL
     assert d.rung.qos == "normal-eur"
 
 
 def test_rung_whose_window_closed_during_an_outage_is_passed_over(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """After an outage longer than the next rung's window, that rung is passed over without a job."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     t0 = fake.clock.now()
     frozen.tick(2 * CAP + 30)  # the router could not poll for 2 windows
     poll(d, fake)
@@ -497,11 +499,10 @@ def test_rung_whose_window_closed_during_an_outage_is_passed_over(
 
 
 def test_later_rung_that_refuses_the_job_is_skipped(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A later rung whose sbatch refuses the job is skipped with SLURM's words, not retried every tick."""
-    d = make_dispatch()
-    d.submit()
+    d = submitted()
     fake.fail_next_submit(SubmitRejected("sbatch: error: QOSMaxSubmitJobPerUserLimit"))
     frozen.tick(CAP)
     poll(d, fake)
@@ -521,11 +522,10 @@ def test_first_rung_refusing_the_job_raises(make_dispatch: DispatchFactory, fake
 
 
 def test_in_place_walk_keeps_one_job_and_its_id(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """With in_place, a parked job is moved to normal-eur then low-eur by change_qos, keeping its job id."""
-    d = make_dispatch(in_place=True)
-    d.submit()
+    d = submitted(in_place=True)
     job_id = d.job_id
     frozen.tick(CAP)
     poll(d, fake)
@@ -545,12 +545,10 @@ def test_in_place_walk_keeps_one_job_and_its_id(
 
 
 def test_in_place_move_refused_because_the_job_started_ends_running(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    submitted: SubmitFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """A job that starts just before its in-place move lands is RUNNING on its first rung, never moved."""
-    d = make_dispatch(in_place=True)
-    d.submit()
-    assert d.job_id is not None
+    d = submitted(in_place=True)
     fake.jobs[d.job_id].start_on_cancel = True
     frozen.tick(CAP)
     poll(d, fake)
@@ -579,18 +577,14 @@ def test_in_place_move_to_a_refused_qos_falls_back_to_cancel(
 
 @pytest.mark.parametrize(("limit", "counted"), [(60, 60), (80, 120), (3600, 3600), (3601, 3660)])
 def test_controller_deadline_counts_the_time_limit_in_whole_minutes(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, limit: int, counted: int
+    submitted: SubmitFactory, fake: FakeScheduler, limit: int, counted: int
 ) -> None:
     """SLURM rounds --time up to minutes, so the deadline adds the rounded limit (80 s counts as 120 s)."""
-    d = make_dispatch(spec=JobSpec("t", "t.sbatch", gpus=1, time_limit_seconds=limit), controller_deadline=True)
-    d.submit()
-    assert d.job_id is not None
+    d = submitted(spec=JobSpec("t", "t.sbatch", gpus=1, time_limit_seconds=limit), controller_deadline=True)
     assert fake.jobs[d.job_id].deadline == d.deadline + counted
 
 
-def test_no_controller_deadline_without_a_time_limit(make_dispatch: DispatchFactory, fake: FakeScheduler) -> None:
+def test_no_controller_deadline_without_a_time_limit(submitted: SubmitFactory, fake: FakeScheduler) -> None:
     """Without --time there is no --deadline: SLURM would judge it against the partition's own limit."""
-    d = make_dispatch(controller_deadline=True)
-    d.submit()
-    assert d.job_id is not None
+    d = submitted(controller_deadline=True)
     assert fake.jobs[d.job_id].deadline is None

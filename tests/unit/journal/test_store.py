@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,55 +10,10 @@ from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
 from fellows_fsm.core.vocab import HandoffStatus
-from fellows_fsm.journal.schema import SCHEMA_VERSION
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.testing import Driven
-
-SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
-
-
-def test_corrupt_journal_is_refused_and_left_untouched(tmp_path: Path) -> None:
-    """A file that is not an SQLite journal gives a JournalError naming it, and its bytes stay as they were."""
-    path = tmp_path / "journal.sqlite3"
-    garbage = b"this is not a database\x00\x01" * 100
-    path.write_bytes(garbage)
-    with pytest.raises(JournalError, match=rf"journal {path} is unreadable or damaged .*point.* state_dir elsewhere"):
-        Journal(path)
-    assert path.read_bytes() == garbage
-
-
-def test_unreadable_journal_is_refused(tmp_path: Path) -> None:
-    """A journal path that cannot be opened (a directory) gives a JournalError naming it."""
-    path = tmp_path / "journal.sqlite3"
-    path.mkdir()
-    with pytest.raises(JournalError, match=rf"journal {path}"):
-        Journal(path)
-
-
-def test_journal_from_a_newer_version_is_refused(tmp_path: Path) -> None:
-    """A journal with an unknown schema version is refused, naming both versions, and left untouched."""
-    path = tmp_path / "journal.sqlite3"
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version=99")
-    db.close()
-    before = path.read_bytes()
-    with pytest.raises(JournalError, match="schema version 99"):
-        Journal(path)
-    assert path.read_bytes() == before
-
-
-def test_second_driver_is_refused_and_the_first_keeps_driving(tmp_path: Path) -> None:
-    """While one Journal drives, a second acquire names the holder; after release it succeeds."""
-    first = Journal(tmp_path / "j.sqlite3")
-    first.acquire_driver()
-    second = Journal(tmp_path / "j.sqlite3")
-    with pytest.raises(JournalError, match=r"driven by another router \(pid \d+ on .+\)"):
-        second.acquire_driver()
-    first.release_driver()
-    second.acquire_driver()
-    second.close()
-    first.close()
+from tests.unit.journal.journals import SPEC, _journal_with_a_dispatch
 
 
 def test_steps_are_committed_before_the_side_effect(tmp_path: Path) -> None:
@@ -100,19 +53,6 @@ def test_steps_round_trip(tmp_path: Path) -> None:
     assert steps == d.history
     assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit"]
     journal.close()
-
-
-def test_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
-    """Another program's SQLite file at the journal's path is refused, not extended with our tables."""
-    path = tmp_path / "journal.sqlite3"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE notes (body TEXT)")
-    db.commit()
-    db.close()
-    before = path.read_bytes()
-    with pytest.raises(JournalError, match="not a fellows-fsm journal"):
-        Journal(path)
-    assert path.read_bytes() == before
 
 
 def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
@@ -166,15 +106,6 @@ def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> N
     journal.close()
 
 
-def _journal_with_a_dispatch(tmp_path: Path) -> tuple[Journal, Driven]:
-    journal = Journal(tmp_path / "journal.sqlite3")
-    with freeze_time("2026-11-30 12:00:00"):
-        d = Driven(Dispatch("d1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), FakeScheduler(), journal)
-        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
-        d.submit()
-    return journal, d
-
-
 def test_a_deleted_journal_is_noticed_by_the_next_tick(tmp_path: Path) -> None:
     """Deleting the journal under a driving router makes check_intact raise, naming the live dispatch and its job."""
     journal, d = _journal_with_a_dispatch(tmp_path)
@@ -196,94 +127,6 @@ def test_a_replaced_journal_is_noticed(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="was deleted or replaced"):
         journal.check_intact()
     journal.close()
-
-
-def test_readonly_journal_reads_without_writing(tmp_path: Path) -> None:
-    """A read-only open sees every dispatch and refuses writes; the file's bytes do not change."""
-    journal, _ = _journal_with_a_dispatch(tmp_path)
-    journal.close()
-    before = (tmp_path / "journal.sqlite3").read_bytes()
-    reader = Journal(tmp_path / "journal.sqlite3", readonly=True)
-    assert [r.id for r in reader.dispatches()] == ["d1"]
-    with pytest.raises(JournalError, match="write failed"):
-        reader.finish("d1", state="X", label="X", outcome="x", at=1.0)
-    reader.close()
-    assert (tmp_path / "journal.sqlite3").read_bytes() == before
-
-
-def test_a_damaged_page_is_a_journal_error_not_a_traceback(tmp_path: Path) -> None:
-    """Garbage over the journal's later pages turns a read into a JournalError that says to keep the file."""
-    journal, _ = _journal_with_a_dispatch(tmp_path)
-    for i in range(200):
-        journal.add_lane_dispatch(f"x{i:03d}", SPEC, intent="prod", lane="gcp", at=float(i))
-    journal.close()
-    db = sqlite3.connect(tmp_path / "journal.sqlite3")
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    page = db.execute("PRAGMA page_size").fetchone()[0]
-    db.close()
-    path = tmp_path / "journal.sqlite3"
-    data = bytearray(path.read_bytes())
-    data[3 * page :] = b"\xff" * (len(data) - 3 * page)
-    path.write_bytes(bytes(data))
-    with pytest.raises(JournalError, match=r"unreadable or damaged .*keep the file"):
-        _read_everything(path)
-
-
-def test_a_version_1_journal_is_upgraded_in_place(tmp_path: Path) -> None:
-    """A journal written by schema 1 opens for driving, gains the new columns, and keeps its rows."""
-    journal, _ = _journal_with_a_dispatch(tmp_path)
-    journal.close()
-    db = sqlite3.connect(tmp_path / "journal.sqlite3")
-    db.executescript(
-        "ALTER TABLE handoffs DROP COLUMN pid; ALTER TABLE dispatches DROP COLUMN settings; PRAGMA user_version=1;"
-    )
-    db.close()
-    upgraded = Journal(tmp_path / "journal.sqlite3")
-    [row] = upgraded.dispatches()
-    assert (row.id, row.settings) == ("d1", {})
-    assert upgraded._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # every step applied
-    upgraded.close()
-
-
-def test_a_version_2_journal_says_how_its_dispatches_ended(tmp_path: Path) -> None:
-    """Schema 2 kept a handed-off or refused dispatch in FAILED_TO_GCP (or its first rung) with only the outcome
-    to tell; opened by schema 3, its state is the row of the table it ended by, and a live one is left alone."""
-    journal, _ = _journal_with_a_dispatch(tmp_path)
-    journal.close()
-    db = sqlite3.connect(tmp_path / "journal.sqlite3")
-    for new_id, state, outcome, final in (
-        ("h1", "FAILED_TO_GCP", "handed-off", 1),
-        ("h2", "FAILED_TO_GCP", "handoff-failed", 1),
-        ("h3", "FAILED_TO_GCP", "no-fallback-lane", 1),
-        ("r1", "SUBMITTED_high_eur", "rejected: bad script", 1),
-        ("f1", "FAILED_TO_GCP", "", 0),
-    ):
-        db.execute(
-            "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos, job_id,"
-            " final, outcome, updated_at, settings) SELECT ?, created_at, intent, lane, pinned, spec, ladder, ?, ?,"
-            " qos, job_id, ?, ?, updated_at, settings FROM dispatches WHERE id='d1'",
-            (new_id, state, state, final, outcome),
-        )
-    db.execute("PRAGMA user_version=2")
-    db.commit()
-    db.close()
-    upgraded = Journal(tmp_path / "journal.sqlite3")
-    states = {r.id: (r.state, r.label) for r in upgraded.dispatches()}
-    assert states["h1"] == ("HANDED_OFF", "HANDED_OFF")
-    assert states["h2"] == ("HANDOFF_FAILED", "HANDOFF_FAILED")
-    assert states["h3"] == ("NO_LANE_LEFT", "NO_LANE_LEFT")
-    assert states["r1"] == ("REFUSED", "REFUSED")
-    assert states["f1"] == ("FAILED_TO_GCP", "FAILED_TO_GCP")
-    upgraded.close()
-
-
-def _read_everything(path: Path) -> None:
-    """Open the journal read-only and read every dispatch (closing it whatever happens)."""
-    reader = Journal(path, readonly=True)
-    try:
-        reader.dispatches()
-    finally:
-        reader.close()
 
 
 def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> None:
@@ -319,70 +162,3 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
         )
     assert [r.dispatch_id for r in journal.listings(live_only=True)] == ["d0", "d2"]
     journal.close()
-
-
-def _damage(path: Path) -> None:
-    """Write garbage over every page of an SQLite file after its first two."""
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    page = db.execute("PRAGMA page_size").fetchone()[0]
-    db.close()
-    data = bytearray(path.read_bytes())
-    data[2 * page :] = b"\xff" * (len(data) - 2 * page)
-    path.write_bytes(bytes(data))
-
-
-def test_a_journal_with_a_damaged_page_is_refused_for_writing_and_left_as_it_was(tmp_path: Path) -> None:
-    """Opening a damaged journal to write raises JournalError saying to keep the file, and changes no byte."""
-    path = tmp_path / "journal.sqlite3"
-    journal = Journal(path)
-    for i in range(300):
-        journal.add_lane_dispatch(
-            f"d{i:04d}", JobSpec("train", "train.sbatch", gpus=8), intent="prod", lane="gcp", at=1.0
-        )
-    journal.close()
-    _damage(path)
-    before = path.read_bytes()
-    with pytest.raises(JournalError, match=r"unreadable or damaged .*keep the file"):
-        Journal(path)
-    assert path.read_bytes() == before
-
-
-def test_a_damaged_journal_stops_submit_before_anything_is_queued(tmp_path: Path) -> None:
-    """submit --detach on a journal with a damaged page exits 7 with one line, through the installed command."""
-    state = tmp_path / "state"
-    journal = Journal(state / "journal.sqlite3")
-    for i in range(300):
-        journal.add_lane_dispatch(
-            f"d{i:04d}", JobSpec("train", "train.sbatch", gpus=8), intent="prod", lane="gcp", at=1.0
-        )
-    journal.close()
-    _damage(state / "journal.sqlite3")
-    ledger = tmp_path / "gcp.ledger"
-    (tmp_path / "fellows.toml").write_text(
-        f'state_dir = "{state}"\n[lanes.gcp]\ncommand = ["{sys.executable}", "-c", '
-        f"\"open('{ledger}', 'a').write('paid')\"]\n"
-    )
-    script = tmp_path / "train.sbatch"
-    script.write_text("#!/bin/bash\nsleep 1\n")
-    fellows_fsm = Path(sys.executable).with_name("fellows-fsm")
-    result = subprocess.run(
-        [
-            str(fellows_fsm),
-            "--config",
-            str(tmp_path / "fellows.toml"),
-            "submit",
-            "--detach",
-            "--pin",
-            "gcp",
-            str(script),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 7, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert "damaged" in result.stderr
-    assert not ledger.exists()

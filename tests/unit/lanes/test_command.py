@@ -1,11 +1,11 @@
-"""A lane command that fails leaves nothing behind (its group and every descendant ended before the failure is
-recorded); one that succeeds may leave its own daemon."""
+"""The command lane (lanes/command.py): every value of the job reaches its command in the environment (``FSM_*``).
+
+The values it refuses in an argv are the lanes' tables' (test_cli_hostile.py, config/test_lanes.py)."""
 
 from __future__ import annotations
 
-import os
-import time
-import uuid
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,53 +13,29 @@ import pytest
 from fellows_fsm import ConfigError, JobSpec
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.command import COMMAND, CommandLane
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
-from tests.processes import processes_with
+from fellows_fsm.lanes.command import COMMAND
+from tests.unit.cli_helpers import SchedulingFake, _toml, run
 
 
-def _run_to_end(command: tuple[str, ...], tmp_path: Path, *, timeout: float = 60) -> HandoffResult:
-    """Start ``command`` as a lane's handoff and look at it until it has a result."""
-    lane = CommandLane(LaneConfig(name="gcp", command=command, timeout_seconds=timeout))
-    handoff = lane.start(command, HandoffFiles(tmp_path / "handoffs", "abc123"), now=time.time())
-    while (result := handoff.result(time.time())) is None:
-        time.sleep(0.02)
-    return result
-
-
-# Each forks a child that would "create the paid job" 60 s later (one in the group, one that left it with setsid),
-# then fails: a non-zero exit, a signal, or hanging until the timeout. 60 s: far past any cleanup, even on a loaded
-# machine (with 8 s a slow cleanup let the child write first, and the test read a late kill as a survivor).
-FAILURES = {
-    "exit 3": ("exit 3", 60.0, 3),
-    "killed by a signal": ("kill -9 $$", 60.0, -9),
-    "timed out": ("sleep 100", 1.0, 124),
-}
-
-
-@pytest.mark.parametrize("how", list(FAILURES), ids=list(FAILURES))
-def test_a_failed_handoff_leaves_no_process_that_could_still_pay(tmp_path: Path, how: str) -> None:
-    """After a lane command fails, no process it started is left (not even one in a new session, or one that
-    ignores SIGTERM), so the job it meant to create never appears."""
-    tail, timeout, status = FAILURES[how]
-    marker = tmp_path / f"paid-{uuid.uuid4().hex}"
-    late = f"trap '' TERM; sleep 60; echo paid >> {marker}"
-    code = f'(sleep 60; echo paid >> {marker}) & setsid sh -c "{late}" & {tail}'
-    result = _run_to_end(("sh", "-c", code), tmp_path, timeout=timeout)
-    assert result.exit_status == status
-    assert processes_with(str(marker)) == []  # nothing is left that could write the marker later
-    assert not marker.exists()
-
-
-def test_a_successful_handoff_may_leave_its_own_daemon(tmp_path: Path) -> None:
-    """A command that exits 0 has handed the job over: a daemon it left (``--async`` work) is not killed."""
-    tag = uuid.uuid4().hex
-    code = f"setsid sh -c 'sleep 30 # {tag}' </dev/null >/dev/null 2>&1 & exit 0"
-    result = _run_to_end(("sh", "-c", code), tmp_path)
-    assert result.ok
-    left = processes_with(tag)
-    assert len(left) == 1, left
-    os.kill(int(left[0].split(":")[0]), 9)
+def test_the_lane_gets_every_value_in_its_environment(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
+    """The command's environment carries the dispatch id, name, script, workdir, GPUs and time limits."""
+    out = env / "env.json"
+    values = "{k: v for k, v in os.environ.items() if k.startswith('FSM_')}"
+    code = f"import json, os; json.dump({values}, open('{out}', 'w'))"
+    command = json.dumps([sys.executable, "-c", code.replace("{", "{{").replace("}", "}}"), "{dispatch_id}"])
+    (env / "fellows.toml").write_text(_toml(env, gcp=command))
+    result = run("submit", "--pin", "gcp", "--json", "--name", "train", str(script))
+    assert result.exit_code == 0, result.output
+    dispatch_id = json.loads(result.stdout)["dispatch_id"]
+    assert json.loads(out.read_text()) == {
+        "FSM_DISPATCH_ID": dispatch_id,
+        "FSM_JOB_NAME": "train",
+        "FSM_SCRIPT": str(script.resolve()),
+        "FSM_WORKDIR": str(script.resolve().parent),
+        "FSM_GPUS": "8",
+        "FSM_TIME_LIMIT_SECONDS": "3600",
+        "FSM_TIME_LIMIT_MINUTES": "60",
+    }
 
 
 def test_the_command_kind_parses_its_table_and_builds_a_command_lane(tmp_path: Path) -> None:

@@ -1,16 +1,15 @@
-"""Config validation: every bad value is refused at build time with a message naming it."""
+"""The fellows ladder's table (config/fellows.py): the ladder and its worst case, the park caps (and their environment
+default), every bad value refused naming it, the ssh settings."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from fellows_fsm import ConfigError, FellowsConfig
 from fellows_fsm.config.fellows import PARK_CAP_ENV
-from fellows_fsm.config.file import Config, load_config
-from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.config.file import Config
 
 
 def test_default_ladder_and_worst_case() -> None:
@@ -97,38 +96,6 @@ def test_config_is_frozen() -> None:
         config.park_cap_seconds = 1  # type: ignore[misc]
 
 
-def test_default_auto_order_includes_gcp_only_when_configured(tmp_path: Path) -> None:
-    """Without a [lanes.gcp] table the auto order is fellows alone; with one, fellows then gcp."""
-    assert Config(state_dir=tmp_path).auto_order == ("fellows",)
-    gcp = LaneConfig(name="gcp", command=("gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"))
-    assert Config(lanes=(gcp,), state_dir=tmp_path).auto_order == ("fellows", "gcp")
-
-
-def test_lane_command_with_unknown_placeholder_is_refused() -> None:
-    """A lane command naming a placeholder that does not exist is refused, naming it and the known ones."""
-    with pytest.raises(ConfigError, match=r"\[lanes.gcp\] command uses placeholder \{jobid\}.*\{dispatch_id\}"):
-        LaneConfig(name="gcp", command=("sky", "launch", "{jobid}"))
-
-
-def test_lane_command_given_as_a_shell_string_is_refused() -> None:
-    """A lane command must be an argv list; a shell string is refused with an example."""
-    with pytest.raises(ConfigError, match=r"must be a non-empty list of arguments \(argv, never a shell string\)"):
-        LaneConfig(name="gcp", command="gcloud batch jobs submit x")  # type: ignore[arg-type]
-
-
-def test_toml_errors_name_the_file_and_key(tmp_path: Path) -> None:
-    """A TOML file with a bad value is refused naming the file, the table, the key and the value."""
-    path = tmp_path / "fellows.toml"
-    path.write_text('[fellows]\nqos_ladder = ["normal-eur", "high-eur"]\n')
-    with pytest.raises(ConfigError, match=rf"{path}: \[fellows\]: qos_ladder=\['normal-eur', 'high-eur'\] repeats"):
-        load_config(path)
-    path.write_text("[fellows\n")
-    with pytest.raises(ConfigError, match=rf"{path}: not valid TOML"):
-        load_config(path)
-    with pytest.raises(ConfigError, match="does not exist"):
-        load_config(tmp_path / "missing.toml")
-
-
 def test_host_and_ssh_options_are_read_from_fellows() -> None:
     """[fellows] host, ssh_options and remote_workdir reach the config as given."""
     config = Config.from_mapping(
@@ -155,29 +122,3 @@ def test_bad_ssh_settings_are_refused_naming_the_key(table: dict[str, object], w
     """ssh settings that cannot work are a ConfigError naming the key and the value."""
     with pytest.raises(ConfigError, match=words):
         Config.from_mapping({"fellows": table})
-
-
-def test_allow_network_state_dir_must_be_a_boolean() -> None:
-    """allow_network_state_dir takes true or false only."""
-    assert Config.from_mapping({"allow_network_state_dir": True}).allow_network_state_dir is True
-    with pytest.raises(ConfigError, match="must be true or false"):
-        Config.from_mapping({"allow_network_state_dir": "yes"})
-
-
-def test_the_config_says_which_lane_comes_after_which_and_what_each_is() -> None:
-    """``following`` walks ``[router] order`` one lane at a time (None after the last), and ``lane_named`` finds
-    any lane, the ladder's included, by its name (None for a name no table has)."""
-    config = Config.from_mapping(
-        {
-            "lanes": {"gcp": {"command": ["gcloud", "{dispatch_id}"]}, "sky": {"command": ["sky", "{dispatch_id}"]}},
-            "router": {"order": ["fellows", "sky", "gcp"]},
-        }
-    )
-    assert [config.following(name) for name in config.auto_order] == ["sky", "gcp", None]
-    assert config.following("runpod") is None
-    ladder, sky = config.lane_named("fellows"), config.lane_named("sky")
-    assert ladder is config.fellows
-    assert ladder.walks_ladder
-    assert sky is not None
-    assert (sky.kind, sky.walks_ladder) == ("command", False)
-    assert config.lane_named("runpod") is None
