@@ -26,9 +26,9 @@ __all__ = ["LOST_AFTER_SECONDS", "SLOW_SUBMIT_SECONDS", "Dispatch"]
 
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
-_FIXED = frozenset(State)
-_NEVER = math.inf
+_FIXED, _NEVER = frozenset(State), math.inf
 _ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or move left to ask
+_PENDING, _UNKNOWN = Phase.PENDING, Phase.UNKNOWN  # (module names: an Enum member read off its class is slow)
 
 
 class _Idle(list):  # type: ignore[type-arg]
@@ -199,7 +199,7 @@ class Dispatch:
             q is not None
             and may_change_rung <= q[1]
             and may_leave_rung <= q[2]
-            and (look is None or (look.phase is not Phase.UNKNOWN and look == q[0]))
+            and (look is None or (look.phase is not _UNKNOWN and look == q[0]))
         ):
             if now < q[3]:
                 return Decision((), q[3] if q[3] < _NEVER else None)
@@ -324,7 +324,7 @@ class Dispatch:
             self.first_seen = None
         self.job_id = job_id
         self.look = look if look is not None and job_id is not None and look.job_id == job_id else None
-        if self.first_seen is None and self.look is not None and self.look.phase is Phase.PENDING:
+        if self.first_seen is None and self.look is not None and self.look.phase is _PENDING:
             self.first_seen = (self.look.partition, self.look.time_limit_seconds)
 
     def _begin(self, now: float, may_change_rung: bool) -> None:
@@ -340,7 +340,7 @@ class Dispatch:
         for _ in range(3 * len(self.ladder.rungs) + 4):
             trigger, until, self.waits_for_budget = machine.first_row(self)
             if trigger is None:
-                if self.look is not None and self.look.phase is Phase.UNKNOWN and self.unknown_since is not None:
+                if self.look is not None and self.look.phase is _UNKNOWN and self.unknown_since is not None:
                     until = min(until, self.unknown_since + LOST_AFTER_SECONDS)
                 return until
             machine.fire(self, trigger)
