@@ -104,8 +104,8 @@ class Dispatch:
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)
     _gates: dict[str, tuple[bool, bool]] = attrs.field(init=False, repr=False)
-    _quiet: tuple[Observation | None, bool, bool, float] | None = attrs.field(init=False, default=None)
-    """A look that took no step: its look, permits, and until when no row can hold (matched: nothing is asked)."""
+    _quiet: tuple[Observation | None, bool, bool, float, Decision] | None = attrs.field(init=False, default=None)
+    """A look that took no step: its look, permits, until when no row can hold, and its Decision (matched: returned)."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -202,11 +202,11 @@ class Dispatch:
             and (look is None or (look.phase is not _UNKNOWN and look == q[0]))
         ):
             if now < q[3]:
-                return Decision((), q[3] if q[3] < _NEVER else None)
+                return q[4]
             leave_gated, change_gated = self._gates.get(self.state, (False, False))
             if (leave_gated and not may_leave_rung) or (change_gated and not may_change_rung):
                 self.waits_for_budget = True  # its clock's time came, and the tick's budget holds it back
-                return Decision((), q[3])
+                return q[4]  # (its wake time is q[3], which the clock reached: finite)
         self._begin(now, may_change_rung)
         self.may_leave_rung = may_leave_rung
         if not self.history:
@@ -216,7 +216,7 @@ class Dispatch:
         until = self._settle()
         decision = self._decide(until)
         if not decision.effects:
-            self._quiet = (self.look, may_change_rung, may_leave_rung, until)
+            self._quiet = (self.look, may_change_rung, may_leave_rung, until, decision)  # its wake time: until's
         return decision
 
     def pause(self, now: float, since: float | None = None, *, why: str = "") -> Decision:
