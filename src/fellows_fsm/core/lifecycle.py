@@ -97,7 +97,7 @@ def early_park_reason(d: Dispatch) -> str | None:
     if last and not d.park_early_last_rung and d.park_early not in CALIBRATED:
         return None
     obs = d.look
-    if obs is not None and obs.qos is not None and obs.qos != d.rung.qos:
+    if obs is not None and obs.qos is not None and obs.qos != d.ladder.rungs[d.rung_index].qos:  # (d.rung, inlined)
         return None  # a look taken before an in-place move says nothing about this rung
     later = d.ladder.rungs[d.rung_index + 1 :] if d.park_early in CALIBRATED else None  # only they read ladder_end
     return park_early_reason(
@@ -143,7 +143,7 @@ def moved_by_others(d: Dispatch) -> list[str]:
     if obs is None or obs.phase is not _PENDING:
         return []
     changes = []
-    if obs.qos is not None and obs.qos != d.rung.qos:
+    if obs.qos is not None and obs.qos != d.ladder.rungs[d.rung_index].qos:  # (d.rung, inlined: every look asks)
         changes.append(f"QoS {d.rung.qos} -> {obs.qos}")
     first_partition, first_limit = d.first_seen or (None, None)
     if first_partition is not None and obs.partition is not None and obs.partition != first_partition:
