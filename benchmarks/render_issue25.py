@@ -122,8 +122,8 @@ def section(
         "(first steady 55.1 against 42.7 ms median, later steady 15.3 against 13.4, moving 47.8 against 41.7). "
         "Reproduced on 2026-12-02 before the fix with the same command (its printed summary; main against ab70597, "
         "medians): first steady 175.5 against 139.6 ms, later steady 50.7 against 45.5, first moving 143.8 against "
-        "143.1, later moving 161.8 against 139.5 (this shared machine ran 2-3x slower than on 2026-12-01). After the "
-        "fix, the same command (its file, benchmarks/results/controller_cost.json, is kept as "
+        "143.1, later moving 161.8 against 139.5 (this shared machine ran about 3x slower than on 2026-12-01: its "
+        "load). After the fix, the same command (its file, benchmarks/results/controller_cost.json, is kept as "
         f"`{AFTER}.json`, so the table of section c above keeps its three-size run):\n"
     )
     lines.append(provenance(after).replace("Command: `.venv", f"Command: `{nice} .venv"))
