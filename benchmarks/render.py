@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_calibrated_rungs
+from benchmarks import render_calibrated_rungs, render_issue25
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -459,6 +459,8 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
             + "; ".join(f"{name} {_mmm(big[key], ' ms')} ({_against_50(big[key])})" for name, key in ticks)
             + ".\n"
         )
+    after, before = _load(render_issue25.AFTER), _load(render_issue25.BEFORE)
+    lines += render_issue25.section(after, before, _provenance, COST_NICE)
     return r
 
 

@@ -26,9 +26,9 @@ __all__ = ["SLOW_SUBMIT_SECONDS", "Dispatch"]
 
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
-_FIXED = frozenset(State)
-_NEVER = math.inf
+_FIXED, _NEVER = frozenset(State), math.inf
 _ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or move left to ask
+_PENDING, _UNKNOWN = Phase.PENDING, Phase.UNKNOWN  # (module names: an Enum member read off its class is slow)
 
 
 class _Idle(list):  # type: ignore[type-arg]
@@ -104,8 +104,8 @@ class Dispatch:
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)
     _gates: dict[str, tuple[bool, bool]] = attrs.field(init=False, repr=False)
-    _quiet: tuple[Observation | None, bool, bool, float] | None = attrs.field(init=False, default=None)
-    """A look that took no step: its look, permits, and until when no row can hold (matched: nothing is asked)."""
+    _quiet: tuple[Observation | None, bool, bool, float, Decision] | None = attrs.field(init=False, default=None)
+    """A look that took no step: its look, permits, until when no row can hold, and its Decision (matched: returned)."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -199,14 +199,14 @@ class Dispatch:
             q is not None
             and may_change_rung <= q[1]
             and may_leave_rung <= q[2]
-            and (look is None or (look.phase is not Phase.UNKNOWN and look == q[0]))
+            and (look is None or (look.phase is not _UNKNOWN and look == q[0]))
         ):
             if now < q[3]:
-                return Decision((), q[3] if q[3] < _NEVER else None)
+                return q[4]
             leave_gated, change_gated = self._gates.get(self.state, (False, False))
             if (leave_gated and not may_leave_rung) or (change_gated and not may_change_rung):
                 self.waits_for_budget = True  # its clock's time came, and the tick's budget holds it back
-                return Decision((), q[3])
+                return q[4]  # (its wake time is q[3], which the clock reached: finite)
         self._begin(now, may_change_rung)
         self.may_leave_rung = may_leave_rung
         if not self.history:
@@ -216,7 +216,7 @@ class Dispatch:
         until = self._settle()
         decision = self._decide(until)
         if not decision.effects:
-            self._quiet = (self.look, may_change_rung, may_leave_rung, until)
+            self._quiet = (self.look, may_change_rung, may_leave_rung, until, decision)  # its wake time: until's
         return decision
 
     def pause(self, now: float, since: float | None = None, *, why: str = "") -> Decision:
@@ -324,7 +324,7 @@ class Dispatch:
             self.first_seen = None
         self.job_id = job_id
         self.look = look if look is not None and job_id is not None and look.job_id == job_id else None
-        if self.first_seen is None and self.look is not None and self.look.phase is Phase.PENDING:
+        if self.first_seen is None and self.look is not None and self.look.phase is _PENDING:
             self.first_seen = (self.look.partition, self.look.time_limit_seconds)
 
     def _begin(self, now: float, may_change_rung: bool) -> None:
@@ -340,7 +340,7 @@ class Dispatch:
         for _ in range(3 * len(self.ladder.rungs) + 4):
             trigger, until, self.waits_for_budget = machine.first_row(self)
             if trigger is None:
-                if self.look is not None and self.look.phase is Phase.UNKNOWN and self.unknown_since is not None:
+                if self.look is not None and self.look.phase is _UNKNOWN and self.unknown_since is not None:
                     until = min(until, self.unknown_since + LOST_AFTER_SECONDS)
                 return until
             machine.fire(self, trigger)

@@ -60,7 +60,7 @@ def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, 
 
 # ----------------------------------------------------------------- the guards (questions, no side effects)
 _PENDING, _STARTED, _GONE, _HELD = Phase.PENDING, Phase.STARTED, Phase.GONE, ReasonGroup.HELD
-_NEVER_STARTS = frozenset({ReasonGroup.NEVER_FITS, ReasonGroup.INVALID})  # (module names: every look asks these)
+_NEVER_STARTS = (ReasonGroup.NEVER_FITS, ReasonGroup.INVALID)  # (every look asks these; a tuple: no Enum hash)
 
 
 def walks_ladder(d: Dispatch) -> bool:
@@ -97,8 +97,9 @@ def early_park_reason(d: Dispatch) -> str | None:
     if last and not d.park_early_last_rung and d.park_early not in CALIBRATED:
         return None
     obs = d.look
-    if obs is not None and obs.qos is not None and obs.qos != d.rung.qos:
+    if obs is not None and obs.qos is not None and obs.qos != d.ladder.rungs[d.rung_index].qos:  # (d.rung, inlined)
         return None  # a look taken before an in-place move says nothing about this rung
+    later = d.ladder.rungs[d.rung_index + 1 :] if d.park_early in CALIBRATED else None  # only they read ladder_end
     return park_early_reason(
         d.park_early,
         obs,
@@ -108,7 +109,7 @@ def early_park_reason(d: Dispatch) -> str | None:
         workload=d.cluster_workload,
         gpus=d.spec.gpus,
         now=d.now,
-        ladder_end=d.deadline + sum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :]),
+        ladder_end=d.deadline + sum(r.park_cap_seconds for r in later) if later is not None else None,
     )
 
 
@@ -142,7 +143,7 @@ def moved_by_others(d: Dispatch) -> list[str]:
     if obs is None or obs.phase is not _PENDING:
         return []
     changes = []
-    if obs.qos is not None and obs.qos != d.rung.qos:
+    if obs.qos is not None and obs.qos != d.ladder.rungs[d.rung_index].qos:  # (d.rung, inlined: every look asks)
         changes.append(f"QoS {d.rung.qos} -> {obs.qos}")
     first_partition, first_limit = d.first_seen or (None, None)
     if first_partition is not None and obs.partition is not None and obs.partition != first_partition:
@@ -206,7 +207,7 @@ def job_gone(d: Dispatch) -> bool:
 
 # Guards that read the clock: when each may change its answer with nothing else new (the dispatch's wake time).
 rung_expired.until = lambda d: d.deadline  # type: ignore[attr-defined]
-cannot_start_in_window.until = lambda d: d.now if d.calibrating else math.inf  # type: ignore[attr-defined]
+cannot_start_in_window.until = lambda d: d.now if d.park_early in CALIBRATED and d.calibrating else math.inf  # type: ignore[attr-defined]
 # Guards that are the tick's budget: a row refused only by one of them waits for a tick with room.
 may_change_rung.budget = may_leave_rung.budget = True  # type: ignore[attr-defined]
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOST_AFTER_SECONDS", "checked"]
 
+_UNKNOWN = Phase.UNKNOWN  # (a module name: every look asks it, and an Enum member read off its class is slow)
 LOST_AFTER_SECONDS = 120.0
 """A job unknown to squeue and sacct for this long is gone (a controller that restarted and lost it)."""
 
@@ -25,7 +26,7 @@ def checked(d: Dispatch, obs: Observation) -> Observation:
     ):
         d.note = f"job id {obs.job_id} now belongs to another job ({obs.token}); ours was lost by the controller"
         return Observation(obs.job_id, Phase.GONE, state="LOST")
-    if obs.phase is not Phase.UNKNOWN:
+    if obs.phase is not _UNKNOWN:
         d.unknown_since = None
         return obs
     if d.unknown_since is None:

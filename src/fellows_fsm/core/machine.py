@@ -106,17 +106,17 @@ def _journal(row: Row, dest: str, d: Dispatch) -> None:
         qos = obs.qos  # what SLURM reports (someone may have moved the job): the journal believes SLURM
     step = Step(
         at=d.now,
-        source="" if row.trigger is T.SUBMIT else d.state,
+        source="" if row.trigger is _SUBMIT else d.state,
         dest=dest,
         trigger=row.trigger,
         rung_index=rung_index,
         qos=qos,
-        job_id=None if row.trigger is T.RESUBMIT else d.job_id,
+        job_id=None if row.trigger is _RESUBMIT else d.job_id,
         reason=obs.reason if obs is not None else None,
         note=d.note,
     )
     d.history.append(step)
-    outcome = f"{row.outcome}{d.note}" if row.outcome == Outcome.REJECTED else row.outcome
+    outcome = f"{row.outcome}{d.note}" if row.outcome == _REJECTED else row.outcome
     final = is_final_state(dest, pinned=d.pinned)
     d.effects.append(Record(d.id, step, state_label(d.ladder, dest), final, outcome))
     d.note = ""
@@ -167,7 +167,9 @@ def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
                     break
             else:
                 return trigger, quiet, waits
-        mark = marks.get(refused) if marks is not None else None
+        if marks is None:  # most rows have no clock or budget guard
+            continue
+        mark = marks.get(refused)
         if mark is not None:
             until, after = mark
             if until is not None:  # a clock guard: the earliest such time is when the look may answer otherwise
@@ -180,6 +182,7 @@ def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
 
 
 _NEVER = float("inf")
+_SUBMIT, _RESUBMIT, _REJECTED = T.SUBMIT, T.RESUBMIT, Outcome.REJECTED  # (every step: an Enum member read is slow)
 
 
 def replay(d: Dispatch, steps: list[Step]) -> None:
@@ -200,8 +203,8 @@ def replay(d: Dispatch, steps: list[Step]) -> None:
 def fire(d: Dispatch, trigger: str) -> None:
     """Fire ``trigger`` through transitions, which checks its row's guards again, journals the step and keeps its
     books; TransitionNotAllowed names the guards that did not hold. The first submit is the initial state's step."""
-    if trigger == T.SUBMIT:
-        row = row_of(T.SUBMIT)
+    if trigger == _SUBMIT:
+        row = row_of(_SUBMIT)
         _journal(row, d.ladder.first.state_name, d)
         assert row.keep is not None
         row.keep(d)

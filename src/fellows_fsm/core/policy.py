@@ -185,6 +185,10 @@ def start_chance(
     )
 
 
+# Module names: every look asks these, and an Enum member read off its class costs a Python call on 3.11.
+_PENDING, _HELD, _OWN_CAP = Phase.PENDING, ReasonGroup.HELD, ReasonGroup.OWN_CAP
+
+
 def park_early_reason(
     policy: str,
     observation: Observation | None,
@@ -218,13 +222,13 @@ def park_early_reason(
     planned yet). An estimate at or before the window's end keeps the job (it is expected to start in time),
     whatever the reason.
     """
-    if policy == "off" or observation is None or observation.phase is not Phase.PENDING:
+    if policy == "off" or observation is None or observation.phase is not _PENDING:
         return None
     group = observation.reason_group
-    if group is ReasonGroup.HELD:
+    if group is _HELD:
         return None  # someone's decision: never walked away from
     where = "the paid lane" if last_rung else "the next rung"
-    own_cap = group is ReasonGroup.OWN_CAP
+    own_cap = group is _OWN_CAP
     if policy in CALIBRATED:
         if (last_rung or policy == "calibrated") and group is ReasonGroup.CONTENTION:
             whole = not last_rung and ladder_end is not None and CALIBRATED_EARLIER_HORIZON == "ladder"

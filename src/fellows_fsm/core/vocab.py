@@ -148,4 +148,4 @@ def is_final_state(state: str, *, pinned: bool) -> bool:
 
     FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
     """
-    return state in FINAL_STATES or (state == State.CANCELLED and pinned)
+    return state in FINAL_STATES or (pinned and state == State.CANCELLED)  # (pinned first: no Enum member read)

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.policy import CALIBRATED
 from fellows_fsm.errors import SchedulerError
 from fellows_fsm.scheduler.port import Workload
 
@@ -50,8 +51,12 @@ class WorkloadCache:
 
     def get(self, dispatches: Iterable[Dispatch], now: float) -> Workload | None:
         """The history for this tick, or None when no dispatch needs it (no read is made then)."""
-        # The attribute first: a scan of 10,000 dispatches that use another policy costs well under a millisecond.
-        if not any(d.calibrating and d.on_rung for d in dispatches):
+        # The attribute first, in a plain loop: a scan of 10,000 dispatches that use another policy costs well under
+        # a millisecond (the property, or a generator, asked of each costs several times that every tick).
+        for d in dispatches:
+            if d.park_early in CALIBRATED and d.calibrating and d.on_rung:
+                break
+        else:
             return self.value
         if self._tried_at is None or now - self._tried_at >= self.refresh_seconds:
             self._tried_at = now

@@ -38,6 +38,7 @@ class JournalFile:
         not WAL (which needs shared memory on one host).
         """
         self.path = Path(path)
+        self._directory = self.path.parent  # what every write transaction checks for room (one Path, not one each)
         self.wal = readonly or _wal_ok(self.path, allow_network_fs=allow_network_fs)
         readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
         self.readonly = readonly
@@ -160,7 +161,7 @@ class JournalFile:
     def _transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE ... COMMIT; any error rolls back, and SQLite's own errors become JournalError."""
         try:
-            check_room(self.path.parent)  # nothing is journaled (so nothing started) on a full disk
+            check_room(self._directory)  # nothing is journaled (so nothing started) on a full disk
             self._db.execute("BEGIN IMMEDIATE")
             yield
             self._db.execute("COMMIT")
