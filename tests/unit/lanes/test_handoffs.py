@@ -15,6 +15,8 @@ import pytest
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.effects import Command
+from fellows_fsm.core.vocab import HandoffStatus, Trigger
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import HandoffUnknown
 from fellows_fsm.journal.queries import outcome_error
@@ -167,7 +169,9 @@ def test_a_start_journaled_whose_wrapper_never_ran_is_started_once(tmp_path: Pat
     first.journal.add_lane_dispatch(dispatch_id, SPEC, intent="train", lane="gcp", at=time.time())
     files = HandoffFiles(tmp_path / "handoffs", dispatch_id)
     files.prepare()
-    first.journal.start_handoff(dispatch_id, "gcp", CommandLane(lane).command(dispatch_id, SPEC), time.time())
+    argv = CommandLane(lane).command(dispatch_id, SPEC)  # journaled as the driver journals it, before the spawn
+    started = Command(HandoffStatus.STARTED, "gcp", argv)
+    first.executor.command_step(first.handoffs.lane_dispatch(dispatch_id), Trigger.HAND_OFF, "lane gcp", started)
     assert files.started() is False
     second = _restart(first, tmp_path, lane, routers)
     row = _ran_once(second, tmp_path, dispatch_id)
