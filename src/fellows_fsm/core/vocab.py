@@ -95,7 +95,8 @@ class Outcome(StrEnum):
 
 
 class HandoffStatus(StrEnum):
-    """The journal's handoffs ``status`` column."""
+    """The journal's handoffs ``status`` column: the state a lane command's step leaves its command in (a row's
+    ``command``)."""
 
     STARTED = "started"
     DONE = "done"
