@@ -16,6 +16,7 @@ __all__ = [
     "Attach",
     "CancelIfPending",
     "CancelJobs",
+    "Command",
     "Decision",
     "Effect",
     "FindByToken",
@@ -45,6 +46,19 @@ class Step:
 
 
 @attrs.frozen
+class Command:
+    """What a lane command's step journals of the command (its handoffs row): the argv it is started with, or how
+    it ended. ``status`` is the command's state the step leaves (the row's ``command``: started, done, ...)."""
+
+    status: str
+    lane: str = ""
+    argv: tuple[str, ...] = ()
+    exit_status: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+@attrs.frozen
 class Record:
     """Journal ``step`` (and the dispatch's new state) before anything it announces is done."""
 
@@ -55,6 +69,8 @@ class Record:
     final: bool
     outcome: str = ""
     """What the step leaves in the journal's outcome column (why it ended, is held or was moved; else nothing)."""
+    command: Command | None = None
+    """A lane command's step: what is journaled of the command with it (in the same transaction)."""
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""The lifecycle: every transition a ladder dispatch can take, and everything that decides one, in this one file.
+"""The lifecycle: every transition a dispatch can take, and everything that decides one, in this one file.
 
 ``TABLE`` is read top to bottom the way a dispatch lives it. Each row is a trigger, a source, a destination, its
 guards (questions: plain functions of the dispatch, reading only its own state and ``d.now``, the time of the event
@@ -8,7 +8,10 @@ On every look a dispatch asks its state's rows in table order and fires the firs
 again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again,
 journals it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``)
 are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C,
-the handoff's start and end).
+the lane command's start, re-run and end).
+A dispatch pinned straight to a command lane (``submit --pin gcp``) has no ladder: its first step is ``pin``, and it
+takes the lane command's rows (the same rows a ladder dispatch takes after FAILED_TO_GCP), fired by the same engine
+on a LaneDispatch (lane.py). Every lane command's step carries what the journal keeps of the command (``command``).
 A dispatch rebuilt from the journal replays its steps through the same bookkeeping (``machine.replay``).
 
 A rung's park deadline is decided here: ``window_deadline`` opens each window, ``rung_expired`` closes it, the
@@ -26,13 +29,25 @@ from typing import TYPE_CHECKING, NamedTuple
 from fellows_fsm.core.effects import Attach, CancelJobs, HandOff
 from fellows_fsm.core.ladder import Rung
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
-from fellows_fsm.core.vocab import Outcome, State, Trigger
+from fellows_fsm.core.vocab import HandoffStatus, Outcome, State, Trigger
 from fellows_fsm.scheduler.port import Phase, ReasonGroup
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
+    from fellows_fsm.core.lane import LaneDispatch
 
-__all__ = ["EARLY_PARK", "NEXT_RUNG", "RUNG", "SAME", "TABLE", "TRIGGERS", "Row", "row_of", "window_deadline"]
+__all__ = [
+    "EARLY_PARK",
+    "INITIAL",
+    "NEXT_RUNG",
+    "RUNG",
+    "SAME",
+    "TABLE",
+    "TRIGGERS",
+    "Row",
+    "row_of",
+    "window_deadline",
+]
 
 EARLY_PARK = "park_early="
 """How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
@@ -44,6 +59,8 @@ SAME = "SAME"
 """In a row's destination: stay in the state (a step that is journaled but moves nowhere)."""
 LIVE = "ANY_LIVE"
 """In a row's source: every state of a dispatch on the ladder or past it, except a command lane's handoff."""
+INITIAL = ""
+"""In a row's source: none (the dispatch's first step: ``submit`` onto the ladder, or ``pin`` to a command lane)."""
 
 Guard = Callable[["Dispatch"], bool]
 
@@ -198,6 +215,14 @@ def moved_in_place(d: Dispatch) -> bool:
     return d.moved
 
 
+def command_not_started(d: Dispatch | LaneDispatch) -> bool:
+    """Has no lane command been started for it (no hand_off step: pinned to a lane, its command not yet run)?"""
+    return not any(step.trigger in _COMMAND_STARTS for step in d.history)
+
+
+_COMMAND_STARTS = frozenset({Trigger.HAND_OFF, Trigger.RE_RUN})
+
+
 def job_gone(d: Dispatch) -> bool:
     """Is the rung's job confirmed gone without starting (or was none queued: refused, or parked before one)?"""
     if d.job_id is None:
@@ -346,13 +371,20 @@ class Row(NamedTuple):
     """Fired by an event, never asked on a look."""
     outcome: str = ""
     """The outcome a final step ends the dispatch with (the journal's outcome column)."""
+    command: str = ""
+    """A lane command's step: the command's state it leaves (the journal's handoffs ``status``), written with it."""
 
 
 T = Trigger
+_RUN_CMD, _DONE_CMD = HandoffStatus.STARTED, HandoffStatus.DONE
+_FAILED_CMD, _UNKNOWN_CMD = HandoffStatus.FAILED, HandoffStatus.UNKNOWN
+_FAILED, _UNKNOWN, _WITHDRAWN = Outcome.HANDOFF_FAILED, Outcome.HANDOFF_UNKNOWN, Outcome.WITHDRAWN
 _PARK_GUARDS = (walks_ladder, may_leave_rung, job_not_moved)
 _PARK_STEP = (_park_note, _keep_park)
+_RECALL_STEP = (_recall_note, _keep_recall)
 TABLE: tuple[Row, ...] = (
-    Row(T.SUBMIT, "", RUNG, keep=_keep_submit, told=True),  # once, onto the first rung only
+    Row(T.SUBMIT, INITIAL, RUNG, keep=_keep_submit, told=True),  # once, onto the first rung only
+    Row(T.PIN, INITIAL, State.HANDING_OFF, told=True),  # submit --pin <lane>: no ladder, its lane's command is next
     Row(T.REFUSE, RUNG, State.REFUSED, told=True, outcome=Outcome.REJECTED),  # SLURM refused the first submit
     Row(T.INTERRUPT, LIVE, State.WITHDRAWN, (), _interrupt_note, _keep_recall, True, Outcome.WITHDRAWN_INTERRUPTED),
     Row(T.RECALL, LIVE, State.WITHDRAWN, (), _recall_note, _keep_recall, True, Outcome.WITHDRAWN),  # the user's cancel
@@ -381,16 +413,21 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
-    # After the ladder: the fallback lane's command starts (journaled first, run by the driver), and how it ended.
-    Row(T.HAND_OFF, State.FAILED_TO_GCP, State.HANDING_OFF, told=True),
+    # After the ladder (or pinned straight to a lane): the lane's command starts once, journaled first with its
+    # argv, and run by the driver; a lost one the lane's probe finds no job of runs again; then how it ended.
+    Row(T.HAND_OFF, State.FAILED_TO_GCP, State.HANDING_OFF, told=True, command=_RUN_CMD),
+    Row(T.HAND_OFF, State.HANDING_OFF, SAME, told=True, command=_RUN_CMD),  # pinned, or none journaled yet
+    Row(T.RE_RUN, State.HANDING_OFF, SAME, told=True, command=_RUN_CMD),
     Row(T.NO_LANE, State.FAILED_TO_GCP, State.NO_LANE_LEFT, told=True, outcome=Outcome.NO_FALLBACK),
-    Row(T.HANDED_OFF, State.HANDING_OFF, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF),
-    Row(T.HANDOFF_FAILED, State.HANDING_OFF, State.HANDOFF_FAILED, told=True, outcome=Outcome.HANDOFF_FAILED),
-    Row(T.HANDOFF_UNKNOWN, State.HANDING_OFF, State.HANDOFF_UNKNOWN, told=True, outcome=Outcome.HANDOFF_UNKNOWN),
+    Row(T.HANDED_OFF, State.HANDING_OFF, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF, command=_DONE_CMD),
+    Row(T.HANDOFF_FAILED, State.HANDING_OFF, State.HANDOFF_FAILED, told=True, outcome=_FAILED, command=_FAILED_CMD),
+    Row(T.HANDOFF_UNKNOWN, State.HANDING_OFF, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, command=_UNKNOWN_CMD),
+    # A command lane's dispatch is that lane's to cancel once its command started; before, a cancel withdraws it.
+    Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )
 RECALLABLE = tuple(s for s in State if s not in (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_UNKNOWN))
 """Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too); a dispatch
-handed to a command lane is that lane's to cancel."""
+handed to a command lane is that lane's to cancel (the ``recall`` row from HANDING_OFF: only before its command)."""
 TRIGGERS = tuple(dict.fromkeys(row.trigger for row in TABLE))
 _ROW_OF = {row.trigger: row for row in TABLE}  # a trigger's rows share their note, bookkeeping and outcome
 

@@ -1,6 +1,8 @@
 """How transitions runs the table (lifecycle.py): the machine built from its rows, the look that finds the first
 row whose guards hold, the firing of a step, and the replay of journaled steps. It decides nothing itself: every
-question and every piece of bookkeeping is a function the table names.
+question and every piece of bookkeeping is a function the table names. A ladder's machine holds every row over
+its rung states; the machine of a dispatch pinned straight to a command lane (``ladder=None``, lane.py) holds the
+rows from the states such a dispatch reaches (the lane command's rows and a withdrawal).
 
 transitions fires every step (checking its row's guards again, journaling it in the row's ``before`` callback,
 keeping its books in the row's ``after``). A look asks the state's rows in table order, read from the same table,
@@ -11,19 +13,22 @@ trigger costs about 35 us per look against 0.6 us for the loop (8 refused trigge
 from __future__ import annotations
 
 from functools import cache, partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from transitions import Machine, MachineError
 
 from fellows_fsm.core import lifecycle
-from fellows_fsm.core.effects import Record, Step
+from fellows_fsm.core.effects import Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
-from fellows_fsm.core.lifecycle import LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
-from fellows_fsm.core.vocab import FIXED_STATES, Outcome, Trigger, is_final_state
+from fellows_fsm.core.lifecycle import INITIAL, LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
+from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, Outcome, State, Trigger, is_final_state
 from fellows_fsm.errors import TransitionNotAllowed
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
+    from fellows_fsm.core.lane import LaneDispatch
+
+    Model: TypeAlias = Dispatch | LaneDispatch
 
 __all__ = ["build_machine", "clock_gates", "fire", "first_row", "machine_definition", "replay", "rows_by_state"]
 
@@ -41,12 +46,22 @@ def _left_rung(rung: Rung) -> Guard:
     return guard
 
 
-def _expand(ladder: Ladder) -> list[tuple[Row, str, str, tuple[Guard, ...]]]:
-    """Every row over ``ladder``'s states, in table order: (row, source, dest, guards)."""
+def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...]]]:
+    """Every row over ``ladder``'s states (None: a lane-pinned dispatch's), in table order: (row, source, dest,
+    guards)."""
+    out: list[tuple[Row, str, str, tuple[Guard, ...]]] = []
+    sources: list[str]
+    if ladder is None:
+        for row in TABLE:
+            if row.source == LIVE:  # a withdrawal (no Ctrl-C cleanup: nothing of it is ever queued)
+                sources = [s for s in RECALLABLE if s in LANE_STATES] if row.trigger is T.RECALL else []
+            else:
+                sources = [row.source] if row.source in LANE_STATES else []
+            out += [(row, src, src if row.dest == SAME else row.dest, row.guards) for src in sources]
+        return out
     rungs = [r.state_name for r in ladder.rungs]
-    out = []
     for row in TABLE:
-        if row.trigger is T.SUBMIT:
+        if row.source == INITIAL:
             continue  # the initial state, not a transition
         if row.dest == NEXT_RUNG:
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
@@ -60,10 +75,14 @@ def _expand(ladder: Ladder) -> list[tuple[Row, str, str, tuple[Guard, ...]]]:
     return out
 
 
-def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The states (with human labels) and the transitions of ``ladder``'s machine, in table order."""
-    states: list[dict[str, Any]] = [{"name": r.state_name, "label": r.label} for r in ladder.rungs]
-    states += [{"name": str(s), "label": str(s)} for s in FIXED_STATES]
+def machine_definition(ladder: Ladder | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The states (with human labels) and the transitions of ``ladder``'s machine (None: the machine of a dispatch
+    pinned straight to a command lane), in table order."""
+    if ladder is None:
+        states: list[dict[str, Any]] = [{"name": str(s), "label": str(s)} for s in LANE_STATES]
+    else:
+        states = [{"name": r.state_name, "label": r.label} for r in ladder.rungs]
+        states += [{"name": str(s), "label": str(s)} for s in FIXED_STATES]
     transitions = [
         {
             "trigger": str(row.trigger),
@@ -79,34 +98,35 @@ def machine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[
 
 
 @cache
-def build_machine(ladder: Ladder) -> Machine:
-    """The (shared, cached) machine for a ladder; the dispatch is passed per event (``trigger(d, d)``: the model,
-    then the one argument every guard and callback gets), never registered."""
+def build_machine(ladder: Ladder | None) -> Machine:
+    """The (shared, cached) machine for a ladder (None: for a dispatch pinned straight to a command lane); the
+    dispatch is passed per event (``trigger(d, d)``: the model, then the one argument every guard and callback
+    gets), never registered."""
     states, transitions = machine_definition(ladder)
     return Machine(
         model=None,
         states=[s["name"] for s in states],  # labels are for diagrams (GraphMachine) only
         transitions=transitions,
-        initial=ladder.first.state_name,
+        initial=State.HANDING_OFF if ladder is None else ladder.first.state_name,
         auto_transitions=False,
         send_event=False,
         model_override=True,
     )
 
 
-def _journal(row: Row, dest: str, d: Dispatch) -> None:
+def _journal(row: Row, dest: str, d: Model) -> None:
     """Journal the step about to happen (a Record effect), before its bookkeeping and anything it announces."""
     if row.note is not None:
-        d.note = row.note(d)
+        d.note = row.note(d)  # type: ignore[arg-type]  # the notes of a lane-pinned dispatch's rows read no rung
     onto_next = row.dest == NEXT_RUNG
     rung_index = d.rung_index + 1 if onto_next else d.rung_index
     obs = d.look
-    qos = d.ladder.rungs[rung_index].qos
+    qos = d.ladder.rungs[rung_index].qos if d.ladder is not None else ""  # a lane-pinned one has no QoS
     if obs is not None and obs.qos and not onto_next and d.on_rung:
         qos = obs.qos  # what SLURM reports (someone may have moved the job): the journal believes SLURM
     step = Step(
         at=d.now,
-        source="" if row.trigger is _SUBMIT else d.state,
+        source=INITIAL if row.source == INITIAL else d.state,
         dest=dest,
         trigger=row.trigger,
         rung_index=rung_index,
@@ -118,7 +138,9 @@ def _journal(row: Row, dest: str, d: Dispatch) -> None:
     d.history.append(step)
     outcome = f"{row.outcome}{d.note}" if row.outcome == _REJECTED else row.outcome
     final = is_final_state(dest, pinned=d.pinned)
-    d.effects.append(Record(d.id, step, state_label(d.ladder, dest), final, outcome))
+    label = state_label(d.ladder, dest) if d.ladder is not None else dest
+    command = Command(row.command) if row.command else None  # the driver adds the command's argv, or its end
+    d.effects.append(Record(d.id, step, label, final, outcome, command))
     d.note = ""
 
 
@@ -185,7 +207,7 @@ _NEVER = float("inf")
 _SUBMIT, _RESUBMIT, _REJECTED = T.SUBMIT, T.RESUBMIT, Outcome.REJECTED  # (every step: an Enum member read is slow)
 
 
-def replay(d: Dispatch, steps: list[Step]) -> None:
+def replay(d: Model, steps: list[Step]) -> None:
     """Fold journaled steps into a new dispatch through the same bookkeeping that ran them live (what they asked
     for was done then: their effects are dropped)."""
     d.effects = []
@@ -195,19 +217,23 @@ def replay(d: Dispatch, steps: list[Step]) -> None:
         d.state = step.dest
         keep = row_of(step.trigger).keep
         if keep is not None:
-            keep(d)
-        d.rung_index = step.rung_index
+            keep(d)  # type: ignore[arg-type]  # a lane-pinned dispatch's rows keep nothing of a rung
+        if d.ladder is not None:
+            d.rung_index = step.rung_index
     d.note = ""
 
 
-def fire(d: Dispatch, trigger: str) -> None:
+def fire(d: Model, trigger: str) -> None:
     """Fire ``trigger`` through transitions, which checks its row's guards again, journals the step and keeps its
-    books; TransitionNotAllowed names the guards that did not hold. The first submit is the initial state's step."""
-    if trigger == _SUBMIT:
-        row = row_of(_SUBMIT)
-        _journal(row, d.ladder.first.state_name, d)
-        assert row.keep is not None
-        row.keep(d)
+    books; TransitionNotAllowed names the guards that did not hold. A first step (``submit``, ``pin``) is the
+    initial state's: it is journaled here."""
+    if trigger == (T.SUBMIT if d.ladder is not None else T.PIN) and not (trigger == T.PIN and d.history):
+        row = row_of(trigger)
+        dest = d.ladder.first.state_name if d.ladder is not None else row.dest
+        _journal(row, dest, d)
+        d.state = dest
+        if row.keep is not None:
+            row.keep(d)  # type: ignore[arg-type]  # only submit keeps anything (its first window)
         return
     event = build_machine(d.ladder).events.get(trigger)
     try:

@@ -4,7 +4,8 @@ strings the journal stores.
 
 A ladder dispatch lives in one state per rung (``SUBMITTED_<qos>``, ``RESUBMITTED_<qos>``, made by
 ``Rung.state_name``) and the fixed states below. A dispatch pinned straight to a command lane never enters the
-ladder: it lives in the lane states. The outcome is the one word a final (or held) dispatch ends with.
+ladder: it lives in the lane states, through rows of the same table. The outcome is the one word a final (or held)
+dispatch ends with.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ __all__ = [
     "FELLOWS",
     "FINAL_STATES",
     "FIXED_STATES",
-    "LANE_EDGES",
     "LANE_STATES",
     "MEANING",
     "HandoffStatus",
@@ -49,6 +49,7 @@ class Trigger(StrEnum):
     """The triggers of the table (lifecycle.py), in table order."""
 
     SUBMIT = "submit"
+    PIN = "pin"
     REFUSE = "refuse"
     INTERRUPT = "interrupt"
     RECALL = "recall"
@@ -66,6 +67,7 @@ class Trigger(StrEnum):
     GIVE_UP = "give_up"
     PAUSE = "pause"
     HAND_OFF = "hand_off"
+    RE_RUN = "re_run"
     NO_LANE = "no_lane"
     HANDED_OFF = "handed_off"
     HANDOFF_FAILED = "handoff_failed"
@@ -93,7 +95,8 @@ class Outcome(StrEnum):
 
 
 class HandoffStatus(StrEnum):
-    """The journal's handoffs ``status`` column."""
+    """The journal's handoffs ``status`` column: the state a lane command's step leaves its command in (a row's
+    ``command``)."""
 
     STARTED = "started"
     DONE = "done"
@@ -103,16 +106,9 @@ class HandoffStatus(StrEnum):
 
 FIXED_STATES = tuple(State)
 """The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
-LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN)
-"""The states of a dispatch pinned straight to a command lane (it has no ladder, so no Dispatch: handoffs.py
-runs its command and ``Journal.finish_handoff`` records its end; a ladder dispatch reaches them through rows)."""
-LANE_EDGES: tuple[tuple[str, str, str, str], ...] = (
-    ("pin", "[*]", State.HANDING_OFF, "submitted with --pin <lane>: never on the ladder"),
-    ("handed_off", State.HANDING_OFF, State.HANDED_OFF, "the command exited 0"),
-    ("handoff_failed", State.HANDING_OFF, State.HANDOFF_FAILED, "it exited non-zero, or timed out"),
-    ("handoff_unknown", State.HANDING_OFF, State.HANDOFF_UNKNOWN, "its wrapper was killed, and no probe: never re-run"),
-)
-"""A lane-pinned dispatch's way, as handoffs.py runs it (drawn apart on the diagram page)."""
+LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN, State.WITHDRAWN)
+"""The states a dispatch pinned straight to a command lane can reach (its machine: ``machine.build_machine(None)``);
+a ladder dispatch reaches them through the same rows."""
 
 FINAL_STATES = frozenset(
     {

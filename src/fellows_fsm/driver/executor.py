@@ -22,14 +22,17 @@ from fellows_fsm.core.effects import (
     Attach,
     CancelIfPending,
     CancelJobs,
+    Command,
     Decision,
+    Effect,
     FindByToken,
     HandOff,
     MoveQos,
     Record,
     Submit,
 )
-from fellows_fsm.core.vocab import HandoffStatus, State, Trigger
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
@@ -43,14 +46,6 @@ log = logging.getLogger(__name__)
 
 _ENTERED = frozenset({"resubmit", "move", "give_up"})
 """The steps that complete a rung change (onto the next rung, or off the ladder)."""
-
-
-_END_TRIGGER = {
-    HandoffStatus.DONE: Trigger.HANDED_OFF,
-    HandoffStatus.FAILED: Trigger.HANDOFF_FAILED,
-    HandoffStatus.UNKNOWN: Trigger.HANDOFF_UNKNOWN,
-}
-"""The step a ladder dispatch takes when its lane's command ended so."""
 
 
 class Recorder(Protocol):
@@ -132,8 +127,12 @@ class Executor:
                 if d.history and not d.paused:
                     self._journal(d, d.pause(now, since=max(last_answer, d.history[-1].at), why=why))
 
-    def recall(self, d: Dispatch, job_ids: Sequence[str]) -> None:
-        """A user's cancel: journal the dispatch WITHDRAWN, then scancel every job it got (the recall row)."""
+    def recall(self, d: Dispatch | LaneDispatch, job_ids: Sequence[str]) -> None:
+        """A user's cancel: journal the dispatch WITHDRAWN, then scancel every job it got (the recall row); one
+        pinned straight to a command lane, before its command ran, has no job."""
+        if isinstance(d, LaneDispatch):
+            self.recorder.write([e for e in d.recall(job_ids, self.clock.now()).effects if isinstance(e, Record)])
+            return
         self._run(d, d.recall(job_ids, self.clock.now()))
 
     def interrupt(self, d: Dispatch, job_id: str | None) -> None:
@@ -146,19 +145,24 @@ class Executor:
         self.handoffs.start(dispatch_id, lane_name, spec, lane=lane)
 
     def hand_off(self, d: Dispatch, lane_name: str | None, lane: HandoffLane | None = None) -> None:
-        """After the ladder: journal HANDING_OFF, then start the fallback lane's command (the hand_off row); with
-        no lane, journal NO_LANE_LEFT (the no_lane row). A dispatch already HANDING_OFF (a restart) is followed."""
+        """After the ladder: start the fallback lane's command, its hand_off step (HANDING_OFF) journaled first with
+        its argv (``command_step``, told by the handoffs); with no lane, journal NO_LANE_LEFT (the no_lane row). A
+        dispatch already HANDING_OFF (a restart) is followed."""
         if lane_name is None:
             self._run(d, d.fire(Trigger.NO_LANE, self.clock.now()))
             return
-        if d.state == State.FAILED_TO_GCP:
-            self._run(d, d.fire(Trigger.HAND_OFF, self.clock.now(), note=f"lane {lane_name}"))
         self.start_lane(d.id, lane_name, d.spec, lane)
 
-    def handoff_ended(self, d: Dispatch, status: HandoffStatus, note: str) -> None:
-        """The lane's command ended: journal HANDED_OFF (exit 0), HANDOFF_FAILED, or HANDOFF_UNKNOWN (no exit
-        status and no probe to ask: never re-run, never called failed)."""
-        self._run(d, d.fire(_END_TRIGGER[status], self.clock.now(), note=note))
+    def command_step(self, d: Dispatch | LaneDispatch, trigger: str, note: str, command: Command) -> None:
+        """A lane command's step (hand_off, re_run, or how it ended: handed_off, handoff_failed, handoff_unknown):
+        fire its row on the dispatch and journal it with the command's argv or end, in one transaction, before the
+        command is started (again)."""
+        decision = d.fire(trigger, self.clock.now(), note=note)
+        effects = tuple(_with_command(e, command) for e in decision.effects)
+        if isinstance(d, LaneDispatch):
+            self.recorder.write([e for e in effects if isinstance(e, Record)])
+            return
+        self._run(d, attrs.evolve(decision, effects=effects))
 
     def cancel_strays(self, job_ids: Sequence[str]) -> None:
         """scancel jobs a dispatch already journaled WITHDRAWN still has (a cancel run again, or a submit that
@@ -378,3 +382,10 @@ _CHANGING = frozenset({State.CANCELLED, State.PARKED})
 
 def _parked_now(decision: Decision) -> bool:
     return any(isinstance(e, Record) and e.step.trigger == "park" for e in decision.effects)
+
+
+def _with_command(effect: Effect, command: Command) -> Effect:
+    """A lane command's step with what is journaled of the command (the row's ``command`` says its state)."""
+    if isinstance(effect, Record) and effect.command is not None:
+        return attrs.evolve(effect, command=attrs.evolve(command, status=effect.command.status))
+    return effect

@@ -18,8 +18,8 @@ import attrs
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.driver import recovery as adoption
 from fellows_fsm.driver import strays
 from fellows_fsm.driver import withdrawal as withdrawals
@@ -63,7 +63,7 @@ class Router:
         self.clock: Clock = clock or SystemClock()
         self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
-        self.handoffs.on_end = self._handoff_ended
+        self.handoffs.on_step = self._command_step
         self.executor = Executor(self.lanes.ladder.scheduler, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
@@ -364,11 +364,13 @@ class Router:
         self.handing[d.id] = d
         self.executor.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
-    def _handoff_ended(self, dispatch_id: str, status: HandoffStatus, note: str) -> None:
-        """A lane's command ended (in the journal transaction that records it): a ladder dispatch takes its step."""
-        d = self.handing.pop(dispatch_id, None)
-        if d is not None:
-            self.executor.handoff_ended(d, status, note)
+    def _command_step(self, dispatch_id: str, trigger: str, note: str, command: Command) -> None:
+        """A lane command's step (started, run again, ended): its row, fired on the dispatch (a ladder one handing
+        off, or one pinned straight to the lane), journaled with the command."""
+        d = self.handing.get(dispatch_id) or self.handoffs.lane_dispatch(dispatch_id)
+        self.executor.command_step(d, trigger, note, command)
+        if d.is_final:
+            self.handing.pop(dispatch_id, None)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import dispatch_token
-from fellows_fsm.core.vocab import FELLOWS, Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, Outcome
 from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError
 from fellows_fsm.journal.queries import refuse_handed_off, restore
 from fellows_fsm.scheduler.port import Phase
@@ -127,10 +127,8 @@ def withdraw(router: Router, dispatch_id: str) -> list[str]:
     router.handoffs.pending.pop(row.id, None)
     if row.id in router._parked_out:
         router._parked_out.remove(row.id)
-    if row.lane != FELLOWS:  # pinned to a command lane whose command never ran: no ladder, nothing to scancel
-        router.journal.finish(
-            row.id, state=State.WITHDRAWN, label=State.WITHDRAWN, outcome=Outcome.WITHDRAWN, at=router.clock.now()
-        )
+    if row.lane != FELLOWS and row.outcome != Outcome.WITHDRAWN:  # its command never ran: nothing to scancel
+        router.executor.recall(router.handoffs.lane_dispatch(row.id), job_ids)  # the recall row from HANDING_OFF
     elif row.outcome == Outcome.WITHDRAWN:
         router.executor.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
     else:

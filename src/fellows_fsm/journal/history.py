@@ -1,4 +1,5 @@
-"""A dispatch's history as entries: its journaled transitions, then its handoff and its withdrawal, oldest first.
+"""A dispatch's history as entries: its journaled transitions, oldest first (for a journal written before a lane
+command's steps and a withdrawal were rows, its handoff and its withdrawal, as the state column says they ended).
 
 The read model behind ``Fellows.history``, ``fellows-fsm history`` and a path drawn on the state diagram. It reads
 rows the caller fetched (one dispatch's steps, jobs and handoff), never the whole journal, and never renders:
@@ -16,13 +17,12 @@ import attrs
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
-from fellows_fsm.core.vocab import State
+from fellows_fsm.core.vocab import HandoffStatus, State
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow
 
 __all__ = ["HistoryEntry", "history_entries"]
 
-_HANDOFF_DEST = {"done": State.HANDED_OFF, "failed": State.HANDOFF_FAILED, "unknown": State.HANDOFF_UNKNOWN}
-"""Where a handoff journaled without its steps went, by its handoffs ``status`` (else it is still HANDING_OFF)."""
+_LANE_ENDS = frozenset({State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN})
 
 
 @attrs.frozen
@@ -101,14 +101,14 @@ def history_entries(
             )
         )
     if handoff is not None and not any(s.trigger == "hand_off" for s in steps):
-        # A handoff journaled without its steps (a dispatch pinned straight to a lane, or a journal older than
-        # the handoff's rows): shown from the handoffs table.
-        done = handoff.status == "done"
-        dest = _HANDOFF_DEST.get(handoff.status, State.HANDING_OFF)
+        # A handoff journaled without its steps (a journal written before a lane command's steps were rows: a
+        # dispatch pinned straight to a lane, or older than the handoff's rows): shown from the handoffs table,
+        # where the dispatch's state column (or, withdrawn since, its command's) says it went.
+        dest = row.state if row.state in _LANE_ENDS else _command_end(handoff)
         status = "not finished" if dest == State.HANDING_OFF else f"exit {handoff.exit_status}"
         if dest == State.HANDOFF_UNKNOWN:
             status = "how it ended is unknown (check the lane; never run again)"
-        last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if not done else ""
+        last = ((handoff.stderr or "").strip().splitlines() or [""])[-1] if dest != State.HANDED_OFF else ""
         source: str | None = State.FAILED_TO_GCP if entries else None
         entries.append(
             HistoryEntry(
@@ -124,9 +124,9 @@ def history_entries(
                 dest_name=dest if dest != State.HANDING_OFF else State.HANDOFF_FAILED,
             )
         )
-    if row.outcome in ("withdrawn", "withdrawn-interrupted") and not (steps and steps[-1].dest == State.WITHDRAWN):
-        # A withdrawal journaled without its step (a dispatch pinned to a lane, or a journal older than the
-        # recall and interrupt rows): shown from the dispatch row.
+    if row.state == State.WITHDRAWN and not (steps and steps[-1].dest == State.WITHDRAWN):
+        # A withdrawal journaled without its step (a journal written before a withdrawal was a row): shown from
+        # the dispatch row, its state column WITHDRAWN (the outcome says only who withdrew it).
         source = entries[-1].dest if entries else None
         entries.append(
             HistoryEntry(
@@ -143,3 +143,11 @@ def history_entries(
             )
         )
     return entries
+
+
+def _command_end(handoff: HandoffRow) -> str:
+    """Where an old journal's handoff went, read from its command's state column (the handoffs ``status``): a
+    dispatch withdrawn after its command failed keeps only WITHDRAWN in its own."""
+    if handoff.status == HandoffStatus.STARTED:
+        return State.HANDING_OFF
+    return State.HANDOFF_FAILED if handoff.status == HandoffStatus.FAILED else State.HANDOFF_UNKNOWN

@@ -5,8 +5,9 @@ or undo the step when it restarts. Many processes may read the journal; one rout
 (an flock on ``<journal>.lock``, released by the kernel if the holder dies). It never talks to SLURM.
 
 This module holds the rows: what is written (dispatches, steps, jobs, handoffs, requests) and the queries that
-read them back. Opening the file, its transactions and its retrying reads are journal_file.py; the driver lock
-and its owner record are journal_lock.py (``DriverOwner`` and ``lock_held`` are re-exported here).
+read them back. A state (a dispatch's, or its lane command's) is written only by ``write``, as a journaled step of
+a row of the table (core/lifecycle.py); a new dispatch's row is inserted before its first step. Opening the file,
+its transactions and its retrying reads are journal/file.py; the driver lock and its owner record journal/lock.py.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.core.effects import Attach, Record, Step
+from fellows_fsm.core.effects import Attach, Command, Record, Step
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, Outcome, State
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.vocab import FELLOWS, HandoffStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
@@ -28,13 +30,6 @@ from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["Journal"]
-
-_LANE_END = {
-    HandoffStatus.DONE: (State.HANDED_OFF, Outcome.HANDED_OFF),
-    HandoffStatus.FAILED: (State.HANDOFF_FAILED, Outcome.HANDOFF_FAILED),
-    HandoffStatus.UNKNOWN: (State.HANDOFF_UNKNOWN, Outcome.HANDOFF_UNKNOWN),
-}
-"""A lane-pinned dispatch's state and outcome when its command's end is journaled."""
 
 
 class Journal(JournalFile, DriverLock):
@@ -113,29 +108,24 @@ class Journal(JournalFile, DriverLock):
         at: float,
         settings: dict[str, Any] | None = None,
     ) -> int:
-        """Journal a dispatch pinned straight to a command lane (before its command runs); returns its row id."""
-        with self._write() as db:
-            cursor = db.execute(
-                "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
-                " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,1,?,'[]',?,?,NULL,NULL,0,'',?,?)",
-                (
-                    dispatch_id,
-                    at,
-                    intent,
-                    lane,
-                    json.dumps(attrs.asdict(spec)),
-                    State.HANDING_OFF,
-                    State.HANDING_OFF,
-                    at,
-                    json.dumps(settings or {}),
-                ),
-            )
+        """Journal a dispatch pinned straight to a command lane, with its first step (``pin``: HANDING_OFF), before
+        its command runs; returns its row id."""
+        first = LaneDispatch(dispatch_id, lane).pin(at)
+        with self.batch():  # the row and its first step together
+            with self._write() as db:
+                cursor = db.execute(
+                    "INSERT INTO dispatches (id, created_at, intent, lane, pinned, spec, ladder, state, label, qos,"
+                    " job_id, final, outcome, updated_at, settings) VALUES (?,?,?,?,1,?,'[]','','',NULL,NULL,0,'',?,?)",
+                    (dispatch_id, at, intent, lane, json.dumps(attrs.asdict(spec)), at, json.dumps(settings or {})),
+                )
+            self.write([e for e in first.effects if isinstance(e, Record)])
         return int(cursor.lastrowid or 0)
 
     def write(self, effects: Sequence[Record | Attach]) -> None:
         """Commit one decision's journal effects together (steps, then job ids), before anything they announce.
 
         Every step is its own transitions row; the dispatch row is updated once, to where the last effect leaves it.
+        A lane command's step writes the command's handoffs row with it (its argv when it starts, how it ended).
         """
         row: dict[str, dict[str, Any]] = {}
         with self._write() as db:
@@ -158,10 +148,12 @@ class Journal(JournalFile, DriverLock):
                             step.note,
                         ),
                     )
+                    if effect.command is not None:
+                        _write_command(db, effect.dispatch_id, step.at, effect.command)
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,
-                        qos=step.qos,
+                        qos=step.qos or None,  # a lane-pinned dispatch has no QoS
                         job_id=step.job_id,
                         final=int(effect.final),
                         outcome=effect.outcome,
@@ -185,58 +177,10 @@ class Journal(JournalFile, DriverLock):
         """Commit the job id a rung's submit returned (or a move kept)."""
         self.write((effect,))
 
-    def finish(self, dispatch_id: str, *, state: str, label: str, outcome: str, at: float) -> None:
-        """Mark a dispatch final with an outcome (handed off, rejected, withdrawn)."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=?",
-                (state, label, outcome, at, dispatch_id),
-            )
-
-    def start_handoff(self, dispatch_id: str, lane: str, argv: Sequence[str], at: float) -> None:
-        """Commit that a handoff command is about to run (before it runs)."""
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO handoffs (dispatch_id, lane, argv, started_at, status) VALUES (?,?,?,?,'started')",
-                (dispatch_id, lane, json.dumps(list(argv)), at),
-            )
-
     def set_handoff_pid(self, dispatch_id: str, pid: int) -> None:
         """Commit the process group of a handoff command that just started (to adopt it after a crash)."""
         with self._write() as db:
             db.execute("UPDATE handoffs SET pid=? WHERE dispatch_id=?", (pid, dispatch_id))
-
-    def restart_handoff(self, dispatch_id: str, argv: Sequence[str], at: float) -> None:
-        """Commit that a lost handoff command the lane's probe found no job of is about to run again."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE handoffs SET argv=?, started_at=?, pid=NULL, status='started' WHERE dispatch_id=?",
-                (json.dumps(list(argv)), at, dispatch_id),
-            )
-
-    def finish_handoff(
-        self,
-        dispatch_id: str,
-        *,
-        exit_status: int | None,
-        stdout: str,
-        stderr: str,
-        at: float,
-        status: HandoffStatus,
-    ) -> None:
-        """Commit a handoff command's result: done, failed, or unknown (no exit status, and no probe to ask)."""
-        with self._write() as db:
-            db.execute(
-                "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
-                (at, exit_status, stdout, stderr, status, dispatch_id),
-            )
-            # A dispatch pinned straight to a lane has no ladder, so no Dispatch to take the step: its row is set
-            # here. A ladder dispatch takes its handed_off / handoff_failed / handoff_unknown step (a row) instead.
-            state, outcome = _LANE_END[status]
-            db.execute(
-                "UPDATE dispatches SET state=?, label=?, final=1, outcome=?, updated_at=? WHERE id=? AND lane!=?",
-                (state, state, outcome, at, dispatch_id, FELLOWS),
-            )
 
     # ----------------------------------------------------------------- requests and the driver's settings
     def put_meta(self, key: str, value: Any) -> None:
@@ -354,3 +298,17 @@ class Journal(JournalFile, DriverLock):
         values = dict(rows[0])
         values["argv"] = json.loads(values["argv"])
         return HandoffRow(**values)
+
+
+def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> None:
+    """A lane command's step, in its handoffs row: started (again) with its argv, or how it ended."""
+    if command.status == HandoffStatus.STARTED:  # (a re-run starts afresh: no pid, nothing finished)
+        db.execute(
+            "INSERT OR REPLACE INTO handoffs (dispatch_id, lane, argv, started_at, status) VALUES (?,?,?,?,?)",
+            (dispatch_id, command.lane, json.dumps(list(command.argv)), at, command.status),
+        )
+    else:
+        db.execute(
+            "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
+            (at, command.exit_status, command.stdout, command.stderr, command.status, dispatch_id),
+        )

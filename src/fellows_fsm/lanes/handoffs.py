@@ -1,6 +1,8 @@
 """The lane commands of the dispatches one router drives: started exactly once (journaled first), each in a session
 of its own, polled between ticks (a waitpid and a file read, never waited for), adopted after a restart, and their
-results journaled. It decides nothing: the router says when a dispatch is handed off.
+results journaled. It decides nothing: the router says when a dispatch is handed off, and every step of a command
+(its start, a re-run, its end) is a row of the table the router fires on the dispatch (``on_step``), journaled with
+the command's argv or end; it writes no state itself.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.core.vocab import HandoffStatus
+from fellows_fsm.core.effects import Command
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
@@ -24,12 +28,18 @@ from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
+__all__ = ["END_TRIGGER", "HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
 
 log = logging.getLogger(__name__)
 
 HANDOFF_CHECK_SECONDS = 0.05
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
+END_TRIGGER = {
+    HandoffStatus.DONE: Trigger.HANDED_OFF,
+    HandoffStatus.FAILED: Trigger.HANDOFF_FAILED,
+    HandoffStatus.UNKNOWN: Trigger.HANDOFF_UNKNOWN,
+}
+"""The step a dispatch takes when its lane's command ended so."""
 
 
 class Handoffs:
@@ -46,10 +56,10 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_end: Callable[[str, HandoffStatus, str], None] | None = None
-        """Told of each command that ended (dispatch id, done / failed / unknown, a one-line note), in the journal
-        transaction that records it: a ladder dispatch takes its handed_off, handoff_failed or handoff_unknown
-        step there."""
+        self.on_step: Callable[[str, str, str, Command], None] | None = None
+        """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, handed_off, handoff_failed
+        or handoff_unknown, a one-line note, the command's argv or end): the router fires that row on the dispatch,
+        which journals it with the command, before the command is started (again)."""
         self.context: dict[str, tuple[HandoffLane, JobSpec]] = {}
         """The lane and job of each command under way (to probe, or start again, one that was lost)."""
         self.ended: list[str] = []
@@ -59,6 +69,18 @@ class Handoffs:
     def files(self, dispatch_id: str) -> HandoffFiles:
         """Where a dispatch's command writes its output and exit status."""
         return HandoffFiles(self.journal.path.parent / "handoffs", dispatch_id)
+
+    def lane_dispatch(self, dispatch_id: str) -> LaneDispatch:
+        """A dispatch pinned straight to a command lane, where its journaled steps leave it (the model its lane
+        command's rows are fired on)."""
+        row = self.journal.dispatch(dispatch_id)
+        if row is None or row.lane == FELLOWS:  # a ladder dispatch hands off from the router's own Dispatch
+            raise JournalError(f"dispatch {dispatch_id!r} is not pinned to a command lane in {self.journal.path}")
+        return LaneDispatch.restore(row.id, row.lane, state=row.state, history=self.journal.steps(row.id))
+
+    def _step(self, dispatch_id: str, trigger: str, note: str, command: Command) -> None:
+        assert self.on_step is not None, "a router's handoffs journal every command step through it"
+        self.on_step(dispatch_id, trigger, note, command)
 
     def lane_for(self, config: LaneSettings) -> HandoffLane:
         """The lane to run ``config`` with: this router's own if it is the same lane, else one its kind builds."""
@@ -87,7 +109,9 @@ class Handoffs:
         handoff: Handoff | None = None
         if previous is None:
             self._prepare(files)  # every file it writes, before it is journaled: a full disk stops it here
-            self.journal.start_handoff(dispatch_id, lane_name, argv, self.clock.now())
+            self._step(
+                dispatch_id, Trigger.HAND_OFF, f"lane {lane_name}", Command(HandoffStatus.STARTED, lane_name, argv)
+            )
         else:
             # A router died while the command ran: follow it (running, ended, or lost).
             handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
@@ -113,12 +137,13 @@ class Handoffs:
             self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         return handoff
 
-    def _rerun(self, dispatch_id: str) -> Handoff:
-        """The lane's probe says a lost command made no job: start it again (journaled first)."""
+    def _rerun(self, dispatch_id: str, lane_name: str) -> Handoff:
+        """The lane's probe says a lost command made no job: start it again (the re_run step, journaled first)."""
         lane, spec = self.context[dispatch_id]
         argv = lane.command(dispatch_id, spec)
         self._prepare(self.files(dispatch_id))
-        self.journal.restart_handoff(dispatch_id, argv, self.clock.now())
+        note = f"{lane_name}'s probe finds no job of its lost command: run again"
+        self._step(dispatch_id, Trigger.RE_RUN, note, Command(HandoffStatus.STARTED, lane_name, argv))
         return self._spawn(dispatch_id, lane, argv, spec)
 
     def _settle_lost(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> HandoffResult | None:
@@ -133,7 +158,7 @@ class Handoffs:
         log.warning(
             "dispatch %s: %s's probe finds no job of its lost command: running it again", dispatch_id, lane_name
         )
-        self.running[dispatch_id] = (lane_name, self._rerun(dispatch_id))
+        self.running[dispatch_id] = (lane_name, self._rerun(dispatch_id, lane_name))
         return None
 
     def wait(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -160,17 +185,8 @@ class Handoffs:
                 HandoffStatus.UNKNOWN if result.lost else (HandoffStatus.DONE if result.ok else HandoffStatus.FAILED)
             )
             note = self._note(dispatch_id, lane_name, result)
-            with self.journal.batch():
-                self.journal.finish_handoff(
-                    dispatch_id,
-                    exit_status=result.exit_status,
-                    stdout=result.stdout,
-                    stderr=result.stderr,
-                    at=self.clock.now(),
-                    status=status,
-                )
-                if self.on_end is not None:
-                    self.on_end(dispatch_id, status, note)
+            end = Command(status, exit_status=result.exit_status, stdout=result.stdout, stderr=result.stderr)
+            self._step(dispatch_id, END_TRIGGER[status], note, end)  # its end and the dispatch's step, together
             del self.running[dispatch_id]
             self.context.pop(dispatch_id, None)
             ended.append(dispatch_id)

@@ -16,7 +16,8 @@ from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.lifecycle import TABLE
 from fellows_fsm.core.machine import machine_definition
-from fellows_fsm.core.vocab import FIXED_STATES, LANE_EDGES, LANE_STATES, MEANING
+from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, MEANING
+from fellows_fsm.core.vocab import State as LifecycleState
 
 __all__ = ["DiagramMachine", "graph_machine", "guard_names", "mermaid", "state_diagram_page"]
 
@@ -50,21 +51,22 @@ class _Drawing:
 
 
 def graph_machine(
-    ladder: Ladder,
+    ladder: Ladder | None,
     *,
     title: str,
     engine: Literal["mermaid", "graphviz"] = "mermaid",
     states: list[dict[str, Any]] | None = None,
     transitions: list[dict[str, Any]] | None = None,
 ) -> tuple[GraphMachine, Any]:
-    """A drawing machine for ``ladder`` (its definition, or the given states and transitions) and its model."""
+    """A drawing machine for ``ladder`` (its definition, or the given states and transitions; None: the machine of a
+    dispatch pinned straight to a command lane) and its model."""
     default_states, default_transitions = machine_definition(ladder)
     model = _Drawing()
     machine = DiagramMachine(
         model=model,
         states=default_states if states is None else states,
         transitions=default_transitions if transitions is None else transitions,
-        initial=ladder.first.state_name,
+        initial=LifecycleState.HANDING_OFF if ladder is None else ladder.first.state_name,
         auto_transitions=False,
         graph_engine=engine,  # explicit: without it transitions silently picks another engine
         show_conditions=True,
@@ -74,8 +76,9 @@ def graph_machine(
     return machine, model
 
 
-def mermaid(ladder: Ladder, *, title: str = "dispatch lifecycle") -> str:
-    """The mermaid ``stateDiagram-v2`` of the machine for ``ladder``, guards on the edges."""
+def mermaid(ladder: Ladder | None, *, title: str = "dispatch lifecycle") -> str:
+    """The mermaid ``stateDiagram-v2`` of the machine for ``ladder`` (None: a lane-pinned dispatch's), guards on
+    the edges."""
     _, model = graph_machine(ladder, title=title)
     raw: str = model.get_graph().draw(None)  # get_graph is bound onto the model by GraphMachine
     lines = []
@@ -128,27 +131,23 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
         "",
         "## A dispatch pinned straight to a command lane",
         "",
-        "`submit --pin <lane>` never enters the ladder, so it has no Dispatch to take steps: the router's handoffs",
-        "run its command once and `Journal.finish_handoff` records how it ended, in the lane states",
-        f"({', '.join(LANE_STATES)}). A ladder dispatch reaches the same states through the rows above.",
+        "`submit --pin <lane>` never enters the ladder: its first step is `pin` (to HANDING_OFF), then it takes the",
+        "lane command's rows of the same table (hand_off, re_run, handed_off, handoff_failed, handoff_unknown, and",
+        "recall before its command ran), fired by the same engine on a `LaneDispatch` (core/lane.py), in the lane",
+        f"states ({', '.join(LANE_STATES)}). A ladder dispatch takes the same rows after FAILED_TO_GCP.",
         "",
         "```mermaid",
-        "stateDiagram-v2",
-        "  direction LR",
-        *(f"  {source} --> {dest}: {trigger}" for trigger, source, dest, _ in LANE_EDGES),
+        mermaid(None, title="a dispatch pinned to a command lane").rstrip("\n"),
         "```",
-        "",
-        "| step | from | to | when |",
-        "|---|---|---|---|",
-        *(f"| {trigger} | {source} | {dest} | {when} |" for trigger, source, dest, when in LANE_EDGES),
         "",
         "## Triggers",
         "",
         "| trigger | from | to | guards |",
         "|---|---|---|---|",
         "| submit | (new) | first rung | allowed once, only onto the first rung |",
+        "| pin | (new) | HANDING_OFF | once, a dispatch pinned straight to a command lane (no ladder) |",
     ]
-    for row in TABLE[1:]:
+    for row in TABLE[2:]:
         told = " (told: fired by an event, never asked on a look)" if row.told else ""
         names = " & ".join(g.__name__ for g in row.guards) or "-"
         out.append(f"| {row.trigger} | {row.source} | {row.dest} | {names}{told} |")

@@ -12,8 +12,9 @@ from fellows_fsm import FellowsConfig, JobSpec, Observation, Phase, QosRejected,
 from fellows_fsm.core import machine
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, FindByToken, HandOff, MoveQos, Record, Submit
-from fellows_fsm.core.lifecycle import RUNG, TABLE
+from fellows_fsm.core.lifecycle import INITIAL, RUNG, TABLE
 from fellows_fsm.core.machine import build_machine
+from fellows_fsm.core.vocab import LANE_STATES, Trigger
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "fellows_fsm"
 CORE = SRC / "core"
@@ -85,10 +86,17 @@ def test_one_cancel_path_in_the_code() -> None:
 
 
 def test_every_table_trigger_fires_through_the_machine() -> None:
-    """Each trigger the table names (but the first submit, the initial state's step) is an event of the machine."""
+    """Each trigger the table names (but the first steps, submit and pin, the initial state's) is an event of the
+    ladder's machine, and each row from a lane state one of the lane-pinned dispatch's machine too."""
     events = build_machine(LADDER).events
-    for row in TABLE[1:]:
+    lane_events = build_machine(None).events
+    for row in TABLE:
+        if row.source == INITIAL:
+            assert row.trigger in (Trigger.SUBMIT, Trigger.PIN), row.trigger
+            continue
         assert row.trigger in events, row.trigger
+        if row.source in LANE_STATES:
+            assert row.trigger in lane_events, row.trigger
 
 
 def test_a_look_asks_the_table_rows_in_order() -> None:

@@ -15,6 +15,9 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.effects import Record
+from fellows_fsm.core.vocab import Trigger
 from fellows_fsm.driver.inbox import enqueue
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
@@ -635,10 +638,11 @@ def test_a_late_job_of_an_interrupted_submit_is_cancelled_by_the_next_router(
     r = make_router()
     recent, old = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
     for dispatch_id in (old, recent):
-        r.journal.add_lane_dispatch(dispatch_id, SPEC, intent="prod", lane="fellows", at=r.clock.now())
-        r.journal.finish(
-            dispatch_id, state="WITHDRAWN", label="WITHDRAWN", outcome="withdrawn-interrupted", at=r.clock.now()
-        )
+        d = Dispatch(dispatch_id, SPEC, r.config.fellows.ladder)  # Ctrl-C before its first submit answered
+        r.journal.add_dispatch(d.id, SPEC, d.ladder, pinned=False, intent="prod", at=r.clock.now())
+        interrupted = d.recall([], r.clock.now(), trigger=Trigger.INTERRUPT)
+        r.journal.write([e for e in interrupted.effects if isinstance(e, Record)])
+        assert r.journal.dispatch(d.id).outcome == "withdrawn-interrupted"  # type: ignore[union-attr]
         frozen.tick(3601 if dispatch_id == old else 0)
     late = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{recent}-r0")
     stale = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{old}-r0")

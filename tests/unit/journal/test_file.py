@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import JobSpec, JournalError
+from fellows_fsm.core.effects import Record, Step
 from fellows_fsm.journal.store import Journal
 from tests.unit.journal.journals import SPEC, _journal_with_a_dispatch
 
@@ -54,7 +55,7 @@ def test_readonly_journal_reads_without_writing(tmp_path: Path) -> None:
     reader = Journal(tmp_path / "journal.sqlite3", readonly=True)
     assert [r.id for r in reader.dispatches()] == ["d1"]
     with pytest.raises(JournalError, match="write failed"):
-        reader.finish("d1", state="X", label="X", outcome="x", at=1.0)
+        reader.record(Record("d1", Step(1.0, "SUBMITTED_high_eur", "X", "recall", 0, "high-eur", None), "X", True))
     reader.close()
     assert (tmp_path / "journal.sqlite3").read_bytes() == before
 

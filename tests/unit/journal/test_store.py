@@ -5,11 +5,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
-from fellows_fsm.core.vocab import HandoffStatus
+from fellows_fsm.core.effects import Command
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.vocab import HandoffStatus, Trigger
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.testing import Driven
@@ -142,8 +145,7 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
             continue
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=False, intent="prod", at=1_700_000_000.0 + i)
         d.submit()
-    journal.start_handoff("d1", "gcp", ["true"], at=1_700_000_010.0)
-    journal.finish_handoff("d1", exit_status=0, stdout="", stderr="", at=1_700_000_011.0, status=HandoffStatus.DONE)
+    _command_steps(journal, "d1", "gcp")
     listed = journal.listings()
     assert [(r.dispatch_id, r.name, r.lane, r.final) for r in listed] == [
         ("d0", "first", "fellows", False),
@@ -162,3 +164,12 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
         )
     assert [r.dispatch_id for r in journal.listings(live_only=True)] == ["d0", "d2"]
     journal.close()
+
+
+def _command_steps(journal: Journal, dispatch_id: str, lane: str) -> None:
+    """Journal a lane-pinned dispatch's command as the driver does: started (hand_off), then done (handed_off)."""
+    d = LaneDispatch.restore(dispatch_id, lane, state="", history=journal.steps(dispatch_id))
+    started = Command(HandoffStatus.STARTED, lane, ("true",))
+    journal.write([attrs.evolve(e, command=started) for e in d.fire(Trigger.HAND_OFF, 1_700_000_010.0).effects])
+    done = Command(HandoffStatus.DONE, exit_status=0)
+    journal.write([attrs.evolve(e, command=done) for e in d.fire(Trigger.HANDED_OFF, 1_700_000_011.0).effects])

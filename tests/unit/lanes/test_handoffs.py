@@ -15,8 +15,11 @@ import pytest
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.effects import Command
+from fellows_fsm.core.vocab import HandoffStatus, Trigger
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import HandoffUnknown
+from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
@@ -167,7 +170,9 @@ def test_a_start_journaled_whose_wrapper_never_ran_is_started_once(tmp_path: Pat
     first.journal.add_lane_dispatch(dispatch_id, SPEC, intent="train", lane="gcp", at=time.time())
     files = HandoffFiles(tmp_path / "handoffs", dispatch_id)
     files.prepare()
-    first.journal.start_handoff(dispatch_id, "gcp", CommandLane(lane).command(dispatch_id, SPEC), time.time())
+    argv = CommandLane(lane).command(dispatch_id, SPEC)  # journaled as the driver journals it, before the spawn
+    started = Command(HandoffStatus.STARTED, "gcp", argv)
+    first.executor.command_step(first.handoffs.lane_dispatch(dispatch_id), Trigger.HAND_OFF, "lane gcp", started)
     assert files.started() is False
     second = _restart(first, tmp_path, lane, routers)
     row = _ran_once(second, tmp_path, dispatch_id)
@@ -206,3 +211,60 @@ def test_a_killed_wrapper_whose_pid_was_never_journaled_is_followed_by_its_mark(
     second = _restart(first, tmp_path, lane, routers)
     row = _ran_once(second, tmp_path, dispatch_id)  # the command was followed to its end, not given up on at once
     assert row.state == "HANDOFF_UNKNOWN"
+
+
+def test_a_pinned_dispatch_takes_the_rows_pin_hand_off_handed_off_and_history_shows_them(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """submit --pin gcp: the journal holds the steps pin, hand_off (with the command's argv, before it ran) and
+    handed_off (with its exit status, in the same step as the state); history reads those steps, nothing else."""
+    r = _router(tmp_path, _lane(tmp_path, sleep=0), routers)
+    h = r.dispatch(SPEC, pin="gcp")
+    r.wait_for_handoffs()
+    steps = r.journal.steps(h.dispatch_id)
+    assert [(s.trigger, s.source, s.dest) for s in steps] == [
+        ("pin", "", "HANDING_OFF"),
+        ("hand_off", "HANDING_OFF", "HANDING_OFF"),
+        ("handed_off", "HANDING_OFF", "HANDED_OFF"),
+    ]
+    row, handoff = r.journal.dispatch(h.dispatch_id), r.journal.handoff(h.dispatch_id)
+    assert row is not None
+    assert handoff is not None
+    assert (row.state, row.label, row.final, row.outcome, row.qos) == (
+        "HANDED_OFF",
+        "HANDED_OFF",
+        True,
+        "handed-off",
+        None,
+    )
+    assert (handoff.status, handoff.exit_status, handoff.lane, handoff.argv[0]) == ("done", 0, "gcp", "sh")
+    assert handoff.started_at == steps[1].at
+    assert handoff.finished_at == steps[2].at
+    entries = history_entries(row, steps, r.journal.jobs(h.dispatch_id), handoff)
+    assert [(e.trigger, e.source, e.dest, e.note) for e in entries] == [
+        ("pin", None, "HANDING_OFF", ""),
+        ("hand_off", "HANDING_OFF", "HANDING_OFF", "lane gcp"),
+        ("handed_off", "HANDING_OFF", "HANDED_OFF", "gcp command exited 0"),
+    ]
+    assert _ledger(tmp_path) == [h.dispatch_id]
+
+
+def test_a_pinned_dispatch_cancelled_before_its_command_ran_takes_the_recall_row(
+    tmp_path: Path, routers: list[Router]
+) -> None:
+    """A pinned dispatch enqueued, then cancelled before any driver started its command: recall (HANDING_OFF ->
+    WITHDRAWN) is journaled as its step; its command never runs."""
+    r = _router(tmp_path, _lane(tmp_path, sleep=0), routers)
+    dispatch_id = "feedface0002"
+    r.journal.add_lane_dispatch(dispatch_id, SPEC, intent="train", lane="gcp", at=time.time())
+    assert r.withdraw(dispatch_id) == []
+    steps = r.journal.steps(dispatch_id)
+    assert [(s.trigger, s.dest) for s in steps] == [("pin", "HANDING_OFF"), ("recall", "WITHDRAWN")]
+    row = r.journal.dispatch(dispatch_id)
+    assert row is not None
+    assert (row.state, row.final, row.outcome) == ("WITHDRAWN", True, "withdrawn")
+    r.adopt()
+    r.poll()
+    r.wait_for_handoffs()
+    assert r.journal.handoff(dispatch_id) is None
+    assert _ledger(tmp_path) == []
