@@ -12,8 +12,7 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
-from fellows_fsm.driver.inbox import enqueue
-from fellows_fsm.driver.process import check_cluster, remember_config
+from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.strays import dispatch_of
 from fellows_fsm.journal.store import Journal
@@ -125,7 +124,7 @@ CAPPED = {"high-eur": 16, "normal-eur": 16}
 
 def _router(tmp_path: Path, fake: FakeScheduler) -> Router:
     config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)
-    return Router(config, fake, Journal(config.journal_path))
+    return Router(config, fake, Journal(config.journal_path)).start()
 
 
 def test_a_restarted_router_cancels_a_pending_job_carrying_a_dispatchs_token_that_is_not_its_job(
