@@ -44,6 +44,7 @@ __all__ = [
     "answer_cancels",
     "cancels_waiting",
     "check_cluster",
+    "config_remembered",
     "enqueue",
     "enqueued",
     "has_work",
@@ -287,6 +288,11 @@ def remember_config(config: Config, journal: Journal) -> None:
     check_cluster(config, journal)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+
+
+def config_remembered(journal: Journal) -> bool:
+    """Has a submit journaled the config a driver drives with (``remember_config``)?"""
+    return journal.get_meta(DRIVER_CONFIG) is not None
 
 
 def journaled_config(path: Path) -> Config:

@@ -27,7 +27,7 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.driver.inbox import DRIVER_CONFIG, has_work, journaled_config, remember_config
+from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
@@ -68,7 +68,7 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     try:
         if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
             return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
-        if journal.get_meta(DRIVER_CONFIG) is None:
+        if not config_remembered(journal):
             if journal.readonly:
                 with contextlib.closing(Journal(path)) as writable:
                     remember_config(config, writable)
