@@ -59,6 +59,7 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
             row,
             controller_deadline=config.router.controller_deadline,
             in_place=config.router.change_rung == "in-place",
+            ladders=roster.ladders,
         )
         if not d.history:
             d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.lanes.command import CommandLane, Handoff
 from fellows_fsm.lanes.handoffs import Handoffs
 from fellows_fsm.scheduler.port import JobSpec
@@ -32,6 +33,8 @@ class Roster:
         """Recovered dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
         self.adopted_upto = 0
         """The journal's last dispatch row the driver has looked at (later rows are adopted on the next tick)."""
+        self.ladders: dict[Ladder, Ladder] = {}
+        """One object per distinct ladder of the dispatches driven (thousands of dispatches share a few)."""
 
     # ----------------------------------------------------------------- views
     @property

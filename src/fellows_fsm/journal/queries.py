@@ -85,13 +85,21 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
 
 
 def restore(
-    journal: Journal, row: DispatchRow, *, controller_deadline: bool = False, in_place: bool = False
+    journal: Journal,
+    row: DispatchRow,
+    *,
+    controller_deadline: bool = False,
+    in_place: bool = False,
+    ladders: dict[Ladder, Ladder] | None = None,
 ) -> Dispatch:
     """A ladder dispatch rebuilt from its journaled steps and jobs, exactly where it stood (its window's deadline
     included): what a driver recovers, and what a follower reads its countdowns from. The two keyword defaults
-    serve a row journaled before dispatches carried them."""
+    serve a row journaled before dispatches carried them; ``ladders`` (a driver's) keeps one object per distinct
+    ladder, however many dispatches walk it."""
     settings = row.settings
     ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
+    if ladders is not None:
+        ladder = ladders.setdefault(ladder, ladder)
     return Dispatch.restore(
         row.id,
         spec_of(row),
