@@ -73,7 +73,7 @@ def replay_real(
         )
         journal = Journal(config.journal_path)
         handoffs = InProcessLane(lane, _WallClock())
-        router = Router(config, port, journal, lanes={GCP: handoffs})
+        router = Router(config, port, journal, lanes={GCP: handoffs}).start()
         origin = time.time() + 1.0
         sent = 0
 

@@ -83,7 +83,7 @@ def worker(size: int, ticks: int) -> dict[str, object]:
         )
         fake = TimedFake(clock)  # schedule() is never called: every job stays pending
         journal = Journal(config.journal_path)
-        router = Router(config, fake, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
+        router = Router(config, fake, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)}).start()
 
         # Machine creation: the shared machine once, then bare Dispatch objects (no journal, no submit).
         t0 = time.perf_counter()

@@ -112,7 +112,7 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
             state_dir=state_dir,
         )
         journal = Journal(config.journal_path)
-        router = Router(config, port, journal)
+        router = Router(config, port, journal).start()
         specs = [realslurm.spec(f"ovh-{i}", 8, 300) for i in range(args.dispatches)]
         due = [time.time() + i * args.stagger for i in range(len(specs))]
         sent = 0

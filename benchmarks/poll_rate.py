@@ -74,7 +74,7 @@ def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) ->
             state_dir=state_dir,
         )
         journal = Journal(config.journal_path)
-        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
+        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)}).start()
         origin = clock.now()
         arrivals = [origin + i * gap for i in range(size)]
         outage_at = origin + size * gap + 1.5 * cap  # after the last arrival, while the last ones still walk

@@ -105,7 +105,7 @@ def measure(size: int, *, real: bool, cap: float) -> dict[str, Any]:
             state_dir=state_dir,
         )
         journal = Journal(config.journal_path)
-        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
+        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)}).start()
         try:
             t0 = time.perf_counter()
             for _ in range(size):
@@ -193,7 +193,7 @@ def measure_calibrated(size: int, polls: int) -> dict[str, Any]:
         )
         journal = Journal(config.journal_path)
         clock = SystemClock()
-        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)})
+        router = Router(config, port, journal, clock=clock, lanes={"gcp": InProcessLane(lane, clock)}).start()
         try:
             for _ in range(size):
                 router.dispatch(spec)

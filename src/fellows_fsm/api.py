@@ -15,9 +15,8 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.driver.cancel_request import request_cancel
-from fellows_fsm.driver.inbox import enqueue
-from fellows_fsm.driver.process import check_cluster, ensure_driver, remember_config
+from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
+from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
@@ -150,7 +149,9 @@ class Fellows:
             return False
         try:
             check_cluster(self.config, self.journal)  # its live dispatches are driven on the cluster they were sent to
-            self._router = Router(self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes)
+            self._router = Router(
+                self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes
+            ).start()
         except BaseException:
             self.journal.release_driver()
             raise
@@ -371,29 +372,25 @@ class Fellows:
         state; return their ids (``Router.withdraw``). A dispatch handed to a command lane cannot be taken back
         (FellowsError): cancel it in that lane.
 
-        The journal's driver does it: this process if it drives or can take the lock (and is not in background
-        mode); otherwise the cancel is journaled as a request for the driver that holds the lock (started if
-        none runs), and this waits up to ``wait`` seconds for its answer (cancel_request.py).
+        The journal's driver does it, always through the inbox (driver/inbox.py): the cancel is journaled as a
+        request and this waits up to ``wait`` seconds for the driver's answer. The driver is this process when it
+        drives or can take the lock (and is not in background mode: it answers at once), else the process that
+        holds the lock (the background driver is started if none runs).
         """
         row = find(self.journal, dispatch_id)
-        if self._router is not None:
-            return self._router.withdraw(row.id)
-        if not self.background:
-            try:
-                self.journal.acquire_driver()
-            except JournalBusy:
-                pass
-            else:
-                try:
-                    return Router(
-                        self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes
-                    ).withdraw(row.id)
-                finally:
-                    self.journal.release_driver()
         step = min(0.1, self.config.fellows.poll_interval_seconds)
         return request_cancel(
-            self.journal, row, at=self.clock.now(), step=step, wait=wait, ensure_driver=self.ensure_driver, sleep=sleep
+            self.journal, row, at=self.clock.now(), step=step, wait=wait, ensure_driver=self._deliver, sleep=sleep
         )
+
+    def _deliver(self) -> None:
+        """Have the journal's requests answered: by this process's router when it drives (or can), else by the
+        journal's driver (the background one started if none runs)."""
+        if self.drive():
+            assert self._router is not None
+            self._router.take_requests()
+        elif not self.background:
+            self.ensure_driver()
 
 
 def _final(journal: Journal, dispatch_id: str) -> bool:

@@ -20,7 +20,8 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.lifecycle import TRIGGERS
 from fellows_fsm.driver.executor import Executor, Recorder
-from fellows_fsm.driver.process import has_work, serve
+from fellows_fsm.driver.inbox import has_work
+from fellows_fsm.driver.process import serve
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import Observation, Scheduler, Workload

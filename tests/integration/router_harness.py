@@ -96,7 +96,7 @@ def build(state_dir: Path, cap: float, point: str) -> Router:
         state_dir=state_dir,
     )
     port = CrashingPort(SlurmScheduler(CommandRunner(timeout_seconds=20)), point)
-    return Router(config, port, Journal(config.journal_path))
+    return Router(config, port, Journal(config.journal_path)).start()
 
 
 def main() -> None:

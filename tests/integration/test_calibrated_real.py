@@ -88,7 +88,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
         router=RouterConfig(),
         state_dir=tmp_path,
     )
-    router = Router(config, slurm.port(), Journal(config.journal_path))
+    router = Router(config, slurm.port(), Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(slurm.spec(gpus=8, seconds=300, time_limit=600))
         polls = 0

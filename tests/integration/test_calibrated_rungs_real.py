@@ -43,7 +43,7 @@ def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step
         router=RouterConfig(),
         state_dir=tmp_path,
     )
-    router = Router(config, slurm.port(), Journal(config.journal_path))
+    router = Router(config, slurm.port(), Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(slurm.spec(gpus=8, seconds=300, time_limit=600))
         polls = 0

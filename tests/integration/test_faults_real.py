@@ -67,7 +67,7 @@ def make_router(tmp_path: Path) -> Iterator[Callable[..., Router]]:
             router=RouterConfig(**router),  # type: ignore[arg-type]
             state_dir=tmp_path / "state",
         )
-        r = Router(config, SlurmScheduler(CommandRunner(timeout_seconds=20)), Journal(config.journal_path))
+        r = Router(config, SlurmScheduler(CommandRunner(timeout_seconds=20)), Journal(config.journal_path)).start()
         routers.append(r)
         return r
 

@@ -42,7 +42,7 @@ def run_dispatch(slurm: Cluster, tmp_path: Path, policy: str) -> tuple[list[Step
         state_dir=tmp_path,
     )
     port = slurm.port()
-    router = Router(config, port, Journal(config.journal_path))
+    router = Router(config, port, Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
         polls = 0
@@ -96,7 +96,7 @@ def test_an_estimate_past_the_window_parks_a_contended_job(slurm: Cluster, tmp_p
         lanes=(lane,),
         state_dir=tmp_path,
     )
-    router = Router(config, slurm.port(), Journal(config.journal_path))
+    router = Router(config, slurm.port(), Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
         polls = 0

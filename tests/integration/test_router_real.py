@@ -167,7 +167,7 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, requ
     port = slurm.port()
     journal = Journal(config.journal_path)
     request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
-    router = Router(config, port, journal)
+    router = Router(config, port, journal).start()
     spec = slurm.spec(gpus=1)
     ids = [router.dispatch(spec).dispatch_id for _ in range(200)]
     squeue_per_tick: list[int] = []
@@ -203,7 +203,7 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path, requ
     port = slurm.port()
     journal = Journal(config.journal_path)
     request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
-    router = Router(config, port, journal)
+    router = Router(config, port, journal).start()
     handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
     router.run()
     final = router.handle(handle.dispatch_id)

@@ -388,3 +388,22 @@ def test_a_given_check_is_used_as_is(make_fellows: MakeFellows, capped_fake: Fak
     fellows = make_fellows(grants=lambda: pytest.fail("grants read again"))
     submitted = fellows.submit(SPEC, check=Check(note="checked elsewhere"))
     assert [e.note for e in fellows.history(submitted.dispatch_id)] == ["checked elsewhere"]
+
+
+def test_cancel_from_a_fellows_that_can_drive_is_answered_through_the_inbox_by_the_driver_it_becomes(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler
+) -> None:
+    """A Fellows that does not drive yet, on a journal nobody drives, delivers its cancel as a request like any
+    command: it takes the lock (it drives from then on, as submit would) and its router answers it; the request and
+    its answer are gone from the journal after."""
+    first = make_fellows()
+    dispatch_id = first.submit(SPEC, check=False).dispatch_id
+    [job] = capped_fake.jobs.values()
+    first.close()  # the driving process stops; the dispatch stays live
+    canceller = make_fellows()
+    assert not canceller.driving
+    assert canceller.cancel(dispatch_id) == [job.job_id]
+    assert job.state == "CANCELLED"
+    assert canceller.driving
+    assert canceller.handle(dispatch_id).outcome == "withdrawn"
+    assert not canceller.journal.meta_with_prefix("cancel")

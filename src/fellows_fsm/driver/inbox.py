@@ -1,31 +1,69 @@
-"""Taking a request in: check it against the config, decide how it is journaled, and journal it.
+"""The inbox: every message a command leaves for the journal's driver, and the driver's answer, written and read
+here and nowhere else.
 
-Pure decisions (``admit``) and the one write (``enqueue``, no driver lock needed: the driving router adopts the
-row on its next tick), plus the JSON a dispatch carries (its fallback lane, its spec) so any later router finishes
-it as it was created.
+- a dispatch: ``admit`` checks a request (pure), ``enqueue`` journals it (no driver lock needed), and the driver
+  reads the rows after the last it saw (``enqueued``, on every tick) and adopts them;
+- a cancel: ``request_cancel`` journals ``cancel:<id>`` and waits; the driver's tick answers each request
+  (``answer_cancels``: ``cancelled:<id>``, the jobs it scancelled or the error);
+- the driver's config: ``remember_config`` journals what a driver started later drives with (``driver-config``),
+  ``journaled_config`` reads it back, ``check_cluster`` refuses a config that reaches another cluster.
+
+Plus the JSON a dispatch carries (its fallback lane, its spec), so any later driver finishes it as it was created.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from fellows_fsm.config.file import Config
+from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.errors import ConfigError, UsageError
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
+from fellows_fsm.journal.queries import refuse_handed_off
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["INTENTS", "Admission", "admit", "enqueue", "lane_from_json", "lane_json", "spec_of"]
+__all__ = [
+    "CANCEL_ANSWER",
+    "CANCEL_REQUEST",
+    "DRIVER_CONFIG",
+    "INTENTS",
+    "Admission",
+    "admit",
+    "answer_cancels",
+    "cancels_waiting",
+    "check_cluster",
+    "config_remembered",
+    "enqueue",
+    "enqueued",
+    "has_work",
+    "journaled_config",
+    "lane_from_json",
+    "lane_json",
+    "reaches",
+    "remember_config",
+    "request_cancel",
+]
 
+CANCEL_REQUEST = "cancel:"
+"""The meta key prefix of a cancel a command asks of the driver (the driver does every port call)."""
+CANCEL_ANSWER = "cancelled:"
+"""The meta key prefix of the driver's answer to a cancel request."""
+DRIVER_CONFIG = "driver-config"
+"""The journal's meta key for what the background driver drives with: the config and the SLURM environment."""
+PASSED_ENV = ("SLURM_CONF", "PATH")
+"""The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
 INTENTS = ("prod", "debug")
 
 
@@ -87,14 +125,16 @@ def enqueue(
     ladder: Ladder | None = None,
     note: str = "",
     at: float | None = None,
+    dispatch_id: str | None = None,
 ) -> str:
-    """Journal a dispatch for whichever process drives ``journal`` (no driver lock needed); return its id.
+    """Journal a dispatch for whichever process drives ``journal`` (no driver lock needed); return its id (a new
+    one unless ``dispatch_id`` is given).
 
-    Nothing is queued here: the driving router adopts the row on its next tick and submits it (a lane-pinned
-    dispatch: starts its command). Use it when another process drives the journal.
+    Nothing is queued here: the driving router adopts the row (``enqueued``) and submits it (a lane-pinned
+    dispatch: starts its command). Every dispatch is born this way.
     """
     admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
-    dispatch_id = uuid.uuid4().hex[:12]
+    dispatch_id = dispatch_id or new_id()
     now = time.time() if at is None else at
     if admitted.ladder is None:
         journal.add_lane_dispatch(
@@ -111,6 +151,17 @@ def enqueue(
             settings=admitted.settings,
         )
     return dispatch_id
+
+
+def new_id() -> str:
+    """A new dispatch id (12 hex digits)."""
+    return uuid.uuid4().hex[:12]
+
+
+def enqueued(journal: Journal, *, after: int, known: Container[str] = ()) -> tuple[int, list[DispatchRow]]:
+    """The driver's side of ``enqueue``: the live dispatches journaled after row ``after`` (by any process) that
+    are not ``known``, and the journal's last row id (reads only the new rows)."""
+    return journal.live_after(after, known=known)
 
 
 def _current_directory() -> str:
@@ -148,7 +199,126 @@ def lane_from_json(data: Mapping[str, Any]) -> LaneSettings:
     return parse_lane(str(data["name"]), {key: value for key, value in data.items() if key != "name"})
 
 
-def spec_of(row: DispatchRow) -> JobSpec:
-    values = dict(row.spec)
-    values["extra_args"] = tuple(values.get("extra_args", ()))
-    return JobSpec(**values)
+# ----------------------------------------------------------------------------------------------- a cancel
+def request_cancel(
+    journal: Journal,
+    row: DispatchRow,
+    *,
+    at: float,
+    step: float,
+    wait: float,
+    ensure_driver: Callable[[], object],
+    sleep: Callable[[float], None],
+) -> list[str]:
+    """Journal a cancel of ``row`` for the journal's driver and return the ids of the jobs it scancelled.
+
+    ``ensure_driver`` is called before each look (a driver that stopped is started again); the answer is looked
+    for every ``step`` seconds, up to ``wait`` seconds, then JournalBusy names the driver (the request stays
+    journaled for its next tick). A dispatch handed to a command lane is refused first (FellowsError), as is an
+    answer that carries an error.
+    """
+    refuse_handed_off(journal, row)
+    journal.drop_meta(CANCEL_ANSWER + row.id)
+    journal.put_meta(CANCEL_REQUEST + row.id, {"at": at})
+    for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
+        ensure_driver()
+        answer = journal.get_meta(CANCEL_ANSWER + row.id)
+        if answer is not None:
+            journal.drop_meta(CANCEL_ANSWER + row.id)
+            if "error" in answer:
+                raise FellowsError(str(answer["error"]))
+            return [str(j) for j in answer["jobs"]]
+        if attempt * step >= wait:
+            owner = journal.owner()
+            holder = owner.describe() if owner is not None else "an unknown process"
+            raise JournalBusy(
+                holder,
+                f"journal {journal.path} is driven by another router ({holder}), which did not answer the "
+                f"cancel of dispatch {row.id} within {wait:g} s; the request stays journaled and the journal's "
+                "driver does it at its next tick",
+            )
+        sleep(step)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
+
+
+def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> list[str]:
+    """The driver's side of ``request_cancel``: ``withdraw`` each requested dispatch, journal the answer (the job
+    ids, or the error) for the asking process, drop the request; return the ids withdrawn."""
+    done = []
+    for dispatch_id in journal.meta_with_prefix(CANCEL_REQUEST):
+        answer: dict[str, Any]
+        try:
+            answer = {"jobs": withdraw(dispatch_id)}
+            done.append(dispatch_id)
+        except FellowsError as exc:
+            answer = {"error": str(exc), "exit_code": exc.exit_code}
+        journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
+        journal.drop_meta(CANCEL_REQUEST + dispatch_id)
+    return done
+
+
+def cancels_waiting(journal: Journal) -> bool:
+    """Is a cancel request waiting for the driver?"""
+    return bool(journal.meta_with_prefix(CANCEL_REQUEST))
+
+
+def has_work(journal: Journal) -> bool:
+    """Is there anything for a driver to do: a live dispatch, or a request (a cancel) waiting?"""
+    return bool(journal.dispatches(live_only=True)) or cancels_waiting(journal)
+
+
+# ----------------------------------------------------------------------------------------------- the driver's config
+def remember_config(config: Config, journal: Journal) -> None:
+    """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
+    file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
+    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
+    check_cluster(config, journal)
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+
+
+def config_remembered(journal: Journal) -> bool:
+    """Has a submit journaled the config a driver drives with (``remember_config``)?"""
+    return journal.get_meta(DRIVER_CONFIG) is not None
+
+
+def journaled_config(path: Path) -> Config:
+    """The config a background driver of the journal at ``path`` drives with (and its SLURM environment, set in
+    this process's own); ConfigError if no submit journaled one."""
+    with contextlib.closing(Journal(path, readonly=True)) as journal:
+        saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None:
+        raise ConfigError(f"journal {path} carries no driver config; run a `fellows-fsm submit` first")
+    os.environ.update({str(k): str(v) for k, v in saved.get("env", {}).items()})
+    mapping = dict(saved["config"])
+    mapping["state_dir"] = str(path.parent)
+    return Config.from_mapping(mapping, source=str(saved.get("source", "journal")))
+
+
+def reaches(config: Config, env: Mapping[str, str]) -> str:
+    """The cluster a config reaches (with SLURM_CONF from ``env`` when local), in words: a journal's dispatches are
+    driven on one of these at a time."""
+    f = config.fellows
+    if f.host is not None:
+        options = f" (ssh {' '.join(f.ssh_options)})" if f.ssh_options else ""
+        return f"{f.host} over ssh{options}, remote_workdir {f.remote_workdir or 'the login directory'}"
+    conf = env.get("SLURM_CONF")
+    return f"the local SLURM (SLURM_CONF={conf})" if conf else "the local SLURM (SLURM_CONF unset)"
+
+
+def check_cluster(config: Config, journal: Journal) -> None:
+    """Refuse (ConfigError) a config that reaches another cluster, transport or remote workdir than the one the
+    journal's live dispatches were submitted with: each would be driven with whichever config drove last. One
+    driver, one port, one squeue a tick; job ids are per cluster."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None or not has_work(journal):
+        return
+    mapping = dict(saved["config"])
+    mapping["state_dir"] = str(journal.path.parent)
+    theirs = reaches(Config.from_mapping(mapping, source="journal"), saved.get("env", {}))
+    ours = reaches(config, os.environ)
+    if theirs != ours:
+        raise ConfigError(
+            f"state_dir {journal.path.parent} drives live dispatches on {theirs} (config {saved.get('source')}), "
+            f"and config {config.source} reaches {ours}; give this config a state_dir of its own, or use that one"
+        )

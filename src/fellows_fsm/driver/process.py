@@ -26,10 +26,10 @@ from typing import Any
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config.file import Config, config_mapping
+from fellows_fsm.config.file import Config
+from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
 from fellows_fsm.driver.router import Router
-from fellows_fsm.driver.withdrawal import CANCEL_REQUEST
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy
+from fellows_fsm.errors import FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
 from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
@@ -37,29 +37,10 @@ from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.slurm import ladder_lane
 from fellows_fsm.scheduler.port import Scheduler
 
-__all__ = [
-    "DRIVER_CONFIG",
-    "LOG_BYTES",
-    "DriverStatus",
-    "check_cluster",
-    "ensure_driver",
-    "has_work",
-    "log_path",
-    "main",
-    "reaches",
-    "remember_config",
-    "serve",
-    "spawn",
-    "status",
-    "stop",
-]
+__all__ = ["LOG_BYTES", "DriverStatus", "ensure_driver", "log_path", "main", "serve", "spawn", "status", "stop"]
 
 log = logging.getLogger(__name__)
 
-DRIVER_CONFIG = "driver-config"
-"""The journal's meta key for what the background driver drives with: the config and the SLURM environment."""
-PASSED_ENV = ("SLURM_CONF", "PATH")
-"""The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
 LOG_BYTES = 1_000_000
 """The driver log rotates past this size (one old file kept): bounded, however long it runs."""
 START_WAIT_SECONDS = 10.0
@@ -71,49 +52,6 @@ LOCK_TRIES = 20
 def log_path(journal_path: Path) -> Path:
     """The background driver's log, beside the journal."""
     return journal_path.with_name("driver.log")
-
-
-def remember_config(config: Config, journal: Journal) -> None:
-    """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
-    file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
-    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
-    check_cluster(config, journal)
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
-
-
-def reaches(config: Config, env: Mapping[str, str]) -> str:
-    """The cluster a config reaches (with SLURM_CONF from ``env`` when local), in words: a journal's dispatches are
-    driven on one of these at a time."""
-    f = config.fellows
-    if f.host is not None:
-        options = f" (ssh {' '.join(f.ssh_options)})" if f.ssh_options else ""
-        return f"{f.host} over ssh{options}, remote_workdir {f.remote_workdir or 'the login directory'}"
-    conf = env.get("SLURM_CONF")
-    return f"the local SLURM (SLURM_CONF={conf})" if conf else "the local SLURM (SLURM_CONF unset)"
-
-
-def check_cluster(config: Config, journal: Journal) -> None:
-    """Refuse (ConfigError) a config that reaches another cluster, transport or remote workdir than the one the
-    journal's live dispatches were submitted with: each would be driven with whichever config drove last. One
-    driver, one port, one squeue a tick; job ids are per cluster."""
-    saved = journal.get_meta(DRIVER_CONFIG)
-    if saved is None or not has_work(journal):
-        return
-    mapping = dict(saved["config"])
-    mapping["state_dir"] = str(journal.path.parent)
-    theirs = reaches(Config.from_mapping(mapping, source="journal"), saved.get("env", {}))
-    ours = reaches(config, os.environ)
-    if theirs != ours:
-        raise ConfigError(
-            f"state_dir {journal.path.parent} drives live dispatches on {theirs} (config {saved.get('source')}), "
-            f"and config {config.source} reaches {ours}; give this config a state_dir of its own, or use that one"
-        )
-
-
-def has_work(journal: Journal) -> bool:
-    """Is there anything for a driver to do: a live dispatch, or a request (a cancel) waiting?"""
-    return bool(journal.dispatches(live_only=True)) or bool(journal.meta_with_prefix(CANCEL_REQUEST))
 
 
 # --------------------------------------------------------------------------- starting it
@@ -130,7 +68,7 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     try:
         if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
             return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
-        if journal.get_meta(DRIVER_CONFIG) is None:
+        if not config_remembered(journal):
             if journal.readonly:
                 with contextlib.closing(Journal(path)) as writable:
                     remember_config(config, writable)
@@ -213,7 +151,7 @@ def serve(
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
         while True:
-            router = Router(config, scheduler, journal, clock=clock, lanes=lanes)
+            router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
             _run(router, config, clock, stop_event)
             journal.release_driver()
             if stop_event.is_set() or not has_work(journal):
@@ -339,7 +277,7 @@ def _driver_process(path: Path) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        config = _journaled_config(path)
+        config = journaled_config(path)
         log.info("driver %d starting for %s (config %s)", os.getpid(), path, config.source)
         drove = serve(config, ladder_lane(config).scheduler, stop_event=stop_event, log=str(logfile))
         log.info("driver %d %s", os.getpid(), "exits: nothing live" if drove else "not needed: another drives")
@@ -350,17 +288,6 @@ def _driver_process(path: Path) -> int:
     except Exception:
         log.exception("driver %d crashed", os.getpid())
         return 1
-
-
-def _journaled_config(path: Path) -> Config:
-    with contextlib.closing(Journal(path, readonly=True)) as journal:
-        saved = journal.get_meta(DRIVER_CONFIG)
-    if saved is None:
-        raise ConfigError(f"journal {path} carries no driver config; run a `fellows-fsm submit` first")
-    os.environ.update({str(k): str(v) for k, v in saved.get("env", {}).items()})
-    mapping = dict(saved["config"])
-    mapping["state_dir"] = str(path.parent)
-    return Config.from_mapping(mapping, source=str(saved.get("source", "journal")))
 
 
 if __name__ == "__main__":

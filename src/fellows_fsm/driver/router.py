@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,14 +19,15 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.driver import recovery as adoption
-from fellows_fsm.driver import strays
-from fellows_fsm.driver import withdrawal as withdrawals
+from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.executor import Executor
-from fellows_fsm.driver.inbox import admit, lane_from_json, lane_json
+from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.reports import Handle, TickReport
+from fellows_fsm.driver.roster import Roster
+from fellows_fsm.driver.withdrawal import Withdrawal
 from fellows_fsm.driver.workload import WorkloadCache
-from fellows_fsm.errors import ConfigError, Interrupted, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.command import Handoff
@@ -55,6 +55,7 @@ class Router:
         clock: Clock | None = None,
         lanes: Mapping[str, HandoffLane] | None = None,
     ) -> None:
+        """Build the driver's parts; nothing is read or written until ``start()``."""
         self.config = config
         self.lanes = build_lanes(config, scheduler=scheduler, handoff=lanes)
         """The ladder lane (its port: ``scheduler``) and the lanes a dispatch is handed to, built by their kinds."""
@@ -66,54 +67,78 @@ class Router:
         self.handoffs.on_step = self._command_step
         self.executor = Executor(self.lanes.ladder.scheduler, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
+        self.roster = Roster(self.handoffs)
+        """Every dispatch this router drives, shared with recovery and withdrawal."""
+        self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.lanes.ladder.scheduler, self.clock)
+        """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
         """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
-        self.live: dict[str, Dispatch] = {}
-        """Dispatches on the ladder (or waiting for their handoff), by id."""
-        self.handing: dict[str, Dispatch] = {}
-        """Ladder dispatches whose fallback lane's command runs (HANDING_OFF), by id."""
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
-        self.settings: dict[str, dict[str, Any]] = {}
-        """What each driven dispatch was created with (fallback lane, router options, config file)."""
         self._last_answer = 0.0
         """When the controller last answered a tick's observe (the start of an outage, once it stops answering)."""
         self._failed: list[str] = []
         """Failure lines since the last TickReport (besides the handoffs' own)."""
-        self._parked_out: list[str] = []
-        """Restored dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
-        self._adopted_upto = 0
-        """The journal's last dispatch row this router has looked at (later rows are adopted on the next tick)."""
         self._sweep_due = False  # the first answered tick after a recovery looks for strays (strays.py)
-        journal.acquire_driver()
+        self.started = False
+        """True once ``start()`` took the driver lock and recovered the journal."""
+
+    def start(self) -> Router:
+        """Take the journal's driver lock (JournalBusy if another process holds it), recover every live dispatch
+        and cancel a late job of a recent Ctrl-C; return this router, ready to poll."""
+        self.journal.acquire_driver()
         self.recover()
-        withdrawals.sweep_interrupted(self)
+        self.withdrawal.sweep_interrupted()
+        self.started = True
+        return self
+
+    def _check_started(self) -> None:
+        if not self.started:  # without the lock, two processes could drive one journal
+            raise FellowsError(
+                f"the router of {self.journal.path} has not started: call Router.start() (it takes the driver lock "
+                "and recovers the journal) before dispatch, poll or run"
+            )
+
+    @property
+    def live(self) -> Mapping[str, Dispatch]:
+        """Dispatches on the ladder (or waiting for their handoff), by id (the roster's; read only)."""
+        return self.roster.live
+
+    @property
+    def handing(self) -> Mapping[str, Dispatch]:
+        """Ladder dispatches whose fallback lane's command runs (HANDING_OFF), by id (read only)."""
+        return self.roster.handing
+
+    @property
+    def settings(self) -> Mapping[str, dict[str, Any]]:
+        """What each driven dispatch was created with (fallback lane, router options, config file)."""
+        return self.roster.settings
 
     @property
     def running(self) -> dict[str, tuple[str, Handoff]]:
         """Handoff commands under way (lane name, handle), by dispatch id."""
-        return self.handoffs.running
+        return self.roster.running
 
     @property
     def pending_handoffs(self) -> dict[str, tuple[str, JobSpec]]:
         """Dispatches pinned to a command lane whose command has not started yet."""
-        return self.handoffs.pending
+        return self.roster.pending
 
     @property
     def busy(self) -> bool:
         """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
-        return bool(self.live or self.handing or self.handoffs.pending or self.handoffs.running)
+        return self.roster.busy
 
     @property
     def driven(self) -> list[str]:
         """The ids of every dispatch this router still drives."""
-        return list(dict.fromkeys([*self.live, *self.handing, *self.handoffs.pending, *self.handoffs.running]))
+        return self.roster.driven
 
     @property
     def on_ladder(self) -> tuple[Dispatch, ...]:
         """The dispatches on the ladder now, for read-only views (their deadlines, last observation); never
         advance them from outside: the poll loop does."""
-        return tuple(self.live.values())
+        return tuple(self.roster.live.values())
 
     # ----------------------------------------------------------------- taking jobs
     def dispatch(
@@ -125,68 +150,68 @@ class Router:
         ladder: Ladder | None = None,
         note: str = "",
     ) -> Handle:
-        """Start a dispatch and return its handle at once (the poll loop drives it from here).
+        """Start a dispatch and return its handle at once (the poll loop drives it from here): the one birth
+        path, in one call: ``enqueue`` (the journal row), ``adopt`` (as every tick does), then its first submit.
 
         ``pin="fellows"`` submits on the first rung and never walks; ``pin=<lane>`` goes straight to that
         command lane. A refused first submit raises SubmitRejected and leaves nothing queued. ``ladder``
         replaces the intent's ladder (the preflight's kept rungs); ``note`` is journaled on the first step.
         """
-        dispatch_id = uuid.uuid4().hex[:12]
-        now = self.clock.now()
-        admitted = admit(self.config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
-        spec, settings = admitted.spec, admitted.settings
-        if admitted.ladder is None:
-            rowid = self.journal.add_lane_dispatch(
-                dispatch_id, spec, intent=intent, lane=admitted.lane, at=now, settings=settings
-            )
-            self._adopted(rowid)
-            self.handoffs.pending[dispatch_id] = (admitted.lane, spec)
-            self.executor.start_lane(dispatch_id, admitted.lane, spec)
-            return self.handle(dispatch_id)
-        d = self._new(dispatch_id, spec, intent, pinned=admitted.pinned, ladder=admitted.ladder)
-        d.note = note
+        self._check_started()
+        dispatch_id = new_id()
         try:
-            rowid = self.journal.add_dispatch(
-                d.id, d.spec, d.ladder, pinned=d.pinned, intent=intent, at=now, settings=settings
+            enqueue(
+                self.config,
+                self.journal,
+                spec,
+                intent=intent,
+                pin=pin,
+                ladder=ladder,
+                note=note,
+                at=self.clock.now(),
+                dispatch_id=dispatch_id,
             )
-            self._adopted(rowid)
-            self.settings[d.id] = settings
+            self.adopt()
+        except KeyboardInterrupt:
+            raise self._interrupted(dispatch_id) from None
+        d = self.roster.live.get(dispatch_id)
+        if d is None:  # pinned to a command lane: its command starts now
+            lane, lane_spec = self.roster.pending[dispatch_id]
+            self.executor.start_lane(dispatch_id, lane, lane_spec)
+            return self.handle(dispatch_id)
+        try:
             self.executor.start(d)
         except KeyboardInterrupt:
-            raise self._withdraw_interrupted(d) from None
+            raise self.withdrawal.interrupted(d) from None
         except SubmitRejected as exc:
             self._reject(d, exc)
             raise
         except SchedulerUnreachable as exc:
             log.warning("dispatch %s: first submit did not get an answer (%s); retrying by token", d.id, exc)
-        self.live[d.id] = d
         return self.handle(d.id)
 
-    def _withdraw_interrupted(self, d: Dispatch) -> Interrupted:
-        return withdrawals.withdraw_interrupted(self, d)
+    def _interrupted(self, dispatch_id: str) -> Interrupted:
+        """Ctrl-C while a dispatch was being journaled or adopted, before its first submit."""
+        row = self.journal.dispatch(dispatch_id)
+        if row is not None and row.lane == FELLOWS and dispatch_id not in self.roster:
+            self.adopt()
+        d = self.roster.live.get(dispatch_id)
+        if d is not None:
+            return self.withdrawal.interrupted(d)
+        if row is not None:  # pinned to a command lane, its command not started
+            self.withdrawal.withdraw(dispatch_id)
+            return Interrupted(f"interrupted: dispatch {dispatch_id} withdrawn (nothing was queued)")
+        return Interrupted("interrupted before anything was journaled or queued; nothing to undo")
 
     def take_requests(self) -> list[str]:
-        """Do what other processes asked of this journal's driver (a ``cancel``); return the ids withdrawn."""
-        return withdrawals.take_requests(self)
+        """Do what other processes asked of this journal's driver (a ``cancel``, through the inbox); return the
+        ids withdrawn."""
+        return answer_cancels(self.journal, self.withdrawal.withdraw)
 
     def withdraw(self, dispatch_id: str) -> list[str]:
         """Withdraw a dispatch (a user's ``cancel``): journaled WITHDRAWN first, then every job it got scancelled
         (the recall row); return their ids. A dispatch handed to a command lane cannot be taken back."""
-        return withdrawals.withdraw(self, dispatch_id)
-
-    def _new(
-        self, dispatch_id: str, spec: JobSpec, intent: str, *, pinned: bool, ladder: Ladder | None = None
-    ) -> Dispatch:
-        return Dispatch(
-            dispatch_id,
-            spec,
-            ladder or self.config.fellows.ladder_for(intent),
-            pinned=pinned,
-            controller_deadline=self.config.router.controller_deadline,
-            in_place=self.config.router.change_rung == "in-place",
-            park_early=self.config.fellows.park_early,
-            park_early_last_rung=self.config.fellows.park_early_last_rung,
-        )
+        return self.withdrawal.withdraw(dispatch_id)
 
     def handle(self, dispatch_id: str) -> Handle:
         """Where a dispatch stands, from the journal."""
@@ -205,6 +230,7 @@ class Router:
         any other is read back by the next tick's observe (a job that started before its cancel landed shows
         up STARTED and wins), and only then does that dispatch resubmit.
         """
+        self._check_started()
         self.catch_up_unwatched()  # every entry point (the driver's loop, `watch --once` from cron) the same way
         now = self.clock.now()
         self.journal.check_intact()
@@ -212,13 +238,10 @@ class Router:
         self.take_requests()
         self.adopt()
         self.reap_handoffs()
-        for dispatch_id, (lane, spec) in list(self.handoffs.pending.items()):
+        for dispatch_id, (lane, spec) in list(self.roster.pending.items()):
             self.executor.start_lane(dispatch_id, lane, spec)
-        for dispatch_id in self._parked_out:
-            parked_out = self.live.get(dispatch_id) or self.handing.get(dispatch_id)
-            if parked_out is not None:
-                self._hand_off_after_ladder(parked_out)
-        self._parked_out = []
+        for parked_out in self.roster.take_parked_out():
+            self._hand_off_after_ladder(parked_out)
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
         try:
@@ -231,7 +254,7 @@ class Router:
         self._last_answer = now
         if self._sweep_due:  # after a restart: jobs a killed driver queued but never journaled (strays.py)
             submitted = [d for d in (*self.live.values(), *self.handing.values()) if d.history]
-            self._sweep_due = bool(submitted) and strays.sweep(self, submitted) is None
+            self._sweep_due = bool(submitted) and strays.sweep(self.scheduler, self.executor, submitted) is None
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
         workload = self.cluster_workload.get(self.live.values(), now)
         rungs = {i: self.live[i].rung_index for i in self.executor.looked_up if i in self.live}
@@ -242,7 +265,7 @@ class Router:
         # A dispatch whose lost submit was looked up may meet a job that landed later: looked for as it changes
         # rung or ends (strays.py), so it never walks on, or pays, with a second job queued.
         moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
-        strays.sweep(self, moved)
+        strays.sweep(self.scheduler, self.executor, moved)
         for dispatch_id, refusal in outcome.rejected:
             self._reject(self.live[dispatch_id], refusal)
         for dispatch_id in outcome.handoffs:
@@ -250,14 +273,14 @@ class Router:
         for d in list(self.live.values()):
             if d.is_final:
                 self.executor.looked_up.discard(d.id)
-                del self.live[d.id]
+                self.roster.ended(d.id)
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
         return self._report(now, len(job_ids), outcome.rung_changes, outcome.deferred, unreachable=False)
 
     def _reject(self, d: Dispatch, exc: SubmitRejected) -> None:
         """The cluster refused a dispatch's first submit (nothing queued): it ends as refused, with SLURM's reason."""
-        self.live.pop(d.id, None)  # journaled REFUSED by the refuse row (the driver wrote it before raising)
+        self.roster.ended(d.id)  # journaled REFUSED by the refuse row (the driver wrote it before raising)
         self._failed.append(f"dispatch {d.id}: refused by the cluster: {exc}")
 
     def _report(self, now: float, observed: int, changes: int, deferred: int, *, unreachable: bool) -> TickReport:
@@ -355,22 +378,22 @@ class Router:
             # A journal written before dispatches carried their lanes: use this router's configuration.
             following = self.config.following(self.lanes.ladder.name)
             fallback = lane_json(self.config.lane(following)) if following else None
-        self.live.pop(d.id, None)
         if fallback is None:
-            self.handing.pop(d.id, None)
+            self.roster.ended(d.id)
+            self.roster.handed(d.id)
             self.executor.hand_off(d, None)
             return
         lane = lane_from_json(fallback)
-        self.handing[d.id] = d
+        self.roster.handing_off(d)
         self.executor.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
     def _command_step(self, dispatch_id: str, trigger: str, note: str, command: Command) -> None:
         """A lane command's step (started, run again, ended): its row, fired on the dispatch (a ladder one handing
         off, or one pinned straight to the lane), journaled with the command."""
-        d = self.handing.get(dispatch_id) or self.handoffs.lane_dispatch(dispatch_id)
+        d = self.roster.handing.get(dispatch_id) or self.handoffs.lane_dispatch(dispatch_id)
         self.executor.command_step(d, trigger, note, command)
         if d.is_final:
-            self.handing.pop(dispatch_id, None)
+            self.roster.handed(dispatch_id)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
         """Block until every running handoff command has ended and is recorded (each is bounded by its timeout)."""
@@ -384,18 +407,13 @@ class Router:
     def recover(self) -> list[str]:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids. The first
         answered tick then looks for jobs carrying their tokens that the journal does not have (strays.py)."""
-        recovered = adoption.recover(self)
+        recovered = recovery.recover(self.roster, self.journal, self.config)
         self._sweep_due = bool(recovered)
         return recovered
 
-    def _adopted(self, rowid: int) -> None:
-        """This router wrote row ``rowid`` itself: adoption need not read it (unless another row came between)."""
-        if rowid == self._adopted_upto + 1:
-            self._adopted_upto = rowid
-
     def adopt(self) -> list[str]:
-        """Take on the live dispatches journaled since the last look (by another process); return their ids."""
-        return adoption.adopt(self)
+        """Take on the live dispatches journaled since the last look (through the inbox); return their ids."""
+        return recovery.adopt(self.roster, self.journal, self.config)
 
     def is_done(self, dispatch_id: str) -> bool:
         """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""

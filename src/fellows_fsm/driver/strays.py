@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.driver.executor import Executor
 from fellows_fsm.errors import SchedulerError
-from fellows_fsm.scheduler.port import Observation, Phase
-
-if TYPE_CHECKING:
-    from fellows_fsm.driver.router import Router
+from fellows_fsm.scheduler.port import Observation, Phase, Scheduler
 
 __all__ = ["TOKEN_PREFIX", "dispatch_of", "sweep"]
 
@@ -31,7 +28,7 @@ def dispatch_of(token: str | None) -> str | None:
     return token[len(TOKEN_PREFIX) :].rsplit("-r", 1)[0]
 
 
-def sweep(router: Router, dispatches: Iterable[Dispatch]) -> list[str] | None:
+def sweep(scheduler: Scheduler, executor: Executor, dispatches: Iterable[Dispatch]) -> list[str] | None:
     """One squeue of every job carrying a token; for each of ``dispatches``, cancel (only while pending) every job
     with its token but its own job and the one its lost submit is about to adopt; return the ids asked to cancel
     (None: SLURM did not answer, ask again later)."""
@@ -39,7 +36,7 @@ def sweep(router: Router, dispatches: Iterable[Dispatch]) -> list[str] | None:
     if not wanted:
         return []
     try:
-        tagged = router.scheduler.find_tokens(TOKEN_PREFIX)
+        tagged = scheduler.find_tokens(TOKEN_PREFIX)
     except SchedulerError as exc:
         log.warning("could not look for jobs carrying a dispatch's token: %s", exc)
         return None
@@ -60,7 +57,7 @@ def sweep(router: Router, dispatches: Iterable[Dispatch]) -> list[str] | None:
                 strays.append(o.job_id)
             else:
                 log.warning("dispatch %s: job %s (%s) runs beside its own job %s", d.id, o.job_id, o.token, d.job_id)
-    router.executor.cancel_pending_strays(strays)
+    executor.cancel_pending_strays(strays)
     return strays
 
 

@@ -1,4 +1,4 @@
-"""The cluster's history for ``park_early = "calibrated"``: read through the port at most once every few minutes.
+"""The cluster's workload for ``park_early = "calibrated"``: read through the port at most once every few minutes.
 
 The core never fetches it: the router asks this cache once per tick, the cache calls ``Scheduler.workload`` on its
 lane's port only when its last read is older than ``refresh_seconds`` (and only while some dispatch waits on a rung

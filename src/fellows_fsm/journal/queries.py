@@ -10,13 +10,13 @@ import shlex
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import Outcome, State
-from fellows_fsm.driver.inbox import spec_of
 from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.handoffs import unknown_note
+from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select"]
+__all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select", "spec_of"]
 
 RECENT = 20
 """How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
@@ -85,13 +85,21 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
 
 
 def restore(
-    journal: Journal, row: DispatchRow, *, controller_deadline: bool = False, in_place: bool = False
+    journal: Journal,
+    row: DispatchRow,
+    *,
+    controller_deadline: bool = False,
+    in_place: bool = False,
+    ladders: dict[Ladder, Ladder] | None = None,
 ) -> Dispatch:
     """A ladder dispatch rebuilt from its journaled steps and jobs, exactly where it stood (its window's deadline
     included): what a driver recovers, and what a follower reads its countdowns from. The two keyword defaults
-    serve a row journaled before dispatches carried them."""
+    serve a row journaled before dispatches carried them; ``ladders`` (a driver's) keeps one object per distinct
+    ladder, however many dispatches walk it."""
     settings = row.settings
     ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
+    if ladders is not None:
+        ladder = ladders.setdefault(ladder, ladder)
     return Dispatch.restore(
         row.id,
         spec_of(row),
@@ -115,3 +123,10 @@ def refuse_handed_off(journal: Journal, row: DispatchRow) -> None:
             f"dispatch {row.id} was handed to lane {handoff.lane} ({shlex.join(handoff.argv)}); "
             f"fellows-fsm cannot take it back: cancel it there (its name carries fsm-{row.id})"
         )
+
+
+def spec_of(row: DispatchRow) -> JobSpec:
+    """The job a dispatch row was journaled with."""
+    values = dict(row.spec)
+    values["extra_args"] = tuple(values.get("extra_args", ()))
+    return JobSpec(**values)

@@ -140,7 +140,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
         journal = Journal(config.journal_path)
         try:
             lane = InProcessLane(_GCP_LANE, clock)
-            router = Router(config, cluster, journal, clock=clock, lanes={GCP: lane})
+            router = Router(config, cluster, journal, clock=clock, lanes={GCP: lane}).start()
             feeder = _Feeder(mine, cluster, origin, router)
             while clock.now() < limit:
                 if not router.busy:

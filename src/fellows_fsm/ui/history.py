@@ -1,4 +1,4 @@
-"""The ``history`` table: a dispatch's entries (dispatch_history.py) drawn with times, states and reasons.
+"""The ``history`` table: a dispatch's entries (journal/history.py) drawn with times, states and reasons.
 
 ``HistoryEntry`` and ``history_entries`` are re-exported from dispatch_history.py, where the read model lives.
 """

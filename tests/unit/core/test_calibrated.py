@@ -224,7 +224,7 @@ def test_the_router_reads_the_history_once_per_refresh_never_per_poll(
         state_dir=tmp_path,
     )
     fake.past = history(fake.clock.now(), 0.05)
-    router = Router(config, fake, Journal(config.journal_path))
+    router = Router(config, fake, Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(JobSpec("train", "train.sbatch", gpus=8))
         job = router.live[handle.dispatch_id].job_id
@@ -244,7 +244,7 @@ def test_no_history_is_read_without_a_calibrated_dispatch_on_a_last_rung(
 ) -> None:
     """The default (own-cap) never reads the history: no extra call at all."""
     config = Config(lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),), state_dir=tmp_path)
-    router = Router(config, fake, Journal(config.journal_path))
+    router = Router(config, fake, Journal(config.journal_path)).start()
     try:
         router.dispatch(JobSpec("train", "train.sbatch", gpus=8))
         for _ in range(5):

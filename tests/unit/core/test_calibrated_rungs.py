@@ -174,7 +174,7 @@ def test_the_router_reads_the_history_for_a_calibrated_dispatch_on_its_first_run
         state_dir=tmp_path,
     )
     fake.past = full_node(fake.clock.now(), 1.0, started=HOUR - 300)  # the jobs in the way end within the window
-    router = Router(config, fake, Journal(config.journal_path))
+    router = Router(config, fake, Journal(config.journal_path)).start()
     try:
         handle = router.dispatch(JobSpec("train", "train.sbatch", gpus=8))
         job = router.live[handle.dispatch_id].job_id

@@ -272,11 +272,11 @@ def test_a_live_dispatch_keeps_the_policy_it_was_created_with(tmp_path: Path, fa
     """A router restarted with another park_early drives a dispatch with the policy journaled at its creation."""
     lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
     first = Config(fellows=FellowsConfig(park_early="own-cap"), lanes=(lane,), state_dir=tmp_path)
-    router = Router(first, fake, Journal(first.journal_path))
+    router = Router(first, fake, Journal(first.journal_path)).start()
     handle = router.dispatch(JobSpec("train", "train.sbatch", gpus=8))
     router.journal.close()
     second = Config(fellows=FellowsConfig(park_early="off"), lanes=(lane,), state_dir=tmp_path)
-    again = Router(second, fake, Journal(second.journal_path))
+    again = Router(second, fake, Journal(second.journal_path)).start()
     try:
         assert again.live[handle.dispatch_id].park_early == "own-cap"
     finally:

@@ -10,8 +10,7 @@ import pytest
 
 from fellows_fsm import ConfigError, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
-from fellows_fsm.driver.inbox import enqueue
-from fellows_fsm.driver.process import check_cluster, remember_config
+from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config
 from fellows_fsm.journal.store import Journal
 from tests.unit.conftest import CAP
 

@@ -1,116 +1,27 @@
-"""The router on the fake port: lanes, pinning, debug intent, one observe per tick, handoff once, recovery."""
+# ruff: noqa: F811 - the fixtures imported from fixtures.py are parameters here
+"""The router on the fake port: lanes, pinning, debug intent, one observe per tick, handoff once, the start."""
 
 from __future__ import annotations
 
 import itertools
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, JobSpec, JournalError, SubmitRejected
+from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, FellowsError, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.config.lanes import LaneConfig
-from fellows_fsm.core.dispatch import Dispatch
-from fellows_fsm.core.effects import Record
-from fellows_fsm.core.vocab import Trigger
 from fellows_fsm.driver.inbox import enqueue
 from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.lock import lock_held
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import Observation
 
-CAP = 60.0
-PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
-SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
-RECORD = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
-
-
-def ledger_lane(name: str, ledger: Path, *, manual_only: bool = False, fail: bool = False) -> LaneConfig:
-    """A command lane whose command appends the dispatch id to a ledger file (and can fail)."""
-    code = RECORD + ("; sys.exit('quota exceeded in europe-west4')" if fail else "")
-    return LaneConfig(
-        name=name,
-        command=(sys.executable, "-c", code, str(ledger), "{dispatch_id}"),
-        manual_only=manual_only,
-    )
-
-
-@pytest.fixture
-def frozen() -> Iterator[FrozenDateTimeFactory]:
-    """Frozen time for the router's clock."""
-    with freeze_time("2026-11-30 12:00:00") as f:
-        yield f
-
-
-@pytest.fixture
-def fake(frozen: FrozenDateTimeFactory) -> FakeScheduler:
-    """A fake cluster with the fellows per-QoS GPU caps and 64 GPUs."""
-    return FakeScheduler(
-        qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16, "dev-eur": 8}, total_gpus=64
-    )
-
-
-MakeRouter = Callable[..., Router]
-
-
-@pytest.fixture
-def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
-    """Build a router on a fresh journal in tmp_path, with a gcp and a manual-only runpod ledger lane."""
-    routers: list[Router] = []
-
-    def make(fellows: FellowsConfig | None = None, *, fail_gcp: bool = False, **router: object) -> Router:
-        config = Config(
-            fellows=fellows or FellowsConfig(park_cap_seconds=CAP),
-            lanes=(
-                ledger_lane("gcp", tmp_path / "gcp.ledger", fail=fail_gcp),
-                ledger_lane("runpod", tmp_path / "runpod.ledger", manual_only=True),
-            ),
-            router=RouterConfig(**router),  # type: ignore[arg-type]
-            state_dir=tmp_path,
-        )
-        journal = Journal(config.journal_path)
-        try:
-            r = Router(config, fake, journal)
-        except BaseException:
-            journal.close()  # a refused router (e.g. a second driver) must not leave its connection open
-            raise
-        routers.append(r)
-        return r
-
-    yield make
-    for r in routers:
-        r.journal.close()
-
-
-def ledger(tmp_path: Path, lane: str) -> list[str]:
-    """The dispatch ids a ledger lane's command recorded."""
-    path = tmp_path / f"{lane}.ledger"
-    return path.read_text().split() if path.exists() else []
-
-
-def drive(
-    router: Router, fake: FakeScheduler, frozen: FrozenDateTimeFactory, *, step: float = 5, ticks: int = 200
-) -> None:
-    """Let the fake cluster schedule and the router poll until nothing is live."""
-    for _ in range(ticks):
-        fake.schedule()
-        frozen.tick(step)
-        router.poll()
-        if not router.busy:
-            return
-        if router.running:
-            time.sleep(0.02)  # a handoff command runs in real time while the router's clock is frozen
-    raise AssertionError("dispatches still live after the tick budget")
-
-
-def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
-    """Run the user's own jobs so that ``qos`` is at its per-user GPU cap."""
-    for _ in range(gpus // 8):
-        fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
+from .fixtures import CAP, PRIORITY, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, ledger_lane, make_router  # noqa: F401
 
 
 def test_auto_order_walks_the_ladder_then_hands_to_gcp_once(
@@ -309,41 +220,6 @@ def test_rejected_first_submit_leaves_nothing_queued(make_router: MakeRouter, fa
     assert not r.live
 
 
-def test_recovery_continues_where_the_journal_stood(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
-) -> None:
-    """A new router on the same journal resumes a mid-ladder dispatch with its remaining budget."""
-    fill(fake, "high-eur")
-    fill(fake, "normal-eur")
-    r1 = make_router()
-    h = r1.dispatch(SPEC)
-    frozen.tick(CAP)
-    r1.poll()
-    frozen.tick(CAP / 2)
-    r1.poll()
-    assert r1.handle(h.dispatch_id).state == "RESUBMITTED(normal-eur)"
-    r1.journal.close()  # the router "dies"
-    r2 = make_router()
-    d = r2.live[h.dispatch_id]
-    assert d.state == "RESUBMITTED_normal_eur"
-    assert d.deadline == d.history[0].at + 2 * CAP
-    frozen.tick(CAP / 2 - 1)
-    r2.poll()
-    assert r2.handle(h.dispatch_id).state == "RESUBMITTED(normal-eur)"
-    frozen.tick(1)
-    fake.schedule()
-    r2.poll()
-    fake.schedule()
-    frozen.tick(1)
-    r2.poll()  # the cancel read back: resubmitted on low-eur
-    fake.schedule()
-    frozen.tick(1)
-    r2.poll()
-    assert r2.handle(h.dispatch_id).state == "RUNNING"
-    assert r2.handle(h.dispatch_id).qos == "low-eur"
-    assert len([j for j in fake.jobs.values() if j.token]) == 3
-
-
 def test_second_router_on_a_driven_journal_is_refused(make_router: MakeRouter, tmp_path: Path) -> None:
     """Only one router drives a journal: a second one gets a JournalError naming the holder."""
     make_router()
@@ -442,17 +318,16 @@ class TimedFake(FakeScheduler):
 
 
 def test_run_observes_once_per_poll_interval_whatever_the_spread_of_deadlines(
-    tmp_path: Path, frozen: FrozenDateTimeFactory
+    make_router: MakeRouter, tmp_path: Path, frozen: FrozenDateTimeFactory
 ) -> None:
     """30 dispatches submitted 0.3 s apart with 4 s caps and a 10 s poll: no two observes or cancel calls
     come less than one poll interval apart, and every park is acted on within one interval of its deadline."""
     fake = TimedFake(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16}, total_gpus=0)
-    config = Config(
-        fellows=FellowsConfig(park_cap_seconds=4, poll_interval_seconds=10),
+    r = make_router(
+        FellowsConfig(park_cap_seconds=4, poll_interval_seconds=10),
         lanes=(ledger_lane("gcp", tmp_path / "gcp.ledger"),),
-        state_dir=tmp_path,
+        scheduler=fake,
     )
-    r = Router(config, fake, Journal(config.journal_path))
     ids = []
     for _ in range(30):
         ids.append(r.dispatch(SPEC).dispatch_id)
@@ -472,7 +347,7 @@ def test_run_observes_once_per_poll_interval_whatever_the_spread_of_deadlines(
     cancel_gaps = [b - a for a, b in itertools.pairwise(fake.cancelled_at)]
     assert not cancel_gaps or min(cancel_gaps) >= 10 - 1e-6
     assert sorted(ledger(tmp_path, "gcp")) == sorted(ids)
-    journal = Journal(config.journal_path)
+    journal = Journal(r.config.journal_path)
     for dispatch_id in ids:
         steps = journal.steps(dispatch_id)
         parks = [st for st in steps if st.trigger == "park"]
@@ -542,21 +417,6 @@ def test_a_reused_job_id_is_our_job_lost(
     assert "belongs to another job" in r.journal.steps(h.dispatch_id)[1].note
 
 
-def test_watch_elsewhere_hands_off_with_the_lane_the_dispatch_was_created_with(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
-) -> None:
-    """A router whose config has no gcp lane still hands a dispatch created with one to that gcp lane, once."""
-    fake.total_gpus = 0
-    first = make_router()
-    h = first.dispatch(SPEC)
-    first.journal.close()
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)  # no lanes at all
-    second = Router(config, fake, Journal(config.journal_path))
-    drive(second, fake, frozen)
-    second.journal.close()
-    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
-
-
 def test_a_timed_out_handoff_kills_its_whole_process_group(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
 ) -> None:
@@ -564,9 +424,7 @@ def test_a_timed_out_handoff_kills_its_whole_process_group(
     marker = tmp_path / "late.ledger"
     child = f"import time; time.sleep(2); open({str(marker)!r}, 'a').write('late')"
     parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
-    lane = LaneConfig(name="slow", command=(sys.executable, "-c", parent), timeout_seconds=1)
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(lane,), state_dir=tmp_path)
-    r = Router(config, fake, Journal(config.journal_path))
+    r = make_router(lanes=(LaneConfig(name="slow", command=(sys.executable, "-c", parent), timeout_seconds=1),))
     h = r.dispatch(SPEC, pin="slow")
     time.sleep(0.5)  # the command and its child are up
     frozen.tick(2)  # past the timeout: SIGTERM to the group
@@ -578,7 +436,6 @@ def test_a_timed_out_handoff_kills_its_whole_process_group(
     assert handoff is not None
     assert (handoff.status, handoff.exit_status) == ("failed", 124)
     assert not marker.exists()
-    r.journal.close()
 
 
 def test_a_slow_handoff_does_not_hold_up_other_dispatches(
@@ -586,8 +443,7 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
 ) -> None:
     """While one dispatch's gcp command runs, the poll loop walks another dispatch on time."""
     lane = LaneConfig(name="gcp", command=(sys.executable, "-c", "import time; time.sleep(3)"), timeout_seconds=600)
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(lane,), state_dir=tmp_path)
-    r = Router(config, fake, Journal(config.journal_path))
+    r = make_router(lanes=(lane,))
     slow = r.dispatch(SPEC, pin="gcp")
     fill(fake, "high-eur")
     walker = r.dispatch(SPEC)
@@ -601,7 +457,6 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
     assert handoff is not None
     assert handoff.status == "started"  # the slow command is still running
     r.wait_for_handoffs()
-    r.journal.close()
 
 
 def test_a_controller_outage_stops_the_ladder_clock(
@@ -630,65 +485,25 @@ def test_a_controller_outage_stops_the_ladder_clock(
     assert triggers[:3] == ["submit", "pause", "resume"]
 
 
-def test_a_late_job_of_an_interrupted_submit_is_cancelled_by_the_next_router(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
-) -> None:
-    """A job that a stalled controller created after Ctrl-C withdrew its dispatch is cancelled when the next
-    router starts; one withdrawn more than an hour ago is left alone."""
-    r = make_router()
-    recent, old = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
-    for dispatch_id in (old, recent):
-        d = Dispatch(dispatch_id, SPEC, r.config.fellows.ladder)  # Ctrl-C before its first submit answered
-        r.journal.add_dispatch(d.id, SPEC, d.ladder, pinned=False, intent="prod", at=r.clock.now())
-        interrupted = d.recall([], r.clock.now(), trigger=Trigger.INTERRUPT)
-        r.journal.write([e for e in interrupted.effects if isinstance(e, Record)])
-        assert r.journal.dispatch(d.id).outcome == "withdrawn-interrupted"  # type: ignore[union-attr]
-        frozen.tick(3601 if dispatch_id == old else 0)
-    late = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{recent}-r0")
-    stale = fake.add_job(SPEC, qos="high-eur", token=f"fsm-{old}-r0")
-    r.journal.close()
-    make_router()
-    assert (late.state, stale.state) == ("CANCELLED", "PENDING")
-
-
-def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_next_tick(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
-) -> None:
-    """enqueue() through a second journal handle needs no driver lock; the driving router's next poll submits it."""
-    r = make_router()
-    other = Journal(r.journal.path)
+def test_constructing_a_router_touches_neither_the_lock_nor_the_journal(tmp_path: Path, fake: FakeScheduler) -> None:
+    """Router() only builds its parts: the driver lock stays free, no statement reaches the journal's database and
+    the cluster is not asked; start() then takes the lock and recovers the live dispatch."""
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)
+    journal = Journal(config.journal_path)
     try:
-        dispatch_id = enqueue(r.config, other, SPEC, note="kept by the preflight")
-        lane_id = enqueue(r.config, other, SPEC, pin="gcp")
+        dispatch_id = enqueue(config, journal, SPEC)
+        statements: list[str] = []
+        journal._db.set_trace_callback(statements.append)  # every statement the journal's connection runs
+        r = Router(config, fake, journal)
+        assert statements == []
+        assert not lock_held(journal.lock_path)
+        assert sum(fake.calls.values()) == 0
+        assert not r.busy
+        with pytest.raises(FellowsError, match=r"has not started: call Router.start\(\)"):
+            r.poll()  # a router that does not hold the lock never ticks
+        assert statements == []
+        assert r.start() is r
+        assert lock_held(journal.lock_path)
+        assert r.driven == [dispatch_id]
     finally:
-        other.close()
-    assert r.journal.steps(dispatch_id) == []  # nothing queued by enqueue itself
-    r.poll()
-    steps = r.journal.steps(dispatch_id)
-    assert [(s.trigger, s.qos, s.note) for s in steps] == [("submit", "high-eur", "kept by the preflight")]
-    assert r.handle(dispatch_id).slurm_job_id is not None
-    assert set(r.driven) == {dispatch_id, lane_id}
-    r.poll()
-    assert [s.trigger for s in r.journal.steps(dispatch_id)] == ["submit"]  # adopted once, never submitted twice
-
-
-def test_a_dispatch_restored_after_parking_out_is_handed_off_once_by_the_next_poll(
-    make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
-) -> None:
-    """A router that died between give_up and the handoff: the next router hands the dispatch off, exactly once."""
-    fake.total_gpus = 0
-    r = make_router()
-    h = r.dispatch(SPEC)
-    r._hand_off_after_ladder = lambda d: None  # type: ignore[method-assign]  # dies before the handoff starts
-    for _ in range(200):
-        frozen.tick(5)
-        r.poll()
-        if r.live[h.dispatch_id].state == "FAILED_TO_GCP":
-            break
-    assert r.handle(h.dispatch_id).state == "FAILED_TO_GCP"
-    assert ledger(tmp_path, "gcp") == []
-    r.journal.close()
-    again = make_router()
-    drive(again, fake, frozen)
-    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
-    assert again.handle(h.dispatch_id).final
+        journal.close()

@@ -1,4 +1,4 @@
-# ruff: noqa: F811 - the fixtures imported from test_router are parameters here
+# ruff: noqa: F811 - the fixtures imported from fixtures.py are parameters here
 """Time on the fake port (issue 29): a port call the controller leaves unanswered or answers late spends no window,
 every entry point catches up time nobody watched, and the system clock never steps back."""
 
@@ -15,7 +15,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 
-from .test_router import CAP, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, make_router  # noqa: F401
+from .fixtures import CAP, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, make_router  # noqa: F401
 
 
 def test_a_first_submit_nobody_answers_spends_no_window(
@@ -85,7 +85,7 @@ def test_a_router_on_the_system_clock_keeps_its_cadence_through_a_step_back(
     between: a step back of an hour does not make it sleep an hour."""
     config = Config(fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=2.0), state_dir=tmp_path)
     journal = Journal(config.journal_path)
-    r = Router(config, FakeScheduler(), journal)
+    r = Router(config, FakeScheduler(), journal).start()
     real = time.time
     waits: list[float] = []
 

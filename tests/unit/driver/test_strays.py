@@ -67,7 +67,7 @@ CAPPED = {"high-eur": 16, "normal-eur": 16}
 
 def _router(tmp_path: Path, fake: FakeScheduler) -> Router:
     config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)
-    return Router(config, fake, Journal(config.journal_path))
+    return Router(config, fake, Journal(config.journal_path)).start()
 
 
 def test_a_restarted_router_cancels_a_pending_job_carrying_a_dispatchs_token_that_is_not_its_job(

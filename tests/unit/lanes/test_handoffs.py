@@ -58,7 +58,7 @@ def routers(tmp_path: Path) -> Iterator[list[Router]]:
 
 def _router(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> Router:
     config = Config(fellows=FellowsConfig(park_cap_seconds=60), lanes=(lane,), state_dir=tmp_path)
-    r = Router(config, FakeScheduler(total_gpus=64), Journal(config.journal_path))
+    r = Router(config, FakeScheduler(total_gpus=64), Journal(config.journal_path)).start()
     made.append(r)
     return r
 

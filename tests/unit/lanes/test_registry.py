@@ -220,7 +220,7 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tmp_path: Path, frozen: 
     fake: Scheduler = FakeScheduler(total_gpus=0)  # no rung can start it: the walk ends on the paid lane
     journal = Journal(config.journal_path)
     try:
-        router = Router(config, fake, journal)
+        router = Router(config, fake, journal).start()
         handle = router.dispatch(JobSpec(name="train", script="train.sbatch", gpus=8))
         for _ in range(20):
             frozen.tick(60.0)

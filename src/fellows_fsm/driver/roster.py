@@ -1,0 +1,107 @@
+"""The roster: every dispatch one driver drives, by where it stands (on the ladder, handing off, waiting for its
+lane's command, its command running), with what each was created with and how far the journal was read.
+
+It holds and answers; it decides nothing and does no I/O. The router, recovery and withdrawal share it, and each
+changes it only through its methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.command import Handoff
+from fellows_fsm.lanes.handoffs import Handoffs
+from fellows_fsm.scheduler.port import JobSpec
+
+__all__ = ["Roster"]
+
+
+class Roster:
+    """The dispatches of one driver: ladder ones by id, and the lane commands (the handoffs' own views)."""
+
+    def __init__(self, handoffs: Handoffs) -> None:
+        self.handoffs = handoffs
+        self.live: dict[str, Dispatch] = {}
+        """Dispatches on the ladder (or waiting for their handoff), by id."""
+        self.handing: dict[str, Dispatch] = {}
+        """Ladder dispatches whose fallback lane's command runs (HANDING_OFF), by id."""
+        self.settings: dict[str, dict[str, Any]] = {}
+        """What each driven dispatch was created with (fallback lane, router options, config file)."""
+        self.parked_out: list[str] = []
+        """Recovered dispatches that had parked out of the ladder: handed off by the next poll (exactly once)."""
+        self.adopted_upto = 0
+        """The journal's last dispatch row the driver has looked at (later rows are adopted on the next tick)."""
+        self.ladders: dict[Ladder, Ladder] = {}
+        """One object per distinct ladder of the dispatches driven (thousands of dispatches share a few)."""
+
+    # ----------------------------------------------------------------- views
+    @property
+    def pending(self) -> dict[str, tuple[str, JobSpec]]:
+        """Dispatches pinned to a command lane whose command has not started yet (lane name, job), by id."""
+        return self.handoffs.pending
+
+    @property
+    def running(self) -> dict[str, tuple[str, Handoff]]:
+        """Lane commands under way (lane name, handle), by dispatch id."""
+        return self.handoffs.running
+
+    @property
+    def busy(self) -> bool:
+        """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
+        return bool(self.live or self.handing or self.pending or self.running)
+
+    @property
+    def driven(self) -> list[str]:
+        """The ids of every dispatch driven, each once."""
+        return list(dict.fromkeys([*self.live, *self.handing, *self.pending, *self.running]))
+
+    def __contains__(self, dispatch_id: object) -> bool:
+        return any(dispatch_id in ids for ids in (self.live, self.handing, self.pending, self.running))
+
+    # ----------------------------------------------------------------- changes
+    def take(self, d: Dispatch, settings: dict[str, Any], *, parked_out: bool = False, handing: bool = False) -> None:
+        """Drive a ladder dispatch; one that ``parked_out`` of its ladder is handed off by the next poll (already
+        ``handing``: its command is followed, never started twice)."""
+        (self.handing if handing else self.live)[d.id] = d
+        self.settings[d.id] = settings
+        if parked_out:
+            self.parked_out.append(d.id)
+
+    def wait_for_command(self, dispatch_id: str, lane: str, spec: JobSpec, created_with: HandoffLane | None) -> None:
+        """Drive a dispatch pinned to command lane ``lane``: its command starts at the next look (with the lane it
+        was ``created_with`` when that differs from the driver's own)."""
+        if created_with is not None:
+            self.handoffs.pinned_lanes[dispatch_id] = created_with
+        self.handoffs.pending[dispatch_id] = (lane, spec)
+
+    def take_parked_out(self) -> list[Dispatch]:
+        """The recovered dispatches that parked out and are still driven, once (the next poll hands them off)."""
+        ids, self.parked_out = self.parked_out, []
+        return [d for i in ids if (d := self.live.get(i) or self.handing.get(i)) is not None]
+
+    def handing_off(self, d: Dispatch) -> None:
+        """``d`` left the ladder for its fallback lane's command."""
+        self.live.pop(d.id, None)
+        self.handing[d.id] = d
+
+    def handed(self, dispatch_id: str) -> Dispatch | None:
+        """A fallback lane's command ended: the ladder dispatch that was handing off (None: a lane-pinned one)."""
+        return self.handing.pop(dispatch_id, None)
+
+    def ended(self, dispatch_id: str) -> None:
+        """A ladder dispatch is final (or refused, or left the ladder with no lane): no longer driven."""
+        self.live.pop(dispatch_id, None)
+
+    def withdrawn(self, dispatch_id: str) -> Dispatch | None:
+        """A user's cancel takes a dispatch away, wherever it waits; return it if it was on the ladder."""
+        self.pending.pop(dispatch_id, None)
+        if dispatch_id in self.parked_out:
+            self.parked_out.remove(dispatch_id)
+        return self.live.pop(dispatch_id, None)
+
+    def read_upto(self, rowid: int) -> None:
+        """The journal's dispatch rows up to ``rowid`` have been looked at."""
+        self.adopted_upto = rowid

@@ -1,0 +1,124 @@
+"""The driver tests' shared setup: a router on the fake port and a fresh journal, with a gcp and a manual-only
+runpod ledger lane, a frozen clock, and helpers to fill a rung's cap and drive until nothing is live."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+
+CAP = 60.0
+
+
+PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
+
+
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+
+
+RECORD = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+
+
+def ledger_lane(name: str, ledger: Path, *, manual_only: bool = False, fail: bool = False) -> LaneConfig:
+    """A command lane whose command appends the dispatch id to a ledger file (and can fail)."""
+    code = RECORD + ("; sys.exit('quota exceeded in europe-west4')" if fail else "")
+    return LaneConfig(
+        name=name,
+        command=(sys.executable, "-c", code, str(ledger), "{dispatch_id}"),
+        manual_only=manual_only,
+    )
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenDateTimeFactory]:
+    """Frozen time for the router's clock."""
+    with freeze_time("2026-11-30 12:00:00") as f:
+        yield f
+
+
+@pytest.fixture
+def fake(frozen: FrozenDateTimeFactory) -> FakeScheduler:
+    """A fake cluster with the fellows per-QoS GPU caps and 64 GPUs."""
+    return FakeScheduler(
+        qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16, "dev-eur": 8}, total_gpus=64
+    )
+
+
+MakeRouter = Callable[..., Router]
+
+
+@pytest.fixture
+def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
+    """Build a started router on a fresh journal in tmp_path, by default on the ``fake`` port with a gcp and a
+    manual-only runpod ledger lane (``lanes=`` replaces them, ``scheduler=`` the port); journals closed after."""
+    routers: list[Router] = []
+
+    def make(
+        fellows: FellowsConfig | None = None,
+        *,
+        fail_gcp: bool = False,
+        lanes: tuple[LaneConfig, ...] | None = None,
+        scheduler: FakeScheduler | None = None,
+        **router: object,
+    ) -> Router:
+        if lanes is None:
+            lanes = (
+                ledger_lane("gcp", tmp_path / "gcp.ledger", fail=fail_gcp),
+                ledger_lane("runpod", tmp_path / "runpod.ledger", manual_only=True),
+            )
+        config = Config(
+            fellows=fellows or FellowsConfig(park_cap_seconds=CAP),
+            lanes=lanes,
+            router=RouterConfig(**router),  # type: ignore[arg-type]
+            state_dir=tmp_path,
+        )
+        journal = Journal(config.journal_path)
+        try:
+            r = Router(config, scheduler or fake, journal).start()
+        except BaseException:
+            journal.close()  # a refused router (e.g. a second driver) must not leave its connection open
+            raise
+        routers.append(r)
+        return r
+
+    yield make
+    for r in routers:
+        r.journal.close()
+
+
+def ledger(tmp_path: Path, lane: str) -> list[str]:
+    """The dispatch ids a ledger lane's command recorded."""
+    path = tmp_path / f"{lane}.ledger"
+    return path.read_text().split() if path.exists() else []
+
+
+def drive(
+    router: Router, fake: FakeScheduler, frozen: FrozenDateTimeFactory, *, step: float = 5, ticks: int = 200
+) -> None:
+    """Let the fake cluster schedule and the router poll until nothing is live."""
+    for _ in range(ticks):
+        fake.schedule()
+        frozen.tick(step)
+        router.poll()
+        if not router.busy:
+            return
+        if router.running:
+            time.sleep(0.02)  # a handoff command runs in real time while the router's clock is frozen
+    raise AssertionError("dispatches still live after the tick budget")
+
+
+def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
+    """Run the user's own jobs so that ``qos`` is at its per-user GPU cap."""
+    for _ in range(gpus // 8):
+        fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
