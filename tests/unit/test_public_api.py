@@ -148,16 +148,14 @@ def test_python_m_fellows_fsm_daemon_starts_the_driver_on_the_journal_it_names(t
     assert f"cannot drive {journal}: journal {journal} carries no driver config" in log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect left to driver/process.py (not this branch's): main reads --help as a journal path and forks a "
-    "driver, which creates an empty journal named --help (and driver.log) in the current directory and exits 0",
-)
 def test_python_m_fellows_fsm_daemon_help_is_the_drivers_usage(tmp_path: Path) -> None:
     """``python -m fellows_fsm.daemon --help`` answers with the driver's usage line and starts nothing, creating no
     file."""
     result = _python(tmp_path, "-m", "fellows_fsm.daemon", "--help")
-    assert "usage: python -m fellows_fsm.driver.process JOURNAL" in result.stdout + result.stderr
+    assert (result.returncode, result.stdout) == (0, "usage: python -m fellows_fsm.driver.process JOURNAL\n")
+    for option in ("-x", "--journal"):  # any other option is no journal either: usage, exit 2
+        result = _python(tmp_path, "-m", "fellows_fsm.daemon", option)
+        assert (result.returncode, result.stderr) == (2, "usage: python -m fellows_fsm.driver.process JOURNAL\n")
     assert list(tmp_path.iterdir()) == []
 
 

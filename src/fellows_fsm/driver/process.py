@@ -247,7 +247,10 @@ def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] =
 def main(argv: list[str] | None = None) -> int:
     """``python -m fellows_fsm.driver.process JOURNAL``: fork off the driver (the caller's child exits at once)."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
+    if args in (["-h"], ["--help"]):
+        print("usage: python -m fellows_fsm.driver.process JOURNAL")
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):  # an option is never a journal (nothing is created for it)
         print("usage: python -m fellows_fsm.driver.process JOURNAL", file=sys.stderr)
         return 2
     path = Path(args[0])
