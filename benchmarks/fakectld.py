@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import attrs
 
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.observe import SACCT_FIELDS, SQUEUE_FIELDS
 from fellows_fsm.slurm.transport import Reply, Request
-from fellows_fsm.testing import MockRunner
 
 UNREACHABLE = "{name}: error: Unable to contact slurm controller (connect failure)\n"
 

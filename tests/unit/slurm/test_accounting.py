@@ -9,8 +9,8 @@ from fellows_fsm.errors import ConfigError, SchedulerError
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover, parse_assoc, parse_qos
 from fellows_fsm.slurm.fields import gpu_count, parse_duration
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.transport import Reply, Request
-from fellows_fsm.testing import MockRunner
 
 # As printed by the dev cluster's sacctmgr (Slurm 22.05.8).
 QOS_OUTPUT = """normal|0||||

@@ -8,6 +8,7 @@ import pytest
 
 from fellows_fsm.errors import SchedulerUnreachable
 from fellows_fsm.scheduler.port import Phase
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.observe import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -19,7 +20,6 @@ from fellows_fsm.slurm.observe import (
     squeue_argv,
 )
 from fellows_fsm.slurm.runner import RetryPolicy
-from fellows_fsm.testing import MockRunner
 
 T0 = "2026-11-30T02:36:31"
 

@@ -6,8 +6,8 @@ import pytest
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.scheduler.port import JobSpec, Phase, Scheduler
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.port import SlurmScheduler, parse_sbatch_id, parse_version
-from fellows_fsm.testing import MockRunner
 
 T0 = "2026-11-30T02:36:31"
 SPEC = JobSpec("train", "/jobs/train it.sh", gpus=8)

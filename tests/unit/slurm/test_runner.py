@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from fellows_fsm.errors import SchedulerError, SchedulerUnreachable, SshLoginRefused
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner, RetryPolicy, slurm_env
 from fellows_fsm.slurm.transport import CommandMissing, NoAnswer, Reply, Request
-from fellows_fsm.testing import MockRunner
 
 # A stand-in SLURM command: logs its argv and environment, then plays its next scripted reply.
 FAKE_COMMAND = """#!{python}

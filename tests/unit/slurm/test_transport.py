@@ -13,6 +13,7 @@ import pytest
 
 from fellows_fsm.errors import ConfigError, SchedulerUnreachable, SshLoginRefused
 from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.mock import MockTransport
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import (
@@ -24,7 +25,6 @@ from fellows_fsm.slurm.transport import (
     check_destination,
     remote_command,
 )
-from fellows_fsm.testing import MockTransport
 
 DUMP = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('SQUEUE_FORMAT'), os.environ.get('K')]))"
 HOSTILE = [

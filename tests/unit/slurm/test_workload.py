@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fellows_fsm.errors import SchedulerError
+from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.transport import Reply, Request
 from fellows_fsm.slurm.workload import parse_nodes, parse_queue, parse_workload_sacct, read_workload
-from fellows_fsm.testing import MockRunner
 
 # As printed on the local SLURM 22.05.8 (sacct -a -P -n -X -o JobID,User,State,ElapsedRaw,TimelimitRaw).
 SACCT = """1|root|COMPLETED|30|10
