@@ -11,9 +11,9 @@ from fellows_fsm import Fellows
 from fellows_fsm.config.file import load_config
 from fellows_fsm.journal.lock import lock_held
 
-from .cli_harness import cli, read_journal, submit_args
+from .cli_harness import cli, json_of, read_journal, submit_args
 from .conftest import Cluster
-from .test_cli_real import _config, _json
+from .test_cli_real import _config
 
 pytestmark = pytest.mark.slurm
 
@@ -24,7 +24,7 @@ def _pending_dispatch(slurm: Cluster, config: Path) -> tuple[str, str]:
     detached = cli(config, *submit_args(slurm, "--detach", "--pin", "fellows"), timeout=60)
     assert detached.returncode == 0, detached.stderr
     dispatch_id = detached.stdout.strip()
-    [row] = _json(cli(config, "status", dispatch_id, "--json", timeout=60))
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
     job_id = str(row["slurm_job_id"])
     slurm.wait_for(lambda: slurm.row(job_id).reason == "QOSMaxGRESPerUser", "the job to pend on its cap")
     return dispatch_id, job_id
