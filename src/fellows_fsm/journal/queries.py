@@ -91,18 +91,22 @@ def restore(
     controller_deadline: bool = False,
     in_place: bool = False,
     ladders: dict[Ladder, Ladder] | None = None,
+    specs: dict[JobSpec, JobSpec] | None = None,
 ) -> Dispatch:
     """A ladder dispatch rebuilt from its journaled steps and jobs, exactly where it stood (its window's deadline
     included): what a driver recovers, and what a follower reads its countdowns from. The two keyword defaults
-    serve a row journaled before dispatches carried them; ``ladders`` (a driver's) keeps one object per distinct
-    ladder, however many dispatches walk it."""
+    serve a row journaled before dispatches carried them; ``ladders`` and ``specs`` (a driver's) keep one object
+    per distinct ladder and job, however many dispatches walk it."""
     settings = row.settings
     ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
     if ladders is not None:
         ladder = ladders.setdefault(ladder, ladder)
+    spec = spec_of(row)
+    if specs is not None:
+        spec = specs.setdefault(spec, spec)
     return Dispatch.restore(
         row.id,
-        spec_of(row),
+        spec,
         ladder,
         history=journal.steps(row.id),
         jobs={j.rung_index: j.job_id for j in journal.jobs(row.id)},
