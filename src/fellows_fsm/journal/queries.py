@@ -6,6 +6,7 @@ Shared by the Python API and the command line; it only reads, and never renders 
 from __future__ import annotations
 
 import shlex
+import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
@@ -114,7 +115,7 @@ def restore(
         controller_deadline=bool(settings.get("controller_deadline", controller_deadline)),
         in_place=bool(settings.get("in_place", in_place)),
         # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
-        park_early=str(settings.get("park_early", "off")),
+        park_early=sys.intern(str(settings.get("park_early", "off"))),  # one string, not one a dispatch
         park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
     )
 
