@@ -39,7 +39,6 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
     for row in rows:
         if row.id in roster.running:
             continue
-        spec = spec_of(row)
         settings = row.settings
         if row.lane != FELLOWS:
             fallback = settings.get("fallback")
@@ -51,7 +50,7 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
                     f"dispatch {row.id} is pinned to lane {row.lane!r}, which this config ({config.source}) "
                     "does not define; run watch with the config it was submitted with"
                 )
-            roster.wait_for_command(row.id, row.lane, spec, created_with)
+            roster.wait_for_command(row.id, row.lane, spec_of(row), created_with)
             recovered.append(row.id)
             continue
         d = restore(
@@ -60,6 +59,7 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
             controller_deadline=config.router.controller_deadline,
             in_place=config.router.change_rung == "in-place",
             ladders=roster.ladders,
+            specs=roster.specs,
         )
         if not d.history:
             d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note

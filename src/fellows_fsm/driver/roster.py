@@ -7,7 +7,8 @@ changes it only through its methods.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, TypeVar
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
@@ -16,7 +17,25 @@ from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import Handoffs
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["Roster"]
+__all__ = ["Kept", "Roster"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Kept(dict[K, V]):
+    """One object per distinct value, for the thousands of dispatches that share a few (``kept.setdefault(value,
+    value)`` returns the one kept): at most ``limit`` distinct values, then it starts over, so a long-lived driver's
+    many distinct values are not kept for ever (a value not kept is only not shared)."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def setdefault(self, key: K, default: V) -> V:
+        if key not in self and len(self) >= self.limit:
+            self.clear()
+        return super().setdefault(key, default)
 
 
 class Roster:
@@ -36,6 +55,10 @@ class Roster:
         """The journal's last dispatch row the driver has looked at (later rows are adopted on the next tick)."""
         self.ladders: dict[Ladder, Ladder] = {}
         """One object per distinct ladder of the dispatches driven (thousands of dispatches share a few)."""
+        self.specs: Kept[JobSpec, JobSpec] = Kept()
+        """One object per distinct job of the dispatches driven (restored from their rows: a JobSpec each)."""
+        self._settings_kept: Kept[str, dict[str, Any]] = Kept()
+        """One dict per distinct settings (by their JSON): each row's decoded settings held 1.6 KB a dispatch."""
 
     # ----------------------------------------------------------------- views
     @property
@@ -66,7 +89,7 @@ class Roster:
         """Drive a ladder dispatch; one that ``parked_out`` of its ladder is handed off by the next poll (already
         ``handing``: its command is followed, never started twice)."""
         (self.handing if handing else self.live)[d.id] = d
-        self.settings[d.id] = settings
+        self.settings[d.id] = self._settings_kept.setdefault(json.dumps(settings, sort_keys=True), settings)
         if parked_out:
             self.parked_out.append(d.id)
 

@@ -6,6 +6,7 @@ Shared by the Python API and the command line; it only reads, and never renders 
 from __future__ import annotations
 
 import shlex
+import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
@@ -91,18 +92,22 @@ def restore(
     controller_deadline: bool = False,
     in_place: bool = False,
     ladders: dict[Ladder, Ladder] | None = None,
+    specs: dict[JobSpec, JobSpec] | None = None,
 ) -> Dispatch:
     """A ladder dispatch rebuilt from its journaled steps and jobs, exactly where it stood (its window's deadline
     included): what a driver recovers, and what a follower reads its countdowns from. The two keyword defaults
-    serve a row journaled before dispatches carried them; ``ladders`` (a driver's) keeps one object per distinct
-    ladder, however many dispatches walk it."""
+    serve a row journaled before dispatches carried them; ``ladders`` and ``specs`` (a driver's) keep one object
+    per distinct ladder and job, however many dispatches walk it."""
     settings = row.settings
     ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
     if ladders is not None:
         ladder = ladders.setdefault(ladder, ladder)
+    spec = spec_of(row)
+    if specs is not None:
+        spec = specs.setdefault(spec, spec)
     return Dispatch.restore(
         row.id,
-        spec_of(row),
+        spec,
         ladder,
         history=journal.steps(row.id),
         jobs={j.rung_index: j.job_id for j in journal.jobs(row.id)},
@@ -110,7 +115,7 @@ def restore(
         controller_deadline=bool(settings.get("controller_deadline", controller_deadline)),
         in_place=bool(settings.get("in_place", in_place)),
         # A dispatch journaled before park_early existed keeps waiting out its windows, as it was promised.
-        park_early=str(settings.get("park_early", "off")),
+        park_early=sys.intern(str(settings.get("park_early", "off"))),  # one string, not one a dispatch
         park_early_last_rung=bool(settings.get("park_early_last_rung", False)),
     )
 

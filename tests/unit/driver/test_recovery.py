@@ -9,6 +9,7 @@ from pathlib import Path
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler
+from fellows_fsm.driver.roster import Kept
 
 from .fixtures import CAP, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, make_router  # noqa: F401
 
@@ -81,3 +82,26 @@ def test_a_dispatch_restored_after_parking_out_is_handed_off_once_by_the_next_po
     drive(again, fake, frozen)
     assert ledger(tmp_path, "gcp") == [h.dispatch_id]
     assert again.handle(h.dispatch_id).final
+
+
+def test_dispatches_of_one_config_share_their_settings_job_and_ladder(make_router: MakeRouter) -> None:
+    """Dispatches adopted from their rows with the same settings, job and ladder hold one object of each."""
+    router = make_router()
+    a, b = (router.dispatch(SPEC).dispatch_id for _ in range(2))
+    assert router.settings[a] == router.settings[b]
+    assert router.settings[a] is router.settings[b]
+    assert router.live[a].spec == router.live[b].spec
+    assert router.live[a].spec is router.live[b].spec
+    assert router.live[a].ladder is router.live[b].ladder
+
+
+def test_a_kept_value_table_starts_over_at_its_limit() -> None:
+    """Kept returns the value it kept for an equal key, and past its limit of distinct keys keeps only new ones."""
+    kept: Kept[str, list[int]] = Kept(limit=2)
+    first = kept.setdefault("a", [1])
+    assert kept.setdefault("a", [2]) is first
+    kept.setdefault("b", [3])
+    assert kept.setdefault("b", [4]) == [3]
+    assert kept.setdefault("c", [5]) == [5]
+    assert set(kept) == {"c"}
+    assert kept.setdefault("a", [6]) == [6]
