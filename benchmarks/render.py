@@ -462,6 +462,7 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
     after, before = _load(render_issue25.AFTER), _load(render_issue25.BEFORE)
     lines += render_issue25.section(after, before, _provenance, COST_NICE)
     lines += render_issue25.final(_load(render_issue25.FINAL), _load(render_issue25.FINAL_MAIN), _provenance, COST_NICE)
+    lines += render_issue25.against_before(_load(render_issue25.VS_BEFORE), _provenance, COST_NICE)
     return r
 
 

@@ -16,6 +16,9 @@ FINAL = "controller_cost_issue25_final"
 old = ab70597."""
 FINAL_MAIN = "controller_cost_issue25_final_main"
 """The same command on main e449ce6 (every branch merged, before the roster shared settings and jobs)."""
+VS_BEFORE = "controller_cost_issue25_vs_3666b49"
+"""The same command on the final code with ``--baseline 3666b49``: old = main before issue 25, new = the final code
+(the issue's "no tick figure slower than before this change")."""
 TICKS = (
     ("first steady tick", "first_steady_tick_cpu_ms_excluding_observe"),
     ("later steady ticks", "later_steady_tick_cpu_ms_excluding_observe"),
@@ -211,5 +214,28 @@ def final(
             final_first=_median(final, "new", first),
             final_old_first=_median(final, "old", first),
         )
+    )
+    return lines
+
+
+def against_before(r: dict[str, Any] | None, provenance: Callable[[dict[str, Any]], str], nice: str) -> list[str]:
+    """The final code against main before issue 25 (3666b49), in one run: the issue's "no tick figure slower"."""
+    lines = ["#### The final code against main before issue 25\n"]
+    if r is None:
+        return [*lines, "Not run.\n"]
+    load = r.get("load_average")
+    lines.append(
+        f"The command below, old = main before issue 25 (`{r['baseline'][:7]}`), new = the final code (its file kept "
+        f"as `{VS_BEFORE}.json`"
+        + (f"; load average {' / '.join(f'{v:.2f}' for v in load['values'])} {load['when']}" if load else "")
+        + "):\n"
+    )
+    lines.append(provenance(r).replace("Command: `.venv", f"Command: `{nice} .venv"))
+    lines += _table(r, f"`{r['baseline'][:7]}`")
+    rate = [_median(r, w, "dispatches_per_second") for w in ("old", "new")]
+    memory = [_median(r, w, "bytes_per_dispatch") for w in ("old", "new")]
+    lines.append(
+        f"Dispatches a second (median) old {rate[0]}, new {rate[1]}; bytes a dispatch (resident, median) old "
+        f"{memory[0]}, new {memory[1]}.\n"
     )
     return lines
