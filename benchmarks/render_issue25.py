@@ -178,6 +178,28 @@ def _median(r: dict[str, Any], who: str, key: str) -> Any:
     return r["sizes"]["10000"][who][key]["median"]
 
 
+def _run(
+    r: dict[str, Any], heading: str, kept: str, provenance: Callable[[dict[str, Any]], str], nice: str
+) -> list[str]:
+    """One kept run: ``heading`` (its file named ``kept``, and the load average added to it by hand:
+    {"values": [1, 5, 15 min], "when": "..."}), the command, the tick table, the dispatch rate and memory."""
+    load = r.get("load_average")
+    lines = [
+        f"{heading} (its file kept as `{kept}.json`"
+        + (f"; load average {' / '.join(f'{v:.2f}' for v in load['values'])} {load['when']}" if load else "")
+        + "):\n",
+        provenance(r).replace("Command: `.venv", f"Command: `{nice} .venv"),
+        *_table(r, f"`{r['baseline'][:7]}`"),
+    ]
+    rate = [_median(r, w, "dispatches_per_second") for w in ("old", "new")]
+    memory = [_median(r, w, "bytes_per_dispatch") for w in ("old", "new")]
+    lines.append(
+        f"Dispatches a second (median) old {rate[0]}, new {rate[1]}; bytes a dispatch (resident, median) old "
+        f"{memory[0]}, new {memory[1]}.\n"
+    )
+    return lines
+
+
 def final(
     final: dict[str, Any] | None,
     main: dict[str, Any] | None,
@@ -189,20 +211,7 @@ def final(
     if final is None or main is None:
         return [*lines, "Not run.\n"]
     for r, who in ((main, "main `e449ce6`, before the roster shared settings and jobs"), (final, "the final code")):
-        load = r.get("load_average")  # added to the file by hand: {"values": [1, 5, 15 min], "when": "..."}
-        lines.append(
-            f"The command below on {who} (its file kept as `{FINAL if r is final else FINAL_MAIN}.json`"
-            + (f"; load average {' / '.join(f'{v:.2f}' for v in load['values'])} {load['when']}" if load else "")
-            + "):\n"
-        )
-        lines.append(provenance(r).replace("Command: `.venv", f"Command: `{nice} .venv"))
-        lines += _table(r, f"`{r['baseline'][:7]}`")
-        rate = [_median(r, w, "dispatches_per_second") for w in ("old", "new")]
-        memory = [_median(r, w, "bytes_per_dispatch") for w in ("old", "new")]
-        lines.append(
-            f"Dispatches a second (median) old {rate[0]}, new {rate[1]}; bytes a dispatch (resident, median) old "
-            f"{memory[0]}, new {memory[1]}.\n"
-        )
+        lines += _run(r, f"The command below on {who}", FINAL if r is final else FINAL_MAIN, provenance, nice)
     first = "first_steady_tick_cpu_ms_excluding_observe"
     lines.append(
         MEMORY.format(
@@ -223,19 +232,5 @@ def against_before(r: dict[str, Any] | None, provenance: Callable[[dict[str, Any
     lines = ["#### The final code against main before issue 25\n"]
     if r is None:
         return [*lines, "Not run.\n"]
-    load = r.get("load_average")
-    lines.append(
-        f"The command below, old = main before issue 25 (`{r['baseline'][:7]}`), new = the final code (its file kept "
-        f"as `{VS_BEFORE}.json`"
-        + (f"; load average {' / '.join(f'{v:.2f}' for v in load['values'])} {load['when']}" if load else "")
-        + "):\n"
-    )
-    lines.append(provenance(r).replace("Command: `.venv", f"Command: `{nice} .venv"))
-    lines += _table(r, f"`{r['baseline'][:7]}`")
-    rate = [_median(r, w, "dispatches_per_second") for w in ("old", "new")]
-    memory = [_median(r, w, "bytes_per_dispatch") for w in ("old", "new")]
-    lines.append(
-        f"Dispatches a second (median) old {rate[0]}, new {rate[1]}; bytes a dispatch (resident, median) old "
-        f"{memory[0]}, new {memory[1]}.\n"
-    )
-    return lines
+    heading = f"The command below, old = main before issue 25 (`{r['baseline'][:7]}`), new = the final code"
+    return [*lines, *_run(r, heading, VS_BEFORE, provenance, nice)]
