@@ -82,9 +82,17 @@ class SchedulerError(FellowsError):
 
 
 class SchedulerUnreachable(SchedulerError):
-    """The SLURM controller did not answer in time, even after retries."""
+    """The SLURM controller did not answer in time, even after retries.
+
+    ``delivered``: the request may have reached the cluster (a reply lost, not a connection refused); False when
+    no attempt ever left (ssh could not connect, the client could not contact slurmctld): nothing was done there.
+    """
 
     exit_code = 6
+
+    def __init__(self, message: str, *, delivered: bool = True) -> None:
+        super().__init__(message)
+        self.delivered = delivered
 
 
 class SshLoginRefused(SchedulerUnreachable):
@@ -96,7 +104,7 @@ class SshLoginRefused(SchedulerUnreachable):
     exit_code = 9
 
     def __init__(self, host: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, delivered=False)  # ssh never logged in: no command ran there
         self.host = host
 
 

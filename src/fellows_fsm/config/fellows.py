@@ -1,4 +1,5 @@
-"""The ``[fellows]`` table: which QoS to try, in which order, for how long each, and where SLURM answers.
+"""A SLURM lane's table (``[fellows]``, or ``[lanes.<name>] kind = "slurm"``): which QoS to try, in which order,
+for how long each, where SLURM answers, and how a job is written there (partition, account, the GPU request).
 
 Its values are checked when it is built (a ConfigError names the key and the value); the seconds check here,
 ``positive_seconds``, is shared by the other tables. The park cap's default is read from the environment at
@@ -21,6 +22,7 @@ from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.driver.workload import WORKLOAD_SPAN_SECONDS
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.slurm.render import DEFAULT_GRES, LaneOptions
 from fellows_fsm.slurm.transport import check_destination
 
 __all__ = [
@@ -47,6 +49,10 @@ MAX_CAP_SECONDS = 30 * 86_400.0
 MIN_POLL_SECONDS = 0.05
 MAX_POLL_SECONDS = 3600.0
 _QOS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a partition or an account
+_GPU_TEMPLATE = re.compile(r"^[A-Za-z0-9_.:-]*\{gpus\}[A-Za-z0-9_.:-]*$")
+FELLOWS_ONLY = ("poll_interval_seconds", "debug_qos", "debug_park_cap_seconds", "debug_name_prefix")
+"""Keys of ``[fellows]`` alone: the router's cadence and the debug rung are the first lane's."""
 
 
 def positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
@@ -101,7 +107,8 @@ class FellowsConfig:
     """The ``[fellows]`` table: which QoS to try, in which order, and for how long each. The first SLURM lane
     (lanes/slurm.py): its table keeps its name, its kind is ``slurm``."""
 
-    name: ClassVar[str] = FELLOWS
+    name: str = FELLOWS
+    """The lane's name: ``fellows`` for the ``[fellows]`` table, else its ``[lanes.<name>]``."""
     kind: ClassVar[str] = "slurm"
     manual_only: ClassVar[bool] = False
     walks_ladder: ClassVar[bool] = True
@@ -146,9 +153,25 @@ class FellowsConfig:
     (default: the login directory, normally the home directory, where sbatch starts over ssh)."""
     calibrated_history_seconds: float = WORKLOAD_SPAN_SECONDS
     """How far back ``park_early = "calibrated"`` reads the cluster's finished jobs (default two days)."""
+    slurm_conf: str | None = None
+    """Without ``host``: the cluster's slurm.conf, for a second cluster reached from here (SLURM_CONF of every
+    command to it). None: the environment's SLURM_CONF."""
+    partition: str | None = None
+    """The partition every job of this lane is queued in (``--partition``, over a script's own line). None: the
+    cluster's default, or what the job itself says."""
+    account: str | None = None
+    """The account every job of this lane is charged to (``--account``). None: the user's default there."""
+    gres: str | None = None
+    """How a GPU request is written on this cluster: a ``--gres`` template with ``{gpus}``, e.g. 'gpu:a100:{gpus}'
+    (default 'gpu:{gpus}')."""
+    gpus_per_node: str | None = None
+    """Instead of ``gres``: a ``--gpus-per-node`` template with ``{gpus}``, e.g. '{gpus}' or 'h200:{gpus}'."""
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _QOS_NAME.match(self.name):
+            raise ConfigError(f"lane name {self.name!r} must be letters, digits, '-', '_' or '.'")
         _check_qos_name("qos", self.qos)
+        self._check_cluster_keys()
         if self.host is not None:
             check_destination(self.host)
         positive_seconds("ssh_connect_timeout_seconds", self.ssh_connect_timeout_seconds, most=MAX_POLL_SECONDS)
@@ -204,6 +227,44 @@ class FellowsConfig:
         if not isinstance(self.debug_name_prefix, str) or not re.fullmatch(r"[A-Za-z0-9_.-]*", self.debug_name_prefix):
             raise ConfigError(f"debug_name_prefix={self.debug_name_prefix!r} must be letters, digits, '-', '_' or '.'")
 
+    def _check_cluster_keys(self) -> None:
+        """How the cluster is reached and how a job is written there: partition, account, the GPU template."""
+        for key in ("partition", "account"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not _SLURM_NAME.match(value)):
+                raise ConfigError(f"{key}={value!r} is not a SLURM {key} name; use letters, digits, '-', '_' or '.'")
+        for key in ("gres", "gpus_per_node"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not _GPU_TEMPLATE.match(value)):
+                raise ConfigError(
+                    f"{key}={value!r} must hold the placeholder {{gpus}} once and nothing else in braces, e.g. "
+                    f"{'gpu:a100:{gpus}' if key == 'gres' else 'h200:{gpus}'}"
+                )
+        if self.gres is not None and self.gpus_per_node is not None:
+            raise ConfigError(
+                f"gres={self.gres!r} and gpus_per_node={self.gpus_per_node!r} are both set; a GPU request is "
+                "written one way, so keep one"
+            )
+        if self.slurm_conf is not None:
+            if self.host is not None:
+                raise ConfigError(
+                    f"slurm_conf={self.slurm_conf!r} is set with host={self.host!r}; over ssh the login host's own "
+                    "config is used, so remove one"
+                )
+            if not isinstance(self.slurm_conf, str) or not self.slurm_conf.startswith("/"):
+                raise ConfigError(f"slurm_conf={self.slurm_conf!r} must be an absolute path to a slurm.conf")
+
+    @property
+    def render_options(self) -> LaneOptions:
+        """What this lane sets on every sbatch besides the rung's QoS (slurm/render.py)."""
+        return LaneOptions(self.partition, self.account, self.gres or DEFAULT_GRES, self.gpus_per_node)
+
+    @property
+    def where(self) -> str:
+        """Where the cluster answers, for messages and for telling two lanes' rungs apart: its host, or its
+        slurm.conf, or 'here'."""
+        return self.host or self.slurm_conf or "here"
+
     def cap_for(self, position: int) -> float:
         """The park cap of the ladder rung at ``position`` (0 is the preferred QoS)."""
         if position > 0 and self.later_park_cap_seconds is not None:
@@ -218,7 +279,7 @@ class FellowsConfig:
     @cached_property
     def ladder(self) -> Ladder:
         """The production ladder: ``qos`` then ``qos_ladder``, with their caps (built once, shared by dispatches)."""
-        return Ladder(tuple(Rung(i, qos, self.cap_for(i)) for i, qos in enumerate(self.rung_names)))
+        return Ladder(tuple(Rung(i, qos, self.cap_for(i), self.name) for i, qos in enumerate(self.rung_names)))
 
     def ladder_for(self, intent: str) -> Ladder:
         """The ladder for a dispatch of this intent: debug intent starts on ``debug_qos`` when configured."""
@@ -243,13 +304,36 @@ class FellowsConfig:
         return self.ladder.worst_case_seconds
 
     @classmethod
-    def from_mapping(cls, table: Mapping[str, Any], *, where: str = "[fellows]") -> FellowsConfig:
-        """Build from a TOML table; unknown keys and bad values are refused, naming ``where`` and the key."""
-        known = {a.name for a in attrs.fields(cls)}
+    def from_mapping(cls, table: Mapping[str, Any], *, where: str = "[fellows]", name: str = FELLOWS) -> FellowsConfig:
+        """Build from a TOML table; unknown keys and bad values are refused, naming ``where`` and the key.
+
+        A lane after fellows (``name``) must say its ``qos`` (its ladder is its own: ``qos_ladder`` defaults to
+        none), how it is reached (``host``, or ``slurm_conf``), and takes no key of ``FELLOWS_ONLY``."""
+        known = {a.name for a in attrs.fields(cls)} - {"name"}
+        if name != FELLOWS:
+            known -= set(FELLOWS_ONLY)
         for key in table:
             if key not in known:
-                raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(known))}")
+                why = (
+                    " (it is [fellows]' alone: one cadence and one debug rung per router)"
+                    if key in FELLOWS_ONLY
+                    else ""
+                )
+                raise ConfigError(f"{where}: unknown key {key!r}{why}; known keys are {', '.join(sorted(known))}")
+        values = dict(table)
+        if name != FELLOWS:
+            if "qos" not in values:
+                raise ConfigError(
+                    f"{where}: qos is missing; give the QoS this cluster's jobs are submitted under first "
+                    "(`sacctmgr show assoc user=$USER` lists yours there)"
+                )
+            if "host" not in values and "slurm_conf" not in values:
+                raise ConfigError(
+                    f"{where}: no way to reach this cluster; give host (its login node, over ssh) or slurm_conf "
+                    "(its slurm.conf, for a cluster reachable from here)"
+                )
+            values.setdefault("qos_ladder", [])
         try:
-            return cls(**dict(table))
+            return cls(name=name, **values)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None

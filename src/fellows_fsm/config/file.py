@@ -24,6 +24,7 @@ from fellows_fsm.config.fellows import (
     positive_seconds,
 )
 from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
@@ -44,7 +45,9 @@ class RouterConfig:
     """The ``[router]`` table: lane order and how hard the poll loop may push the scheduler."""
 
     order: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
-    """The auto lane order; default: 'fellows', then 'gcp' when a [lanes.gcp] table exists."""
+    """The auto lane order: 'fellows' first, then other SLURM lanes (each ladder walked in turn), then the lane a
+    dispatch is handed to. Default: 'fellows', every ``kind = "slurm"`` lane in file order, then 'gcp' when a
+    [lanes.gcp] table exists."""
     max_rung_changes_per_tick: int | None = None
     """At most this many dispatches cancel, and as many resubmit, in one poll (no cancel/resubmit storms).
 
@@ -131,14 +134,54 @@ class Config:
                     f"{self.source}: [router] order names {name!r}, which is manual_only; "
                     "remove it from the order (pin a dispatch to it instead)"
                 )
+        order = self.auto_order
+        paid = [n for n in order[1:] if not self.lane(n).walks_ladder]
+        for name in order[1:]:
+            if paid and self.lane(name).walks_ladder and order.index(name) > order.index(paid[0]):
+                raise ConfigError(
+                    f"{self.source}: [router] order={list(order)!r} puts the paid lane {paid[0]!r} before the free "
+                    f"SLURM lane {name!r}; list every SLURM lane before the first lane a job is handed to"
+                )
+        seen: dict[tuple[str, str | None, str], str] = {}
+        for lane in self.slurm_lanes:
+            for qos in lane.rung_names:
+                key = (lane.where, lane.partition, qos)
+                if key in seen:
+                    raise ConfigError(
+                        f"{self.source}: [lanes.{lane.name}] qos {qos!r} on {lane.where} (partition "
+                        f"{lane.partition or 'default'}) is also a rung of lane {seen[key]!r}: the same rung twice; "
+                        "give the lane another partition or QoS, or remove it from the order"
+                    )
+                seen[key] = lane.name
 
     @property
     def auto_order(self) -> tuple[str, ...]:
-        """The lanes a dispatch walks without a pin: [router] order, else fellows then gcp if configured."""
+        """The lanes a dispatch walks without a pin: [router] order, else fellows, every SLURM lane in file order,
+        then gcp if configured."""
         if self.router.order is not None:
             return self.router.order
         first = self.fellows.name
-        return (first, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (first,)
+        free = tuple(lane.name for lane in self.lanes if lane.walks_ladder)
+        return (first, *free, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (first, *free)
+
+    @property
+    def slurm_lanes(self) -> tuple[FellowsConfig, ...]:
+        """The SLURM lanes a dispatch walks, in order: fellows, then each ``kind = "slurm"`` lane of the order."""
+        later = [self.lane(n) for n in self.auto_order[1:] if self.lane(n).walks_ladder]
+        return (self.fellows, *(lane for lane in later if isinstance(lane, FellowsConfig)))
+
+    @property
+    def after_ladder(self) -> str | None:
+        """The lane a dispatch is handed to once every SLURM lane's ladder parked out (the first of the order that
+        walks no ladder), or None."""
+        return next((n for n in self.auto_order[1:] if not self.lane(n).walks_ladder), None)
+
+    def ladder_for(self, intent: str) -> Ladder:
+        """The one ladder a dispatch of ``intent`` walks: fellows' (a debug one starts on ``debug_qos``), then
+        every next SLURM lane's, in order."""
+        first = self.fellows.ladder_for(intent)
+        later = self.slurm_lanes[1:]
+        return Ladder.joined((first, *(lane.ladder for lane in later))) if later else first
 
     def lane(self, name: str) -> LaneSettings:
         """The ``[lanes.<name>]`` lane called ``name``."""

@@ -83,6 +83,8 @@ class Dispatch:
     """A submit may have reached the cluster without its reply: look the token up before submitting again."""
     refused: bool = attrs.field(init=False, default=False)
     """The current rung's submit was refused: nothing was queued on it."""
+    unreached: bool = attrs.field(init=False, default=False)
+    """This event's sbatch never reached its cluster: no submit again until the next look (the next poll)."""
     moved: bool = attrs.field(init=False, default=False)
     """The parked job was just moved in place to the next rung's QoS."""
     held: bool = attrs.field(init=False, default=False)
@@ -261,12 +263,23 @@ class Dispatch:
         is an outage of its own: the rung's window stops from the call to the answer (a pause and a resume).
         """
         self._begin(now, self.may_change_rung)
+        self.note = ""  # (an unreached cluster's note: it answered after all)
         self._attach(job_id, None)
         slow = asked_at is not None and now - asked_at > SLOW_SUBMIT_SECONDS
         if slow and self.on_rung and not self.pinned and not self.paused and asked_at >= self.history[-1].at:  # type: ignore[operator]
             self._pause(asked_at, f"sbatch took {now - asked_at:.0f} s to answer; the window counts from its answer")  # type: ignore[operator]
             machine.fire(self, Trigger.RESUME)
         return self._decide()
+
+    def submit_unreached(self, why: str, now: float) -> Decision:
+        """The current rung's sbatch never reached its cluster (ssh could not connect, every retry): nothing was
+        queued. On a lane after fellows the rung's window runs on (the cluster is tried again each tick, and passed
+        over when the window closes); ``why`` is the next step's note. The caller pauses a fellows rung instead."""
+        self._begin(now, self.may_change_rung)
+        self.submit_uncertain = False
+        self.unreached = True
+        self.note = f"{self.rung.lane} could not be reached ({why}); its window runs, the cluster is tried each poll"
+        return self._decide(self._settle())
 
     def submit_refused(self, error: SubmitRejected, now: float) -> Decision:
         """The cluster refused the current rung's submit: nothing was queued. The rung is skipped (a refused QoS,
@@ -331,6 +344,7 @@ class Dispatch:
         self.now = now
         self.may_change_rung = may_change_rung
         self.may_leave_rung = True
+        self.unreached = False
         self.effects = []
         self._quiet = None
 
@@ -365,10 +379,12 @@ class Dispatch:
         if until is not None and not out and self.job_id is not None and self.state not in _FIXED:
             self.effects = _IDLE  # waiting on its rung with nothing to ask (the common case)
             return Decision((), None if math.isinf(until) else until)
-        if self.on_rung and self.job_id is None and not self.refused:
-            out.append(FindByToken(self.id, self.token()) if self.submit_uncertain else self._submit_effect())
+        if self.on_rung and self.job_id is None and not self.refused and not self.unreached:
+            out.append(
+                FindByToken(self.id, self.token(), self.rung.lane) if self.submit_uncertain else self._submit_effect()
+            )
         elif self.state == State.PARKED and self.job_id is not None and not (self.look and self.look.phase in _ENDED):
-            if self.in_place and self.rung_index + 1 < len(self.ladder.rungs):
+            if self.in_place and self._next_on_same_lane:
                 if self.may_change_rung:
                     out.append(MoveQos(self.id, self.job_id, self.ladder.rungs[self.rung_index + 1].qos))
                 else:
@@ -392,7 +408,13 @@ class Dispatch:
             # Only with a time limit (SLURM drops a job that cannot END by it), rounded up to SLURM's whole minutes.
             deadline = self.deadline + 60 * math.ceil(self.spec.time_limit_seconds / 60)
         self.submit_uncertain = True  # until the answer comes: a lost answer is looked up by token, never resent
-        return Submit(self.id, self.spec, self.rung.qos, self.token(), deadline)
+        return Submit(self.id, self.spec, self.rung.qos, self.token(), deadline, self.rung.lane)
+
+    @property
+    def _next_on_same_lane(self) -> bool:
+        """Is there a next rung, on the same cluster (a job moves in place only within its cluster)?"""
+        rungs = self.ladder.rungs
+        return self.rung_index + 1 < len(rungs) and rungs[self.rung_index + 1].lane == rungs[self.rung_index].lane
 
     def _attach(self, job_id: str, look: Observation | None) -> None:
         self.effects.append(Attach(self.id, self.rung_index, job_id, self.now))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -92,6 +93,8 @@ class Submit:
     qos: str
     token: str
     deadline: float | None
+    lane: str = FELLOWS
+    """The SLURM lane (cluster) of the rung: the port the sbatch goes through."""
 
 
 @attrs.frozen
@@ -100,6 +103,8 @@ class FindByToken:
 
     dispatch_id: str
     token: str
+    lane: str = FELLOWS
+    """The SLURM lane (cluster) the lost submit went to: where the token is looked up."""
 
 
 @attrs.frozen

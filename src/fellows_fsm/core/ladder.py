@@ -1,4 +1,8 @@
-"""The ladder: its rungs (a QoS and its park cap each), their state names and job tokens. Pure values."""
+"""The ladder: its rungs (a QoS on a SLURM lane and its park cap each), their state names and job tokens. Pure values.
+
+A dispatch walks ONE ladder: the fellows lane's rungs first, then each next SLURM lane's of ``[router] order``
+(``Ladder.joined``); a rung carries its lane, so every rung of every cluster is a row of the one table.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +12,40 @@ from functools import cached_property
 
 import attrs
 
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
-__all__ = ["Ladder", "Rung", "dispatch_token", "state_label"]
+__all__ = ["Ladder", "Rung", "dispatch_token", "qualified_job_id", "split_job_id", "state_label"]
 
 
 @attrs.frozen
 class Rung:
-    """One step of the ladder: a QoS and how long a job may stay pending on it."""
+    """One step of the ladder: a QoS on one SLURM lane and how long a job may stay pending on it."""
 
     index: int
     qos: str
     park_cap_seconds: float
+    lane: str = FELLOWS
+    """The SLURM lane (cluster) the rung's job is queued on: ``fellows``, or a ``[lanes.<name>] kind = "slurm"``."""
 
     @cached_property
     def state_name(self) -> str:
-        """The identifier-safe state name, e.g. ``SUBMITTED_high_eur`` or ``RESUBMITTED_normal_eur``."""
+        """The identifier-safe state name, e.g. ``SUBMITTED_high_eur``, ``RESUBMITTED_normal_eur``, or on another
+        lane ``RESUBMITTED_inst__inst_high`` (the lane, two underscores, the QoS)."""
         verb = "SUBMITTED" if self.index == 0 else "RESUBMITTED"
-        return f"{verb}_{re.sub(r'[^A-Za-z0-9]', '_', self.qos)}"
+        on = "" if self.lane == FELLOWS else f"{re.sub(r'[^A-Za-z0-9]', '_', self.lane)}__"
+        return f"{verb}_{on}{re.sub(r'[^A-Za-z0-9]', '_', self.qos)}"
 
     @cached_property
     def label(self) -> str:
-        """The human label, e.g. ``SUBMITTED(high-eur)``."""
+        """The human label, e.g. ``SUBMITTED(high-eur)``, or on another lane ``RESUBMITTED(inst-high@inst)``."""
         verb = "SUBMITTED" if self.index == 0 else "RESUBMITTED"
-        return f"{verb}({self.qos})"
+        return f"{verb}({self.where})"
+
+    @cached_property
+    def where(self) -> str:
+        """The QoS, and the lane when it is not fellows: ``normal-eur``, ``inst-high@inst``."""
+        return self.qos if self.lane == FELLOWS else f"{self.qos}@{self.lane}"
 
 
 @attrs.frozen
@@ -48,7 +62,13 @@ class Ladder:
             if rung.index != i:
                 raise ConfigError(f"rung {rung.qos!r} has index {rung.index}, expected {i}")
             if names.count(rung.state_name) > 1:
-                raise ConfigError(f"QoS {rung.qos!r} appears twice in the ladder; list each QoS once")
+                raise ConfigError(f"QoS {rung.where!r} appears twice in the ladder; list each QoS once")
+
+    @classmethod
+    def joined(cls, parts: tuple[Ladder, ...]) -> Ladder:
+        """One ladder walked across lanes: each part's rungs in order, numbered on (each keeps its lane)."""
+        rungs = [r for part in parts for r in part.rungs]
+        return cls(tuple(attrs.evolve(r, index=i) for i, r in enumerate(rungs)))
 
     @property
     def first(self) -> Rung:
@@ -66,6 +86,11 @@ class Ladder:
         return tuple(r.qos for r in self.rungs)
 
     @property
+    def lanes(self) -> tuple[str, ...]:
+        """The SLURM lanes the ladder's rungs are on, in order, each once."""
+        return tuple(dict.fromkeys(r.lane for r in self.rungs))
+
+    @property
     def worst_case_seconds(self) -> float:
         """The longest a job can wait on this ladder before it is handed on: the sum of the rung caps."""
         return math.fsum(r.park_cap_seconds for r in self.rungs)
@@ -74,6 +99,18 @@ class Ladder:
 def dispatch_token(dispatch_id: str, rung_index: int) -> str:
     """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>``."""
     return f"fsm-{dispatch_id}-r{rung_index}"
+
+
+def qualified_job_id(lane: str, job_id: str) -> str:
+    """A job id that names its cluster: as SLURM gave it on fellows, ``<id>@<lane>`` on another lane (the same
+    number on two clusters is two jobs: the journal, the views and ``cancel`` keep them apart by this)."""
+    return job_id if lane == FELLOWS else f"{job_id}@{lane}"
+
+
+def split_job_id(job_id: str) -> tuple[str, str]:
+    """The lane and SLURM's own id of a ``qualified_job_id``."""
+    raw, at, lane = job_id.partition("@")
+    return (lane, raw) if at else (FELLOWS, job_id)
 
 
 def state_label(ladder: Ladder, state: str) -> str:

@@ -34,6 +34,7 @@ from fellows_fsm.core.effects import (
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class Executor:
         handoffs: Handoffs | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.clusters = Clusters.of(scheduler)
+        """Every SLURM lane's port (one, fellows', unless the config has more): each call goes to its job's cluster."""
         self.handoffs = handoffs
         """The lane commands (the router's): the driver is the one that starts them."""
         self.recorder: Recorder = recorder or NullRecorder()
@@ -168,13 +171,13 @@ class Executor:
         """scancel jobs a dispatch already journaled WITHDRAWN still has (a cancel run again, or a submit that
         landed after its Ctrl-C): nothing to journal, their dispatch is final."""
         if job_ids:
-            self.scheduler.cancel(list(job_ids))
+            self.clusters.cancel(list(job_ids))
 
     def cancel_pending_strays(self, job_ids: Sequence[str]) -> None:
         """Cancel, only while pending, jobs carrying a dispatch's token that are not its job (strays.py): nothing
         to journal (they were never the dispatch's); one that started first is left running."""
         if job_ids:
-            self.scheduler.cancel_if_pending(list(job_ids), read_back=False)
+            self.clusters.cancel_if_pending(list(job_ids), read_back=False)
 
     # ----------------------------------------------------------------- a tick
     def tick(
@@ -184,7 +187,7 @@ class Executor:
         budget: int,
         *,
         park_budget: int | None = None,
-        workload: Workload | None = None,
+        workload: Workload | Mapping[str, Workload] | None = None,
     ) -> TickOutcome:
         """Advance every dispatch on this tick's observations and run what they need, batched.
 
@@ -213,7 +216,7 @@ class Executor:
         observations: Mapping[str, Observation],
         budget: int,
         park_budget: int | None,
-        workload: Workload | None = None,
+        workload: Workload | Mapping[str, Workload] | None = None,
     ) -> TickOutcome:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
@@ -226,8 +229,9 @@ class Executor:
                     jobless.append(d)
                     continue
                 may_leave = parks < park_budget
+                seen = workload.get(d.rung.lane) if isinstance(workload, Mapping) else workload
                 decision = d.advance(
-                    observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, workload=workload
+                    observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, workload=seen
                 )
                 if not decision.effects:
                     if not may_leave and d.waits_for_budget:
@@ -251,7 +255,7 @@ class Executor:
         gone: Mapping[str, Observation] = {}
         try:
             if to_cancel:
-                gone = self.scheduler.cancel_if_pending([e.job_id for _, e in to_cancel], read_back=False)
+                gone = self.clusters.cancel_if_pending([e.job_id for _, e in to_cancel], read_back=False)
         except SchedulerUnreachable as exc:
             log.warning("cancels deferred to the next tick: %s", exc)
         room = budget - self._changes
@@ -317,7 +321,7 @@ class Executor:
         if writes:
             self.recorder.write(writes)
         if scancel:
-            self.scheduler.cancel(scancel)  # after the journal says WITHDRAWN: a restarted driver never resubmits
+            self.clusters.cancel(scancel)  # after the journal says WITHDRAWN: a restarted driver never resubmits
         return call
 
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
@@ -328,6 +332,10 @@ class Executor:
         try:
             return self._ask(d, call)
         except SchedulerUnreachable as exc:
+            if isinstance(call, Submit) and call.lane != self.clusters.first and not exc.delivered:
+                # A cluster after fellows that cannot be reached at all when its turn comes: nothing was queued
+                # there, so its window runs (tried each poll) and it is passed over when the window closes.
+                return d.submit_unreached(str(exc), self.clock.now())
             self._pause_from(d, asked_at, f"SLURM did not answer ({exc}); the window waits for that time")
             raise
 
@@ -335,7 +343,9 @@ class Executor:
         if isinstance(call, Submit):
             asked_at = self.clock.now()
             try:
-                job_id = self.scheduler.submit(call.spec, qos=call.qos, token=call.token, deadline=call.deadline)
+                job_id = self.clusters.submit(
+                    call.spec, qos=call.qos, token=call.token, deadline=call.deadline, lane=call.lane
+                )
             except SubmitRejected as exc:
                 try:
                     return d.submit_refused(exc, self.clock.now())
@@ -345,7 +355,7 @@ class Executor:
             return d.submitted(job_id, self.clock.now(), asked_at=asked_at)
         asked_at = self.clock.now()
         if isinstance(call, FindByToken):
-            found = self.scheduler.find_by_token(call.token)
+            found = self.clusters.find_by_token(call.token, call.lane)
             self.looked_up.add(d.id)
             if found is not None:
                 log.info("dispatch %s: found job %s by token %s", d.id, found.job_id, call.token)
@@ -355,7 +365,7 @@ class Executor:
                 return Decision((), None)
             return d.found(found, self.clock.now())
         try:
-            moved: bool | QosRejected = self.scheduler.change_qos(call.job_id, call.qos)
+            moved: bool | QosRejected = self.clusters.change_qos(call.job_id, call.qos)
         except QosRejected as exc:
             moved = exc
         self._slow_answer(d, asked_at)

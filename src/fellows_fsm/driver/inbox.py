@@ -51,6 +51,7 @@ __all__ = [
     "journaled_config",
     "lane_from_json",
     "lane_json",
+    "pin_ladder",
     "reaches",
     "remember_config",
     "request_cancel",
@@ -109,10 +110,20 @@ def admit(
         spec = attrs.evolve(spec, workdir=_current_directory())
     if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
         spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-    fallback = config.following(fellows.name) if pin is None else None
-    return Admission(
-        spec, fellows.name, ladder or fellows.ladder_for(intent), pin is not None, _settings(config, fallback, note)
-    )
+    fallback = config.after_ladder if pin is None else None
+    if ladder is None:
+        # Pinned to a SLURM lane: its first rung only (``pin_ladder``); else fellows' ladder, then every next one's.
+        ladder = config.ladder_for(intent) if pin is None else pin_ladder(config, pin, intent)
+    return Admission(spec, fellows.name, ladder, pin is not None, _settings(config, fallback, note))
+
+
+def pin_ladder(config: Config, pin: str, intent: str) -> Ladder:
+    """The ladder of a dispatch pinned to a SLURM lane: fellows' for ``--pin fellows``, else that lane's own
+    (numbered from 0, so its first rung is where the pinned job stays)."""
+    if pin == config.fellows.name:
+        return config.fellows.ladder_for(intent)
+    lane = next(lane for lane in config.slurm_lanes if lane.name == pin)
+    return Ladder.joined((lane.ladder,))
 
 
 def enqueue(

@@ -30,10 +30,11 @@ from fellows_fsm.driver.workload import WorkloadCache
 from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.lanes.registry import build_lanes
-from fellows_fsm.scheduler.port import JobSpec, Scheduler
+from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 
 __all__ = ["Router"]
 
@@ -54,29 +55,35 @@ class Router:
         *,
         clock: Clock | None = None,
         lanes: Mapping[str, HandoffLane] | None = None,
+        ports: Mapping[str, Scheduler] | None = None,
     ) -> None:
-        """Build the driver's parts; nothing is read or written until ``start()``."""
+        """Build the driver's parts; nothing is read or written until ``start()``. ``scheduler`` is the fellows
+        lane's port; ``ports`` the other SLURM lanes' by name (default: each one's real port)."""
         self.config = config
-        self.lanes = build_lanes(config, scheduler=scheduler, handoff=lanes)
-        """The ladder lane (its port: ``scheduler``) and the lanes a dispatch is handed to, built by their kinds."""
+        self.lanes = build_lanes(config, scheduler=scheduler, handoff=lanes, ports=ports)
+        """The SLURM lanes (fellows' port: ``scheduler``) and the lanes a dispatch is handed to, built by kind."""
         self.scheduler = self.lanes.ladder.scheduler
+        self.clusters = Clusters({name: lane.scheduler for name, lane in self.lanes.slurm.items()})
+        """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (lanes/clusters.py)."""
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
         self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
         self.handoffs.on_step = self._command_step
-        self.executor = Executor(self.lanes.ladder.scheduler, journal, self.clock, self.handoffs)
+        self.executor = Executor(self.clusters, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
         self.roster = Roster(self.handoffs)
         """Every dispatch this router drives, shared with recovery and withdrawal."""
-        self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.lanes.ladder.scheduler, self.clock)
+        self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.clusters, self.clock)
         """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
-        """The cluster's history for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
+        """The fellows cluster's workload for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
+        self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != FELLOWS}
+        """Each other SLURM lane's workload, the same way."""
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
-        self._last_answer = 0.0
-        """When the controller last answered a tick's observe (the start of an outage, once it stops answering)."""
+        self._last_answer: dict[str, float] = {}
+        """When each cluster last answered a tick's observe (the start of its outage, once it stops answering)."""
         self._failed: list[str] = []
         """Failure lines since the last TickReport (besides the handoffs' own)."""
         self._sweep_due = False  # the first answered tick after a recovery looks for strays (strays.py)
@@ -244,28 +251,34 @@ class Router:
             self._hand_off_after_ladder(parked_out)
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
         job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
-        try:
-            observations = self.scheduler.observe(job_ids) if job_ids else {}
-        except SchedulerUnreachable as exc:
-            log.warning("poll skipped: %s", exc)
-            # The ladder's clock stops while the controller does not answer (journaled, so a restart keeps it).
-            self.executor.pause(self.live.values(), self._last_answer)
-            return self._report(now, 0, 0, self.deferred, unreachable=True)
-        self._last_answer = now
+        observations, down = self.clusters.observe_each(job_ids) if job_ids else ({}, {})
+        for lane in self.clusters.ports:
+            if lane not in down:
+                self._last_answer[lane] = now
+        walking = list(self.live.values())
+        if down:
+            # The ladder's clock stops for the dispatches on a cluster that does not answer (journaled, so a
+            # restart keeps it); the others move on as usual.
+            for lane, exc in down.items():
+                log.warning("poll of %s skipped: %s", lane, exc)
+            for lane in down:
+                stopped = [d for d in walking if d.rung.lane == lane]
+                self.executor.pause(stopped, self._last_answer.get(lane, 0.0))
+            walking = [d for d in walking if d.rung.lane not in down]
+            if not walking:
+                return self._report(now, 0, 0, self.deferred, unreachable=True)
         if self._sweep_due:  # after a restart: jobs a killed driver queued but never journaled (strays.py)
             submitted = [d for d in (*self.live.values(), *self.handing.values()) if d.history]
-            self._sweep_due = bool(submitted) and strays.sweep(self.scheduler, self.executor, submitted) is None
+            self._sweep_due = bool(submitted) and strays.sweep(self.clusters, self.executor, submitted) is None
         # 2. Every dispatch moves on that fresh state; the driver runs what they need, batched (one cancel call).
-        workload = self.cluster_workload.get(self.live.values(), now)
+        workload = self._workloads(walking, now)
         rungs = {i: self.live[i].rung_index for i in self.executor.looked_up if i in self.live}
-        outcome = self.executor.tick(
-            self.live.values(), observations, self.config.rung_changes_per_tick, workload=workload
-        )
+        outcome = self.executor.tick(walking, observations, self.config.rung_changes_per_tick, workload=workload)
         self._failed.extend(outcome.failures)
         # A dispatch whose lost submit was looked up may meet a job that landed later: looked for as it changes
         # rung or ends (strays.py), so it never walks on, or pays, with a second job queued.
         moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
-        strays.sweep(self.scheduler, self.executor, moved)
+        strays.sweep(self.clusters, self.executor, moved)
         for dispatch_id, refusal in outcome.rejected:
             self._reject(self.live[dispatch_id], refusal)
         for dispatch_id in outcome.handoffs:
@@ -277,6 +290,18 @@ class Router:
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
         return self._report(now, len(job_ids), outcome.rung_changes, outcome.deferred, unreachable=False)
+
+    def _workloads(self, walking: list[Dispatch], now: float) -> Workload | dict[str, Workload] | None:
+        """The workload each calibrating dispatch reads: fellows' (one cluster), else each cluster's by lane."""
+        fellows = self.cluster_workload.get([d for d in walking if d.rung.lane == FELLOWS], now)
+        if not self.workloads:
+            return fellows
+        out = {} if fellows is None else {FELLOWS: fellows}
+        for lane, cache in self.workloads.items():
+            seen = cache.get([d for d in walking if d.rung.lane == lane], now)
+            if seen is not None:
+                out[lane] = seen
+        return out
 
     def _reject(self, d: Dispatch, exc: SubmitRejected) -> None:
         """The cluster refused a dispatch's first submit (nothing queued): it ends as refused, with SLURM's reason."""
@@ -376,7 +401,7 @@ class Router:
         fallback = settings.get("fallback")
         if "fallback" not in settings:
             # A journal written before dispatches carried their lanes: use this router's configuration.
-            following = self.config.following(self.lanes.ladder.name)
+            following = self.config.after_ladder
             fallback = lane_json(self.config.lane(following)) if following else None
         if fallback is None:
             self.roster.ended(d.id)

@@ -71,5 +71,5 @@ def _by_dispatch(tagged: Iterable[Observation]) -> dict[str, list[Observation]]:
 
 
 def _id_key(job_id: str) -> tuple[int, int]:
-    head, _, tail = job_id.partition("_")
+    head, _, tail = job_id.partition("@")[0].partition("_")  # (an id of another cluster: <id>@<lane>)
     return (int(head) if head.isdigit() else -1, int(tail) if tail.isdigit() else -1)

@@ -24,7 +24,8 @@ from fellows_fsm.driver.roster import Roster
 from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError
 from fellows_fsm.journal.queries import refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.scheduler.port import Phase, Scheduler
+from fellows_fsm.lanes.clusters import Clusters
+from fellows_fsm.scheduler.port import Phase
 
 __all__ = ["INTERRUPT_LOOKUPS", "Withdrawal"]
 
@@ -41,7 +42,8 @@ class Withdrawal:
     roster: Roster
     executor: Executor
     journal: Journal
-    scheduler: Scheduler
+    scheduler: Clusters
+    """Every SLURM lane's port (a dispatch may have jobs on several clusters)."""
     clock: Clock
 
     def interrupted(self, d: Dispatch) -> Interrupted:
@@ -77,7 +79,7 @@ class Withdrawal:
         for attempt in range(INTERRUPT_LOOKUPS):
             if attempt:
                 time.sleep(1.0)
-            found = self.scheduler.find_by_token(d.token())
+            found = self.scheduler.find_by_token(d.token(), d.rung.lane)
             if found is not None:
                 return found.job_id
         return None

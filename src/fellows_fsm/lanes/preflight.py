@@ -142,7 +142,7 @@ def check_request(
         return Check(warnings=tuple(warnings))
     try:
         checked = preflight(
-            lane.ladder_for(intent), grants, spec, pinned=pin is not None, next_lane=config.following(lane.name)
+            lane.ladder_for(intent), grants, spec, pinned=pin is not None, next_lane=config.after_ladder
         )
     except (ConfigError, SubmitRejected) as exc:
         return Check(warnings=tuple(warnings), refused=exc)

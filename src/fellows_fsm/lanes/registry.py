@@ -63,26 +63,40 @@ def lane_table(settings: LaneSettings) -> dict[str, Any]:
 
 @attrs.frozen
 class Lanes:
-    """The lanes of one config, built: the SLURM ladder a dispatch walks first, and the lanes it is handed to."""
+    """The lanes of one config, built: the SLURM lanes a dispatch walks (fellows first), and the lanes it is handed
+    to."""
 
     ladder: SlurmLane
-    """The first SLURM lane (``[fellows]``): the router, the effect runner and the history cache use its port."""
+    """The first SLURM lane (``[fellows]``)."""
     handoff: dict[str, HandoffLane]
     """The lanes a dispatch is handed to (or pinned to), by name."""
+    slurm: dict[str, SlurmLane] = attrs.field(factory=dict)
+    """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (lanes/clusters.py)."""
 
 
 def build_lanes(
-    config: Config, *, scheduler: Scheduler | None = None, handoff: Mapping[str, HandoffLane] | None = None
+    config: Config,
+    *,
+    scheduler: Scheduler | None = None,
+    handoff: Mapping[str, HandoffLane] | None = None,
+    ports: Mapping[str, Scheduler] | None = None,
 ) -> Lanes:
-    """Every lane of ``config``: the ladder lane on ``scheduler`` (else its real port), and each ``[lanes.<name>]``
-    built by its kind (``handoff`` replaces them: in-process lanes, in tests and the simulator)."""
+    """Every lane of ``config``: the fellows lane on ``scheduler`` (else its real port), every other SLURM lane on
+    ``ports[name]`` (else its real port: here with its slurm_conf, or over ssh to its host), and each other
+    ``[lanes.<name>]`` built by its kind (``handoff`` replaces them: in-process lanes, in tests and the simulator)."""
     built: dict[str, HandoffLane] = {}
     if handoff is not None:
         built = dict(handoff)
     else:
         for settings in config.lanes:
-            built[settings.name] = handoff_lane(settings, state_dir=config.state_dir)
-    return Lanes(ladder_lane(config, scheduler), built)
+            if not settings.walks_ladder:
+                built[settings.name] = handoff_lane(settings, state_dir=config.state_dir)
+    first = ladder_lane(config, scheduler)
+    slurm = {first.name: first}
+    for lane in config.slurm_lanes[1:]:
+        port = (ports or {}).get(lane.name)
+        slurm[lane.name] = SlurmLane(lane, port) if port is not None else SLURM.build(lane, state_dir=config.state_dir)
+    return Lanes(first, built, slurm)
 
 
 def handoff_lane(settings: LaneSettings, *, state_dir: Path) -> HandoffLane:

@@ -1,9 +1,9 @@
 """The SLURM ladder lane kind (``slurm``): a ladder of QoS rungs on one SLURM cluster, the port its commands go
 through, and the read of what that cluster grants (for the check before the first sbatch).
 
-``[fellows]`` is the first (today the only) SLURM lane, its table unchanged; the router, the effect runner and the
-cluster-history cache take the scheduler from this lane. A ``[lanes.<name>]`` table of this kind is not built
-yet (several clusters as lanes come next). Nothing here submits: the port is built, never called.
+``[fellows]`` is the first SLURM lane, its table unchanged; a ``[lanes.<name>]`` table of this kind is another
+cluster, with its own ladder, walked after fellows in ``[router] order`` (lanes/clusters.py holds every SLURM lane's
+port for the driver). Nothing here submits: the port is built, never called.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import attrs
 
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.errors import ConfigError
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.accounting import Grants, discover
@@ -88,20 +88,15 @@ class SlurmKind:
     name = FellowsConfig.kind
 
     def parse(self, name: str, table: Mapping[str, Any]) -> FellowsConfig:
-        """The ``[fellows]`` table; a ``[lanes.<name>]`` of this kind is refused (a second cluster is not built)."""
-        if name != FellowsConfig.name:
-            raise ConfigError(
-                f"[lanes.{name}] kind = 'slurm': a second SLURM cluster as a lane is not supported yet; the SLURM "
-                "ladder is the [fellows] table (use kind = 'command' for a lane that runs a command)"
-            )
-        return FellowsConfig.from_mapping(table)
+        """The ``[fellows]`` table, or a ``[lanes.<name>]`` of this kind: another SLURM cluster with its own ladder."""
+        return FellowsConfig.from_mapping(table, where="[fellows]" if name == FELLOWS else f"[lanes.{name}]", name=name)
 
     def table(self, settings: FellowsConfig) -> dict[str, Any]:
-        """Every key of the ``[fellows]`` table (None values left out)."""
+        """Every key of the lane's table (None values left out; its name is the table's)."""
         return {
             f.name: list(value) if isinstance(value, tuple) else value
             for f in attrs.fields(FellowsConfig)
-            if (value := getattr(settings, f.name)) is not None
+            if f.name != "name" and (value := getattr(settings, f.name)) is not None
         }
 
     def build(self, settings: FellowsConfig, *, state_dir: Path) -> SlurmLane:

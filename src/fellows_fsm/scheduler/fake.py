@@ -101,6 +101,8 @@ class FakeScheduler:
         self.calls: Counter[str] = Counter()
         self.unreachable = False
         """While True, every call raises SchedulerUnreachable (a controller outage)."""
+        self.unreachable_delivered = True
+        """Whether an outage's calls may have reached the controller (False: a refused connection, nothing done)."""
         self.past: Workload | None = None
         """What ``history`` answers (None: an empty history read now); a test sets it."""
         self._ids = itertools.count(1000)
@@ -291,4 +293,7 @@ class FakeScheduler:
 
     def _check_reachable(self) -> None:
         if self.unreachable:
-            raise SchedulerUnreachable("fake scheduler: slurm_load_jobs error: Unable to contact slurm controller")
+            raise SchedulerUnreachable(
+                "fake scheduler: slurm_load_jobs error: Unable to contact slurm controller",
+                delivered=self.unreachable_delivered,
+            )

@@ -31,14 +31,17 @@ def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
     """The SLURM port of one cluster's table: the commands here, or on its ``host`` over one shared ssh master
     connection whose socket lives under ``<state_dir>/ssh``."""
     if fellows.host is None:
-        return SlurmScheduler()
+        runner = CommandRunner(transport=LocalTransport(slurm_conf=fellows.slurm_conf))
+        return SlurmScheduler(runner, options=fellows.render_options)
     transport = SshTransport(
         fellows.host,
         options=fellows.ssh_options,
         control_dir=state_dir / "ssh",
         connect_timeout_seconds=fellows.ssh_connect_timeout_seconds,
     )
-    return SlurmScheduler(CommandRunner(transport=transport), remote_workdir=fellows.remote_workdir)
+    return SlurmScheduler(
+        CommandRunner(transport=transport), remote_workdir=fellows.remote_workdir, options=fellows.render_options
+    )
 
 
 __all__ = [

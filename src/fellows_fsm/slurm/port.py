@@ -18,7 +18,7 @@ from pathlib import Path
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
-from fellows_fsm.slurm.render import render_sbatch
+from fellows_fsm.slurm.render import LaneOptions, render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 from fellows_fsm.slurm.script import read_script_defaults
 from fellows_fsm.slurm.workload import read_workload
@@ -84,8 +84,11 @@ class SlurmScheduler:
         user: str | None = None,
         observer: Observer | None = None,
         remote_workdir: str | None = None,
+        options: LaneOptions | None = None,
     ) -> None:
         self.runner = runner or CommandRunner()
+        self.options = options or LaneOptions()
+        """What this cluster's lane sets on every sbatch: partition, account, how GPUs are asked for."""
         self._user = user
         self.remote_workdir = remote_workdir
         self.observer = observer or Observer(self.runner)
@@ -115,7 +118,7 @@ class SlurmScheduler:
 
         Never retried after a lost reply (the job may exist): the caller looks the token up instead.
         """
-        command = render_sbatch(spec, qos=qos, token=token, deadline=deadline)
+        command = render_sbatch(spec, qos=qos, token=token, deadline=deadline, lane=self.options)
         for note in command.notes:
             log.info("%s", note)
         self.last_notes = command.notes

@@ -97,9 +97,11 @@ SBATCH_LONG_OPTIONS = frozenset(
 """Every long option of sbatch 22.05 and 24.11 (``man sbatch``), to read an abbreviation the way sbatch does."""
 
 __all__ = [
+    "DEFAULT_GRES",
     "OWNED_OPTIONS",
     "SBATCH_LONG_OPTIONS",
     "SCRIPT_READ",
+    "LaneOptions",
     "SbatchCommand",
     "format_deadline",
     "format_time_limit",
@@ -167,10 +169,47 @@ def script_qos(script: str) -> str | None:
     return found
 
 
+DEFAULT_GRES = "gpu:{gpus}"
+"""How a GPU request is written when a lane says nothing: ``--gres=gpu:<count>``."""
+
+
+@attrs.frozen
+class LaneOptions:
+    """What a SLURM lane sets on every sbatch besides the rung's QoS: its partition and account (None: not set),
+    and how it writes a GPU request (a ``--gres`` template, or a ``--gpus-per-node`` one), each with ``{gpus}``."""
+
+    partition: str | None = None
+    account: str | None = None
+    gres: str = DEFAULT_GRES
+    gpus_per_node: str | None = None
+
+    def gpu_option(self, gpus: int) -> str:
+        """The option that asks for ``gpus`` GPUs on this lane's cluster, e.g. ``--gres=gpu:a100:4``."""
+        if self.gpus_per_node is not None:
+            return f"--gpus-per-node={self.gpus_per_node.replace('{gpus}', str(gpus))}"
+        return f"--gres={self.gres.replace('{gpus}', str(gpus))}"
+
+    def placed(self) -> tuple[str, ...]:
+        """The lane's partition and account options: after the job's own options, so they win over them and over
+        the script's ``#SBATCH`` lines (sbatch takes the command line's last)."""
+        out = () if self.partition is None else (f"--partition={self.partition}",)
+        return out if self.account is None else (*out, f"--account={self.account}")
+
+
+_NO_OPTIONS = LaneOptions()
+
+
 def render_sbatch(
-    spec: JobSpec, *, qos: str | None, token: str | None, deadline: float | None, now: float | None = None
+    spec: JobSpec,
+    *,
+    qos: str | None,
+    token: str | None,
+    deadline: float | None,
+    now: float | None = None,
+    lane: LaneOptions = _NO_OPTIONS,
 ) -> SbatchCommand:
-    """The ``sbatch --parsable`` argv for ``spec``; the script path comes last, ``extra_args`` just before it.
+    """The ``sbatch --parsable`` argv for ``spec``; the script path comes last, ``extra_args`` just before it
+    (and after them the lane's partition and account, when it sets them: ``lane``).
 
     ``deadline`` (epoch seconds) is written relative to ``now`` (default: ``time.time()``, read at the call).
 
@@ -190,12 +229,13 @@ def render_sbatch(
     if token is not None:
         argv.append(f"--comment={token}")
     if spec.gpus > 0:
-        argv.append(f"--gres=gpu:{spec.gpus}")
+        argv.append(lane.gpu_option(spec.gpus))
     if spec.time_limit_seconds is not None:
         argv.append(f"--time={format_time_limit(spec.time_limit_seconds)}")
     if deadline is not None:
         argv.append(f"--deadline={format_deadline(deadline, time.time() if now is None else now)}")
     argv.extend(spec.extra_args)
+    argv.extend(lane.placed())
     argv.append(spec.script)
     return SbatchCommand(tuple(argv), tuple(notes))
 

@@ -182,6 +182,7 @@ class CommandRunner:
         name = os.path.basename(argv[0])
         timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
         attempt = 0
+        reached = False  # did any attempt perhaps reach the cluster (a lost reply, not a refused connection)?
         spent = 0.0  # command time plus back-off sleeps, counted as planned (the sleep may be injected)
         while True:
             attempt += 1
@@ -191,6 +192,7 @@ class CommandRunner:
                 return outcome
             spent += self._now() - t0
             why, delivered = outcome
+            reached = reached or delivered
             if delivered and not idempotent:
                 raise SchedulerUnreachable(
                     f"{name} got no reply from {self.transport.peer} ({why}); the request may have been "
@@ -201,7 +203,8 @@ class CommandRunner:
             if attempt >= policy.attempts or spent + delay > policy.budget_seconds:
                 raise SchedulerUnreachable(
                     f"{name} could not reach {self.transport.peer} ({why}) after {attempt} attempt(s) in "
-                    f"{spent:.1f} s; {self.transport.reach_hint}"
+                    f"{spent:.1f} s; {self.transport.reach_hint}",
+                    delivered=reached,
                 )
             log.warning("%s: %s; retry %d in %.1f s", name, why, attempt, delay)
             self.sleep(delay)

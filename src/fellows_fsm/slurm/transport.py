@@ -105,12 +105,16 @@ class LocalTransport:
     peer = "the SLURM controller"
     reach_hint = "check `scontrol ping` and that SLURM_CONF points at the right cluster"
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, slurm_conf: str | None = None) -> None:
         self.env = None if env is None else dict(env)
+        self.slurm_conf = slurm_conf
+        """A cluster's own slurm.conf (SLURM_CONF of every command), for a second cluster reached from here."""
 
     def run(self, request: Request) -> Reply:
         """``subprocess.run`` of the argv with the filtered environment; a timeout is NoAnswer(delivered=True)."""
-        base = os.environ if self.env is None else self.env
+        base: Mapping[str, str] = os.environ if self.env is None else self.env
+        if self.slurm_conf is not None:
+            base = {**base, "SLURM_CONF": self.slurm_conf}
         drop, keep = request.drop_env_prefixes, request.keep_env
         env = {k: v for k, v in base.items() if k in keep or not k.startswith(drop)} | dict(request.env)
         name = os.path.basename(request.argv[0])

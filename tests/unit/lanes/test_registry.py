@@ -57,10 +57,12 @@ def test_an_unknown_kind_is_one_line_naming_the_lane_and_the_key(kind: object) -
     assert caught.value.exit_code == ConfigError.exit_code == 3
 
 
-def test_a_slurm_kind_under_lanes_is_refused_until_several_clusters_are_built() -> None:
-    """``[lanes.other] kind = "slurm"`` is refused in one line naming the lane (the SLURM ladder is ``[fellows]``)."""
-    with pytest.raises(ConfigError, match=r"^test\.toml: \[lanes\.other\] kind = 'slurm'.*\[fellows\]"):
-        _config({"other": {"kind": "slurm", "qos": "high-eur"}})
+def test_a_slurm_lane_with_no_way_to_reach_it_is_one_line() -> None:
+    """``[lanes.other] kind = "slurm"`` with neither host nor slurm_conf is refused in one line naming the lane and
+    both keys (the fellows cluster is the environment's; another needs its own way in)."""
+    with pytest.raises(ConfigError, match=r"^test\.toml: \[lanes\.other\]: no way to reach .*host.*slurm_conf") as c:
+        _config({"other": {"kind": "slurm", "qos": "inst-high"}})
+    assert "\n" not in str(c.value)
 
 
 def test_submit_with_an_unknown_lane_kind_queues_nothing(

@@ -35,8 +35,8 @@ def test_the_fellows_table_is_the_first_slurm_lane() -> None:
 
 
 def test_the_router_takes_the_port_from_the_ladder_lane(tmp_path: Path) -> None:
-    """The port a router is given is its ladder lane's, and the effect runner and the history cache use it too
-    (one scheduler, held once, by the lane)."""
+    """The port a router is given is its ladder lane's, and the effect runner (through the one-cluster Clusters)
+    and the history cache use it too (one scheduler, held once, by the lane)."""
     fake = FakeScheduler()
     config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(GCP,), state_dir=tmp_path)
     journal = Journal(config.journal_path)
@@ -44,7 +44,7 @@ def test_the_router_takes_the_port_from_the_ladder_lane(tmp_path: Path) -> None:
         router = Router(config, fake, journal)
         assert router.lanes.ladder == SlurmLane(config.fellows, fake)
         assert router.scheduler is fake
-        assert router.executor.scheduler is fake
+        assert router.executor.clusters.ports == {"fellows": fake}
         assert router.cluster_workload.scheduler is fake
         assert router.cluster_workload.span_seconds == config.fellows.calibrated_history_seconds
         assert list(router.handoffs.lanes) == ["gcp"]

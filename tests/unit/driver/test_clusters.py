@@ -1,0 +1,218 @@
+"""Several SLURM clusters as lanes, on two fake ports: the walk from fellows' ladder to the next cluster's, job ids
+per cluster, a cluster that does not answer, and the paid lane only after every free one."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.driver.router import Router
+from fellows_fsm.errors import ConfigError
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.clusters import Clusters
+from fellows_fsm.scheduler.port import Phase
+from tests.unit.driver.fixtures import PRIORITY, ledger, ledger_lane
+
+CAP = 60.0
+INST_CAP = 120.0
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+INST = FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenDateTimeFactory]:
+    """Frozen time for the router's clock."""
+    with freeze_time("2026-11-30 12:00:00") as f:
+        yield f
+
+
+@pytest.fixture
+def fellows(frozen: FrozenDateTimeFactory) -> FakeScheduler:
+    """The fellows cluster, with no GPU free (every rung of its ladder stays pending)."""
+    return FakeScheduler(qos_priority=PRIORITY, total_gpus=0)
+
+
+@pytest.fixture
+def inst(frozen: FrozenDateTimeFactory) -> FakeScheduler:
+    """The second cluster, 8 GPUs, its own QoS; it numbers jobs from 1000 like the first (ids collide)."""
+    return FakeScheduler(qos_priority={"inst-high": 2, "inst-low": 1}, total_gpus=8)
+
+
+@pytest.fixture
+def router(tmp_path: Path, fellows: FakeScheduler, inst: FakeScheduler) -> Iterator[Router]:
+    """A started router over both clusters (fellows, then inst), then the gcp ledger lane."""
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP),
+        lanes=(INST, ledger_lane("gcp", tmp_path / "gcp.ledger")),
+        router=RouterConfig(order=("fellows", "inst", "gcp")),
+        state_dir=tmp_path,
+    )
+    journal = Journal(config.journal_path)
+    r = Router(config, fellows, journal, ports={"inst": inst}).start()
+    yield r
+    journal.close()
+
+
+def drive(r: Router, clusters: list[FakeScheduler], frozen: FrozenDateTimeFactory, ticks: int = 400) -> float:
+    """Poll every 5 s (both clusters scheduling) until nothing is live; return the seconds it took."""
+    start = time.time()
+    for _ in range(ticks):
+        for c in clusters:
+            c.schedule()
+        frozen.tick(5)
+        r.poll()
+        if not r.busy:
+            return time.time() - start
+        if r.running:
+            time.sleep(0.02)
+    raise AssertionError("dispatches still live after the tick budget")
+
+
+def test_the_ladder_walks_fellows_first_then_the_next_cluster() -> None:
+    """The one ladder is fellows' rungs, then the next SLURM lane's, each rung carrying its lane; the worst case is
+    the sum of every cluster's caps."""
+    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(INST,))
+    ladder = config.ladder_for("prod")
+    assert [(r.lane, r.qos) for r in ladder.rungs] == [
+        ("fellows", "high-eur"),
+        ("fellows", "normal-eur"),
+        ("fellows", "low-eur"),
+        ("inst", "inst-high"),
+        ("inst", "inst-low"),
+    ]
+    assert ladder.rungs[3].label == "RESUBMITTED(inst-high@inst)"
+    assert ladder.rungs[3].state_name == "RESUBMITTED_inst__inst_high"
+    assert ladder.worst_case_seconds == 3 * CAP + 2 * INST_CAP
+    assert config.auto_order == ("fellows", "inst")
+
+
+def test_a_full_fellows_ladder_runs_on_the_next_cluster_not_gcp(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """With no fellows rung able to start it, the job walks fellows' three rungs, then starts on inst's first rung:
+    one job on each fellows rung, one on inst, and the paid lane never runs."""
+    h = router.dispatch(SPEC)
+    drive(router, [fellows, inst], frozen)
+    final = router.handle(h.dispatch_id)
+    assert (final.state, final.qos) == ("RUNNING", "inst-high")
+    assert [j.qos for j in fellows.jobs.values()] == ["high-eur", "normal-eur", "low-eur"]
+    assert [j.qos for j in inst.jobs.values()] == ["inst-high"]
+    assert ledger(tmp_path, "gcp") == []
+    jobs = {j.rung_index: j.job_id for j in router.journal.jobs(h.dispatch_id)}
+    assert jobs[3] == "1000@inst"  # SLURM's id on inst, named by its cluster
+    assert inst.jobs["1000"].phase is Phase.STARTED
+    assert not fellows.live_jobs(token_prefix="fsm-")
+
+
+def test_both_clusters_full_hand_off_once_after_the_sum_of_the_caps(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """With neither cluster able to start it, the dispatch walks all five rungs and is handed to gcp exactly once,
+    no sooner than the sum of every cluster's caps; no job is left on either cluster."""
+    inst.total_gpus = 0
+    h = router.dispatch(SPEC)
+    took = drive(router, [fellows, inst], frozen)
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert took >= 3 * CAP + 2 * INST_CAP
+    assert [j.qos for j in inst.jobs.values()] == ["inst-high", "inst-low"]
+    assert not fellows.live_jobs(token_prefix="fsm-")
+    assert not inst.live_jobs(token_prefix="fsm-")
+
+
+def test_a_cluster_unreachable_when_its_turn_comes_is_passed_over_after_its_caps(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """inst refuses every connection (nothing reaches it) when the walk comes to it: its windows run, it is tried
+    each poll, and the dispatch reaches gcp only after the sum of every cluster's caps, with nothing queued on inst."""
+    inst.unreachable, inst.unreachable_delivered = True, False
+    h = router.dispatch(SPEC)
+    took = drive(router, [fellows], frozen)
+    assert ledger(tmp_path, "gcp") == [h.dispatch_id]
+    assert took >= 3 * CAP + 2 * INST_CAP
+    assert inst.jobs == {}
+    assert inst.calls["submit"] >= 2 * INST_CAP / 5 - 2  # tried at each 5 s poll of its two windows
+    notes = [s.note for s in router.journal.steps(h.dispatch_id)]
+    assert any("inst could not be reached" in n for n in notes)
+
+
+def test_an_outage_of_the_cluster_holding_the_job_stops_only_its_clock(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """A dispatch pending on inst when inst stops answering pauses (no paid handoff however long it lasts), while a
+    dispatch on fellows goes on walking; inst back, the first runs there and nothing was handed off for it."""
+    inst.total_gpus = 0
+    h = router.dispatch(SPEC)
+    for _ in range(3 * int(CAP / 5) + 6):
+        frozen.tick(5)
+        router.poll()
+    assert router.handle(h.dispatch_id).qos == "inst-high"
+    inst.unreachable = True
+    second = router.dispatch(SPEC)
+    for _ in range(int(10 * INST_CAP / 5)):
+        frozen.tick(5)
+        router.poll()
+    assert router.handle(h.dispatch_id).state.startswith("RESUBMITTED(inst-high@inst)")
+    assert router.handle(second.dispatch_id).qos == "inst-high"  # fellows walked on; inst's first rung, unanswered
+    assert ledger(tmp_path, "gcp") == []
+    inst.unreachable, inst.total_gpus = False, 8
+    drive(router, [fellows, inst], frozen)
+    assert router.handle(h.dispatch_id).state == "RUNNING"
+    assert h.dispatch_id not in ledger(tmp_path, "gcp")
+
+
+def test_the_same_job_id_on_two_clusters_is_two_jobs(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """Job 1003 on inst and job 1003 on fellows belong to two dispatches; a cancel of the one on inst scancels
+    inst's 1003 (and its own old fellows jobs), never fellows' 1003, which stays pending and followed."""
+    inst.total_gpus = 0
+    inst._ids = itertools.count(1003)  # type: ignore[attr-defined]  # inst's next id is fellows' next after 3 rungs
+    on_inst = router.dispatch(SPEC)
+    for _ in range(3 * int(CAP / 5) + 6):
+        frozen.tick(5)
+        router.poll()
+    assert router.handle(on_inst.dispatch_id).slurm_job_id == "1003@inst"
+    on_fellows = router.dispatch(SPEC)
+    assert router.handle(on_fellows.dispatch_id).slurm_job_id == "1003"
+    assert router.withdraw(on_inst.dispatch_id) == ["1000", "1001", "1002", "1003@inst"]
+    assert inst.jobs["1003"].phase is Phase.GONE
+    assert fellows.jobs["1003"].phase is Phase.PENDING
+    frozen.tick(5)
+    router.poll()
+    assert router.handle(on_fellows.dispatch_id).state == "SUBMITTED(high-eur)"
+    assert router.handle(on_inst.dispatch_id).state == "WITHDRAWN"
+
+
+def test_one_cluster_goes_straight_to_its_port() -> None:
+    """With the fellows cluster alone, Clusters hands every call to its port unchanged (ids stay SLURM's own)."""
+    fake = FakeScheduler(total_gpus=8)
+    clusters = Clusters.of(fake)
+    job_id = clusters.submit(SPEC, qos="high-eur", token="fsm-x-r0")
+    assert job_id == "1000"
+    assert set(clusters.observe([job_id])) == {"1000"}
+    assert fake.calls["observe"] == 1
+
+
+@pytest.mark.parametrize(
+    ("lanes", "order", "words"),
+    [
+        ((INST, ledger_lane("gcp", Path("g"))), ("fellows", "gcp", "inst"), "puts the paid lane 'gcp' before the free"),
+        ((INST, FellowsConfig(name="twin", qos="inst-high", qos_ladder=(), host="inst")), None, "the same rung twice"),
+    ],
+)
+def test_bad_orders_and_lanes_are_one_line(
+    lanes: tuple[object, ...], order: tuple[str, ...] | None, words: str
+) -> None:
+    """An order with a paid lane before a free one, and two lanes with the same rung (host, partition, QoS), are
+    each refused in one line."""
+    with pytest.raises(ConfigError, match=words) as caught:
+        Config(lanes=lanes, router=RouterConfig(order=order))  # type: ignore[arg-type]
+    assert "\n" not in str(caught.value)
