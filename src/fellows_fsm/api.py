@@ -26,7 +26,7 @@ from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.preflight import Check, check_request
-from fellows_fsm.lanes.slurm import ladder_lane
+from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
@@ -88,6 +88,7 @@ class Fellows:
         background: bool = False,
         start_driver: Callable[[Config, Journal], DriverOwner | None] | None = None,
         on_start: Callable[[DriverOwner], None] | None = None,
+        ports: Mapping[str, Scheduler] | None = None,
     ) -> None:
         """``scheduler`` defaults to the real SLURM; ``grants`` reads what the cluster grants for the check before
         the first sbatch (default: sacctmgr through a SlurmScheduler; with any other port, no check).
@@ -96,7 +97,8 @@ class Fellows:
         enqueues and starts that driver if none runs, and returns at once; ``follow``, ``watch`` and ``cancel``
         never drive in this process, so the walk goes on whatever becomes of it. ``start_driver`` starts the
         driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
-        Fellows starts one (the CLI says so on stderr)."""
+        Fellows starts one (the CLI says so on stderr). ``ports``: the other SLURM lanes' ports by name (default:
+        each one's real port from its table)."""
         self.config = config
         self.ladder_lane = ladder_lane(config, scheduler)
         """The first SLURM lane (``[fellows]``): its port, and how to read what its cluster grants."""
@@ -104,6 +106,14 @@ class Fellows:
         self.clock: Clock = clock or SystemClock()
         self._lanes = lanes
         self._grants = grants if grants is not None else self.ladder_lane.read_grants()
+        self._ports = ports
+        self.other_lanes = tuple(
+            SlurmLane(lane, ports[lane.name])
+            if ports and lane.name in ports
+            else SLURM.build(lane, state_dir=config.state_dir)
+            for lane in config.slurm_lanes[1:]
+        )
+        """The SLURM lanes after fellows, in order (their grants are checked before the first sbatch too)."""
         self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
         self._router: Router | None = None
         self._driver: str | None = None
@@ -150,7 +160,7 @@ class Fellows:
         try:
             check_cluster(self.config, self.journal)  # its live dispatches are driven on the cluster they were sent to
             self._router = Router(
-                self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes
+                self.config, self.scheduler, self.journal, clock=self.clock, lanes=self._lanes, ports=self._ports
             ).start()
         except BaseException:
             self.journal.release_driver()
@@ -191,7 +201,10 @@ class Fellows:
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
         raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
         """
-        return check_request(self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin)
+        others = [(lane, lane.read_grants()) for lane in self.other_lanes]
+        return check_request(
+            self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
+        )
 
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from functools import cached_property
 
 import attrs
@@ -67,7 +68,11 @@ class Ladder:
     @classmethod
     def joined(cls, parts: tuple[Ladder, ...]) -> Ladder:
         """One ladder walked across lanes: each part's rungs in order, numbered on (each keeps its lane)."""
-        rungs = [r for part in parts for r in part.rungs]
+        return cls.numbered(r for part in parts for r in part.rungs)
+
+    @classmethod
+    def numbered(cls, rungs: Iterable[Rung]) -> Ladder:
+        """A ladder of ``rungs`` in order, numbered from 0 (each keeps its QoS, cap and lane)."""
         return cls(tuple(attrs.evolve(r, index=i) for i, r in enumerate(rungs)))
 
     @property

@@ -98,6 +98,16 @@ class LadderLane(Lane, Protocol):
         """The rungs a dispatch of ``intent`` walks."""
         ...
 
+    @property
+    def partition(self) -> str | None:
+        """The partition the lane's jobs are queued in (None: the cluster's default): checked against its cluster."""
+        ...
+
+    @property
+    def account(self) -> str | None:
+        """The account the lane's jobs are charged to (None: the user's default there)."""
+        ...
+
     def read_grants(self) -> Callable[[], Grants] | None:
         """How to read what the cluster grants (sacctmgr), or None when the port has nothing to read them from."""
         ...

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,12 @@ import attrs
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.inbox import INTENTS
 from fellows_fsm.errors import ConfigError, FellowsError, SchedulerError, SshLoginRefused, SubmitRejected
 from fellows_fsm.lanes.base import LadderLane
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
 
 __all__ = [
     "GRANTS_TTL_SECONDS",
@@ -106,15 +106,18 @@ def check_request(
     *,
     intent: str = "prod",
     pin: str | None = None,
+    others: Sequence[tuple[LadderLane, Callable[[], Grants] | None]] = (),
 ) -> Check:
-    """Check a request against what the cluster grants (``read()``, cached beside the journal), before anything
-    is journaled or queued: ``Fellows.check``.
+    """Check a request against what each cluster grants (``read()`` for the fellows ``lane``, each of ``others``'
+    for the next SLURM lanes of the order; cached beside the journal), before anything is journaled or queued:
+    ``Fellows.check``.
 
-    A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
-    ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-    raise; grants that cannot be read are a warning (the request goes ahead unchecked), except a login ssh
-    refuses (SshLoginRefused is raised). An unknown intent raises ConfigError. With no ``read`` (a port with
-    nothing to read them from) or a command lane pinned, nothing is checked.
+    A QoS of the config that its cluster does not have or grant, or a lane's partition or account that its
+    cluster does not have (ConfigError, exit 3), or a job no rung of any cluster can ever start (SubmitRejected,
+    exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
+    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
+    unknown intent raises ConfigError. With no ``read`` (a port with nothing to read them from) or a command lane
+    pinned, nothing is checked.
     """
     if intent not in INTENTS:
         raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
@@ -127,9 +130,17 @@ def check_request(
             "debug jobs there"
         )
     pinned = config.lane_named(pin) if pin is not None else None
-    if (pin is not None and (pinned is None or not pinned.walks_ladder)) or read is None:
-        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM; a fake has no grants
-    cache = GrantsCache(config.state_dir / "grants.json", key=lane.grants_key)
+    if pin is not None and (pinned is None or not pinned.walks_ladder):
+        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM
+    lanes = [(lane, read), *others]
+    if pin is not None:
+        lanes = [(each, r) for each, r in lanes if each.name == pin]
+    elif len(lanes) > 1:
+        return _check_lanes(config, clock, lanes, spec, intent=intent, warnings=warnings)
+    lane, read = lanes[0]
+    if read is None:
+        return Check(warnings=tuple(warnings))  # a fake has no grants
+    cache = GrantsCache(_cache_path(config, lane), key=lane.grants_key)
     try:
         grants = cache.get(clock.now(), read)
     except SshLoginRefused:
@@ -140,14 +151,77 @@ def check_request(
             "still skipped when sbatch refuses it)"
         )
         return Check(warnings=tuple(warnings))
+    ladder = lane.ladder_for(intent) if lane.name == fellows.name else Ladder.joined((lane.ladder_for(intent),))
     try:
-        checked = preflight(
-            lane.ladder_for(intent), grants, spec, pinned=pin is not None, next_lane=config.after_ladder
-        )
+        check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
+        checked = preflight(ladder, grants, spec, pinned=pin is not None, next_lane=config.after_ladder)
     except (ConfigError, SubmitRejected) as exc:
         return Check(warnings=tuple(warnings), refused=exc)
     notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
     return Check(checked.ladder, checked.note, notes, tuple(warnings))
+
+
+def _check_lanes(
+    config: Config,
+    clock: Clock,
+    lanes: Sequence[tuple[LadderLane, Callable[[], Grants] | None]],
+    spec: JobSpec,
+    *,
+    intent: str,
+    warnings: list[str],
+) -> Check:
+    """The check of a walk across several SLURM lanes: each cluster's rungs against its own grants (read side by
+    side would save little: the cache answers most submits), the kept rungs joined in order."""
+    ladder = config.ladder_for(intent)
+    kept: list[Rung] = []
+    skipped: list[str] = []
+    remarks: list[str] = []
+    for lane, read in lanes:
+        part = Ladder.numbered(r for r in ladder.rungs if r.lane == lane.name)
+        if read is None:
+            kept.extend(part.rungs)
+            continue
+        try:
+            grants = GrantsCache(_cache_path(config, lane), key=lane.grants_key).get(clock.now(), read)
+        except SshLoginRefused:
+            raise
+        except SchedulerError as exc:
+            warnings.append(
+                f"could not read what {_table(lane)}'s cluster grants ({exc}); its rungs go ahead unchecked (a "
+                "refused rung is still skipped when sbatch refuses it)"
+            )
+            kept.extend(part.rungs)
+            continue
+        try:
+            check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
+            checked = check_ladder(part, grants, spec, where=_table(lane))
+        except ConfigError as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
+        kept.extend(checked.rungs)
+        on = "" if lane.name == config.fellows.name else f" on {lane.name}"
+        skipped.extend(f"{s.why}{on}" for s in checked.skipped)
+        remarks.extend(checked.warnings)
+    if not kept:
+        why = "; ".join(w.removeprefix("skipping ") for w in skipped)
+        paid = config.after_ladder
+        instead = f"; to run it on {paid}, submit it with --pin {paid}" if paid else ""
+        return Check(
+            warnings=tuple(warnings),
+            refused=SubmitRejected(
+                f"no rung of any cluster ({', '.join(r.where for r in ladder.rungs)}) can ever start this job "
+                f"({why}); nothing was queued and nothing handed to a paid lane: change --gpus/--time{instead}"
+            ),
+        )
+    return Check(Ladder.numbered(kept), "; ".join(skipped), (*skipped, *remarks), tuple(warnings))
+
+
+def _table(lane: LadderLane) -> str:
+    return "[fellows]" if lane.name == "fellows" else f"[lanes.{lane.name}]"
+
+
+def _cache_path(config: Config, lane: LadderLane) -> Path:
+    """Each cluster's grants in a file of its own (fellows' keeps its old name)."""
+    return config.state_dir / ("grants.json" if lane.name == config.fellows.name else f"grants-{lane.name}.json")
 
 
 # --------------------------------------------------------------------------- the grants cache
@@ -157,6 +231,7 @@ def grants_to_json(grants: Grants) -> dict[str, Any]:
         "user": grants.user,
         "associations": [{**attrs.asdict(a, recurse=False), "qos": sorted(a.qos)} for a in grants.associations],
         "qos": [{**attrs.asdict(q, recurse=False), "flags": sorted(q.flags)} for q in grants.qos.values()],
+        **({} if grants.partitions is None else {"partitions": sorted(grants.partitions)}),
     }
 
 
@@ -164,7 +239,13 @@ def grants_from_json(data: dict[str, Any]) -> Grants:
     """The inverse of ``grants_to_json``; KeyError, TypeError or ValueError on a malformed value."""
     associations = tuple(Association(**{**a, "qos": frozenset(a["qos"])}) for a in data["associations"])
     qos = {q["name"]: QosInfo(**{**q, "flags": frozenset(q["flags"])}) for q in data["qos"]}
-    return Grants(user=str(data["user"]), associations=associations, qos=qos)
+    partitions = data.get("partitions")
+    return Grants(
+        user=str(data["user"]),
+        associations=associations,
+        qos=qos,
+        partitions=None if partitions is None else frozenset(partitions),
+    )
 
 
 @attrs.frozen

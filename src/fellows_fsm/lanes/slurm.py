@@ -19,7 +19,7 @@ from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm import slurm_port
-from fellows_fsm.slurm.accounting import Grants, discover
+from fellows_fsm.slurm.accounting import Grants, discover, read_partitions
 from fellows_fsm.slurm.port import SlurmScheduler
 
 if TYPE_CHECKING:
@@ -70,8 +70,23 @@ class SlurmLane:
         return self.config.ladder_for(intent)
 
     def read_grants(self) -> Callable[[], Grants] | None:
-        """sacctmgr through the real port; None for any other port (a fake has no grants to read)."""
-        return default_grants(self.scheduler)
+        """sacctmgr through the real port (and, for a lane that sets ``partition``, the cluster's partitions);
+        None for any other port (a fake has no grants to read)."""
+        read = default_grants(self.scheduler)
+        scheduler = self.scheduler
+        if read is None or self.config.partition is None or not isinstance(scheduler, SlurmScheduler):
+            return read
+        return lambda: attrs.evolve(read(), partitions=read_partitions(scheduler.runner))
+
+    @property
+    def partition(self) -> str | None:
+        """The partition the lane's jobs are queued in (None: the cluster's default)."""
+        return self.config.partition
+
+    @property
+    def account(self) -> str | None:
+        """The account the lane's jobs are charged to (None: the user's default there)."""
+        return self.config.account
 
 
 def ladder_lane(config: Config, scheduler: Scheduler | None = None) -> SlurmLane:

@@ -28,9 +28,11 @@ __all__ = [
     "QosInfo",
     "SkippedRung",
     "check_ladder",
+    "check_lane",
     "discover",
     "parse_assoc",
     "parse_qos",
+    "read_partitions",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ class Grants:
     user: str
     associations: tuple[Association, ...]
     qos: Mapping[str, QosInfo]
+    partitions: frozenset[str] | None = None
+    """The cluster's partitions, when read (a lane that sets ``partition``); None: not read."""
 
     @property
     def granted(self) -> frozenset[str]:
@@ -110,7 +114,7 @@ class LadderCheck:
             raise ConfigError(
                 "no rung of the QoS ladder can ever start this job: " + "; ".join(s.why for s in self.skipped)
             )
-        return Ladder(tuple(Rung(i, r.qos, r.park_cap_seconds) for i, r in enumerate(self.rungs)))
+        return Ladder(tuple(attrs.evolve(r, index=i) for i, r in enumerate(self.rungs)))  # (each keeps its lane)
 
 
 def _int_or_zero(text: str) -> int:
@@ -178,6 +182,30 @@ def discover(runner: CommandRunner, user: str) -> Grants:
     return Grants(user=user, associations=parse_assoc(assoc.stdout), qos=parse_qos(qos.stdout))
 
 
+def read_partitions(runner: CommandRunner) -> frozenset[str]:
+    """The cluster's partition names (``scontrol -o show partition``: one line each)."""
+    found = runner.run(("scontrol", "-o", "show", "partition"))
+    if not found.ok:
+        raise SchedulerError(f"scontrol could not list the partitions: {found.message}")
+    names = (word.removeprefix("PartitionName=") for line in found.stdout.splitlines() for word in line.split()[:1])
+    return frozenset(n for n in names if n)
+
+
+def check_lane(where: str, grants: Grants, *, partition: str | None, account: str | None) -> None:
+    """A lane's partition and account against what its cluster has: ConfigError naming ``where`` and the key."""
+    accounts = sorted({a.account for a in grants.associations})
+    if account is not None and accounts and account not in accounts:
+        raise ConfigError(
+            f"{where} account={account!r} is not an account of user {grants.user!r} on that cluster (theirs: "
+            f"{', '.join(accounts)}); fix account, or remove it to use the default"
+        )
+    if partition is not None and grants.partitions is not None and partition not in grants.partitions:
+        raise ConfigError(
+            f"{where} partition={partition!r} does not exist on that cluster (its partitions: "
+            f"{', '.join(sorted(grants.partitions)) or 'none'}); fix partition, or remove it to use the default"
+        )
+
+
 def _hms(seconds: int) -> str:
     days, rest = divmod(seconds, 86_400)
     hours, rest = divmod(rest, 3600)
@@ -185,10 +213,10 @@ def _hms(seconds: int) -> str:
     return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
-def check_ladder(ladder: Ladder, grants: Grants, spec: JobSpec) -> LadderCheck:
+def check_ladder(ladder: Ladder, grants: Grants, spec: JobSpec, *, where: str = "[fellows]") -> LadderCheck:
     """Judge each rung for ``spec``: refuse ungranted QoS, skip rungs that never fit it, warn on shared caps.
 
-    Raises ConfigError naming the first ungranted QoS and listing the granted ones.
+    Raises ConfigError naming the first ungranted QoS and listing the granted ones (``where``: the lane's table).
     """
     granted = grants.granted
     for rung in ladder.rungs:
@@ -196,13 +224,13 @@ def check_ladder(ladder: Ladder, grants: Grants, spec: JobSpec) -> LadderCheck:
             known = ", ".join(sorted(grants.qos))
             raise ConfigError(
                 f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} does not exist on this cluster "
-                f"(its QoS: {known}); fix the name in [fellows] or remove it"
+                f"(its QoS: {known}); fix the name in {where} or remove it"
             )
         if rung.qos not in granted:
             listed = ", ".join(sorted(granted)) or "none"
             raise ConfigError(
                 f"QoS {rung.qos!r} in the ladder {list(ladder.qos_names)!r} is not granted to user "
-                f"{grants.user!r} (granted: {listed}); remove it from [fellows] or ask an admin to grant it"
+                f"{grants.user!r} (granted: {listed}); remove it from {where} or ask an admin to grant it"
             )
     kept: list[Rung] = []
     skipped: list[SkippedRung] = []
