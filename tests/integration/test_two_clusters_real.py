@@ -4,7 +4,9 @@ own sshd, configured unlike the first, ids alignable, its sshd stoppable; its ow
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -77,10 +79,11 @@ def test_the_second_cluster_has_its_own_partition_account_qos_and_typed_gres(sec
     [
         ("--account=inst-acct --qos=inst-high", "No partition specified"),
         ("--partition=h200 --qos=inst-high", "Invalid qos specification"),
+        ("--partition=h200", "Invalid account or account/partition combination specified"),
         ("--partition=h200 --account=inst-acct --qos=inst-other", "Invalid qos specification"),
         ("--partition=h200 --account=inst-acct --qos=high-eur", "Invalid qos specification"),
     ],
-    ids=["no-partition", "no-account", "ungranted-qos", "a-fellows-qos"],
+    ids=["no-partition", "no-account", "only-the-partition", "ungranted-qos", "a-fellows-qos"],
 )
 def test_a_job_must_name_the_second_clusters_partition_account_and_qos(
     second_slurm: SecondCluster, options: str, error: str
@@ -120,14 +123,15 @@ def test_align_job_ids_makes_the_next_ids_of_both_clusters_equal(slurm: Cluster,
     assert (first, second.stdout.strip()) == (str(expected), str(expected))
 
 
-def test_the_second_sshd_stopped_fails_with_255_and_restarted_answers(
-    second_slurm: SecondCluster, tmp_path: Path
-) -> None:
+def test_the_second_sshd_stopped_fails_with_255_and_restarted_answers(second_slurm: SecondCluster) -> None:
     """sshd down: a new `ssh inst-cluster squeue` and one through an already open master both exit 255; sshd up:
     both work again."""
-    master = ["-o", "ControlMaster=auto", "-o", f"ControlPath={tmp_path}/cm-%C", "-o", "ControlPersist=60"]
+    # A socket path must stay under 108 bytes: pytest's tmp_path is too deep for one.
+    short = Path(tempfile.mkdtemp(prefix="cm-", dir="/tmp"))
+    master = ["-o", "ControlMaster=auto", "-o", f"ControlPath={short}/%C", "-o", "ControlPersist=60"]
     try:
         assert second_slurm.ssh("squeue -h", options=master).returncode == 0
+        assert second_slurm.ssh("true", options=[*master, "-O", "check"]).returncode == 0
         second_slurm.sshd_down()
         assert not second_slurm.sshd_running()
         assert second_slurm.ssh("squeue -h").returncode == 255
@@ -138,7 +142,8 @@ def test_the_second_sshd_stopped_fails_with_255_and_restarted_answers(
     finally:
         if not second_slurm.sshd_running():
             second_slurm.sshd_up()
-        second_slurm.ssh("true", options=[*master[:2], "-O", "exit"])
+        second_slurm.ssh("true", options=[*master, "-O", "exit"])
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def test_down_of_the_second_cluster_leaves_the_first_and_its_jobs_running(

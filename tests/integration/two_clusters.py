@@ -83,7 +83,8 @@ class SecondCluster:
         self, command: str, *, timeout: float = 30, options: Sequence[str] = ()
     ) -> subprocess.CompletedProcess[str]:
         """``command`` (one remote shell line) over the inst sshd, as a workstation would run it; never raises."""
-        argv = ["ssh", *self.ssh_options, "-o", "BatchMode=yes", "-o", "ControlPath=none", *options, self.host]
+        # ssh keeps the first value of an option: the caller's options come before the default of no master.
+        argv = ["ssh", *self.ssh_options, "-o", "BatchMode=yes", *options, "-o", "ControlPath=none", self.host]
         return subprocess.run([*argv, command], capture_output=True, text=True, timeout=timeout, check=False)
 
     # ----------------------------------------------------------------- raw reads
