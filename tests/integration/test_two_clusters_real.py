@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -127,6 +128,22 @@ def test_align_job_ids_makes_the_next_ids_of_both_clusters_equal(slurm: Cluster,
     assert (first, second.stdout.strip()) == (str(expected), str(expected))
 
 
+def test_the_lane_table_names_what_a_job_on_the_second_cluster_needs(second_slurm: SecondCluster) -> None:
+    """lane_toml's host, options, partition, account, QoS and gres template submit a job that runs on inst over ssh."""
+    lane = tomllib.loads(second_slurm.lane_toml())["lanes"]["inst"]
+    gres = lane["gres"].format(gpus=2)
+    remote = (
+        f"sbatch --parsable --partition={lane['partition']} --account={lane['account']} --qos={lane['qos_ladder'][0]} "
+        f"--gres={gres} --chdir={lane['remote_workdir']} -o /dev/null --wrap 'sleep 300'"
+    )
+    argv = ["ssh", *lane["ssh_options"], "-o", "BatchMode=yes", lane["host"], remote]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip()
+    second_slurm.wait_for(lambda: second_slurm.row(job_id).state == "RUNNING", f"inst job {job_id} to run")
+    assert (lane["kind"], second_slurm.row(job_id).qos) == ("slurm", "inst-high")
+
+
 def test_the_second_sshd_stopped_fails_with_255_and_restarted_answers(second_slurm: SecondCluster) -> None:
     """sshd down: a new `ssh inst-cluster squeue` and one through an already open master both exit 255; sshd up:
     both work again."""
@@ -143,6 +160,9 @@ def test_the_second_sshd_stopped_fails_with_255_and_restarted_answers(second_slu
         second_slurm.sshd_up()
         assert second_slurm.ssh("squeue -h").returncode == 0
         assert second_slurm.ssh("squeue -h", options=master).returncode == 0
+        with second_slurm.sshd_stopped():
+            assert second_slurm.ssh("squeue -h").returncode == 255
+        assert second_slurm.ssh("squeue -h").returncode == 0
     finally:
         if not second_slurm.sshd_running():
             second_slurm.sshd_up()

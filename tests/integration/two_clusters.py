@@ -7,6 +7,8 @@ its SLURM_CONF directly; the router under test must go through ``host`` and ``ss
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import uuid
@@ -67,6 +69,17 @@ class SecondCluster:
         """The typed GPU request this cluster names its GPUs with."""
         return f"gpu:{self.gres_type}:{gpus}"
 
+    def lane_toml(self, lane: str = "inst", extra: str = "") -> str:
+        """A `[lanes.<lane>] kind = "slurm"` table reaching this cluster over its sshd, in issue 26's key names
+        (``extra``: more lines, e.g. park caps)."""
+        return (
+            f'[lanes.{lane}]\nkind = "slurm"\nhost = "{self.host}"\n'
+            f"ssh_options = {json.dumps(list(self.ssh_options))}\n"
+            f'remote_workdir = "{self.jobs_dir}"\npartition = "{self.partition}"\naccount = "{self.account}"\n'
+            f"qos_ladder = {json.dumps(list(self.qos_ladder))}\n"
+            f'gres = "gpu:{self.gres_type}:{{gpus}}"\n{extra}'
+        )
+
     # ----------------------------------------------------------------- running commands
     def env(self) -> dict[str, str]:
         """This process's environment with the inst cluster's SLURM_CONF (for the test's own checks)."""
@@ -92,6 +105,11 @@ class SecondCluster:
         """Every job the inst squeue still shows (all states)."""
         out = self.run("squeue", "-h", "-t", "all", "-o", QUEUE_FORMAT).stdout
         return [QueueRow(*line.split("|", 5)) for line in out.splitlines() if line.strip()]
+
+    def jobs_of(self, dispatch_id: str) -> list[QueueRow]:
+        """The inst jobs tagged with any rung token of dispatch ``dispatch_id``, oldest first."""
+        prefix = f"fsm-{dispatch_id}-r"
+        return sorted((r for r in self.queue() if r.comment.startswith(prefix)), key=lambda r: int(r.job_id))
 
     def row(self, job_id: str) -> QueueRow:
         """The raw inst squeue row of one job."""
@@ -179,6 +197,15 @@ class SecondCluster:
     def sshd_up(self) -> None:
         """Start the inst sshd again, with the same keys."""
         _script(DEV_SSHD, "up")
+
+    @contextlib.contextmanager
+    def sshd_stopped(self) -> Iterator[None]:
+        """The inst sshd down (listener and sessions) for the body of the ``with``, up again after it."""
+        self.sshd_down()
+        try:
+            yield
+        finally:
+            self.sshd_up()
 
     def sshd_running(self) -> bool:
         """True if the inst sshd's listener runs and a login works."""
