@@ -226,3 +226,6 @@ def slurm(cluster: Cluster) -> Iterator[Cluster]:
     """The dev cluster for one test; every job this user left behind is cancelled afterwards."""
     yield cluster
     cluster.empty_queue()
+
+
+from .two_clusters import second_cluster, second_slurm  # noqa: E402, F401  (the second cluster's fixtures)
