@@ -133,7 +133,7 @@ def test_the_lane_table_names_what_a_job_on_the_second_cluster_needs(second_slur
     lane = tomllib.loads(second_slurm.lane_toml())["lanes"]["inst"]
     gres = lane["gres"].format(gpus=2)
     remote = (
-        f"sbatch --parsable --partition={lane['partition']} --account={lane['account']} --qos={lane['qos_ladder'][0]} "
+        f"sbatch --parsable --partition={lane['partition']} --account={lane['account']} --qos={lane['qos']} "
         f"--gres={gres} --chdir={lane['remote_workdir']} -o /dev/null --wrap 'sleep 300'"
     )
     argv = ["ssh", *lane["ssh_options"], "-o", "BatchMode=yes", lane["host"], remote]

@@ -76,7 +76,7 @@ class SecondCluster:
             f'[lanes.{lane}]\nkind = "slurm"\nhost = "{self.host}"\n'
             f"ssh_options = {json.dumps(list(self.ssh_options))}\n"
             f'remote_workdir = "{self.jobs_dir}"\npartition = "{self.partition}"\naccount = "{self.account}"\n'
-            f"qos_ladder = {json.dumps(list(self.qos_ladder))}\n"
+            f'qos = "{self.qos_ladder[0]}"\nqos_ladder = {json.dumps(list(self.qos_ladder[1:]))}\n'
             f'gres = "gpu:{self.gres_type}:{{gpus}}"\n{extra}'
         )
 
