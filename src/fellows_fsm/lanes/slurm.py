@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.fellows import FELLOWS_ONLY, FellowsConfig
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.scheduler.port import Scheduler
@@ -111,7 +111,9 @@ class SlurmKind:
         return {
             f.name: list(value) if isinstance(value, tuple) else value
             for f in attrs.fields(FellowsConfig)
-            if f.name != "name" and (value := getattr(settings, f.name)) is not None
+            if f.name != "name"
+            and (settings.name == FELLOWS or f.name not in FELLOWS_ONLY)
+            and (value := getattr(settings, f.name)) is not None
         }
 
     def build(self, settings: FellowsConfig, *, state_dir: Path) -> SlurmLane:

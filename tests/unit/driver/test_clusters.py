@@ -13,7 +13,7 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
-from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.file import Config, RouterConfig, config_mapping
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.store import Journal
@@ -216,3 +216,16 @@ def test_bad_orders_and_lanes_are_one_line(
     with pytest.raises(ConfigError, match=words) as caught:
         Config(lanes=lanes, router=RouterConfig(order=order))  # type: ignore[arg-type]
     assert "\n" not in str(caught.value)
+
+
+def test_a_slurm_lane_travels_to_the_background_driver_unchanged(tmp_path: Path) -> None:
+    """The config the background driver is started with (config_mapping, journaled) reads back with every SLURM
+    lane as it was: its keys, its place in the order and its rungs."""
+    inst = FellowsConfig(
+        name="inst", qos="inst-high", host="inst", partition="h200", account="inst-acct", gres="gpu:h200:{gpus}"
+    )
+    config = Config(lanes=(inst, ledger_lane("gcp", tmp_path / "gcp.ledger")), state_dir=tmp_path)
+    again = Config.from_mapping(config_mapping(config), source="journal")
+    assert again.slurm_lanes == config.slurm_lanes
+    assert again.auto_order == ("fellows", "inst", "gcp")
+    assert again.ladder_for("prod") == config.ladder_for("prod")
