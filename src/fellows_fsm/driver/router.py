@@ -293,9 +293,9 @@ class Router:
 
     def _workloads(self, walking: list[Dispatch], now: float) -> Workload | dict[str, Workload] | None:
         """The workload each calibrating dispatch reads: fellows' (one cluster), else each cluster's by lane."""
-        fellows = self.cluster_workload.get([d for d in walking if d.rung.lane == FELLOWS], now)
         if not self.workloads:
-            return fellows
+            return self.cluster_workload.get(walking, now)
+        fellows = self.cluster_workload.get([d for d in walking if d.rung.lane == FELLOWS], now)
         out = {} if fellows is None else {FELLOWS: fellows}
         for lane, cache in self.workloads.items():
             seen = cache.get([d for d in walking if d.rung.lane == lane], now)

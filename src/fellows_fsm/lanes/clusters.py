@@ -101,12 +101,12 @@ class Clusters:
                 raise answer
 
     # ----------------------------------------------------------------- the port, over every cluster
-    def observe_each(self, job_ids: Sequence[str]) -> tuple[dict[str, Observation], dict[str, SchedulerError]]:
+    def observe_each(self, job_ids: Sequence[str]) -> tuple[Mapping[str, Observation], dict[str, SchedulerError]]:
         """Every listed job, one observe (one squeue) per cluster, side by side: the observations of the clusters
         that answered, and the error of each that did not."""
         if self._only is not None:
             try:
-                return dict(self._only.observe(job_ids)), {}
+                return self._only.observe(job_ids), {}
             except SchedulerUnreachable as exc:
                 return {}, {self.first: exc}
         grouped = self._by_lane(job_ids)

@@ -368,3 +368,27 @@ def test_the_accounting_database_down_is_a_failed_command_not_an_unreachable_con
     refused = MockRunner.scripted({"squeue": [(1, "", "squeue: error: Connection refused\n")]})
     with pytest.raises(SchedulerUnreachable):
         refused.run(("squeue",), retry=ONE_ATTEMPT)
+
+
+def test_spent_retries_say_whether_any_attempt_may_have_reached_the_cluster() -> None:
+    """An sbatch whose every attempt had its connection refused raises SchedulerUnreachable with delivered False
+    (nothing was queued: a cluster after fellows may be passed over); a controller that may have had the request
+    (a timeout) raises it with delivered True (the dispatch waits for the token lookup instead)."""
+    refused = MockRunner.scripted(
+        {"sbatch": [(1, "", "sbatch: error: Connection refused\n")]},
+        retry=RetryPolicy(attempts=2, first_delay_seconds=0.1),
+    )
+    with pytest.raises(SchedulerUnreachable) as never:
+        refused.run(["sbatch"], idempotent=False)
+    assert never.value.delivered is False
+    assert refused.calls["sbatch"] == 2
+    timed_out = "sbatch: error: Socket timed out on send/recv operation\n"
+    lost = MockRunner.scripted({"sbatch": [(1, "", timed_out)]}, retry=RetryPolicy(attempts=2))
+    with pytest.raises(SchedulerUnreachable) as maybe:
+        lost.run(["sbatch"], idempotent=False)
+    assert maybe.value.delivered is True
+    assert lost.calls["sbatch"] == 1  # (and never repeated)
+    contact = MockRunner.scripted({"sbatch": [(1, "", UNREACHABLE)]}, retry=RetryPolicy(attempts=2))
+    with pytest.raises(SchedulerUnreachable) as down:
+        contact.run(["sbatch"], idempotent=False)
+    assert down.value.delivered is False  # slurmctld could not be contacted: the request never left
