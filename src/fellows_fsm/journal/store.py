@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.core.effects import Attach, Command, Record, Step
-from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.vocab import FELLOWS, HandoffStatus
 from fellows_fsm.errors import JournalError
@@ -88,7 +88,7 @@ class Journal(JournalFile, DriverLock):
                     FELLOWS,
                     int(pinned),
                     json.dumps(attrs.asdict(spec)),
-                    json.dumps([attrs.asdict(r) for r in ladder.rungs]),
+                    json.dumps([_rung_json(r) for r in ladder.rungs]),
                     first.state_name,
                     first.label,
                     first.qos,
@@ -312,3 +312,12 @@ def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> No
             "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
             (at, command.exit_status, command.stdout, command.stderr, command.status, dispatch_id),
         )
+
+
+def _rung_json(rung: Rung) -> dict[str, object]:
+    """A rung as the journal keeps it: its lane only when it is not fellows (a journal of one cluster reads as
+    before, and every rung written before lanes is fellows')."""
+    kept = attrs.asdict(rung)
+    if rung.lane == FELLOWS:
+        del kept["lane"]
+    return kept

@@ -229,3 +229,34 @@ def test_a_slurm_lane_travels_to_the_background_driver_unchanged(tmp_path: Path)
     assert again.slurm_lanes == config.slurm_lanes
     assert again.auto_order == ("fellows", "inst", "gcp")
     assert again.ladder_for("prod") == config.ladder_for("prod")
+
+
+def test_a_restarted_driver_takes_up_a_job_pending_on_the_second_cluster(
+    tmp_path: Path, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory
+) -> None:
+    """A driver that dies while the job pends on inst (nothing else written): the next one recovers it on its inst
+    rung with its inst job (read from the journal as 1000@inst), queues nothing new, and the job runs there."""
+    inst.total_gpus = 0
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP),
+        lanes=(INST, ledger_lane("gcp", tmp_path / "gcp.ledger")),
+        state_dir=tmp_path,
+    )
+    journal = Journal(config.journal_path)
+    first = Router(config, fellows, journal, ports={"inst": inst}).start()
+    h = first.dispatch(SPEC)
+    for _ in range(3 * int(CAP / 5) + 6):
+        frozen.tick(5)
+        first.poll()
+    assert first.handle(h.dispatch_id).slurm_job_id == "1000@inst"
+    journal.close()  # the driver is gone
+    journal = Journal(config.journal_path)
+    again = Router(config, fellows, journal, ports={"inst": inst}).start()
+    assert again.live[h.dispatch_id].job_id == "1000@inst"
+    assert again.live[h.dispatch_id].rung.where == "inst-high@inst"
+    inst.total_gpus = 8
+    drive(again, [fellows, inst], frozen)
+    assert again.handle(h.dispatch_id).state == "RUNNING"
+    assert len(inst.jobs) == 1
+    assert ledger(tmp_path, "gcp") == []
+    journal.close()
