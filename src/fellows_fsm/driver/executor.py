@@ -223,13 +223,15 @@ class Executor:
         later: list[tuple[Dispatch, Decision]] = []
         jobless: list[Dispatch] = []
         parks, waiting, park_budget = 0, 0, budget if park_budget is None else park_budget
+        per_lane = workload if isinstance(workload, Mapping) else None  # several clusters: each one's own
+        one = None if isinstance(workload, Mapping) else workload
         with self.recorder.batch():
             for d in live:
                 if d.job_id is None:
                     jobless.append(d)
                     continue
                 may_leave = parks < park_budget
-                seen = workload.get(d.rung.lane) if isinstance(workload, Mapping) else workload
+                seen = one if per_lane is None else per_lane.get(d.rung.lane)
                 decision = d.advance(
                     observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, workload=seen
                 )
