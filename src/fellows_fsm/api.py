@@ -111,7 +111,7 @@ class Fellows:
             SlurmLane(lane, ports[lane.name])
             if ports and lane.name in ports
             else SLURM.build(lane, state_dir=config.state_dir)
-            for lane in config.slurm_lanes[1:]
+            for lane in config.other_slurm_lanes
         )
         """The SLURM lanes after fellows, in order (their grants are checked before the first sbatch too)."""
         self.journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)

@@ -171,6 +171,12 @@ class Config:
         return (self.fellows, *(lane for lane in later if isinstance(lane, FellowsConfig)))
 
     @property
+    def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]:
+        """Every SLURM lane but fellows: the order's, then any the order leaves out (reached only by ``--pin``)."""
+        walked = self.slurm_lanes[1:]
+        return (*walked, *(x for x in self.lanes if isinstance(x, FellowsConfig) and x not in walked))
+
+    @property
     def after_ladder(self) -> str | None:
         """The lane a dispatch is handed to once every SLURM lane's ladder parked out (the first of the order that
         walks no ladder), or None."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
@@ -122,7 +123,8 @@ def pin_ladder(config: Config, pin: str, intent: str) -> Ladder:
     (numbered from 0, so its first rung is where the pinned job stays)."""
     if pin == config.fellows.name:
         return config.fellows.ladder_for(intent)
-    lane = next(lane for lane in config.slurm_lanes if lane.name == pin)
+    lane = config.lane_named(pin)
+    assert isinstance(lane, FellowsConfig), f"{pin!r} walks no ladder"
     return Ladder.joined((lane.ladder,))
 
 

@@ -93,7 +93,7 @@ def build_lanes(
                 built[settings.name] = handoff_lane(settings, state_dir=config.state_dir)
     first = ladder_lane(config, scheduler)
     slurm = {first.name: first}
-    for lane in config.slurm_lanes[1:]:
+    for lane in config.other_slurm_lanes:
         port = (ports or {}).get(lane.name)
         slurm[lane.name] = SlurmLane(lane, port) if port is not None else SLURM.build(lane, state_dir=config.state_dir)
     return Lanes(first, built, slurm)

@@ -260,3 +260,19 @@ def test_a_restarted_driver_takes_up_a_job_pending_on_the_second_cluster(
     assert len(inst.jobs) == 1
     assert ledger(tmp_path, "gcp") == []
     journal.close()
+
+
+def test_a_dispatch_pinned_to_the_second_cluster_stays_on_its_first_rung(
+    router: Router, fellows: FakeScheduler, inst: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
+) -> None:
+    """``--pin inst`` queues on inst's first rung only: nothing on fellows, never walked past its cap, never paid."""
+    inst.total_gpus = 0
+    h = router.dispatch(SPEC, pin="inst")
+    for _ in range(int(5 * INST_CAP / 5)):
+        frozen.tick(5)
+        router.poll()
+    d = router.live[h.dispatch_id]
+    assert (d.rung.where, d.pinned, d.job_id) == ("inst-high@inst", True, "1000@inst")
+    assert fellows.jobs == {}
+    assert [j.qos for j in inst.jobs.values()] == ["inst-high"]
+    assert ledger(tmp_path, "gcp") == []
