@@ -93,7 +93,9 @@ class _Feeder:
     """Moves simulated time on every cluster at once, dispatching my jobs through the router as their submit times
     come. Each cluster keeps its own clock (its events play in their own time order); fellows' is the router's."""
 
-    def __init__(self, jobs: Sequence[TraceJob], clusters: Mapping[str, SimCluster], origin: float, router: Router):
+    def __init__(
+        self, jobs: Sequence[TraceJob], clusters: Mapping[str, SimCluster], origin: float, router: Router
+    ) -> None:
         self.jobs = sorted(jobs, key=lambda j: (j.submit_at, j.index))
         self.clusters = clusters
         self.cluster = clusters[FELLOWS]
