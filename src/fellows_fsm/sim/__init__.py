@@ -1,13 +1,15 @@
-"""fellows_fsm.sim: a discrete-event model of one SLURM cluster, driven by the real Router and Dispatch.
+"""fellows_fsm.sim: a discrete-event model of SLURM clusters, driven by the real Router and Dispatch.
 
-For what-if questions (which strategy, which park cap, how big a cluster): the simulated cluster and
-clock implement the Scheduler and Clock ports; the ladder itself is never re-implemented here.
+For what-if questions (which strategy, which park cap, how big a cluster, what a second cluster in the order does):
+the simulated clusters and clock implement the Scheduler and Clock ports; the ladder itself is never re-implemented
+here.
 """
 
 from __future__ import annotations
 
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
+from fellows_fsm.sim.clusters import ClusterParams, cluster_background, parse_cluster, parse_cluster_options
 from fellows_fsm.sim.jobs import FELLOWS_TIERS, SimJob, Tier, parse_tier
 from fellows_fsm.sim.report import RESULT_KEYS, format_table, to_json, to_records
 from fellows_fsm.sim.results import JobOutcome, RunResult
@@ -38,6 +40,7 @@ __all__ = [
     "RESULT_KEYS",
     "SIM_EPOCH",
     "STRATEGIES",
+    "ClusterParams",
     "JobOutcome",
     "RunResult",
     "SimClock",
@@ -46,9 +49,12 @@ __all__ = [
     "SimParams",
     "Tier",
     "TraceJob",
+    "cluster_background",
     "dump_trace",
     "format_table",
     "load_trace",
+    "parse_cluster",
+    "parse_cluster_options",
     "parse_park_caps",
     "parse_strategies",
     "parse_tier",

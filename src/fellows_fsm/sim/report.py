@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from fellows_fsm.sim.results import RunResult
+from fellows_fsm.sim.results import GCP, RunResult
 
 __all__ = ["RESULT_KEYS", "format_table", "oracle_ratio", "to_json", "to_records"]
 
@@ -21,7 +21,8 @@ RESULT_KEYS = (
     "gcp_gpu_hours",
     "rung_changes",
 )
-"""The keys every JSON record has, in this order; ``free_share_vs_oracle``, ``jobs`` and ``unstarted`` follow."""
+"""The keys every JSON record has, in this order; ``free_share_vs_oracle``, ``jobs`` and ``unstarted`` follow (and,
+with more free clusters than fellows, ``clusters`` and ``starts``: my jobs started on each, then on GCP)."""
 
 
 def oracle_ratio(result: RunResult, results: Sequence[RunResult]) -> float | None:
@@ -52,6 +53,9 @@ def to_records(results: Sequence[RunResult], *, per_job: bool = False) -> list[d
             "jobs": len(r.outcomes),
             "unstarted": r.unstarted,
         }
+        if len(r.clusters) > 1:
+            record["clusters"] = list(r.clusters)
+            record["starts"] = r.starts
         if per_job:
             record["outcomes"] = [
                 {
@@ -79,7 +83,10 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def format_table(results: Sequence[RunResult]) -> str:
-    """A plain-text table, one row per result; ``vs oracle`` is the free share over the oracle's."""
+    """A plain-text table, one row per result; ``vs oracle`` is the free share over the oracle's. With more free
+    clusters than fellows, a column per cluster, then GCP, counts my jobs started there."""
+    lanes = max((r.clusters for r in results), key=len, default=())
+    split = len(lanes) > 1
     header = (
         "strategy",
         "park cap s",
@@ -89,6 +96,8 @@ def format_table(results: Sequence[RunResult]) -> str:
         "p95 start s",
         "GCP GPU-h",
         "rung changes",
+        *((f"on {lane}" for lane in lanes) if split else ()),
+        *(("on GCP",) if split else ()),
     )
     rows = [header]
     for r in results:
@@ -102,6 +111,7 @@ def format_table(results: Sequence[RunResult]) -> str:
                 _cell(r.p95_start_seconds, ".0f"),
                 _cell(r.gcp_gpu_hours, ".1f"),
                 str(r.rung_changes),
+                *((str(r.starts.get(lane, 0)) for lane in (*lanes, GCP)) if split else ()),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

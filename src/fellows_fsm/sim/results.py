@@ -25,9 +25,10 @@ class JobOutcome:
     gpus: int
     duration: float
     lane: str
-    """``fellows`` (the free cluster), ``gcp``, ``unstarted`` (not started within the run), or ``rejected``."""
+    """``fellows`` (the free cluster) or the name of another free cluster it ran on, ``gcp``, ``unstarted`` (not
+    started within the run), or ``rejected``."""
     qos: str | None
-    """The QoS it ran on, on the free cluster."""
+    """The QoS it ran on, on a free cluster."""
     start_seconds: float | None
     """Seconds from submission to running (on GCP: to the handoff, plus ``gcp_start_seconds``)."""
     rung_changes: int
@@ -56,13 +57,20 @@ class RunResult:
     strategy: str
     park_cap_seconds: float
     outcomes: tuple[JobOutcome, ...]
+    clusters: tuple[str, ...] = (FELLOWS,)
+    """The free clusters of the run, in the order a dispatch walks them (fellows first)."""
 
     @property
     def free_share(self) -> float:
-        """Share of my GPU-hours that ran on the free cluster."""
+        """Share of my GPU-hours that ran on a free cluster (any of ``clusters``)."""
         total = math.fsum(o.gpu_hours for o in self.outcomes)
-        free = math.fsum(o.gpu_hours for o in self.outcomes if o.lane == FELLOWS)
+        free = math.fsum(o.gpu_hours for o in self.outcomes if o.lane in self.clusters)
         return free / total if total > 0 else 0.0
+
+    @property
+    def starts(self) -> dict[str, int]:
+        """How many of my jobs started on each free cluster, in order, then on GCP."""
+        return {lane: sum(1 for o in self.outcomes if o.lane == lane) for lane in (*self.clusters, GCP)}
 
     @property
     def gcp_gpu_hours(self) -> float:

@@ -1,5 +1,7 @@
-"""Play a workload on the simulated cluster under one strategy: the real Router and Dispatch decide.
+"""Play a workload on the simulated clusters under one strategy: the real Router and Dispatch decide.
 
+With more clusters than fellows (``SimParams.clusters``) each is a SLURM lane of the order, its simulated cluster
+the router's port for that lane (``Router(..., ports=...)``), and a dispatch walks every ladder before GCP.
 Every strategy but the oracle is a configuration of the one lifecycle machine, driven by the real
 ``Router.run`` loop on a SimClock, with a journal in a temporary directory and an in-process GCP lane
 (no process is forked per handoff). The oracle is a bound, not a strategy: it looks ahead on a copy.
@@ -18,6 +20,7 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
@@ -27,12 +30,14 @@ from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
+from fellows_fsm.sim.clusters import cluster_background
 from fellows_fsm.sim.jobs import SimJob
 from fellows_fsm.sim.results import GCP, JobOutcome, RunResult
 from fellows_fsm.sim.strategies import (
     ORACLES,
     STRATEGIES,
     SimParams,
+    cluster_config,
     strategy_config,
 )
 from fellows_fsm.sim.trace import TraceJob
@@ -85,11 +90,15 @@ def _spec(job: TraceJob) -> JobSpec:
 
 
 class _Feeder:
-    """Moves simulated time, dispatching my jobs through the router as their submit times come."""
+    """Moves simulated time on every cluster at once, dispatching my jobs through the router as their submit times
+    come. Each cluster keeps its own clock (its events play in their own time order); fellows' is the router's."""
 
-    def __init__(self, jobs: Sequence[TraceJob], cluster: SimCluster, origin: float, router: Router) -> None:
+    def __init__(
+        self, jobs: Sequence[TraceJob], clusters: Mapping[str, SimCluster], origin: float, router: Router
+    ) -> None:
         self.jobs = sorted(jobs, key=lambda j: (j.submit_at, j.index))
-        self.cluster = cluster
+        self.clusters = clusters
+        self.cluster = clusters[FELLOWS]
         self.origin = origin
         self.router = router
         self.next = 0
@@ -98,13 +107,18 @@ class _Feeder:
     def next_time(self) -> float | None:
         return self.origin + self.jobs[self.next].submit_at if self.next < len(self.jobs) else None
 
+    def _all_to(self, when: float) -> None:
+        for cluster in self.clusters.values():
+            cluster.advance_to(when)
+
     def advance_to(self, when: float) -> None:
         while (at := self.next_time()) is not None and at <= when:
-            self.cluster.advance_to(at)
+            self._all_to(at)
             job = self.jobs[self.next]
             self.next += 1
             spec = _spec(job)
-            self.cluster.durations[spec.script] = job.duration
+            for cluster in self.clusters.values():
+                cluster.durations[spec.script] = job.duration
             try:
                 handle = self.router.dispatch(spec, intent=job.intent)
             except SubmitRejected:
@@ -112,7 +126,7 @@ class _Feeder:
             dispatch = self.router.live.get(handle.dispatch_id)
             if dispatch is not None:
                 self.dispatches[job.index] = dispatch
-        self.cluster.advance_to(when)
+        self._all_to(when)
 
     def sleep(self, seconds: float) -> None:
         """The router's sleep: simulated time passes, and nothing else."""
@@ -123,25 +137,49 @@ def _outcome(job: TraceJob, **values: Any) -> JobOutcome:
     return JobOutcome(index=job.index, gpus=job.gpus, duration=job.duration, **values)
 
 
+def _clusters(trace: Sequence[TraceJob], params: SimParams, clock: SimClock) -> dict[str, SimCluster]:
+    """Every free cluster, fellows first (on ``clock``, the router's; the trace's others load it), then each of
+    ``params.clusters`` on a clock of its own, loaded with its own others' jobs over the trace's span."""
+    origin = clock.now()
+    fellows = SimCluster(clock, gpus=params.gpus, tiers=params.tiers)
+    fellows.set_arrivals(trace, origin=origin)
+    out = {FELLOWS: fellows}
+    hours = max((j.submit_at for j in trace), default=0.0) / 3600.0
+    for c in params.clusters:
+        other = SimCluster(SimClock(origin), gpus=c.gpus, tiers=c.tiers)
+        other.set_arrivals(cluster_background(c, hours=hours), origin=origin)
+        out[c.name] = other
+    return out
+
+
+def _config(strategy: str, cap: float, params: SimParams, state_dir: str) -> Config:
+    """The product's config for one strategy: fellows' ladder, each more cluster's, then the simulated GCP lane."""
+    more = tuple(cluster_config(strategy, cap, c, params) for c in params.clusters)
+    table: dict[str, Any] = {"max_rung_changes_per_tick": params.max_rung_changes_per_tick}
+    if more:  # as [router] order reads from the file (its converter's type is lost on mypy)
+        table["order"] = (FELLOWS, *(c.name for c in more), GCP)
+    router = RouterConfig(**table)
+    return Config(
+        fellows=strategy_config(strategy, cap, params), lanes=(*more, _GCP_LANE), router=router, state_dir=state_dir
+    )
+
+
 def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: SimParams) -> RunResult:
     clock = SimClock(SIM_EPOCH)
     origin = clock.now()
-    cluster = SimCluster(clock, gpus=params.gpus, tiers=params.tiers)
-    cluster.set_arrivals(trace, origin=origin)
+    clusters = _clusters(trace, params, clock)
     mine = [j for j in trace if j.mine]
     limit = origin + max((j.submit_at for j in mine), default=0.0) + params.max_wait_seconds
     with tempfile.TemporaryDirectory(prefix="fellows-sim-") as state_dir:
-        config = Config(
-            fellows=strategy_config(strategy, cap, params),
-            lanes=(_GCP_LANE,),
-            router=RouterConfig(max_rung_changes_per_tick=params.max_rung_changes_per_tick),
-            state_dir=state_dir,
-        )
+        config = _config(strategy, cap, params, state_dir)
         journal = Journal(config.journal_path)
         try:
             lane = InProcessLane(_GCP_LANE, clock)
-            router = Router(config, cluster, journal, clock=clock, lanes={GCP: lane}).start()
-            feeder = _Feeder(mine, cluster, origin, router)
+            ports = {name: c for name, c in clusters.items() if name != FELLOWS}
+            router = Router(
+                config, clusters[FELLOWS], journal, clock=clock, lanes={GCP: lane}, ports=ports or None
+            ).start()
+            feeder = _Feeder(mine, clusters, origin, router)
             while clock.now() < limit:
                 if not router.busy:
                     at = feeder.next_time()
@@ -161,62 +199,64 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
             continue
         changes = sum(1 for s in d.history if s.trigger == "resubmit")
         if d.state == State.RUNNING and d.job_id is not None:
-            ran = cluster.jobs[d.job_id]
+            where, raw = split_job_id(d.job_id)
+            ran = clusters[where].jobs[raw]
             assert ran.start_time is not None
             outcomes.append(
-                _outcome(job, lane=FELLOWS, qos=ran.qos, start_seconds=ran.start_time - submitted, rung_changes=changes)
+                _outcome(job, lane=where, qos=ran.qos, start_seconds=ran.start_time - submitted, rung_changes=changes)
             )
         elif d.id in lane.handed:
             wait = lane.handed[d.id] - submitted + params.gcp_start_seconds
             outcomes.append(_outcome(job, lane=GCP, qos=None, start_seconds=wait, rung_changes=changes))
         else:
             outcomes.append(_outcome(job, lane="unstarted", qos=None, start_seconds=None, rung_changes=changes))
-    return RunResult(strategy, cap, tuple(outcomes))
+    return RunResult(strategy, cap, tuple(outcomes), tuple(clusters))
 
 
 def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams, *, prefer: bool = False) -> RunResult:
     """Clairvoyant placement within the ladder's budget: earliest start over the granted tiers, else GCP now.
 
-    For each of my jobs, at its submission, a copy of the cluster (with every background arrival to come)
-    is played forward once per tier of its ladder; the job goes to the tier that starts it first if that
-    is within the ladder's worst-case wait, else to GCP at once. It never changes rung. With ``prefer``
-    (oracle-prefer) it keeps the user's preference: the first rung, in ladder order, that starts the job
+    For each of my jobs, at its submission, a copy of the rung's cluster (with every background arrival to come)
+    is played forward once per rung of its ladder (every free cluster's, in order); the job goes to the rung that
+    starts it first if that is within the ladder's worst-case wait, else to GCP at once. It never changes rung. With
+    ``prefer`` (oracle-prefer) it keeps the user's preference: the first rung, in ladder order, that starts the job
     within one cap of its submission wins over an earlier start further down.
     """
-    fellows = strategy_config("oracle", cap, params)
     clock = SimClock(SIM_EPOCH)
     origin = clock.now()
-    cluster = SimCluster(clock, gpus=params.gpus, tiers=params.tiers)
-    cluster.set_arrivals(trace, origin=origin)
+    clusters = _clusters(trace, params, clock)
+    config = _config("oracle", cap, params, tempfile.gettempdir())
     mine = sorted((j for j in trace if j.mine), key=lambda j: (j.submit_at, j.index))
-    placed: dict[int, SimJob] = {}
+    placed: dict[int, tuple[str, SimJob]] = {}
     to_gcp: dict[int, float] = {}
     for job in mine:
         now = origin + job.submit_at
-        cluster.advance_to(now)
-        ladder = fellows.ladder_for(job.intent)
-        best: tuple[float, str] | None = None
-        preferred: str | None = None
+        for cluster in clusters.values():
+            cluster.advance_to(now)
+        ladder = config.ladder_for(job.intent)
+        best: tuple[float, str, str] | None = None
+        preferred: tuple[str, str] | None = None
         for rung in ladder.rungs:
-            twin = cluster.fork()
+            twin = clusters[rung.lane].fork()
             probe = twin.queue_mine(job, rung.qos)
             start = twin.run_until_started(probe.job_id, now + ladder.worst_case_seconds)
             if start is not None and (best is None or start < best[0]):
-                best = (start, rung.qos)
+                best = (start, rung.lane, rung.qos)
             if prefer and preferred is None and start is not None and start <= now + rung.park_cap_seconds:
-                preferred = rung.qos
+                preferred = (rung.lane, rung.qos)
         if preferred is not None:
-            best = (0.0, preferred)
+            best = (0.0, *preferred)
         if best is None:
             to_gcp[job.index] = now
         else:
-            placed[job.index] = cluster.queue_mine(job, best[1])
+            placed[job.index] = (best[1], clusters[best[1]].queue_mine(job, best[2]))
     limit = origin + max((j.submit_at for j in mine), default=0.0) + params.max_wait_seconds
-    while any(j.state == "PENDING" for j in placed.values()):
-        at = cluster.next_event_time()
+    while any(j.state == "PENDING" for _, j in placed.values()):
+        at = min((t for c in clusters.values() if (t := c.next_event_time()) is not None), default=None)
         if at is None or at > limit:
             break
-        cluster.advance_to(at)
+        for cluster in clusters.values():
+            cluster.advance_to(at)
     outcomes = []
     for job in mine:
         submitted = origin + job.submit_at
@@ -224,13 +264,13 @@ def _run_oracle(trace: Sequence[TraceJob], cap: float, params: SimParams, *, pre
             wait = to_gcp[job.index] - submitted + params.gcp_start_seconds
             outcomes.append(_outcome(job, lane=GCP, qos=None, start_seconds=wait, rung_changes=0))
             continue
-        ran = placed[job.index]
+        where, ran = placed[job.index]
         if ran.start_time is None:
             outcomes.append(_outcome(job, lane="unstarted", qos=None, start_seconds=None, rung_changes=0))
         else:
             wait = ran.start_time - submitted
-            outcomes.append(_outcome(job, lane=FELLOWS, qos=ran.qos, start_seconds=wait, rung_changes=0))
-    return RunResult("oracle-prefer" if prefer else "oracle", cap, tuple(outcomes))
+            outcomes.append(_outcome(job, lane=where, qos=ran.qos, start_seconds=wait, rung_changes=0))
+    return RunResult("oracle-prefer" if prefer else "oracle", cap, tuple(outcomes), tuple(clusters))
 
 
 def simulate(

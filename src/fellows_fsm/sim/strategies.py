@@ -13,6 +13,7 @@ import attrs
 
 from fellows_fsm.config.fellows import DEFAULT_LADDER, FellowsConfig
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.sim.clusters import ClusterParams
 from fellows_fsm.sim.jobs import FELLOWS_TIERS, Tier
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "PARK_EARLY",
     "STRATEGIES",
     "SimParams",
+    "cluster_config",
     "parse_park_caps",
     "parse_strategies",
     "strategy_config",
@@ -69,10 +71,15 @@ class SimParams:
     """How long past the last submission the simulation may run; jobs not started by then are unstarted."""
     park_early_last_rung: bool = False
     """``[fellows] park_early_last_rung`` for the reason-aware and predictive strategies (the product's default)."""
+    clusters: tuple[ClusterParams, ...] = ()
+    """More free clusters, walked in this order after fellows' ladder and before GCP (``[router] order``)."""
 
     def __attrs_post_init__(self) -> None:
         if self.gpus < 1:
             raise ConfigError(f"gpus={self.gpus!r}: the cluster needs at least one GPU")
+        lanes = [c.name for c in self.clusters]
+        if len(set(lanes)) != len(lanes):
+            raise ConfigError(f"clusters {', '.join(lanes)}: a cluster is given twice; give each one once")
         names = {t.name for t in self.tiers}
         for qos in (*self.ladder, *([self.debug_qos] if self.debug_qos else [])):
             if qos not in names:
@@ -91,13 +98,7 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     "estimate", "calibrated-last" (the last rung on the workload) and "calibrated" (every rung) (PARK_EARLY; both
     read the simulated cluster's workload through the real router).
     """
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
-    ladder = params.ladder
-    cap = park_cap_seconds
-    if strategy in ("static", "single-timeout"):
-        cap = cap * len(ladder) if strategy == "single-timeout" else cap
-        ladder = ladder[:1]
+    ladder, cap = _played(strategy, park_cap_seconds, params.ladder)
     return FellowsConfig(
         qos=ladder[0],
         qos_ladder=ladder[1:],
@@ -107,6 +108,32 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
         park_early=PARK_EARLY.get(strategy, "off"),
         park_early_last_rung=params.park_early_last_rung,
     )
+
+
+def cluster_config(strategy: str, park_cap_seconds: float, cluster: ClusterParams, params: SimParams) -> FellowsConfig:
+    """The ``[lanes.<name>] kind = "slurm"`` table of one more cluster under ``strategy``: its tiers are its ladder,
+    played as fellows' is (static and single-timeout keep its first rung; single-timeout waits its whole ladder's
+    budget there). Its ``host`` is its name, so two clusters' tiers of one name are two rungs (nothing is reached
+    through it: the simulator gives the router each cluster's port)."""
+    ladder, cap = _played(strategy, park_cap_seconds, cluster.ladder)
+    return FellowsConfig(
+        name=cluster.name,
+        host=cluster.name,
+        qos=ladder[0],
+        qos_ladder=ladder[1:],
+        park_cap_seconds=cap,
+        park_early=PARK_EARLY.get(strategy, "off"),
+        park_early_last_rung=params.park_early_last_rung,
+    )
+
+
+def _played(strategy: str, cap: float, ladder: tuple[str, ...]) -> tuple[tuple[str, ...], float]:
+    """The rungs and the cap a strategy plays on one cluster's ladder."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy {strategy!r} is not known; use one of {', '.join(STRATEGIES)}")
+    if strategy in ("static", "single-timeout"):
+        return ladder[:1], cap * len(ladder) if strategy == "single-timeout" else cap
+    return ladder, cap
 
 
 def parse_park_caps(text: str) -> tuple[float, ...]:

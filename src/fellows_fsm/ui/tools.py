@@ -19,6 +19,7 @@ from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import history_entries
+from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
 from fellows_fsm.ui import app
@@ -227,7 +228,15 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
     "--tier",
     "tiers",
     multiple=True,
-    help="NAME:PRIORITY:CAP (CAP '-' for none), repeatable; default: the fellows tiers.",
+    help="NAME:PRIORITY:CAP (CAP '-' for none), repeatable; default: the fellows tiers. CLUSTER/NAME:PRIORITY:CAP "
+    "is a tier (a rung, in the order given) of a --cluster.",
+)
+@click.option(
+    "--cluster",
+    "clusters",
+    multiple=True,
+    help="NAME:GPUS[:LOAD], repeatable: one more free cluster in the order after fellows, before GCP (LOAD: others' "
+    "share of its GPUs, default 0); its tiers are --tier NAME/..., default one uncapped tier 'normal'.",
 )
 @click.option("--poll-interval", type=float, default=10.0, show_default=True, help="The router's poll (s).")
 @click.option("--gcp-start-seconds", type=float, default=0.0, show_default=True, help="GCP time to start.")
@@ -242,6 +251,7 @@ def simulate(
     park_caps: str,
     gpus: int,
     tiers: tuple[str, ...],
+    clusters: tuple[str, ...],
     poll_interval: float,
     gcp_start_seconds: float,
     as_json: bool,
@@ -249,8 +259,10 @@ def simulate(
     """Replay a workload through the real router on a simulated cluster, for each strategy and park cap.
 
     Without --trace it uses a built-in workload (seeded): synthetic, or real-graham. Output: free-cluster share of your
-    GPU-hours, p50/p95 time to start, GPU-hours sent to GCP and rung changes.
+    GPU-hours, p50/p95 time to start, GPU-hours sent to GCP and rung changes; with --cluster, your jobs started on
+    each cluster and on GCP.
     """
+    fellows_tiers, more = parse_cluster_options(clusters, tiers, seed=seed)
     if trace_path is not None:
         trace = sim.load_trace(trace_path)
     elif workload == "real-graham":
@@ -259,7 +271,8 @@ def simulate(
         trace = sim.synthetic_trace(seed=seed, hours=hours, gpus=gpus)
     params = sim.SimParams(
         gpus=gpus,
-        tiers=tuple(sim.parse_tier(t) for t in tiers) if tiers else sim.FELLOWS_TIERS,
+        tiers=fellows_tiers or sim.FELLOWS_TIERS,
+        clusters=more,
         poll_interval_seconds=poll_interval,
         gcp_start_seconds=gcp_start_seconds,
     )
