@@ -257,7 +257,7 @@ class FellowsConfig:
     @property
     def render_options(self) -> LaneOptions:
         """What this lane sets on every sbatch besides the rung's QoS (slurm/render.py)."""
-        return LaneOptions(self.partition, self.account, self.gres or DEFAULT_GRES, self.gpus_per_node)
+        return LaneOptions(self.partition, self.account, self.gres or DEFAULT_GRES, self.gpus_per_node, self.name)
 
     @property
     def where(self) -> str:
