@@ -238,13 +238,6 @@ class LaneOptions:
             return f"--gpus-per-node={self.gpus_per_node.replace('{gpus}', str(gpus))}"
         return f"--gres={self.gres.replace('{gpus}', str(gpus))}"
 
-    def gpu_option(self, gpus: int) -> str:
-        """The option that asks for ``gpus`` (at least one) GPUs on this lane's cluster."""
-        request = self.gpu_request(gpus)
-        if request is None:
-            raise ValueError(f"a GPU request of {gpus!r} GPUs must ask for at least one")
-        return request
-
     def gpu_options(self, gpus: int, script: Mapping[str, str]) -> tuple[str, ...]:
         """The GPU options of the sbatch line: the lane's request, after what cancels a GPU line of the script
         (``script``: ``script_options``) that the request, written another way, would not override.
@@ -309,11 +302,14 @@ def _gpu_note(spec: JobSpec, option: str, theirs: str, lane: LaneOptions) -> str
     )
 
 
-def _lane_notes(spec: JobSpec, set_here: Mapping[str, str], lane: LaneOptions) -> list[str]:
-    """Notes for the user: each ``#SBATCH`` line of the script, and each ``--partition``/``--account`` of its own
-    after ``--``, that this sbatch's command line overrides (only where the value differs)."""
+def _lane_notes(
+    spec: JobSpec, in_script: Mapping[str, str], set_here: Mapping[str, str], lane: LaneOptions
+) -> list[str]:
+    """Notes for the user: each ``#SBATCH`` line of the script (``in_script``: ``script_options``), and each
+    ``--partition``/``--account`` of its own after ``--``, that this sbatch's command line (``set_here``)
+    overrides, only where the value differs."""
     notes: list[str] = []
-    for option, theirs in script_options(spec.script).items():
+    for option, theirs in in_script.items():
         if option in ("--gres", "--gpus"):
             note = _gpu_note(spec, option, theirs, lane)
             notes.extend(() if note is None else (note,))
@@ -361,7 +357,8 @@ def render_sbatch(
         argv.append(f"--qos={qos}")
     if token is not None:
         argv.append(f"--comment={token}")
-    argv.extend(lane.gpu_options(spec.gpus, script_options(spec.script)))
+    in_script = script_options(spec.script)
+    argv.extend(lane.gpu_options(spec.gpus, in_script))
     if spec.time_limit_seconds is not None:
         argv.append(f"--time={format_time_limit(spec.time_limit_seconds)}")
     if deadline is not None:
@@ -373,7 +370,7 @@ def render_sbatch(
         return SbatchCommand((*argv, spec.script))
     # What this line sets, the last of each option winning (the lane's partition and account come last).
     set_here = {k: v for k, _, v in (a.partition("=") for a in argv[2:]) if k.startswith("--")}
-    return SbatchCommand((*argv, spec.script), tuple(_lane_notes(spec, set_here, lane)))
+    return SbatchCommand((*argv, spec.script), tuple(_lane_notes(spec, in_script, set_here, lane)))
 
 
 def _long_options(name: str) -> list[str]:
