@@ -3,12 +3,14 @@ naming the lane's table and the key, so nothing can be queued with it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fellows_fsm.config.file import Config
 from fellows_fsm.errors import ConfigError
+from tests.unit.cli_helpers import SchedulingFake, _toml, one_error_line, run, world
 
 INST: dict[str, Any] = {"kind": "slurm", "qos": "inst-high", "host": "inst-login"}
 
@@ -77,3 +79,28 @@ def test_the_fellows_table_names_itself_in_the_same_refusals() -> None:
     """[fellows] takes the same cluster keys and its refusals name [fellows]."""
     message = _refusal({"gres": "gpu:{gpu}"}, name="fellows")
     assert message.startswith("fellows.toml: [fellows]: gres='gpu:{gpu}' has the unknown placeholder {gpu}")
+
+
+@pytest.mark.parametrize(
+    ("lines", "key"),
+    [
+        pytest.param('gres = "gpu:{gpu}"', "gres", id="gres-placeholder"),
+        pytest.param('gres = "gpu:{gpus}"\ngpus_per_node = "{gpus}"', "gpus_per_node", id="gres-and-gpus-per-node"),
+        pytest.param('partition = "h200 gpu"', "partition", id="partition"),
+        pytest.param('account = "-x"', "account", id="account"),
+    ],
+)
+def test_submit_with_a_bad_slurm_lane_is_one_line_and_queues_nothing(
+    env: Path, scheduling_fake: SchedulingFake, script: Path, lines: str, key: str
+) -> None:
+    """`submit` under a config whose SLURM lane has a bad key exits 3 with one line naming the lane and the key, and
+    leaves the journal, the queue and the paid lane untouched."""
+    lane = f'\n[lanes.inst]\nkind = "slurm"\nqos = "inst-high"\nhost = "inst-login"\n{lines}\n'
+    (env / "fellows.toml").write_text(_toml(env, router='order = ["fellows", "inst", "gcp"]') + lane)
+    before = world(env, scheduling_fake)
+    result = run("submit", str(script))
+    assert result.exit_code == 3, result.output
+    line = one_error_line(result)
+    assert "[lanes.inst]: " in line
+    assert f"{key}=" in line
+    assert world(env, scheduling_fake) == before
