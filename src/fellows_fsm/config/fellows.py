@@ -55,6 +55,25 @@ FELLOWS_ONLY = ("poll_interval_seconds", "debug_qos", "debug_park_cap_seconds", 
 """Keys of ``[fellows]`` alone: the router's cadence and the debug rung are the first lane's."""
 
 
+_TEMPLATE_EXAMPLE = {"gres": "gpu:a100:{gpus}", "gpus_per_node": "h200:{gpus}"}
+_BRACED = re.compile(r"\{[^{}]*\}")
+
+
+def _template_fault(value: object) -> str:
+    """What is wrong with a GPU template, in words (its example follows)."""
+    if not isinstance(value, str):
+        return "is not a string; give the GPU request with the placeholder {gpus} where the count goes"
+    unknown = [field for field in _BRACED.findall(value) if field != "{gpus}"]
+    if unknown:
+        return f"has the unknown placeholder {unknown[0]}; the only one is {{gpus}} (the job's GPU count)"
+    count = value.count("{gpus}")
+    if count == 0:
+        return "has no placeholder {gpus}; put it where the GPU count goes"
+    if count > 1:
+        return f"has the placeholder {{gpus}} {count} times; the GPU count is written once"
+    return "may hold only letters, digits, ':', '_', '.' and '-' around {gpus}"
+
+
 def positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
     """Return ``value`` as seconds, or raise a ConfigError naming ``key`` and the value (every table's check)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -236,10 +255,7 @@ class FellowsConfig:
         for key in ("gres", "gpus_per_node"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not _GPU_TEMPLATE.match(value)):
-                raise ConfigError(
-                    f"{key}={value!r} must hold the placeholder {{gpus}} once and nothing else in braces, e.g. "
-                    f"{'gpu:a100:{gpus}' if key == 'gres' else 'h200:{gpus}'}"
-                )
+                raise ConfigError(f"{key}={value!r} {_template_fault(value)}, e.g. {key} = {_TEMPLATE_EXAMPLE[key]!r}")
         if self.gres is not None and self.gpus_per_node is not None:
             raise ConfigError(
                 f"gres={self.gres!r} and gpus_per_node={self.gpus_per_node!r} are both set; a GPU request is "
@@ -257,7 +273,7 @@ class FellowsConfig:
     @property
     def render_options(self) -> LaneOptions:
         """What this lane sets on every sbatch besides the rung's QoS (slurm/render.py)."""
-        return LaneOptions(self.partition, self.account, self.gres or DEFAULT_GRES, self.gpus_per_node)
+        return LaneOptions(self.partition, self.account, self.gres or DEFAULT_GRES, self.gpus_per_node, self.name)
 
     @property
     def where(self) -> str:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
 from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.fields import parse_duration
 
 _GPUS = "give the GPU count with fellows-fsm submit --gpus (or #SBATCH --gres=gpu:N in the script)"
 _GPUS_COUNTED = "it asks for GPUs fellows-fsm would not count (the caps, the ladder and the paid lane count --gpus)"
@@ -98,6 +101,7 @@ SBATCH_LONG_OPTIONS = frozenset(
 
 __all__ = [
     "DEFAULT_GRES",
+    "LANE_SET",
     "OWNED_OPTIONS",
     "SBATCH_LONG_OPTIONS",
     "SCRIPT_READ",
@@ -107,12 +111,16 @@ __all__ = [
     "format_time_limit",
     "owned_option",
     "render_sbatch",
+    "script_options",
     "script_qos",
 ]
 
 # sbatch reads #SBATCH lines only up to the first line that is neither a comment nor blank.
 _SBATCH_LINE = re.compile(r"^#SBATCH\s+(?P<args>.*)$")
-_QOS_OPTION = re.compile(r"(?:^|\s)(?:--qos(?:=|\s+)|-q\s*)(?P<qos>[^\s#]+)")
+LANE_SET = ("--job-name", "--qos", "--comment", "--gres", "--gpus", "--time", "--partition", "--account")
+"""The options a rung's sbatch line may set over a script's ``#SBATCH`` line for them (``script_options``), and
+over a user's own ``--partition``/``--account`` after ``--``: sbatch takes the command line's (its last) value."""
+_LANE_SET_SHORT = {"J": "--job-name", "q": "--qos", "G": "--gpus", "t": "--time", "p": "--partition", "A": "--account"}
 _DAY = 86_400
 _SCRIPT_PEEK_BYTES = 256 * 1024
 
@@ -143,17 +151,47 @@ def format_deadline(epoch_seconds: float, now: float) -> str:
     return f"now+{max(1, math.ceil(epoch_seconds - now))}"
 
 
-def script_qos(script: str) -> str | None:
-    """The QoS an ``#SBATCH --qos``/``-q`` line in the script asks for (the last one wins), or None.
+def _set_options(words: list[str]) -> dict[str, str]:
+    """The ``LANE_SET`` options that ``words`` (sbatch arguments) set, by long name, as written (the last wins).
 
-    An unreadable script yields None: sbatch itself will report it when the job is submitted.
+    A long option may be abbreviated as sbatch allows (``--part=x``) and short ones clustered (``-vq low``)."""
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        word, following = words[i], words[i + 1] if i + 1 < len(words) else None
+        i += 1
+        if word.startswith("--"):
+            name, equals, value = word.partition("=")
+            meant = _long_options(name)
+            if len(meant) == 1 and meant[0] in LANE_SET:
+                if not equals and following is not None:
+                    value, i = following, i + 1
+                found[meant[0]] = value
+        elif word.startswith("-") and len(word) > 1:
+            for j, letter in enumerate(word[1:], 1):
+                if letter in _SHORT_FLAGS:
+                    continue
+                if letter in _LANE_SET_SHORT:
+                    value = word[j + 1 :]
+                    if not value and following is not None:
+                        value, i = following, i + 1
+                    found[_LANE_SET_SHORT[letter]] = value
+                break  # this letter takes a value: the rest of the word is that value
+    return found
+
+
+def script_options(script: str) -> dict[str, str]:
+    """The ``LANE_SET`` options the script's ``#SBATCH`` lines set, by long name, as written (the last wins).
+
+    Read as sbatch reads them: up to the first line that is neither blank nor a comment. An unreadable script
+    yields none: sbatch itself will report it when the job is submitted.
     """
     try:
         with Path(script).open("rb") as handle:
             head = handle.read(_SCRIPT_PEEK_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return None
-    found: str | None = None
+        return {}
+    found: dict[str, str] = {}
     for number, line in enumerate(head.splitlines()):
         stripped = line.strip()
         if number == 0 and stripped.startswith("#!"):
@@ -163,10 +201,17 @@ def script_qos(script: str) -> str | None:
         match = _SBATCH_LINE.match(stripped)
         if match is None:
             continue
-        option = _QOS_OPTION.search(match["args"])
-        if option is not None:
-            found = option["qos"]
+        try:
+            words = shlex.split(match["args"], comments=True)
+        except ValueError:
+            words = match["args"].split("#", 1)[0].split()
+        found.update(_set_options(words))
     return found
+
+
+def script_qos(script: str) -> str | None:
+    """The QoS an ``#SBATCH --qos``/``-q`` line in the script asks for (the last one wins), or None."""
+    return script_options(script).get("--qos")
 
 
 DEFAULT_GRES = "gpu:{gpus}"
@@ -176,18 +221,41 @@ DEFAULT_GRES = "gpu:{gpus}"
 @attrs.frozen
 class LaneOptions:
     """What a SLURM lane sets on every sbatch besides the rung's QoS: its partition and account (None: not set),
-    and how it writes a GPU request (a ``--gres`` template, or a ``--gpus-per-node`` one), each with ``{gpus}``."""
+    and how it writes a GPU request (a ``--gres`` template, or a ``--gpus-per-node`` one), each with ``{gpus}``;
+    ``lane`` is its name, for the notes."""
 
     partition: str | None = None
     account: str | None = None
     gres: str = DEFAULT_GRES
     gpus_per_node: str | None = None
+    lane: str = "fellows"
 
-    def gpu_option(self, gpus: int) -> str:
-        """The option that asks for ``gpus`` GPUs on this lane's cluster, e.g. ``--gres=gpu:a100:4``."""
+    def gpu_request(self, gpus: int) -> str | None:
+        """The option that asks for ``gpus`` GPUs on this lane's cluster, e.g. ``--gres=gpu:a100:4``; None for 0."""
+        if gpus <= 0:
+            return None
         if self.gpus_per_node is not None:
             return f"--gpus-per-node={self.gpus_per_node.replace('{gpus}', str(gpus))}"
         return f"--gres={self.gres.replace('{gpus}', str(gpus))}"
+
+    def gpu_options(self, gpus: int, script: Mapping[str, str]) -> tuple[str, ...]:
+        """The GPU options of the sbatch line: the lane's request, after what cancels a GPU line of the script
+        (``script``: ``script_options``) that the request, written another way, would not override.
+
+        sbatch joins ``--gres``, ``--gpus`` and ``--gpus-per-node`` into one request, and a script's count in
+        another option wins or adds nodes (measured on 22.05: ``--gpus-per-node=4`` with a script's
+        ``--gres=gpu:8`` is a job of 8 GPUs; ``--gres=gpu:4`` with a script's ``--gpus=8`` one of 8 GPUs on 2
+        nodes): so a script's ``--gpus`` is set to 0, and its ``--gres`` keeps only what is not a GPU."""
+        request = self.gpu_request(gpus)
+        if request is None:
+            return ()  # a job of no GPUs asks for none here: the script's own lines are left as they are
+        out: list[str] = []
+        gres = script.get("--gres")
+        if gres is not None and not request.startswith("--gres="):
+            out.append(f"--gres={_without_gpus(gres)}")
+        if "--gpus" in script:
+            out.append("--gpus=0")
+        return (*out, request)
 
     def placed(self) -> tuple[str, ...]:
         """The lane's partition and account options: after the job's own options, so they win over them and over
@@ -197,6 +265,73 @@ class LaneOptions:
 
 
 _NO_OPTIONS = LaneOptions()
+_WHY = {
+    "--job-name": "the dispatch's job name",
+    "--qos": "this rung of the ladder",
+    "--comment": "the dispatch token, which finds the job again after a lost reply",
+    "--time": "the time limit fellows-fsm checks against each rung's MaxWall",
+}
+
+
+def _same(option: str, theirs: str, ours: str) -> bool:
+    """Do the script's and the command line's values of ``option`` ask for the same thing (``--time`` is a
+    duration, written in several ways)?"""
+    if option == "--time":
+        try:
+            return parse_duration(theirs) == parse_duration(ours)
+        except ValueError:
+            return False
+    return theirs == ours
+
+
+def _without_gpus(gres: str) -> str:
+    """A ``--gres`` value without its GPU items (``none`` when nothing else is left)."""
+    kept = [item for item in gres.split(",") if item.strip() and item.strip().split(":")[0] not in ("gpu", "gres/gpu")]
+    return ",".join(kept) or "none"
+
+
+def _gpu_note(spec: JobSpec, option: str, theirs: str, lane: LaneOptions) -> str | None:
+    """The note for a script's ``#SBATCH --gres``/``--gpus`` line that this sbatch overrides, or None when the
+    line asks for what the lane's request does."""
+    request = lane.gpu_request(spec.gpus)
+    if request is None or request == f"--gres={theirs}" or (option == "--gpus" and theirs == str(spec.gpus)):
+        return None
+    return (
+        f"{spec.script}: its '#SBATCH {option}={theirs}' line is overridden by the command line's {request} "
+        f"(the GPU request fellows-fsm counts, as lane {lane.lane} writes it); remove the line to silence this note"
+    )
+
+
+def _lane_notes(
+    spec: JobSpec, in_script: Mapping[str, str], set_here: Mapping[str, str], lane: LaneOptions
+) -> list[str]:
+    """Notes for the user: each ``#SBATCH`` line of the script (``in_script``: ``script_options``), and each
+    ``--partition``/``--account`` of its own after ``--``, that this sbatch's command line (``set_here``)
+    overrides, only where the value differs."""
+    notes: list[str] = []
+    for option, theirs in in_script.items():
+        if option in ("--gres", "--gpus"):
+            note = _gpu_note(spec, option, theirs, lane)
+            notes.extend(() if note is None else (note,))
+            continue
+        # A partition or account is the lane's to override; a user's own after -- wins over the script as in sbatch.
+        ours = {"--partition": lane.partition, "--account": lane.account}.get(option, set_here.get(option))
+        if ours is None or _same(option, theirs, ours):
+            continue
+        table = "[fellows]" if lane.lane == "fellows" else f"[lanes.{lane.lane}]"
+        why = _WHY.get(option) or f"lane {lane.lane}'s {option[2:]}: {table} {option[2:]}"
+        notes.append(
+            f"{spec.script}: its '#SBATCH {option}={theirs}' line is overridden by the command line's "
+            f"{option}={ours} ({why}); remove the line to silence this note"
+        )
+    for option, theirs in _set_options(list(spec.extra_args)).items():
+        ours = set_here.get(option)
+        if option in ("--partition", "--account") and ours is not None and theirs != ours:
+            notes.append(
+                f"your {option}={theirs} (after --) is overridden on lane {lane.lane} by its {option[2:]} "
+                f"{ours!r}; it still applies on lanes that set none"
+            )
+    return notes
 
 
 def render_sbatch(
@@ -213,31 +348,29 @@ def render_sbatch(
 
     ``deadline`` (epoch seconds) is written relative to ``now`` (default: ``time.time()``, read at the call).
 
-    With ``qos``, ``token`` and ``deadline`` all None this is the plain render of ``spec``. A QoS given here
-    overrides an ``#SBATCH --qos`` line in the script (sbatch lets the command line win): a note says so.
+    With ``qos``, ``token`` and ``deadline`` all None this is the plain render of ``spec``. The options it sets
+    (``LANE_SET``) override the script's ``#SBATCH`` lines for them (sbatch lets the command line win), and the
+    lane's partition and account a user's own after ``--``: a note says so for each value overridden.
     """
     argv = ["sbatch", "--parsable", f"--job-name={spec.name}"]
-    notes: list[str] = []
     if qos is not None:
         argv.append(f"--qos={qos}")
-        in_script = script_qos(spec.script)
-        if in_script is not None and in_script != qos:
-            notes.append(
-                f"{spec.script}: its '#SBATCH --qos={in_script}' line is overridden by the command line's "
-                f"--qos={qos} (this rung of the ladder); remove the line to silence this note"
-            )
     if token is not None:
         argv.append(f"--comment={token}")
-    if spec.gpus > 0:
-        argv.append(lane.gpu_option(spec.gpus))
+    in_script = script_options(spec.script)
+    argv.extend(lane.gpu_options(spec.gpus, in_script))
     if spec.time_limit_seconds is not None:
         argv.append(f"--time={format_time_limit(spec.time_limit_seconds)}")
     if deadline is not None:
         argv.append(f"--deadline={format_deadline(deadline, time.time() if now is None else now)}")
     argv.extend(spec.extra_args)
     argv.extend(lane.placed())
-    argv.append(spec.script)
-    return SbatchCommand(tuple(argv), tuple(notes))
+    if qos is None and token is None and deadline is None:
+        # The plain render is no rung's: nothing is overridden for a rung, so nothing is noted.
+        return SbatchCommand((*argv, spec.script))
+    # What this line sets, the last of each option winning (the lane's partition and account come last).
+    set_here = {k: v for k, _, v in (a.partition("=") for a in argv[2:]) if k.startswith("--")}
+    return SbatchCommand((*argv, spec.script), tuple(_lane_notes(spec, in_script, set_here, lane)))
 
 
 def _long_options(name: str) -> list[str]:
