@@ -16,7 +16,7 @@ import attrs
 
 from fellows_fsm.core import lifecycle, looks, machine, policy
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
-from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
+from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
@@ -167,7 +167,7 @@ class Dispatch:
 
     def token(self) -> str:
         """The tag the current rung's job carries on the cluster, so a lost submit reply can be found again."""
-        return dispatch_token(self.id, self.rung_index)
+        return self.ladder.token_of(self.id, self.rung_index)
 
     # ----------------------------------------------------------------- events in, decisions out
     def submit(self, now: float, *, may_change_rung: bool = True) -> Decision:

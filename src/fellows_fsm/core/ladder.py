@@ -90,6 +90,14 @@ class Ladder:
         """The QoS of each rung, in order."""
         return tuple(r.qos for r in self.rungs)
 
+    def token_of(self, dispatch_id: str, index: int) -> str:
+        """The dispatch token of the rung at ``index``, numbered within its own lane (``dispatch_token``)."""
+        rung = self.rungs[index]
+        if rung.lane == FELLOWS:
+            return dispatch_token(dispatch_id, index)
+        first = next(r.index for r in self.rungs if r.lane == rung.lane)
+        return dispatch_token(dispatch_id, index - first, rung.lane)
+
     @property
     def lanes(self) -> tuple[str, ...]:
         """The SLURM lanes the ladder's rungs are on, in order, each once."""
@@ -101,9 +109,11 @@ class Ladder:
         return math.fsum(r.park_cap_seconds for r in self.rungs)
 
 
-def dispatch_token(dispatch_id: str, rung_index: int) -> str:
-    """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>``."""
-    return f"fsm-{dispatch_id}-r{rung_index}"
+def dispatch_token(dispatch_id: str, rung_index: int, lane: str = FELLOWS) -> str:
+    """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>`` on fellows,
+    ``fsm-<dispatch id>-r<place among the lane's rungs>@<lane>`` on another lane (so a lane's tokens never change
+    when a rung or a lane is added before it: ``Ladder.token_of``)."""
+    return f"fsm-{dispatch_id}-r{rung_index}" if lane == FELLOWS else f"fsm-{dispatch_id}-r{rung_index}@{lane}"
 
 
 def qualified_job_id(lane: str, job_id: str) -> str:

@@ -25,7 +25,7 @@ def dispatch_of(token: str | None) -> str | None:
     """The dispatch id a token names, or None for a comment that is no token."""
     if token is None or not token.startswith(TOKEN_PREFIX) or "-r" not in token:
         return None
-    return token[len(TOKEN_PREFIX) :].rsplit("-r", 1)[0]
+    return token[len(TOKEN_PREFIX) :].partition("@")[0].rsplit("-r", 1)[0]  # (another lane's: ...-r<k>@<lane>)
 
 
 def sweep(scheduler: Scheduler, executor: Executor, dispatches: Iterable[Dispatch]) -> list[str] | None:

@@ -15,6 +15,7 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config, RouterConfig, config_mapping
 from fellows_fsm.driver.router import Router
+from fellows_fsm.driver.strays import dispatch_of
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.clusters import Clusters
@@ -276,3 +277,19 @@ def test_a_dispatch_pinned_to_the_second_cluster_stays_on_its_first_rung(
     assert fellows.jobs == {}
     assert [j.qos for j in inst.jobs.values()] == ["inst-high"]
     assert ledger(tmp_path, "gcp") == []
+
+
+def test_another_lanes_token_is_numbered_within_its_lane_and_names_its_dispatch() -> None:
+    """inst's rungs carry fsm-<id>-r<k>@inst, k counted from inst's first rung (a rung added to fellows changes no
+    inst token), and the stray sweep reads the dispatch id back from it, whatever the lane's name."""
+    ladder = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(INST,)).ladder_for("prod")
+    assert [ladder.token_of("abc", i) for i in range(5)] == [
+        "fsm-abc-r0",
+        "fsm-abc-r1",
+        "fsm-abc-r2",
+        "fsm-abc-r0@inst",
+        "fsm-abc-r1@inst",
+    ]
+    assert dispatch_of("fsm-abc-r1@inst") == "abc"
+    assert dispatch_of("fsm-abc-r0@my-rack") == "abc"
+    assert dispatch_of("fsm-abc-r2") == "abc"
