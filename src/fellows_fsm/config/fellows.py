@@ -295,7 +295,8 @@ class FellowsConfig:
     @cached_property
     def ladder(self) -> Ladder:
         """The production ladder: ``qos`` then ``qos_ladder``, with their caps (built once, shared by dispatches)."""
-        return Ladder(tuple(Rung(i, qos, self.cap_for(i), self.name) for i, qos in enumerate(self.rung_names)))
+        own = None if self.name == FELLOWS else self.park_early  # (fellows' is the dispatch's: settings)
+        return Ladder(tuple(Rung(i, qos, self.cap_for(i), self.name, own) for i, qos in enumerate(self.rung_names)))
 
     def ladder_for(self, intent: str) -> Ladder:
         """The ladder for a dispatch of this intent: debug intent starts on ``debug_qos`` when configured."""

@@ -56,10 +56,13 @@ class Dispatch:
     in_place: bool = False
     """Change rung by moving the pending job to the next QoS (scontrol, same job id), not cancel and resubmit."""
     park_early: str = "off"
-    """When to leave a rung before its window closes (``[fellows] park_early``; see policy.py)."""
+    """When to leave the current rung before its window closes (``[fellows] park_early``, or the rung's lane's own
+    on another cluster: ``Rung.park_early``; see policy.py)."""
     park_early_last_rung: bool = False
     """Whether ``park_early`` also leaves the last rung early (handing the job to the paid lane sooner)."""
 
+    base_park_early: str = attrs.field(init=False, default="off")
+    """The dispatch's own ``park_early`` (its rungs on fellows use it)."""
     state: str = attrs.field(init=False)
     rung_index: int = attrs.field(init=False, default=0)
     job_id: str | None = attrs.field(init=False, default=None)
@@ -111,6 +114,8 @@ class Dispatch:
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
+        self.base_park_early = self.park_early
+        self.park_early = self.ladder.first.park_early or self.park_early
         self.rows = machine.rows_by_state(self.ladder)  # shared by every dispatch of a ladder
         self._gates = machine.clock_gates(self.ladder)
 

@@ -28,6 +28,8 @@ class Rung:
     park_cap_seconds: float
     lane: str = FELLOWS
     """The SLURM lane (cluster) the rung's job is queued on: ``fellows``, or a ``[lanes.<name>] kind = "slurm"``."""
+    park_early: str | None = None
+    """Another lane's own ``park_early`` on its rungs; None (fellows' rungs): the dispatch's."""
 
     @cached_property
     def state_name(self) -> str:

@@ -326,6 +326,7 @@ def _keep_park(d: Dispatch) -> None:
 def _enter_next_rung(d: Dispatch) -> None:
     """Onto the next rung: its window opens, chained to the previous one (``window_deadline``)."""
     d.rung_index += 1
+    d.park_early = d.rung.park_early or d.base_park_early  # (a rung of another cluster may have its own policy)
     d.deadline = window_deadline(d.deadline, d.now, d.rung, carried=d.left_early)
     d.left_early = d.refused = d.held = d.deferred = False
     d.unknown_since = None

@@ -315,9 +315,11 @@ def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> No
 
 
 def _rung_json(rung: Rung) -> dict[str, object]:
-    """A rung as the journal keeps it: its lane only when it is not fellows (a journal of one cluster reads as
-    before, and every rung written before lanes is fellows')."""
+    """A rung as the journal keeps it: its lane and its own ``park_early`` only when it is not fellows' (a journal of
+    one cluster reads as before, and every rung written before lanes is fellows')."""
     kept = attrs.asdict(rung)
     if rung.lane == FELLOWS:
         del kept["lane"]
+    if rung.park_early is None:
+        del kept["park_early"]
     return kept

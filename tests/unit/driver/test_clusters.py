@@ -293,3 +293,35 @@ def test_another_lanes_token_is_numbered_within_its_lane_and_names_its_dispatch(
     assert dispatch_of("fsm-abc-r1@inst") == "abc"
     assert dispatch_of("fsm-abc-r0@my-rack") == "abc"
     assert dispatch_of("fsm-abc-r2") == "abc"
+
+
+@pytest.mark.parametrize(("policy", "leaves_early"), [("off", False), ("own-cap", True)])
+def test_a_second_clusters_park_early_is_its_own(
+    tmp_path: Path, fellows: FakeScheduler, frozen: FrozenDateTimeFactory, policy: str, leaves_early: bool
+) -> None:
+    """With the user's own inst-high cap full on inst, inst's own park_early decides: 'own-cap' leaves inst-high at
+    once for inst-low, 'off' waits out inst-high's whole window, whatever fellows' policy (own-cap) says."""
+    inst = FakeScheduler(qos_priority={"inst-high": 2, "inst-low": 1}, qos_gpu_caps={"inst-high": 8}, total_gpus=16)
+    inst.start(inst.add_job(JobSpec("mine", "mine.sbatch", gpus=8), qos="inst-high").job_id)
+    lane = FellowsConfig(
+        name="inst",
+        qos="inst-high",
+        qos_ladder=("inst-low",),
+        park_cap_seconds=INST_CAP,
+        host="inst",
+        park_early=policy,
+    )
+    config = Config(
+        fellows=FellowsConfig(park_cap_seconds=CAP, park_early="own-cap"), lanes=(lane,), state_dir=tmp_path
+    )
+    journal = Journal(config.journal_path)
+    try:
+        r = Router(config, fellows, journal, ports={"inst": inst}).start()
+        h = r.dispatch(SPEC)
+        drive(r, [fellows, inst], frozen)
+        steps = {s.dest: s.at for s in r.journal.steps(h.dispatch_id)}
+        left = steps["RESUBMITTED_inst__inst_low"] - steps["RESUBMITTED_inst__inst_high"]
+        assert (left < INST_CAP) is leaves_early, left
+        assert r.handle(h.dispatch_id).qos == "inst-low"
+    finally:
+        journal.close()
