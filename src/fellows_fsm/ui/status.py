@@ -56,6 +56,5 @@ def status_table(rows: Sequence[Listed], *, updated: Mapping[str, float]) -> Ren
     if not several:
         return FixedTable(STATUS_COLUMNS, (row(snap) for snap in rows))
     columns = (*STATUS_COLUMNS[:3], CLUSTER_COLUMN, *STATUS_COLUMNS[3:])
-    return FixedTable(
-        columns, ((*(r := row(snap))[:3], c or "-", *r[3:]) for snap, c in zip(rows, clusters, strict=True))
-    )
+    cells = (row(snap) for snap in rows)
+    return FixedTable(columns, ((*r[:3], c or "-", *r[3:]) for r, c in zip(cells, clusters, strict=True)))

@@ -101,7 +101,7 @@ def _config_view(config: Config) -> RenderableType:
     lanes.add_row(fellows.name, "(the SLURM ladder above)", "", "no", "")
     for lane in config.lanes:
         if isinstance(lane, FellowsConfig) and lane in config.slurm_lanes:
-            first, last = (r.index + 1 for r in (whole.rungs[i] for i in _lane_rungs(whole, lane.name)))
+            first, last = (i + 1 for i in _lane_rungs(whole, lane.name))
             lanes.add_row(lane.name, f"(the SLURM ladder above: rungs {first}-{last})", "", "no", "")
             continue
         if not isinstance(lane, LaneConfig):
@@ -224,11 +224,11 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 
 def diagram_title(row: DispatchRow, entries: Sequence[HistoryEntry]) -> str:
     """The title of a dispatch's path: its id, and once its ladder spans several clusters, the clusters its steps
-    were on, in order (``dispatch d1: fellows → inst``)."""
+    were on, in order (``dispatch d1 · fellows → inst``)."""
     if len({str(r.get("lane", FELLOWS)) for r in row.ladder}) < 2:
         return f"dispatch {row.id}"
     crossed = dict.fromkeys(e.cluster for e in entries if e.cluster is not None)
-    return f"dispatch {row.id}: {' → '.join(crossed)}"
+    return f"dispatch {row.id} · {' → '.join(crossed)}"
 
 
 # --------------------------------------------------------------------------- simulate

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
+from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui import tools
 from fellows_fsm.ui.app import next_lane_of
 from fellows_fsm.ui.history import history_table
@@ -30,8 +32,9 @@ from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paths import path_mermaid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, journaled, left_ladder
 from fellows_fsm.ui.status import status_table
-from tests.unit.cli_helpers import LADDER_GRANTS
+from tests.unit.cli_helpers import LADDER_GRANTS, run
 from tests.unit.driver.fixtures import PRIORITY, ledger_lane
+from tests.unit.ui.test_mermaid_valid import _node, validate
 
 CAP = 60.0
 INST_CAP = 120.0
@@ -307,16 +310,60 @@ def test_config_check_shows_the_whole_order_and_the_worst_case(tmp_path: Path) -
 def test_the_diagram_of_a_dispatch_shows_its_path_across_clusters(
     router: Router, frozen: FrozenDateTimeFactory, inst: FakeScheduler
 ) -> None:
-    """diagram --dispatch marks inst's rung as visited and the job's state as current, and its title names the
-    clusters the path crossed."""
+    """diagram --dispatch marks inst's rung as visited and its title names the clusters the path crossed; mermaid's
+    own parser accepts it."""
     dispatch_id = walk_to_inst(router, frozen, run=True, inst=inst)
     row = row_of(router, dispatch_id)
     j = router.journal
     entries = history_entries(row, j.steps(dispatch_id), j.jobs(dispatch_id), None)
     ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
     title = tools.diagram_title(row, entries)
-    assert title == f"dispatch {dispatch_id}: fellows → inst"
+    assert title == f"dispatch {dispatch_id} · fellows → inst"
     out = path_mermaid(ladder, entries, title=title)
     visited = next(line for line in out.splitlines() if line.strip().startswith("class ") and "visited" in line)
     assert "RESUBMITTED_inst__inst_high" in visited
     assert 'state "RESUBMITTED(inst-high@inst) · ' in out
+    result = validate(_node(), {"path across clusters": out})
+    assert result.returncode == 0, f"mermaid rejects the path:\n{result.stdout}{result.stderr}"
+
+
+INST_TABLE = """
+[lanes.inst]
+kind = "slurm"
+host = "inst"
+qos = "inst-high"
+qos_ladder = ["inst-low"]
+park_cap_seconds = 120
+
+[router]
+order = ["fellows", "inst", "gcp"]
+"""
+
+
+def test_the_ladder_and_config_check_commands_read_every_cluster(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fellows-fsm ladder --json reads inst's grants through inst's own port and judges inst's rungs on them;
+    config check prints every cluster's rungs and the worst case before gcp (exit 0)."""
+    config = env / "fellows.toml"
+    config.write_text(config.read_text(encoding="utf-8") + INST_TABLE, encoding="utf-8")
+    inst_port = FakeScheduler()
+    asked: list[str] = []
+
+    def lane_port(config: Config, lane: FellowsConfig) -> FakeScheduler:
+        asked.append(lane.name)
+        return inst_port
+
+    monkeypatch.setattr(ui_app, "make_lane_scheduler", lane_port)
+    monkeypatch.setattr(ui_app, "read_grants", lambda port: INST_GRANTS if port is inst_port else LADDER_GRANTS)
+    result = run("ladder", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert asked == ["inst"]
+    assert [(r["cluster"], r["qos"], r["usable"]) for r in out["ladder"]][3:] == [
+        ("inst", "inst-high", True),
+        ("inst", "inst-low", True),
+    ]
+    assert out["worst_case_seconds"] == pytest.approx(3 * 0.3 + 2 * 120)
+    checked = run("config", "check")
+    assert checked.exit_code == 0, checked.output
+    assert "RESUBMITTED(inst-low@inst)" in checked.stdout
+    assert "before gcp (the sum of every cluster's park caps)" in " ".join(checked.stdout.split())
