@@ -26,6 +26,7 @@ from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui import tools
 from fellows_fsm.ui.app import next_lane_of
+from fellows_fsm.ui.follow import summary
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.ladder import ladder_report, ladder_table
 from fellows_fsm.ui.live import dispatch_panel, watch_table
@@ -124,6 +125,16 @@ def test_status_json_names_the_cluster_and_the_bare_slurm_id(
         "inst",
         "1000@inst",
         "1000",
+    )
+
+
+def test_the_submit_summary_names_the_cluster_it_runs_on(
+    router: Router, frozen: FrozenDateTimeFactory, inst: FakeScheduler
+) -> None:
+    """submit's last line says the job runs on inst-high@inst as SLURM job 1000@inst."""
+    dispatch_id = walk_to_inst(router, frozen, run=True, inst=inst)
+    assert summary(dispatch_id, router.journal) == (
+        f"dispatch {dispatch_id} is RUNNING on inst-high@inst as SLURM job 1000@inst"
     )
 
 
