@@ -98,11 +98,11 @@ def _config_view(config: Config) -> RenderableType:
     lanes = Table(title="lanes", title_justify="left")
     for header in ("lane", "command", "probe", "manual only", "timeout"):
         lanes.add_column(header)
-    lanes.add_row(fellows.name, "(the SLURM ladder above)", "", "no", "")
+    rungs_of = {name: ": rungs {}-{}".format(*(i + 1 for i in _lane_rungs(whole, name))) for name in whole.lanes}
+    lanes.add_row(fellows.name, f"(the SLURM ladder above{rungs_of[fellows.name] if several else ''})", "", "no", "")
     for lane in config.lanes:
         if isinstance(lane, FellowsConfig) and lane in config.slurm_lanes:
-            first, last = (i + 1 for i in _lane_rungs(whole, lane.name))
-            lanes.add_row(lane.name, f"(the SLURM ladder above: rungs {first}-{last})", "", "no", "")
+            lanes.add_row(lane.name, f"(the SLURM ladder above{rungs_of[lane.name]})", "", "no", "")
             continue
         if not isinstance(lane, LaneConfig):
             lanes.add_row(lane.name, f"(a {lane.kind} lane)", "", "yes" if lane.manual_only else "no", "")
