@@ -16,7 +16,7 @@ import attrs
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.effects import Step
-from fellows_fsm.core.ladder import Ladder, Rung, state_label
+from fellows_fsm.core.ladder import Ladder, Rung, split_job_id, state_label
 from fellows_fsm.core.vocab import HandoffStatus, State
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow
 
@@ -41,15 +41,26 @@ class HistoryEntry:
     source_name: str | None = None
     """The state names (as in the machine), for drawing the path."""
     dest_name: str = ""
+    cluster: str | None = None
+    """The SLURM lane (cluster) of the step's rung, or None (a lane command's step)."""
+    several_clusters: bool = False
+    """Whether the dispatch's ladder walks more than one cluster (its JSON then names them)."""
 
     def as_json(self) -> dict[str, Any]:
-        """The documented JSON keys: at, from, to, trigger, qos, slurm_job_id, reason, note."""
+        """The documented JSON keys: at, from, to, trigger, qos, slurm_job_id (as the journal keeps it:
+        ``<id>@<cluster>`` off fellows), reason, note; on a ladder across several clusters also cluster and
+        cluster_job_id (SLURM's own id on that cluster)."""
+        where: dict[str, Any] = {}
+        if self.several_clusters:
+            bare = split_job_id(self.slurm_job_id)[1] if self.slurm_job_id else None
+            where = {"cluster": self.cluster, "cluster_job_id": bare}
         return {
             "at": iso_utc(self.at),
             "from": self.source,
             "to": self.dest,
             "trigger": self.trigger,
             "qos": self.qos,
+            **where,
             "slurm_job_id": self.slurm_job_id,
             "reason": self.reason,
             "note": self.note,
@@ -77,9 +88,17 @@ def history_entries(
     """Every transition of a dispatch, its handoff (if any) and its withdrawal (if any), oldest first."""
     ladder = _ladder_of(row)
     job_by_rung = {j.rung_index: j.job_id for j in jobs}
+    several = ladder is not None and len(ladder.lanes) > 1
 
     def label(name: str) -> str:
         return state_label(ladder, name) if ladder is not None else name
+
+    def cluster(step: Step) -> str | None:
+        if ladder is None or not step.qos:  # a lane command's step (a pinned dispatch's has no QoS)
+            return None
+        if step.job_id:
+            return split_job_id(step.job_id)[0]
+        return ladder.rungs[step.rung_index].lane if 0 <= step.rung_index < len(ladder.rungs) else None
 
     entries = []
     for step in steps:
@@ -98,6 +117,8 @@ def history_entries(
                 note=step.note,
                 source_name=step.source or None,
                 dest_name=step.dest,
+                cluster=cluster(attrs.evolve(step, job_id=job_id)),
+                several_clusters=several,
             )
         )
     if handoff is not None and not any(s.trigger == "hand_off" for s in steps):
@@ -140,6 +161,8 @@ def history_entries(
                 note="fellows-fsm cancel" if row.outcome == "withdrawn" else "Ctrl-C while it was being queued",
                 source_name=entries[-1].dest_name if entries else None,
                 dest_name=State.WITHDRAWN,
+                cluster=split_job_id(row.job_id)[0] if row.job_id else None,
+                several_clusters=several,
             )
         )
     return entries

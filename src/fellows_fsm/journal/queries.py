@@ -10,7 +10,7 @@ import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, Outcome, State
 from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
@@ -68,8 +68,9 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
         output = journal.path.parent / "handoffs" / f"{row.id}.out"
         return HandoffUnknown(f"dispatch {row.id}: {unknown_note(handoff.lane, row.id, output)}")
     if row.outcome == Outcome.NO_FALLBACK:
+        last = str(row.ladder[-1].get("lane", FELLOWS)) if row.ladder else FELLOWS  # its ladder's last SLURM lane
         return LaneError(
-            f"dispatch {row.id} parked out of every rung and [router] order has no lane after 'fellows'; "
+            f"dispatch {row.id} parked out of every rung and [router] order has no lane after {last!r}; "
             "add a [lanes.gcp] table and put 'gcp' in the order"
         )
     if row.outcome.startswith(Outcome.REJECTED):

@@ -1,8 +1,9 @@
 """The command group and what every command shares: the seams to the cluster, logging, the config option, the
 journal and the API opened for a command, the console. Only ui/ prints.
 
-The commands reach the cluster only through two functions here, the seam tests replace with
-``monkeypatch.setattr(app, ...)``: ``make_scheduler(config)`` (the port) and ``read_grants(scheduler)`` (sacctmgr).
+The commands reach the cluster only through functions here, the seam tests replace with
+``monkeypatch.setattr(app, ...)``: ``make_scheduler(config)`` (the port), ``make_lane_scheduler(config, lane)``
+(another SLURM lane's, for its grants) and ``read_grants(scheduler)`` (sacctmgr).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 from rich.console import Console
 
 from fellows_fsm.api import Fellows
+from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, load_config
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.errors import FellowsError, SchedulerError
@@ -28,7 +30,7 @@ from fellows_fsm.journal.queries import find
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import Scheduler
-from fellows_fsm.slurm import slurm_scheduler
+from fellows_fsm.slurm import slurm_port, slurm_scheduler
 from fellows_fsm.slurm.accounting import Grants, discover
 from fellows_fsm.slurm.port import SlurmScheduler
 
@@ -42,6 +44,7 @@ __all__ = [
     "find_row",
     "main",
     "make_console",
+    "make_lane_scheduler",
     "make_scheduler",
     "next_lane_of",
     "open_fellows",
@@ -66,6 +69,12 @@ def make_scheduler(config: Config) -> Scheduler:
     """The port every command uses: the real SLURM, here or on ``[fellows] host`` over ssh (tests replace this
     with a FakeScheduler)."""
     return slurm_scheduler(config)
+
+
+def make_lane_scheduler(config: Config, lane: FellowsConfig) -> Scheduler:
+    """The port of one more SLURM lane (a ``[lanes.<name>] kind = "slurm"``): here with its slurm_conf, or on its
+    host over ssh (tests replace this with a FakeScheduler)."""
+    return slurm_port(lane, config.state_dir)
 
 
 def start_driver(config: Config, journal: Journal | None = None) -> DriverOwner | None:
@@ -235,7 +244,9 @@ def echo_json(value: object) -> None:
 
 
 def next_lane_of(config: Config) -> str | None:
-    return config.auto_order[1] if len(config.auto_order) > 1 else None
+    """The lane a dispatch is handed to once every SLURM lane's ladder parked out (not the next SLURM lane: its
+    rungs are on the one ladder), or None."""
+    return config.after_ladder
 
 
 # --------------------------------------------------------------------------- the command group

@@ -15,12 +15,12 @@ from rich.live import Live
 from rich.text import Text
 
 from fellows_fsm.api import Fellows, Progress
-from fellows_fsm.core.vocab import Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, Outcome, State
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
-from fellows_fsm.ui.snapshot import Snapshot, journaled
+from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled
 from fellows_fsm.ui.words import span
 
 __all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
@@ -33,8 +33,11 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     row = journal.dispatch(dispatch_id)
     assert row is not None
     handoff = journal.handoff(dispatch_id)
+    last = str(row.ladder[-1].get("lane", FELLOWS)) if row.ladder else FELLOWS  # the last SLURM lane of its ladder
     if row.label == "RUNNING":
-        return f"dispatch {row.id} is RUNNING on {row.qos} as SLURM job {row.job_id}"
+        cluster = cluster_of(row.job_id) or FELLOWS
+        where = row.qos if cluster == FELLOWS else f"{row.qos}@{cluster}"  # as the rung's label says it
+        return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}"
     if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if handoff is not None and row.label == State.HANDOFF_UNKNOWN:
@@ -44,7 +47,7 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     if row.label == State.REFUSED:
         return f"dispatch {row.id} was refused by SLURM ({row.outcome.removeprefix(Outcome.REJECTED)})"
     if row.label == State.NO_LANE_LEFT:
-        return f"dispatch {row.id} parked out of every rung, and no lane follows fellows in [router] order"
+        return f"dispatch {row.id} parked out of every rung, and no lane follows {last} in [router] order"
     return f"dispatch {row.id} ended as {row.label} ({row.outcome})"
 
 

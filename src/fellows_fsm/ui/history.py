@@ -13,6 +13,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.ui.words import clock, explain_reason
@@ -21,7 +22,9 @@ __all__ = ["history_table"]
 
 
 def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> RenderableType:
-    """Every transition of a dispatch with time, from, to, trigger, QoS, SLURM job and pending reason."""
+    """Every transition of a dispatch with time, from, to, trigger, QoS, SLURM job and pending reason; with a
+    ``cluster`` column (each step's SLURM lane) when its ladder walks several clusters."""
+    several = len({str(r.get("lane", FELLOWS)) for r in row.ladder}) > 1
     day = datetime.fromtimestamp(entries[0].at if entries else row.created_at).strftime("%Y-%m-%d")
     table = Table(
         title=f"dispatch {row.id} · {row.spec.get('name', '')} · {day} (local time)",
@@ -31,6 +34,8 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
     table.add_column("time", no_wrap=True)
     table.add_column("trigger", no_wrap=True)
     table.add_column("to", style="cyan", no_wrap=True)
+    if several:
+        table.add_column("cluster", no_wrap=True)
     table.add_column("QoS", no_wrap=True)
     table.add_column("job", no_wrap=True)
     table.add_column("reason, note", min_width=20, ratio=1, overflow="fold")
@@ -42,12 +47,11 @@ def history_table(row: DispatchRow, entries: Sequence[HistoryEntry]) -> Renderab
                 reason.append(f": {explain_reason(entry.reason, entry.qos)}", style="dim")
         if entry.note:
             reason.append(("  " if entry.reason else "") + entry.note, style="italic dim")
-        table.add_row(
-            clock(entry.at),
-            entry.trigger,
-            entry.dest.split("(", 1)[0] if entry.qos and f"({entry.qos})" in entry.dest else entry.dest,
-            entry.qos or "",
-            entry.slurm_job_id or "",
-            reason,
-        )
+        # The state's parentheses repeat the QoS (and cluster) the next columns show: left out there.
+        said = {f"({entry.qos})", f"({entry.qos}@{entry.cluster})"} if several else {f"({entry.qos})"}
+        to = entry.dest.split("(", 1)[0] if entry.qos and any(s in entry.dest for s in said) else entry.dest
+        cells = [clock(entry.at), entry.trigger, to]
+        if several:
+            cells.append(entry.cluster or "")
+        table.add_row(*cells, entry.qos or "", entry.slurm_job_id or "", reason)
     return table

@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.core.vocab import State
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
@@ -24,7 +24,8 @@ def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
     """``high-eur ✗ → normal-eur ● → low-eur → gcp``: the rungs left behind, the current one, those ahead."""
     text = Text()
     current = len(snap.ladder) if left_ladder(snap) else snap.rung_index
-    for i, qos in enumerate(snap.ladder):
+    for i in range(len(snap.ladder)):
+        qos = snap.where(i)  # inst-high@inst on another cluster
         if i:
             text.append(" → ", style="dim")
         if i < current:
@@ -33,11 +34,19 @@ def _ladder_line(snap: Snapshot, next_lane: str | None) -> Text:
             text.append(f"{qos} ●", style="bold cyan")
         else:
             text.append(qos)
-    lane = snap.lane if snap.lane != FELLOWS else next_lane
+    lane = snap.lane if snap.lane not in snap.clusters else next_lane  # handed on, or the lane after the ladder
     if lane is not None and not snap.pinned:
         text.append(" → ", style="dim")
         text.append(f"{lane} ●" if current == len(snap.ladder) else lane, style="bold yellow" if current else "yellow")
     return text
+
+
+def _qos_words(snap: Snapshot) -> str:
+    """The QoS in hand, with its cluster off fellows (``inst-high@inst``), or ``-``."""
+    i = snap.rung_index
+    if snap.qos and i < len(snap.ladder) and snap.ladder[i] == snap.qos:
+        return snap.where(i)
+    return snap.qos or "-"
 
 
 def _job_words(snap: Snapshot) -> Text:
@@ -74,6 +83,8 @@ def dispatch_panel(
     if snap.ladder:
         grid.add_row("ladder", _ladder_line(snap, next_lane))
     grid.add_row("QoS", Text((snap.qos if on_ladder or snap.label == State.RUNNING else None) or "-"))
+    if snap.several_clusters and (on_ladder or snap.label == State.RUNNING):
+        grid.add_row("cluster", Text(snap.cluster or "-"))
     grid.add_row("SLURM job", _job_words(snap))
     if not snap.final:
         if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):
@@ -139,7 +150,7 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
             snap.dispatch_id,
             snap.name,
             Text(shown_state(snap), style=state_style(shown_state(snap))),
-            snap.qos or "-",
+            _qos_words(snap),
             snap.job_id or "-",
             waiting,
             parks,

@@ -13,6 +13,7 @@ import attrs
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.journal.queries import restore
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow
@@ -21,6 +22,7 @@ from fellows_fsm.journal.store import Journal
 __all__ = [
     "Listed",
     "Snapshot",
+    "cluster_of",
     "dispatch_json",
     "journaled",
     "left_ladder",
@@ -75,10 +77,36 @@ class Snapshot:
     final: bool
     outcome: str = ""
     pinned: bool = False
+    rung_lanes: tuple[str, ...] = ()
+    """The SLURM lane (cluster) of each rung of ``ladder``; empty: every rung is fellows'."""
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """The cluster of each rung of ``ladder``."""
+        return self.rung_lanes or (FELLOWS,) * len(self.ladder)
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster of its job (or, before it has one, of the rung in hand); None with no ladder."""
+        if self.job_id is not None:
+            return split_job_id(self.job_id)[0]
+        lanes = self.clusters
+        return lanes[self.rung_index] if 0 <= self.rung_index < len(lanes) else None
+
+    @property
+    def several_clusters(self) -> bool:
+        """True when its ladder walks more than one cluster."""
+        return len(set(self.clusters)) > 1
+
+    def where(self, i: int) -> str:
+        """Rung ``i`` as a user reads it: its QoS, and its cluster off fellows (``inst-high@inst``), as the rung's
+        state label says it (core/ladder.py: ``Rung.where``)."""
+        lane = self.clusters[i]
+        return self.ladder[i] if lane == FELLOWS else f"{self.ladder[i]}@{lane}"
 
     @classmethod
-    def of_dispatch(cls, d: Dispatch, *, lane: str = FELLOWS) -> Snapshot:
-        """Read (never drive) a live Dispatch."""
+    def of_dispatch(cls, d: Dispatch, *, lane: str | None = None) -> Snapshot:
+        """Read (never drive) a live Dispatch (``lane``: the dispatch's, by default its ladder's first lane)."""
         obs = d.look
         walking = not d.pinned and not d.is_final
         later = math.fsum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :])
@@ -88,7 +116,7 @@ class Snapshot:
             gpus=d.spec.gpus,
             time_limit_seconds=d.spec.time_limit_seconds,
             label=d.label,
-            lane=lane,
+            lane=lane if lane is not None else d.ladder.first.lane,
             qos=d.rung.qos,
             job_id=d.job_id,
             job_state=obs.state if obs is not None else None,
@@ -99,13 +127,15 @@ class Snapshot:
             worst_case=d.deadline + later if walking else None,
             final=d.is_final,
             pinned=d.pinned,
+            rung_lanes=tuple(r.lane for r in d.ladder.rungs),
         )
 
     @classmethod
     def of_row(cls, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
         """A dispatch as the journal has it (no live observation, no deadlines)."""
         ladder = tuple(str(r["qos"]) for r in row.ladder)
-        rung_index = ladder.index(row.qos) if row.qos in ladder else 0
+        lanes = tuple(str(r.get("lane", FELLOWS)) for r in row.ladder)  # a journal older than clusters: fellows
+        rung_index = _rung_of(row, ladder, lanes)
         return cls(
             dispatch_id=row.id,
             name=str(row.spec.get("name", "")),
@@ -124,13 +154,35 @@ class Snapshot:
             final=row.final,
             outcome=row.outcome,
             pinned=row.pinned,
+            rung_lanes=lanes,
         )
+
+
+def _rung_of(row: DispatchRow, ladder: tuple[str, ...], lanes: tuple[str, ...]) -> int:
+    """The rung a journal row stands on: the one its job's cluster has its QoS on (two clusters may name a QoS
+    alike), else the first with its QoS, else 0."""
+    if row.qos not in ladder:
+        return 0
+    cluster = split_job_id(row.job_id)[0] if row.job_id is not None else None
+    for i, (qos, lane) in enumerate(zip(ladder, lanes, strict=True)):
+        if qos == row.qos and cluster in (None, lane):
+            return i
+    return ladder.index(row.qos)
+
+
+def cluster_of(job_id: str | None, label: str = "") -> str | None:
+    """The cluster of a listed dispatch: its job's (``1000@inst``: inst; a bare id: fellows), else the one its
+    state label names (``RESUBMITTED(inst-high@inst)``), else None (not queued anywhere yet, or no ladder)."""
+    if job_id is not None:
+        return split_job_id(job_id)[0]
+    inside = label.partition("(")[2].rstrip(")")
+    return inside.rpartition("@")[2] if "@" in inside else None
 
 
 def journaled(journal: Journal, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
     """A dispatch as the journal has it, with its countdowns: a live ladder dispatch is rebuilt from its steps
     (the window's deadline is data the journal gives, not memory of the process that drives it)."""
-    if row.final or row.lane != FELLOWS or handoff is not None or not row.ladder:
+    if row.final or handoff is not None or not row.ladder:  # a dispatch pinned to a command lane has no ladder
         return Snapshot.of_row(row, handoff)
     d = restore(journal, row)
     if not d.history:
@@ -139,13 +191,21 @@ def journaled(journal: Journal, row: DispatchRow, handoff: HandoffRow | None = N
 
 
 def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[str, Any]:
-    """One dispatch as a JSON object: ``dispatch_id``, ``state``, ``lane``, ``qos``, ``slurm_job_id`` and more."""
+    """One dispatch as a JSON object: ``dispatch_id``, ``state``, ``lane``, ``qos``, ``slurm_job_id`` (as the journal
+    keeps it: ``<id>@<cluster>`` off fellows) and more; when its ladder walks several clusters also ``cluster`` (the
+    SLURM lane of its job, or of the rung in hand) and ``cluster_job_id`` (SLURM's own id on that cluster)."""
+    snap = Snapshot.of_row(row, handoff)
+    where: dict[str, Any] = {}
+    if snap.several_clusters:
+        bare = split_job_id(row.job_id)[1] if row.job_id is not None else None
+        where = {"cluster": snap.cluster, "cluster_job_id": bare}
     return {
         "dispatch_id": row.id,
         "name": row.spec.get("name"),
         "state": row.label,
         "lane": handoff.lane if handoff is not None else row.lane,
         "qos": row.qos,
+        **where,
         "slurm_job_id": row.job_id,
         "final": row.final,
         "outcome": row.outcome,
@@ -179,7 +239,7 @@ _PAST_LADDER = frozenset(
 
 def left_ladder(snap: Snapshot) -> bool:
     """True once the dispatch is past every rung: handed (or being handed) to another lane, or refused."""
-    return snap.label in _PAST_LADDER or snap.lane != FELLOWS
+    return snap.label in _PAST_LADDER or snap.lane not in snap.clusters  # handed on, or pinned to a command lane
 
 
 def state_style(label: str) -> str:
@@ -203,7 +263,8 @@ def status_words(snap: Listed) -> str:
     """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
     state = shown_state(snap)
     if state == State.RUNNING and snap.qos:
-        return f"{State.RUNNING}({snap.qos})"
+        cluster = cluster_of(snap.job_id)
+        return f"{State.RUNNING}({snap.qos if cluster in (None, FELLOWS) else f'{snap.qos}@{cluster}'})"
     if (
         state in (State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN, State.HANDING_OFF)
         and snap.lane != FELLOWS

@@ -10,7 +10,8 @@ from datetime import datetime
 
 from rich.console import RenderableType
 
-from fellows_fsm.ui.snapshot import Listed, shown_state, state_style, status_words
+from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.ui.snapshot import Listed, cluster_of, shown_state, state_style, status_words
 from fellows_fsm.ui.table import Column, FixedTable
 from fellows_fsm.ui.words import short_when
 
@@ -23,15 +24,20 @@ STATUS_COLUMNS = (
     Column("job"),
     Column("updated"),
 )
+CLUSTER_COLUMN = Column("cluster", max_width=16)
+"""Shown after ``state`` once a listed dispatch is on another cluster than fellows (one cluster: as before)."""
 
 
 def status_table(rows: Sequence[Listed], *, updated: Mapping[str, float]) -> RenderableType:
     """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change); fits 80 columns.
 
-    ``rows`` are Snapshots, or the journal's Listings (what ``status --all`` reads).
+    ``rows`` are Snapshots, or the journal's Listings (what ``status --all`` reads). Once one of them is on another
+    SLURM cluster than fellows, a ``cluster`` column names each one's (that of its job, or of the rung in hand).
     """
     today = datetime.now().strftime("%Y-%m-%d")
     styles: dict[str, str] = {}  # a style per shown state, looked up once
+    clusters = [cluster_of(snap.job_id, snap.label) or (FELLOWS if snap.qos else None) for snap in rows]
+    several = any(c not in (None, FELLOWS) for c in clusters)
 
     def row(snap: Listed) -> tuple[str, str, tuple[str, str], str, str]:
         at = updated.get(snap.dispatch_id)
@@ -47,4 +53,8 @@ def status_table(rows: Sequence[Listed], *, updated: Mapping[str, float]) -> Ren
             short_when(at, today) if at is not None else "",
         )
 
-    return FixedTable(STATUS_COLUMNS, (row(snap) for snap in rows))
+    if not several:
+        return FixedTable(STATUS_COLUMNS, (row(snap) for snap in rows))
+    columns = (*STATUS_COLUMNS[:3], CLUSTER_COLUMN, *STATUS_COLUMNS[3:])
+    cells = (row(snap) for snap in rows)
+    return FixedTable(columns, ((*r[:3], c or "-", *r[3:]) for r, c in zip(cells, clusters, strict=True)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -17,8 +18,10 @@ from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_warnings
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.journal import statefs
-from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.history import HistoryEntry, history_entries
+from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
@@ -38,7 +41,7 @@ from fellows_fsm.ui.ladder import ladder_report, ladder_table
 from fellows_fsm.ui.paths import dot_source, path_mermaid, svg
 from fellows_fsm.ui.words import span
 
-__all__ = ["config_group", "diagram", "ladder", "simulate"]
+__all__ = ["config_group", "diagram", "diagram_title", "ladder", "simulate"]
 
 
 # --------------------------------------------------------------------------- ladder, config check
@@ -55,7 +58,9 @@ def ladder(ctx: click.Context, as_json: bool, gpus: int, time_limit: str | None)
     config = config_of(ctx)
     limit = time_seconds(time_limit, "--time") if time_limit is not None else None
     grants = app.read_grants(app.make_scheduler(config))
-    report = ladder_report(config, grants, job_spec("ladder-check", Path(), gpus, limit))
+    # Each other SLURM lane's rungs are judged on what its own cluster grants (sacctmgr there).
+    others = {lane.name: app.read_grants(app.make_lane_scheduler(config, lane)) for lane in config.slurm_lanes[1:]}
+    report = ladder_report(config, grants, job_spec("ladder-check", Path(), gpus, limit), clusters=others)
     if as_json:
         echo_json(report.as_json())
     else:
@@ -83,16 +88,23 @@ def config_check(ctx: click.Context) -> None:
 
 def _config_view(config: Config) -> RenderableType:
     fellows = config.fellows
+    whole = config.ladder_for("prod")  # every SLURM lane's rungs, in the order walked
+    several = len(config.slurm_lanes) > 1
     rungs = Table(title=f"ladder ({config.source})", title_justify="left")
-    for header in ("rung", "QoS", "park cap", "state"):
+    for header in ("rung", "cluster", "QoS", "park cap", "state") if several else ("rung", "QoS", "park cap", "state"):
         rungs.add_column(header, no_wrap=True)
-    for rung in fellows.ladder.rungs:
-        rungs.add_row(str(rung.index + 1), rung.qos, span(rung.park_cap_seconds), rung.label)
+    for rung in whole.rungs:
+        where = (rung.lane,) if several else ()
+        rungs.add_row(str(rung.index + 1), *where, rung.qos, span(rung.park_cap_seconds), rung.label)
     lanes = Table(title="lanes", title_justify="left")
     for header in ("lane", "command", "probe", "manual only", "timeout"):
         lanes.add_column(header)
-    lanes.add_row(fellows.name, "(the SLURM ladder above)", "", "no", "")
+    rungs_of = {name: ": rungs {}-{}".format(*(i + 1 for i in _lane_rungs(whole, name))) for name in whole.lanes}
+    lanes.add_row(fellows.name, f"(the SLURM ladder above{rungs_of[fellows.name] if several else ''})", "", "no", "")
     for lane in config.lanes:
+        if isinstance(lane, FellowsConfig) and lane in config.slurm_lanes:
+            lanes.add_row(lane.name, f"(the SLURM ladder above{rungs_of[lane.name]})", "", "no", "")
+            continue
         if not isinstance(lane, LaneConfig):
             lanes.add_row(lane.name, f"(a {lane.kind} lane)", "", "yes" if lane.manual_only else "no", "")
             continue
@@ -109,7 +121,8 @@ def _config_view(config: Config) -> RenderableType:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
     facts.add_column()
-    worst = f"{span(fellows.worst_case_seconds)} on the ladder before {next_lane_of(config) or '-'}"
+    caps = " (the sum of every cluster's park caps)" if several else ""
+    worst = f"{span(whole.worst_case_seconds)} on the ladder before {next_lane_of(config) or '-'}{caps}"
     facts.add_row("worst case", worst)
     poll = fellows.poll_interval_seconds
     every = span(poll) if poll >= 1 else f"{poll:g}s"
@@ -120,7 +133,8 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_row("rung changes", f"at most {config.rung_changes_per_tick} per poll{derived}")
     facts.add_row("controller deadline", "on (sbatch --deadline)" if config.router.controller_deadline else "off")
     facts.add_row("journal", _journal_fact(config))
-    facts.add_row("cluster", _cluster_fact(fellows))
+    for lane in config.slurm_lanes:
+        facts.add_row(f"cluster {lane.name}" if several else "cluster", _cluster_fact(lane))
     return Group(rungs, lanes, facts, Text("config OK", style="bold green"))
 
 
@@ -136,9 +150,16 @@ def _journal_fact(config: Config) -> str:
     return f"{config.journal_path} ({fs.name}, a network filesystem: refused for driving; status and history work)"
 
 
+def _lane_rungs(ladder: Ladder, lane: str) -> tuple[int, int]:
+    """The positions of a lane's first and last rung on the whole ladder."""
+    at = [i for i, r in enumerate(ladder.rungs) if r.lane == lane]
+    return at[0], at[-1]
+
+
 def _cluster_fact(fellows: FellowsConfig) -> str:
     if fellows.host is None:
-        return "the SLURM commands on PATH here (SLURM_CONF: " + os.environ.get("SLURM_CONF", "(default)") + ")"
+        conf = fellows.slurm_conf or os.environ.get("SLURM_CONF", "(default)")
+        return f"the SLURM commands on PATH here (SLURM_CONF: {conf})"
     options = f", ssh options {' '.join(fellows.ssh_options)}" if fellows.ssh_options else ""
     workdir = fellows.remote_workdir or "the login directory"
     return (
@@ -185,7 +206,7 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
         if not row.ladder:
             raise click.BadParameter(f"dispatch {row.id} went straight to lane {row.lane}: it has no ladder path")
         path_ladder = Ladder(tuple(Rung(**r) for r in row.ladder))
-        title = f"dispatch {row.id}"
+        title = diagram_title(row, entries)
         if fmt == "mermaid":
             text = path_mermaid(path_ladder, entries, title=title)
         else:
@@ -200,6 +221,15 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
         output.write_bytes(text)
     else:
         output.write_text(text, encoding="utf-8")
+
+
+def diagram_title(row: DispatchRow, entries: Sequence[HistoryEntry]) -> str:
+    """The title of a dispatch's path: its id, and once its ladder spans several clusters, the clusters its steps
+    were on, in order (``dispatch d1 · fellows → inst``)."""
+    if len({str(r.get("lane", FELLOWS)) for r in row.ladder}) < 2:
+        return f"dispatch {row.id}"
+    crossed = dict.fromkeys(e.cluster for e in entries if e.cluster is not None)
+    return f"dispatch {row.id} · {' → '.join(crossed)}"
 
 
 # --------------------------------------------------------------------------- simulate
