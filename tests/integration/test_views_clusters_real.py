@@ -43,9 +43,7 @@ def test_the_views_name_the_second_lane_of_a_walk_driven_in_process(slurm: Clust
     slurm.occupy("high-eur", 8, count=2)
     config = _config(slurm, tmp_path)
     with Fellows(load_config(config)) as fellows:
-        # check=False: lanes/preflight.py judges only fellows' own ladder (SlurmLane.ladder_for) and its result would
-        # replace the joined one (the walk would hand off to gcp after high-eur; see the xfail below).
-        handle = fellows.submit(slurm.spec(), check=False).handle
+        handle = fellows.submit(slurm.spec()).handle  # (checked against each lane's grants: the same cluster's here)
         final = fellows.follow(handle.dispatch_id, sleep=lambda s: time.sleep(min(s, 0.5)))
     assert (final.state, final.qos) == ("RUNNING", "dev-eur")
 
@@ -71,14 +69,6 @@ def test_the_views_name_the_second_lane_of_a_walk_driven_in_process(slurm: Clust
     assert [c["cluster"] for c in ladder["clusters"]] == ["fellows", "inst"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defects of the seam, not this branch's area: (1) lanes/slurm.py SlurmKind.table journals a "
-    "[lanes.inst] kind='slurm' table with poll_interval_seconds, which SlurmKind.parse refuses, so the background "
-    "driver cannot rebuild the config and never starts (driver.log: unknown key 'poll_interval_seconds'); (2) "
-    "lanes/preflight.py check_request judges fellows' own ladder only and submit walks that one, handing off to "
-    "gcp after fellows' rungs instead of walking on to inst",
-)
 def test_a_job_that_runs_on_the_second_lane_is_named_by_its_cluster(slurm: Cluster, tmp_path: Path) -> None:
     """high-eur full, the job parks out of fellows and runs on inst's dev-eur: status --json says cluster inst and
     SLURM's own id beside <id>@inst, history --json names fellows then inst, status says RUNNING(dev-eur@inst), and
