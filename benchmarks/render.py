@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_calibrated_rungs, render_issue25, render_sim_clusters
+from benchmarks import render_calibrated_rungs, render_issue25, render_issue26, render_sim_clusters
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -463,6 +463,7 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
     lines += render_issue25.section(after, before, _provenance, COST_NICE)
     lines += render_issue25.final(_load(render_issue25.FINAL), _load(render_issue25.FINAL_MAIN), _provenance, COST_NICE)
     lines += render_issue25.against_before(_load(render_issue25.VS_BEFORE), _provenance, COST_NICE)
+    lines += render_issue26.section(_load(render_issue26.VS_BEFORE), _provenance, COST_NICE)
     return r
 
 

@@ -178,7 +178,7 @@ def _median(r: dict[str, Any], who: str, key: str) -> Any:
     return r["sizes"]["10000"][who][key]["median"]
 
 
-def _run(
+def kept_run(
     r: dict[str, Any], heading: str, kept: str, provenance: Callable[[dict[str, Any]], str], nice: str
 ) -> list[str]:
     """One kept run: ``heading`` (its file named ``kept``, and the load average added to it by hand:
@@ -211,7 +211,7 @@ def final(
     if final is None or main is None:
         return [*lines, "Not run.\n"]
     for r, who in ((main, "main `e449ce6`, before the roster shared settings and jobs"), (final, "the final code")):
-        lines += _run(r, f"The command below on {who}", FINAL if r is final else FINAL_MAIN, provenance, nice)
+        lines += kept_run(r, f"The command below on {who}", FINAL if r is final else FINAL_MAIN, provenance, nice)
     first = "first_steady_tick_cpu_ms_excluding_observe"
     lines.append(
         MEMORY.format(
@@ -233,4 +233,4 @@ def against_before(r: dict[str, Any] | None, provenance: Callable[[dict[str, Any
     if r is None:
         return [*lines, "Not run.\n"]
     heading = f"The command below, old = main before issue 25 (`{r['baseline'][:7]}`), new = the final code"
-    return [*lines, *_run(r, heading, VS_BEFORE, provenance, nice)]
+    return [*lines, *kept_run(r, heading, VS_BEFORE, provenance, nice)]
