@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_calibrated_rungs, render_issue25
+from benchmarks import render_calibrated_rungs, render_clusters, render_issue25
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -1061,6 +1061,7 @@ def main() -> None:
     section_park_early()
     section_calibrated()
     section_calibrated_rungs()
+    section_clusters()
 
 
 BG_CMD = (
@@ -1479,6 +1480,15 @@ def section_calibrated_rungs() -> None:
     """Append the calibrated-on-every-rung sweep (benchmarks/results/calibrated_rungs.json) and issue 28's targets."""
     r = _load("calibrated_rungs")
     lines = render_calibrated_rungs.section(r, _provenance(r) if r is not None else "")
+    DOC.write_text(
+        DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
+    )
+
+
+def section_clusters() -> None:
+    """Append the two-cluster benchmarks (benchmarks/results/clusters*.json, issue 26) at the end."""
+    results = [r for name in render_clusters.RESULTS if (r := _load(name)) is not None]
+    lines = render_clusters.section(results)
     DOC.write_text(
         DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
     )
