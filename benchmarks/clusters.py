@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -181,13 +182,16 @@ def poll_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         inst_port, fellows_port = two_ports["inst"], two_ports["fellows"]
         times: dict[str, list[float]] = {"two": [], "one": [], "inst_rt": [], "fellows_rt": []}
         squeues: dict[str, list[int]] = {"fellows": [], "inst": []}
+        in_poll: dict[str, list[float]] = {"fellows": [], "inst": []}  # each cluster's squeue inside the poll
         for _ in range(args.polls):
             before = {lane: port.runner.calls["squeue"] for lane, port in two_ports.items()}
+            spent = {lane: port.runner.seconds["squeue"] for lane, port in two_ports.items()}
             t0 = time.perf_counter()
             two.poll()
             times["two"].append(time.perf_counter() - t0)
             for lane, port in two_ports.items():
                 squeues[lane].append(port.runner.calls["squeue"] - before[lane])
+                in_poll[lane].append(port.runner.seconds["squeue"] - spent[lane])
             t0 = time.perf_counter()
             one.poll()
             times["one"].append(time.perf_counter() - t0)
@@ -198,8 +202,10 @@ def poll_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
             fellows_port.observe(fellows_ids)
             times["fellows_rt"].append(time.perf_counter() - t0)
             time.sleep(0.05)
-        slower = [max(a, b) for a, b in zip(times["inst_rt"], times["fellows_rt"], strict=True)]
+        slower = [max(a, b) for a, b in zip(in_poll["inst"], in_poll["fellows"], strict=True)]
         extra = [t - s for t, s in zip(times["two"], slower, strict=True)]
+        alone = [max(a, b) for a, b in zip(times["inst_rt"], times["fellows_rt"], strict=True)]
+        extra_alone = [t - s for t, s in zip(times["two"], alone, strict=True)]
         live_after = {"fellows": len(jobs_on(two, "fellows")), "inst": len(jobs_on(two, "inst"))}
     finally:
         ids = [
@@ -219,8 +225,15 @@ def poll_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
         "one_cluster_poll_seconds": spread(times["one"], 4),
         "inst_round_trip_seconds": spread(times["inst_rt"], 4),
         "fellows_round_trip_seconds": spread(times["fellows_rt"], 4),
+        "in_poll_squeue_seconds": {lane: spread(v, 4) for lane, v in in_poll.items()},
         "two_minus_slower_round_trip_seconds": spread(extra, 4),
         "two_minus_slower_round_trip_p95_seconds": percentiles(extra, 4)["p95"],
+        "two_minus_slower_round_trip_alone_seconds": spread(extra_alone, 4),
+        "median_two_minus_median_slower_alone_seconds": round(
+            statistics.median(times["two"])
+            - max(statistics.median(times["inst_rt"]), statistics.median(times["fellows_rt"])),
+            4,
+        ),
         "squeue_per_poll": {lane: spread([float(n) for n in counts]) for lane, counts in squeues.items()},
         "live_at_the_end": live_after,
         "target_extra_seconds": TARGET_POLL_EXTRA_SECONDS,
@@ -276,7 +289,9 @@ def change_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
             time.sleep(max(0.0, wake - time.time()))
 
         def arrived(_report: object) -> bool:
-            return sent == len(specs) and len(jobs_on(r, "inst")) == len(specs)
+            """Every dispatch sent has its inst job (rung 3: fellows' three rungs before it) journaled."""
+            rows = r.journal.dispatches()
+            return sent == len(specs) and all(any(j.rung_index == 3 for j in r.journal.jobs(d.id)) for d in rows)
 
         r.dispatch(specs[0])
         sent = 1
@@ -310,7 +325,7 @@ def change_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--live", type=int, default=10, help="live dispatches on each cluster (poll benchmark)")
-    parser.add_argument("--polls", type=int, default=40)
+    parser.add_argument("--polls", type=int, default=60)
     parser.add_argument("--dispatches", type=int, default=6, help="dispatches walking to inst (change benchmark)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of the change benchmark, pooled")
     parser.add_argument("--cap", type=float, default=3.0, help="park cap of every fellows rung, seconds")
