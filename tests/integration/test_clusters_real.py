@@ -177,20 +177,26 @@ def test_both_clusters_full_hand_off_once_after_the_sum_of_every_clusters_caps(
 def test_insts_sshd_down_for_less_than_a_cap_hands_nothing_off(
     slurm: Cluster, second_slurm: SecondCluster, tmp_path: Path
 ) -> None:
-    """inst's sshd (listener and sessions) down for 4 s while the job pends on inst's last rung, and the job starting
-    there meanwhile: no paid handoff; the driver sees it RUNNING on inst-low once inst answers again."""
+    """inst's sshd (listener and sessions) down for 8 s of a 12 s window while the job pends on inst's last rung,
+    after 5 s of it: the window's clock stops for the outage, so nothing is handed off when inst answers again past
+    the window's unpaused end; its cap freed then, the job RUNS on inst-low with the same job."""
+    inst_cap = 12.0
     _fill_fellows(slurm)
     blockers = _fill_inst(second_slurm)
-    config = _config(tmp_path, second_slurm)
+    config = _config(tmp_path, second_slurm, inst_cap=inst_cap)
     dispatch_id = _submit(config, slurm)
-    job = _pending_on_inst(second_slurm, dispatch_id, "inst-low", timeout=WORST + 30)
+    job = _pending_on_inst(second_slurm, dispatch_id, "inst-low", timeout=3 * CAP + inst_cap + 30)
+    time.sleep(5)
     with second_slurm.sshd_stopped():
-        time.sleep(INST_CAP - 2)
-        second_slurm.cancel(blockers[1])  # inst-low's cap freed while nothing reaches inst
-        second_slurm.wait_for(lambda: second_slurm.row(job.job_id).state == "RUNNING", "the inst-low job to run")
+        time.sleep(8)
+    time.sleep(2)  # inst answers again, past the end the window had if the outage were counted
+    assert second_slurm.row(job.job_id).state == "PENDING"
+    assert ledger(tmp_path) == []
+    second_slurm.cancel(blockers[1])  # inst-low's cap freed
     row = final_row(slurm, tmp_path, dispatch_id, timeout=60)
     assert (row.label, row.qos) == ("RUNNING", "inst-low")
     assert _journal_jobs(tmp_path, dispatch_id)[4] == f"{job.job_id}@inst"
+    assert ("pause", "inst-low") in _triggers(tmp_path, dispatch_id)
     assert ledger(tmp_path) == []
     _settled(slurm, second_slurm, tmp_path, [dispatch_id])
 
@@ -220,8 +226,8 @@ def test_a_driver_killed_while_the_job_pends_on_inst_is_replaced_and_the_job_ado
     slurm: Cluster, second_slurm: SecondCluster, tmp_path: Path
 ) -> None:
     """kill -9 of the background driver while the job pends on inst-high, nothing running for two inst caps: the
-    job is still queued there; `status` starts a new driver, which adopts that very job (it RUNS on inst-high once
-    the cap frees): one job on inst, no resubmit, no handoff."""
+    job is still queued there; `status` starts a new driver, which adopts that very job (the time nobody watched is
+    not spent from its window) and sees it RUN on inst-high once the cap frees: one job on inst, no handoff."""
     inst_cap = 15.0
     _fill_fellows(slurm)
     blockers = _fill_inst(second_slurm)
@@ -232,12 +238,13 @@ def test_a_driver_killed_while_the_job_pends_on_inst_is_replaced_and_the_job_ado
     os.kill(pid, signal.SIGKILL)
     time.sleep(2 * inst_cap)
     assert [(j.job_id, j.state) for j in second_slurm.jobs_of(dispatch_id)] == [(job.job_id, "PENDING")]
-    second_slurm.cancel(blockers[0])  # inst-high's cap free: the job starts with no driver
-    second_slurm.wait_for(lambda: second_slurm.row(job.job_id).state == "RUNNING", "the inst-high job to run")
     status = cli(config, "status", "--json")
     assert status.returncode == 0, status.stderr
     assert "started the background driver" in status.stderr
     assert driver_pid(tmp_path) != pid
+    time.sleep(3 * POLL)  # the new driver's first polls, with the job still pending
+    assert [(j.job_id, j.state) for j in second_slurm.jobs_of(dispatch_id)] == [(job.job_id, "PENDING")]
+    second_slurm.cancel(blockers[0])  # inst-high's cap free
     row = final_row(slurm, tmp_path, dispatch_id, timeout=60)
     assert (row.label, row.qos) == ("RUNNING", "inst-high")
     assert [j.job_id for j in second_slurm.jobs_of(dispatch_id)] == [job.job_id]
