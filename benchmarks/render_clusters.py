@@ -15,7 +15,7 @@ COMMAND = (
     "&& nice -n 10 .venv/bin/python -m benchmarks.clusters'"
 )
 COMMAND_24 = (
-    "scripts/dev-slurm --slurm 24.11 venv && scripts/in-netns bench26-24 bash -c 'scripts/dev-slurm --slurm 24.11 up "
+    "scripts/dev-slurm --slurm 24.11 venv && scripts/in-netns real-24 bash -c 'scripts/dev-slurm --slurm 24.11 up "
     '>/dev/null && scripts/dev-slurm --slurm 24.11 exec bash -c "FELLOWS_SLURM_PROFILE=inst scripts/dev-slurm up '
     ">/dev/null && FELLOWS_SLURM_PROFILE=inst scripts/dev-sshd up >/dev/null && nice -n 10 .venv-24.11/bin/python -m "
     "benchmarks.clusters\"; scripts/dev-slurm --slurm 24.11 down'"
