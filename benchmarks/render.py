@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_calibrated_rungs, render_issue25, render_issue26, render_sim_clusters
+from benchmarks import render_calibrated_rungs, render_clusters, render_issue25, render_issue26, render_sim_clusters
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -1063,6 +1063,7 @@ def main() -> None:
     section_calibrated()
     section_calibrated_rungs()
     section_sim_clusters()
+    section_clusters()
 
 
 BG_CMD = (
@@ -1472,24 +1473,32 @@ def section_calibrated() -> None:
         )
     else:
         lines.append("\n")
-    DOC.write_text(
-        DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
-    )
+    _append(lines)
 
 
 def section_calibrated_rungs() -> None:
     """Append the calibrated-on-every-rung sweep (benchmarks/results/calibrated_rungs.json) and issue 28's targets."""
     r = _load("calibrated_rungs")
     lines = render_calibrated_rungs.section(r, _provenance(r) if r is not None else "")
-    DOC.write_text(
-        DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
-    )
+    _append(lines)
 
 
 def section_sim_clusters() -> None:
     """Append the second-cluster sweep (benchmarks/results/sim_clusters.json, issue 26)."""
     r = _load("sim_clusters")
     lines = render_sim_clusters.section(r, _provenance(r) if r is not None else "")
+    _append(lines)
+
+
+def section_clusters() -> None:
+    """Append the two-cluster benchmarks (benchmarks/results/clusters*.json, issue 26) at the end."""
+    results = [r for name in render_clusters.RESULTS if (r := _load(name)) is not None]
+    lines = render_clusters.section(results)
+    _append(lines)
+
+
+def _append(lines: list[str]) -> None:
+    """Append a section's lines at the end of docs/benchmarks.md."""
     DOC.write_text(
         DOC.read_text(encoding="utf-8").rstrip() + "\n\n" + "\n".join(lines).rstrip() + "\n", encoding="utf-8"
     )
