@@ -325,3 +325,20 @@ def test_a_second_clusters_park_early_is_its_own(
         assert r.handle(h.dispatch_id).qos == "inst-low"
     finally:
         journal.close()
+
+
+def test_two_lanes_on_one_login_host_share_one_ssh_master(tmp_path: Path) -> None:
+    """Two SLURM lanes on the same host (two partitions behind one login node) get one ssh control socket, so one
+    master connection; a lane on another host gets its own."""
+    a = FellowsConfig(name="a", qos="gpu", host="login", partition="h200")
+    b = FellowsConfig(name="b", qos="gpu", host="login", partition="a100")
+    c = FellowsConfig(name="c", qos="gpu", host="elsewhere")
+    config = Config(lanes=(a, b, c), state_dir=tmp_path)
+    journal = Journal(config.journal_path)
+    try:
+        ports = Router(config, FakeScheduler(), journal).clusters.ports
+        paths = {name: ports[name].runner.transport.control_path for name in ("a", "b", "c")}  # type: ignore[attr-defined]
+        assert paths["a"] == paths["b"]
+        assert paths["c"] != paths["a"]
+    finally:
+        journal.close()
