@@ -22,7 +22,8 @@ CAP = 3.0
 
 def wide() -> dict[str, str]:
     """This environment (read now: SLURM_CONF is the cluster fixture's) at a width that shows every table column
-    whole: a COLUMNS=80 in the caller's environment (CI's) makes rich cut cells."""
+    whole, whatever the caller's says: in a whole-suite run the table once came out 80 columns wide and cut the
+    state cell (cause not found; the file alone, with COLUMNS=80 exported too, printed it whole)."""
     return {**os.environ, "COLUMNS": "200"}
 
 
