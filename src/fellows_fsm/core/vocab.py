@@ -137,8 +137,12 @@ class PaidStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLING = "cancelling"
+    """Withdrawn (or stuck queued): its delete is asked until the lane takes it; it may still spend till then."""
     CANCELLED = "cancelled"
     """Ended by a cancel (ours, or someone else's)."""
+    UNFOLLOWED = "unfollowed"
+    """Handed to a lane with no ``status``: how long it ran is never known (counted at its worst case)."""
     GONE = "gone"
     """The lane has no such job (deleted outside, or never made)."""
     UNKNOWN = "unknown"
@@ -193,7 +197,7 @@ MEANING: dict[str, str] = {
     State.PAID_QUEUED: "the paid lane has its job, not started yet (followed each poll; `cancel` deletes it)",
     State.PAID_RUNNING: "its paid job runs: GPU-hours and cost counted (followed each poll; `cancel` deletes it)",
     State.PAID_DONE: "its paid job succeeded (final; its cost journaled)",
-    State.PAID_FAILED: "its paid job failed, or sat queued past the lane's queue_timeout_seconds and was deleted (final)",
+    State.PAID_FAILED: "its paid job failed, or sat queued past its lane's queue_timeout_seconds: deleted (final)",
     State.NO_BUDGET: 'its paid run would pass the [budget], with on_budget = "refuse": nothing paid (final)',
 }
 """What each fixed and lane state means, as the generated state-diagram page says it."""

@@ -230,7 +230,7 @@ def request_cancel(
     journaled for its next tick). A dispatch handed to a command lane is refused first (FellowsError), as is an
     answer that carries an error.
     """
-    refuse_handed_off(journal, row)
+    refuse_handed_off(journal, row, handing=True)  # a handoff to a followed lane is the driver's to tell
     journal.drop_meta(CANCEL_ANSWER + row.id)
     journal.put_meta(CANCEL_REQUEST + row.id, {"at": at})
     for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
@@ -254,6 +254,11 @@ def request_cancel(
     raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
 
 
+class CancelLater(Exception):
+    """The dispatch's handoff to a followed lane is under way: its cancel is answered once the lane has the job
+    (then it is deleted)."""
+
+
 def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> list[str]:
     """The driver's side of ``request_cancel``: ``withdraw`` each requested dispatch, journal the answer (the job
     ids, or the error) for the asking process, drop the request; return the ids withdrawn."""
@@ -263,6 +268,8 @@ def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> li
         try:
             answer = {"jobs": withdraw(dispatch_id)}
             done.append(dispatch_id)
+        except CancelLater:
+            continue  # its paid job is being made: the request waits for the tick that follows it
         except FellowsError as exc:
             answer = {"error": str(exc), "exit_code": exc.exit_code}
         journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)

@@ -10,7 +10,7 @@ import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS, Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
@@ -121,8 +121,14 @@ def restore(
     )
 
 
-def refuse_handed_off(journal: Journal, row: DispatchRow) -> None:
-    """Raise FellowsError if the dispatch was handed to a command lane: fellows-fsm cannot take it back."""
+def refuse_handed_off(journal: Journal, row: DispatchRow, *, handing: bool = False) -> None:
+    """Raise FellowsError if the dispatch was handed to a lane that cannot be followed (fellows-fsm cannot take it
+    back), or its paid job already ended. A paid job followed (PAID_QUEUED, PAID_RUNNING) is the driver's to delete;
+    so is one HANDING_OFF, which only the driver can tell (``handing``: leave it to the driver)."""
+    if row.state in PAID_LIVE_STATES or (handing and row.state == State.HANDING_OFF):
+        return
+    if row.state in (State.PAID_DONE, State.PAID_FAILED):
+        raise FellowsError(f"dispatch {row.id}'s paid job already ended ({row.state}): nothing to cancel")
     handoff = journal.handoff(row.id)
     if handoff is not None and handoff.status != "failed":
         raise FellowsError(
