@@ -11,7 +11,15 @@ import sys
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
-from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.errors import (
+    FellowsError,
+    HandoffUnknown,
+    LaneError,
+    NoBudget,
+    SchedulerError,
+    SubmitRejected,
+    UsageError,
+)
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.handoffs import unknown_note
@@ -53,10 +61,17 @@ def select(
 
 
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
-    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
+    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, a paid job that
+    succeeded, or still live."""
     row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == State.RUNNING or row.outcome == Outcome.HANDED_OFF:
+    if row is None or not row.final or row.label == State.RUNNING or row.outcome in _FINE:
         return None
+    if row.outcome == Outcome.NO_BUDGET:
+        return NoBudget(f"dispatch {row.id} ended NO_BUDGET, nothing paid: {journal.steps(row.id)[-1].note}")
+    if row.outcome in (Outcome.PAID_FAILED, Outcome.PAID_STUCK):
+        run = journal.paid_run(row.id)
+        where = run.lane if run is not None else "its paid lane"
+        return LaneError(f"dispatch {row.id}: its paid job on {where} failed: {journal.steps(row.id)[-1].note}")
     handoff = journal.handoff(dispatch_id)
     if row.outcome == Outcome.HANDOFF_FAILED and handoff is not None:
         last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
@@ -84,6 +99,9 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
             f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
         )
     return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
+
+
+_FINE = (Outcome.HANDED_OFF, Outcome.PAID_DONE)
 
 
 def restore(
