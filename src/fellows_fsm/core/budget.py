@@ -12,24 +12,58 @@ from __future__ import annotations
 
 import datetime
 import math
-import types
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from fellows_fsm.core.paid import worst_gpu_hours
 
 if TYPE_CHECKING:
-    from fellows_fsm.config.budget import BudgetConfig
     from fellows_fsm.core.paid import PaidRun
     from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["BudgetGate", "Period", "Reservation", "Spend", "Tally", "Windows", "spend"]
+__all__ = ["BudgetGate", "Limits", "Period", "Reservation", "Spend", "Tally", "Windows", "spend"]
 
 Reservation = tuple[int, float | None, float | None]
 """A dispatch on its way to a paid lane that is not a paid run yet: its GPUs, its time limit in seconds (None: no
 limit) and the price per GPU-hour of the lane it goes to (None: no price)."""
+
+
+class Limits(Protocol):
+    """What the gate reads of the ``[budget]`` table (config/budget.py: ``BudgetConfig``; the core imports no
+    config)."""
+
+    @property
+    def paid_gpu_hours_per_day(self) -> float | None:
+        """Paid GPU-hours per calendar day (None: no limit)."""
+        ...
+
+    @property
+    def paid_cost_per_month(self) -> float | None:
+        """Money per calendar month (None: no limit)."""
+        ...
+
+    @property
+    def max_paid_gpu_hours_per_job(self) -> float | None:
+        """GPU-hours one paid run may need at most (None: no limit)."""
+        ...
+
+    @property
+    def limited(self) -> bool:
+        """Is any limit set?"""
+        ...
+
+    @property
+    def refuse(self) -> bool:
+        """``on_budget = "refuse"``."""
+        ...
+
+    @property
+    def zone(self) -> datetime.tzinfo | None:
+        """The zone whose calendar counts (None: local time)."""
+        ...
+
 
 _SLACK = 1e-9
 """Relative slack on a limit: a job that fits exactly is not refused for a float sum's last bit."""
@@ -192,7 +226,7 @@ class BudgetGate:
 
     def __init__(
         self,
-        config: BudgetConfig,
+        config: Limits,
         runs: Iterable[PaidRun],
         now: float,
         reserved: Mapping[str, Reservation],
@@ -245,8 +279,8 @@ class BudgetGate:
 
     @property
     def reserved(self) -> Mapping[str, Reservation]:
-        """The reservations counted: the ones given, and every ``take`` since."""
-        return types.MappingProxyType(self._reserved)
+        """The reservations counted: the ones given, and every ``take`` since (a copy)."""
+        return dict(self._reserved)
 
     def refusal(self, dispatch_id: str, spec: JobSpec) -> str | None:
         """Why this dispatch's paid run would pass the budget (one line), or None if it fits, it already holds its
@@ -255,6 +289,8 @@ class BudgetGate:
         if dispatch_id in self._reserved or not budget.limited:
             return None
         need = worst_gpu_hours(spec.gpus, spec.time_limit_seconds)
+        if not need:
+            return None  # no GPUs: no paid GPU-hours, and no cost at a price per GPU-hour
         if math.isinf(need):
             return (
                 "budget: this job has no time limit, so its paid run has no bound under [budget]; "

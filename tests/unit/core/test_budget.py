@@ -4,6 +4,7 @@ reservations and its per-job cap."""
 
 from __future__ import annotations
 
+import datetime
 import time
 import zoneinfo
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.core.budget import BudgetGate, Reservation, Spend, Tally, Windows, spend
@@ -372,3 +375,44 @@ def test_numbers_have_at_most_one_decimal(used: float, line: str) -> None:
     runs = [paid("a", "2026-12-02 08:00:00", gpus=1, ran_hours=used)]
     refusal = gate(runs, "2026-12-02 12:00:00", paid_gpu_hours_per_day=200).refusal("new", job(200, 1.0))
     assert refusal == f"budget: {line} of 200 paid GPU-hours used today; this job's limit needs 200"
+
+
+# --- against a slow reference -----------------------------------------------------------------------------------
+
+NOW = moment("2026-12-02 12:00:00")
+STATUSES = [PaidStatus.SUCCEEDED, PaidStatus.FAILED, PaidStatus.RUNNING, PaidStatus.QUEUED, PaidStatus.STARTING]
+any_run = st.builds(
+    PaidRun,
+    dispatch_id=st.text("0123456789abcdef", min_size=12, max_size=12),
+    lane=st.sampled_from(["gcp", "sky", "runpod"]),
+    handed_at=st.floats(min_value=NOW - 50 * 86_400, max_value=NOW),
+    gpus=st.integers(min_value=0, max_value=16),
+    limit_seconds=st.none() | st.floats(min_value=60, max_value=86_400),
+    price_per_gpu_hour=st.none() | st.floats(min_value=0.5, max_value=10),
+    status=st.sampled_from(STATUSES),
+    run_seconds=st.floats(min_value=0, max_value=86_400),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(any_run, max_size=30), zone=st.sampled_from(["UTC", "Europe/Amsterdam", "Pacific/Auckland"]))
+def test_spend_and_the_gate_agree_with_a_date_per_run(runs: list[PaidRun], zone: str) -> None:
+    """For any runs, spend counts in each window exactly the runs whose handoff date (built per run, the slow way)
+    falls in it, the lanes sum to the total, and the gate commits what spend calls the day's worst GPU-hours and
+    the month's worst cost."""
+    tz = zoneinfo.ZoneInfo(zone)
+    today = datetime.datetime.fromtimestamp(NOW, tz).date()
+    result = spend(runs, NOW, tz)
+    for period, counts in (
+        (result.day, lambda d: d == today),
+        (result.week, lambda d: d.isocalendar()[:2] == today.isocalendar()[:2]),
+        (result.month, lambda d: (d.year, d.month) == (today.year, today.month)),
+    ):
+        inside = [r for r in runs if counts(datetime.datetime.fromtimestamp(r.handed_at, tz).date())]
+        assert period.total.runs == len(inside)
+        assert period.total.gpu_hours == pytest.approx(sum(r.gpu_hours(NOW) for r in inside))
+        assert sum(t.runs for t in period.lanes.values()) == period.total.runs
+        assert sum(t.gpu_hours for t in period.lanes.values()) == pytest.approx(period.total.gpu_hours)
+    budget = BudgetGate(BudgetConfig(paid_gpu_hours_per_day=1, timezone=zone), runs, NOW, {}, 1.0)
+    assert budget.day_gpu_hours == pytest.approx(result.day.total.worst_gpu_hours)
+    assert budget.month_cost == pytest.approx(result.month.total.worst_cost or 0.0)
