@@ -336,6 +336,24 @@ class BudgetGate:
                 )
         return None
 
+    def never_fits(self, spec: JobSpec) -> bool:
+        """Would this job pass the budget even with nothing else spent (no time limit, over the per-job cap, or its
+        worst case alone over a day's GPU-hours or a month's cost)? Waiting cannot help it until the [budget]
+        changes."""
+        budget = self._config
+        need = worst_gpu_hours(spec.gpus, spec.time_limit_seconds)
+        if not budget.limited or not need:
+            return False
+        cost = None if self._price is None else self._price * need
+        return (
+            math.isinf(need)
+            or any(
+                cap is not None and _over(need, cap)
+                for cap in (budget.max_paid_gpu_hours_per_job, budget.paid_gpu_hours_per_day)
+            )
+            or (budget.paid_cost_per_month is not None and (cost is None or _over(cost, budget.paid_cost_per_month)))
+        )
+
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve this dispatch's worst case (it leaves its last free rung for the paid lane); a second take of the
         same dispatch reserves nothing more."""

@@ -416,3 +416,25 @@ def test_spend_and_the_gate_agree_with_a_date_per_run(runs: list[PaidRun], zone:
     budget = BudgetGate(BudgetConfig(paid_gpu_hours_per_day=1, timezone=zone), runs, NOW, {}, 1.0)
     assert budget.day_gpu_hours == pytest.approx(result.day.total.worst_gpu_hours)
     assert budget.month_cost == pytest.approx(result.month.total.worst_cost or 0.0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "limits", "never"),
+    [
+        (job(8, None), {"paid_gpu_hours_per_day": 100}, True),
+        (job(8, 2.0), {"max_paid_gpu_hours_per_job": 8}, True),
+        (job(8, 2.0), {"paid_gpu_hours_per_day": 12}, True),
+        (job(8, 2.0), {"paid_cost_per_month": 60}, True),
+        (job(8, 2.0), {"paid_gpu_hours_per_day": 16, "paid_cost_per_month": 64}, False),
+        (job(0, None), {"paid_gpu_hours_per_day": 1}, False),
+        (job(8, None), {}, False),
+    ],
+    ids=["no-time-limit", "over-the-job-cap", "over-a-whole-day", "over-a-whole-month", "fits-an-empty-day", "no-gpus",
+         "no-limit"],
+)  # fmt: skip
+def test_a_job_that_can_never_fit_is_told_apart(spec: JobSpec, limits: dict[str, float], never: bool) -> None:
+    """``never_fits`` is True only for a job the budget refuses even with nothing spent (no time limit, over the
+    per-job cap, its worst case alone over a day's GPU-hours or a month's cost at 4 a GPU-hour), whatever is spent
+    today: waiting cannot let it through."""
+    runs = [paid("a", "2026-12-02 08:00:00", ran_hours=100.0)]
+    assert gate(runs, "2026-12-02 12:00:00", **limits).never_fits(spec) is never
