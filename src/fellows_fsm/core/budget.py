@@ -166,7 +166,13 @@ def _tally(acc: list[float]) -> Tally:
     )
 
 
-def _period(start: float, lanes: dict[str, list[float]]) -> Period:
+def _period(start: float, buckets: Iterable[dict[str, list[float]]]) -> Period:
+    lanes: dict[str, list[float]] = {}
+    for bucket in buckets:
+        for name, acc in bucket.items():
+            into = lanes.setdefault(name, [0.0] * 8)
+            for i, value in enumerate(acc):
+                into[i] += value
     total = [sum(acc[i] for acc in lanes.values()) for i in range(8)]
     return Period(start=start, total=_tally(total), lanes={name: _tally(lanes[name]) for name in sorted(lanes)})
 
@@ -175,38 +181,50 @@ def spend(runs: Iterable[PaidRun], now: float, tz: datetime.tzinfo | None) -> Sp
     """What ``runs`` spent today, this week and this month (in ``tz``; None: local time), each run in the windows
     its ``handed_at`` falls in, per lane and in all. One pass; no date is built per run."""
     windows = Windows.at(now, tz)
-    starts = (windows.day, windows.week, windows.month)
+    day, week, month = windows.day, windows.week, windows.month
     earliest = windows.earliest
-    accs: tuple[dict[str, list[float]], ...] = ({}, {}, {})
+    # Today lies in this week and this month; the rest of the week and the rest of the month may overlap or not
+    # (a week that began last month). Each run is added once, to the one bucket of windows it is in; the windows
+    # are summed from the buckets at the end.
+    today: dict[str, list[float]] = {}
+    both: dict[str, list[float]] = {}
+    week_only: dict[str, list[float]] = {}
+    month_only: dict[str, list[float]] = {}
     for run in runs:
         handed = run.handed_at
         if handed < earliest:
             continue
+        if handed >= day:
+            bucket = today
+        elif handed >= week:
+            bucket = both if handed >= month else week_only
+        else:
+            bucket = month_only
+        acc = bucket.get(run.lane)
+        if acc is None:
+            acc = bucket[run.lane] = [0.0] * 8
         hours = run.gpu_hours(now)
+        acc[_RUNS] += 1
+        acc[_HOURS] += hours
         price = run.price_per_gpu_hour
-        live = run.live
-        still = max(0.0, run.bound_gpu_hours - hours) if live else 0.0
-        cost = price * hours if price else 0.0
-        still_cost = price * still if price and still else 0.0
-        for start, lanes in zip(starts, accs, strict=True):
-            if handed < start:
-                continue
-            acc = lanes.get(run.lane)
-            if acc is None:
-                acc = lanes[run.lane] = [0.0] * 8
-            acc[_RUNS] += 1
-            acc[_HOURS] += hours
-            acc[_OPEN] += still
-            if live:
-                acc[_LIVE] += 1
-            if price is None:
-                acc[_UNPRICED] += hours
-            else:
-                acc[_PRICED] += 1
-                acc[_COST] += cost
-                acc[_OPEN_COST] += still_cost
-    day, week, month = (_period(start, lanes) for start, lanes in zip(starts, accs, strict=True))
-    return Spend(now=now, day=day, week=week, month=month)
+        if price is None:
+            acc[_UNPRICED] += hours
+        else:
+            acc[_PRICED] += 1
+            acc[_COST] += price * hours
+        if run.live:
+            still = run.bound_gpu_hours - hours
+            if still > 0:
+                acc[_OPEN] += still
+                if price:
+                    acc[_OPEN_COST] += price * still
+            acc[_LIVE] += 1
+    return Spend(
+        now=now,
+        day=_period(day, (today,)),
+        week=_period(week, (today, both, week_only)),
+        month=_period(month, (today, both, month_only)),
+    )
 
 
 def _number(value: float) -> str:
