@@ -9,7 +9,8 @@ it instead of running it twice. It knows nothing of the lifecycle machine; the r
 
 This module is the kind (its table, its lane: ``COMMAND``, the registry's entry): it fills the templates and gives
 the command its environment; running it as a process (the wrapper, its group, the timeout, adoption) is
-lanes/process.py.
+lanes/process.py. A lane with a ``status`` template is a paid lane followed to its end (``look``, ``delete``): the
+contract of its answer, and the runs side by side, are lanes/follow.py.
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from fellows_fsm.config.lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
-from fellows_fsm.errors import ConfigError
+from fellows_fsm.core.paid import PaidLook
+from fellows_fsm.core.vocab import PaidStatus
+from fellows_fsm.errors import ConfigError, PaidLaneError
+from fellows_fsm.lanes.follow import last_line, look_all, read_status
 from fellows_fsm.lanes.process import (
     HandoffFiles,
     HandoffResult,
@@ -99,11 +104,13 @@ def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
     return safe
 
 
-def lane_environment(dispatch_id: str, spec: JobSpec) -> dict[str, str]:
+def lane_environment(dispatch_id: str, spec: JobSpec | None) -> dict[str, str]:
     """The environment of a lane command: this process's, plus ``FSM_JOB_NAME``, ``FSM_SCRIPT``, ... (one
-    variable per value; a variable's text is never run as code unless the lane's own command says so)."""
+    variable per value; a variable's text is never run as code unless the lane's own command says so). With no
+    job (a paid job followed by its dispatch id alone), only ``FSM_DISPATCH_ID``."""
     env = dict(os.environ)
-    for name, value in job_values(dispatch_id, spec).items():
+    values = {"dispatch_id": dispatch_id} if spec is None else job_values(dispatch_id, spec)
+    for name, value in values.items():
         env[LANE_ENVIRONMENT[name]] = value
     return env
 
@@ -132,12 +139,23 @@ class CommandLane:
         """True if this lane is only used when pinned."""
         return self.config.manual_only
 
-    def render(self, template: tuple[str, ...], dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
-        """Fill ``template``'s placeholders for one dispatch; each item stays one argv item."""
-        values = placeholders(dispatch_id, spec)
+    def render(self, template: tuple[str, ...], dispatch_id: str, spec: JobSpec | None) -> tuple[str, ...]:
+        """Fill ``template``'s placeholders for one dispatch; each item stays one argv item. With no job, only
+        ``{dispatch_id}`` can be filled (ConfigError naming the placeholder the template needs the job for)."""
+        if spec is None:
+            if not _SAFE_ALPHABET["dispatch_id"].fullmatch(dispatch_id):
+                raise ConfigError(f"dispatch_id={dispatch_id!r} is not made of hex digits; refusing to put it in argv")
+            values: Mapping[str, str] = {"dispatch_id": dispatch_id}
+        else:
+            values = placeholders(dispatch_id, spec)
         try:
             return tuple(item.format_map(values) for item in template)
-        except (KeyError, ValueError) as exc:
+        except KeyError as exc:
+            raise ConfigError(
+                f"[lanes.{self.name}] template {list(template)!r} uses {{{exc.args[0]}}}, which needs the "
+                f"dispatch's job, and none was given for dispatch {dispatch_id}"
+            ) from None
+        except ValueError as exc:
             raise ConfigError(f"[lanes.{self.name}] template {list(template)!r} cannot be filled: {exc}") from None
 
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
@@ -167,33 +185,109 @@ class CommandLane:
         """
         return adopt_handoff(argv, files, pid=pid, started_at=started_at, timeout_seconds=self.config.timeout_seconds)
 
+    # ------------------------------------------------------------------------------- the paid job, followed
+    @property
+    def follows(self) -> bool:
+        """True iff the lane has a ``status`` template (without one, handed off is final, as before)."""
+        return self.config.status is not None
 
-def run_once(argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None) -> HandoffResult:
-    """Run a short command (a lane's probe) to its end in its own group; on timeout kill the group (124)."""
-    try:
-        # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=None if env is None else dict(env),
-        )
-    except OSError as exc:
-        return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        return HandoffResult(argv, 124, out.decode(errors="replace"), f"timed out after {timeout:g} s")
-    return HandoffResult(argv, process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        """What one GPU-hour costs on this lane (None: not configured)."""
+        return self.config.price_per_gpu_hour
+
+    @property
+    def queue_timeout_seconds(self) -> float | None:
+        """How long a paid job may sit queued before it is cancelled (None: no bound)."""
+        return self.config.queue_timeout_seconds
+
+    def look(
+        self, dispatch_ids: Sequence[str], *, specs: Mapping[str, JobSpec] | None = None
+    ) -> Mapping[str, PaidLook]:
+        """Where each dispatch's paid job stands: the ``status`` command run once per dispatch (rendered for it,
+        the job's values in its environment when ``specs`` gives its job), a few side by side, the whole look
+        bounded by ``status_timeout_seconds`` (a hung one is killed with its process group: could not tell).
+        Every id is answered. PaidLaneError if the lane has no status."""
+        template = self.config.status
+        if template is None:
+            raise PaidLaneError(
+                f"[lanes.{self.name}] has no status command; its paid jobs cannot be followed (add status = [...])"
+            )
+        jobs = specs or {}
+
+        def one(dispatch_id: str, seconds: float) -> PaidLook:
+            spec = jobs.get(dispatch_id)
+            try:
+                argv = self.render(template, dispatch_id, spec)
+            except ConfigError as exc:
+                return PaidLook(PaidStatus.UNKNOWN, f"could not tell: status not run: {exc}")
+            env = lane_environment(dispatch_id, spec)
+            return read_status(run_once(argv, seconds, env=env, named=self.config.status_timeout_seconds))
+
+        return look_all(dispatch_ids, one, timeout=self.config.status_timeout_seconds)
+
+    def delete(self, dispatch_id: str, *, spec: JobSpec | None = None) -> None:
+        """Cancel the dispatch's paid job: the ``cancel`` command run once (bounded by ``timeout_seconds``); exit 0
+        means cancelled or already gone. PaidLaneError (one line: its last stderr line) otherwise, or if the lane
+        has no cancel."""
+        template = self.config.cancel
+        if template is None:
+            raise PaidLaneError(
+                f"[lanes.{self.name}] has no cancel command; cancel dispatch {dispatch_id}'s paid job on the lane "
+                "yourself, or add cancel = [...] to the lane"
+            )
+        try:
+            argv = self.render(template, dispatch_id, spec)
+        except ConfigError as exc:
+            raise PaidLaneError(f"[lanes.{self.name}] cancel of dispatch {dispatch_id} not run: {exc}") from None
+        done = run_once(argv, self.config.timeout_seconds, env=lane_environment(dispatch_id, spec))
+        if not done.ok:
+            said = last_line(done.stderr) or last_line(done.stdout) or "no output"
+            raise PaidLaneError(
+                f"[lanes.{self.name}] cancel of dispatch {dispatch_id} exited {done.exit_status}: {said}"
+            )
+
+
+def run_once(
+    argv: tuple[str, ...], timeout: float, *, env: Mapping[str, str] | None = None, named: float | None = None
+) -> HandoffResult:
+    """Run a short command (a lane's probe, status or cancel) to its end in its own group, never through a shell;
+    on timeout kill the group (124; its note names ``named``, the configured timeout, when ``timeout`` is what is
+    left of it). Its output goes to files, not pipes: a descendant that left the group and keeps them open cannot
+    hold this up past the timeout."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            # A session of its own: no terminal signals (Ctrl-C in the router's shell), and one group to kill.
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                env=None if env is None else dict(env),
+            )
+        except OSError as exc:
+            return HandoffResult(argv, 127, "", f"{argv[0]}: {exc.strerror}")
+        try:
+            code: int | None = process.wait(timeout=timeout)
+            note = ""
+        except subprocess.TimeoutExpired:
+            kill_group(process.pid, signal.SIGKILL)
+            process.wait()
+            limit = timeout if named is None else named
+            code, note = 124, f"timed out after {limit:g} s; its process group was killed"
+        texts = []
+        for file in (out, err):
+            file.seek(0)
+            texts.append(file.read().decode(errors="replace"))
+    stderr = f"{texts[1].rstrip()}\n{note}".lstrip("\n") if note else texts[1]
+    return HandoffResult(argv, code, texts[0], stderr)
 
 
 class CommandKind:
-    """The command kind, as the registry knows it: ``[lanes.<name>]`` with ``command``, ``probe``, ``manual_only``
-    and ``timeout_seconds``."""
+    """The command kind, as the registry knows it: ``[lanes.<name>]`` with ``command``, ``probe``, ``manual_only``,
+    ``timeout_seconds``, and to follow its paid job ``status``, ``cancel``, ``price_per_gpu_hour``,
+    ``queue_timeout_seconds`` and ``status_timeout_seconds``."""
 
     name = LaneConfig.kind
 
@@ -202,12 +296,17 @@ class CommandKind:
         return LaneConfig.from_table(name, table)
 
     def table(self, settings: LaneConfig) -> dict[str, Any]:
-        """Every key of the table, as the journal keeps it with each dispatch (``probe`` None when unset)."""
+        """Every key of the table, as the journal keeps it with each dispatch (an unset optional key None)."""
         return {
             "command": list(settings.command),
             "probe": None if settings.probe is None else list(settings.probe),
             "manual_only": settings.manual_only,
             "timeout_seconds": settings.timeout_seconds,
+            "status": None if settings.status is None else list(settings.status),
+            "cancel": None if settings.cancel is None else list(settings.cancel),
+            "price_per_gpu_hour": settings.price_per_gpu_hour,
+            "queue_timeout_seconds": settings.queue_timeout_seconds,
+            "status_timeout_seconds": settings.status_timeout_seconds,
         }
 
     def build(self, settings: LaneConfig, *, state_dir: Path) -> CommandLane:
