@@ -19,7 +19,7 @@ from fellows_fsm.config.fellows import positive_seconds
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
-__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig"]
+__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig", "gpu_hour_price"]
 
 PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
 """The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
@@ -67,8 +67,9 @@ def _check_template_item(key: str, item: str) -> None:
         ) from None
 
 
-def _price(key: str, value: object) -> float:
-    """A price per GPU-hour: a finite number >= 0 (0: a free lane, still counted in GPU-hours)."""
+def gpu_hour_price(key: str, value: object) -> float:
+    """``value`` as a price per GPU-hour (a finite number >= 0; 0: a free lane, still counted in GPU-hours), or a
+    ConfigError naming ``key`` and the value (every lane kind's ``price_per_gpu_hour`` check)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{key}={value!r} is not a number; give what one GPU-hour costs in your currency, e.g. 2.5")
     if not math.isfinite(value) or value < 0:
@@ -132,7 +133,7 @@ class LaneConfig:
         positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
         positive_seconds(f"{where} status_timeout_seconds", self.status_timeout_seconds)
         if self.price_per_gpu_hour is not None:
-            _price(f"{where} price_per_gpu_hour", self.price_per_gpu_hour)
+            gpu_hour_price(f"{where} price_per_gpu_hour", self.price_per_gpu_hour)
         if self.queue_timeout_seconds is not None:
             positive_seconds(f"{where} queue_timeout_seconds", self.queue_timeout_seconds)
         if self.cancel is not None and self.status is None:

@@ -29,6 +29,7 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command import COMMAND, CommandLane
 from fellows_fsm.lanes.registry import lane_table, parse_lane
+from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=3600)
 ID = "0123abcd0123"
@@ -444,3 +445,17 @@ def test_the_documented_skypilot_lane_follows_and_cancels_its_jobs(
     assert answer[ids[5]].status is PaidStatus.UNKNOWN, "fsm-...0ab is another job, not fsm-...00f"
     lane.delete(ids[1], spec=SPEC)
     assert ledger.read_text().splitlines() == [f"jobs cancel --yes --name fsm-{ids[1]}"]
+
+
+@pytest.mark.parametrize("price", ["nan", "-0.5", "inf"])
+def test_a_bad_price_in_the_toml_file_refuses_submit_in_one_line_and_queues_nothing(
+    price: str, env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
+    """``price_per_gpu_hour = nan`` (or negative, or inf) in fellows.toml: submit exits 3 with one line naming the
+    lane, the key and the value, and nothing is queued or journaled."""
+    (env / "fellows.toml").write_text(_toml(env) + f"price_per_gpu_hour = {price}\n")
+    before = world(env, scheduling_fake)
+    result = run("submit", "--detach", str(script))
+    refused(result, 3, "[lanes.gcp]", f"price_per_gpu_hour={float(price)!r}")
+    assert world(env, scheduling_fake) == before
+    assert scheduling_fake.calls["submit"] == 0
