@@ -15,6 +15,8 @@ contract of its answer, and the runs side by side, are lanes/follow.py.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -42,7 +44,18 @@ from fellows_fsm.scheduler.port import JobSpec
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["COMMAND", "CommandKind", "CommandLane", "CompletedHandoff", "Handoff", "run_once"]
+__all__ = [
+    "COMMAND",
+    "HANDOFFS",
+    "CommandKind",
+    "CommandLane",
+    "CompletedHandoff",
+    "Handoff",
+    "environment_of",
+    "kept_values",
+    "run_once",
+    "safe_placeholders",
+]
 
 
 class Handoff(Protocol):
@@ -95,24 +108,46 @@ def job_values(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
 def placeholders(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
     """The values a lane's argv template may use: only those fellows-fsm makes from a safe alphabet (checked
     here again, so a journal row edited by hand cannot smuggle code into an argument)."""
-    values = job_values(dispatch_id, spec)
+    return safe_placeholders(job_values(dispatch_id, spec))
+
+
+def safe_placeholders(values: Mapping[str, str]) -> dict[str, str]:
+    """The placeholders among ``values`` (those it has), each checked against its safe alphabet."""
     safe = {}
-    for name in PLACEHOLDERS:
+    for name in sorted(PLACEHOLDERS & values.keys()):
         if not _SAFE_ALPHABET[name].fullmatch(values[name]):
             raise ConfigError(f"{name}={values[name]!r} is not made of digits; refusing to put it in a lane's argv")
         safe[name] = values[name]
     return safe
 
 
-def lane_environment(dispatch_id: str, spec: JobSpec | None) -> dict[str, str]:
+def lane_environment(dispatch_id: str, spec: JobSpec) -> dict[str, str]:
     """The environment of a lane command: this process's, plus ``FSM_JOB_NAME``, ``FSM_SCRIPT``, ... (one
-    variable per value; a variable's text is never run as code unless the lane's own command says so). With no
-    job (a paid job followed by its dispatch id alone), only ``FSM_DISPATCH_ID``."""
+    variable per value; a variable's text is never run as code unless the lane's own command says so)."""
+    return environment_of(job_values(dispatch_id, spec))
+
+
+def environment_of(values: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus one ``FSM_*`` variable per job value in ``values``."""
     env = dict(os.environ)
-    values = {"dispatch_id": dispatch_id} if spec is None else job_values(dispatch_id, spec)
     for name, value in values.items():
         env[LANE_ENVIRONMENT[name]] = value
     return env
+
+
+HANDOFFS = "handoffs"
+"""The folder of the state dir where each dispatch's handoff files live (lanes/handoffs.py makes them there)."""
+
+
+def kept_values(files: HandoffFiles) -> dict[str, str] | None:
+    """The job values the handoff's start kept (``HandoffFiles.job``), or None if there are none to trust."""
+    try:
+        data = json.loads(files.job.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("dispatch_id") != files.dispatch_id:
+        return None
+    return {k: v for k, v in data.items() if k in LANE_ENVIRONMENT and isinstance(v, str)}
 
 
 class CommandLane:
@@ -121,8 +156,11 @@ class CommandLane:
     kind = LaneConfig.kind
     walks_ladder = False
 
-    def __init__(self, config: LaneConfig) -> None:
+    def __init__(self, config: LaneConfig, *, state_dir: Path | None = None) -> None:
         self.config = config
+        self.state_dir = state_dir
+        """Where the handoffs' files are (their kept job values let ``look`` and ``delete`` fill a template
+        without the job, after a restart too); None: only the job given, or the dispatch id alone."""
 
     @property
     def settings(self) -> LaneConfig:
@@ -140,20 +178,31 @@ class CommandLane:
         return self.config.manual_only
 
     def render(self, template: tuple[str, ...], dispatch_id: str, spec: JobSpec | None) -> tuple[str, ...]:
-        """Fill ``template``'s placeholders for one dispatch; each item stays one argv item. With no job, only
-        ``{dispatch_id}`` can be filled (ConfigError naming the placeholder the template needs the job for)."""
-        if spec is None:
-            if not _SAFE_ALPHABET["dispatch_id"].fullmatch(dispatch_id):
-                raise ConfigError(f"dispatch_id={dispatch_id!r} is not made of hex digits; refusing to put it in argv")
-            values: Mapping[str, str] = {"dispatch_id": dispatch_id}
-        else:
-            values = placeholders(dispatch_id, spec)
+        """Fill ``template``'s placeholders for one dispatch; each item stays one argv item. With no job, the values
+        its handoff kept are used, else only ``{dispatch_id}`` can be filled (ConfigError naming the placeholder)."""
+        return self._fill(template, dispatch_id, self.values(dispatch_id, spec))
+
+    def values(self, dispatch_id: str, spec: JobSpec | None) -> Mapping[str, str]:
+        """The job values of one dispatch: from its job when given, else those its handoff's start kept (in the
+        state dir), else the dispatch id alone."""
+        if spec is not None:
+            return job_values(dispatch_id, spec)
+        if self.state_dir is not None:
+            kept = kept_values(HandoffFiles(self.state_dir / HANDOFFS, dispatch_id))
+            if kept is not None:
+                return kept
+        return {"dispatch_id": dispatch_id}
+
+    def _fill(self, template: tuple[str, ...], dispatch_id: str, values: Mapping[str, str]) -> tuple[str, ...]:
+        safe = safe_placeholders(values)
+        if "dispatch_id" not in safe:
+            raise ConfigError(f"dispatch_id={dispatch_id!r} is missing; refusing to fill a lane's argv")
         try:
-            return tuple(item.format_map(values) for item in template)
+            return tuple(item.format_map(safe) for item in template)
         except KeyError as exc:
             raise ConfigError(
                 f"[lanes.{self.name}] template {list(template)!r} uses {{{exc.args[0]}}}, which needs the "
-                f"dispatch's job, and none was given for dispatch {dispatch_id}"
+                f"dispatch's job, and none is known for dispatch {dispatch_id}"
             ) from None
         except ValueError as exc:
             raise ConfigError(f"[lanes.{self.name}] template {list(template)!r} cannot be filled: {exc}") from None
@@ -173,7 +222,13 @@ class CommandLane:
         self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
     ) -> Handoff:
         """Start the handoff command in a session of its own and return at once; ``env`` is its environment
-        (``lane_environment``: the job's values as ``FSM_*`` variables), else this process's."""
+        (``lane_environment``: the job's values as ``FSM_*`` variables), else this process's. The job's values
+        are kept beside its files first (best effort), so its paid job can be followed and cancelled with them."""
+        if env is not None:
+            values = {name: env[variable] for name, variable in LANE_ENVIRONMENT.items() if variable in env}
+            if values.get("dispatch_id") == files.dispatch_id:
+                with contextlib.suppress(OSError):
+                    files.job.write_text(json.dumps(values, sort_keys=True), encoding="utf-8")
         return spawn_handoff(argv, files, now=now, timeout_seconds=self.config.timeout_seconds, env=env)
 
     def adopt(
@@ -216,12 +271,12 @@ class CommandLane:
         jobs = specs or {}
 
         def one(dispatch_id: str, seconds: float) -> PaidLook:
-            spec = jobs.get(dispatch_id)
+            values = self.values(dispatch_id, jobs.get(dispatch_id))
             try:
-                argv = self.render(template, dispatch_id, spec)
+                argv = self._fill(template, dispatch_id, values)
             except ConfigError as exc:
                 return PaidLook(PaidStatus.UNKNOWN, f"could not tell: status not run: {exc}")
-            env = lane_environment(dispatch_id, spec)
+            env = environment_of(values)
             return read_status(run_once(argv, seconds, env=env, named=self.config.status_timeout_seconds))
 
         return look_all(dispatch_ids, one, timeout=self.config.status_timeout_seconds)
@@ -236,11 +291,12 @@ class CommandLane:
                 f"[lanes.{self.name}] has no cancel command; cancel dispatch {dispatch_id}'s paid job on the lane "
                 "yourself, or add cancel = [...] to the lane"
             )
+        values = self.values(dispatch_id, spec)
         try:
-            argv = self.render(template, dispatch_id, spec)
+            argv = self._fill(template, dispatch_id, values)
         except ConfigError as exc:
             raise PaidLaneError(f"[lanes.{self.name}] cancel of dispatch {dispatch_id} not run: {exc}") from None
-        done = run_once(argv, self.config.timeout_seconds, env=lane_environment(dispatch_id, spec))
+        done = run_once(argv, self.config.timeout_seconds, env=environment_of(values))
         if not done.ok:
             said = last_line(done.stderr) or last_line(done.stdout) or "no output"
             raise PaidLaneError(
@@ -310,8 +366,8 @@ class CommandKind:
         }
 
     def build(self, settings: LaneConfig, *, state_dir: Path) -> CommandLane:
-        """The lane that runs the command."""
-        return CommandLane(settings)
+        """The lane that runs the command (its handoffs' files under ``state_dir``)."""
+        return CommandLane(settings, state_dir=state_dir)
 
 
 COMMAND = CommandKind()

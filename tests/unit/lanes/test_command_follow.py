@@ -9,6 +9,7 @@ end). ``cancel`` exits 0 once the paid job is cancelled or already gone.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import signal
@@ -27,7 +28,8 @@ from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command import COMMAND, CommandLane
+from fellows_fsm.lanes.command import COMMAND, HANDOFFS, CommandLane, lane_environment
+from fellows_fsm.lanes.process import HandoffFiles
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
 
@@ -224,6 +226,51 @@ def test_without_the_job_a_template_needing_it_is_could_not_tell(tmp_path: Path)
     look = lane.look([ID])[ID]
     assert look.status is PaidStatus.UNKNOWN
     assert "{gpus}" in look.note
+    assert not marker.exists()
+
+
+def _handed_off(lane: CommandLane, files: HandoffFiles, spec: JobSpec) -> None:
+    """Run a handoff (``true``) through the lane's ``start`` as the driver does, to its end."""
+    files.prepare()
+    handoff = lane.start(("true",), files, now=time.time(), env=lane_environment(files.dispatch_id, spec))
+    for _ in range(400):
+        result = handoff.result(time.time())
+        if result is not None:
+            assert result.ok, result.stderr
+            return
+        time.sleep(0.05)
+    raise AssertionError("the handoff did not end")
+
+
+def test_a_handoff_keeps_its_job_values_so_a_restarted_lane_follows_and_cancels_with_them(tmp_path: Path) -> None:
+    """The job's values a handoff got are kept beside its files: a lane built again from the same state dir (a
+    restarted driver), asked with no job, fills {gpus} and {time_limit_minutes} and sets FSM_JOB_NAME from them."""
+    ledger = tmp_path / "ledger"
+    echo = _script(tmp_path, "echo.sh", 'echo "running $* $FSM_JOB_NAME"')
+    cancel = _script(tmp_path, "cancel.sh", f'echo "$* $FSM_JOB_NAME" >> {ledger}')
+    settings = LaneConfig(
+        name="sky", command=("true",), status=(echo, "{dispatch_id}", "{gpus}"), cancel=(cancel, "{time_limit_minutes}")
+    )
+    _handed_off(COMMAND.build(settings, state_dir=tmp_path), HandoffFiles(tmp_path / HANDOFFS, ID), SPEC)
+    again = COMMAND.build(settings, state_dir=tmp_path)
+    assert again.look([ID]) == {ID: PaidLook(PaidStatus.RUNNING, f"{ID} 8 train")}
+    again.delete(ID)
+    assert ledger.read_text().splitlines() == ["60 train"]
+
+
+def test_kept_job_values_edited_into_code_are_refused_and_never_run(tmp_path: Path) -> None:
+    """A kept gpus value edited by hand into shell code is refused against its alphabet: could not tell, and the
+    status is never run."""
+    marker = tmp_path / "ran"
+    ran = _script(tmp_path, "ran.sh", f"touch {marker}; echo running")
+    settings = LaneConfig(name="sky", command=("true",), status=(ran, "{gpus}"))
+    files = HandoffFiles(tmp_path / HANDOFFS, ID)
+    _handed_off(COMMAND.build(settings, state_dir=tmp_path), files, SPEC)
+    kept = json.loads(files.job.read_text())
+    files.job.write_text(json.dumps({**kept, "gpus": f"8; touch {marker}"}))
+    look = COMMAND.build(settings, state_dir=tmp_path).look([ID])[ID]
+    assert look.status is PaidStatus.UNKNOWN
+    assert "not made of digits" in look.note
     assert not marker.exists()
 
 
