@@ -161,6 +161,8 @@ class CommandLane:
         self.state_dir = state_dir
         """Where the handoffs' files are (their kept job values let ``look`` and ``delete`` fill a template
         without the job, after a restart too); None: only the job given, or the dispatch id alone."""
+        self._behind: list[str] = []
+        """The dispatches the last look had no time left to ask: asked first by the next."""
 
     @property
     def settings(self) -> LaneConfig:
@@ -279,7 +281,10 @@ class CommandLane:
             env = environment_of(values)
             return read_status(run_once(argv, seconds, env=env, named=self.config.status_timeout_seconds))
 
-        return look_all(dispatch_ids, one, timeout=self.config.status_timeout_seconds)
+        answers, self._behind = look_all(
+            dispatch_ids, one, timeout=self.config.status_timeout_seconds, first=self._behind
+        )
+        return answers
 
     def delete(self, dispatch_id: str, *, spec: JobSpec | None = None) -> None:
         """Cancel the dispatch's paid job: the ``cancel`` command run once (bounded by ``timeout_seconds``); exit 0

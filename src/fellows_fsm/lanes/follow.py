@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from fellows_fsm.core.paid import PaidLook
@@ -65,21 +65,39 @@ def read_status(result: HandoffResult) -> PaidLook:
 
 
 def look_all(
-    dispatch_ids: Sequence[str], run: Callable[[str, float], PaidLook], *, timeout: float
-) -> dict[str, PaidLook]:
-    """``run(dispatch_id, seconds_left)`` for every dispatch, at most ``STATUS_WORKERS`` at once, each given what
-    is left of the poll's ``timeout`` (it kills its command then). A dispatch whose turn comes after the timeout is
-    not asked this poll (could not tell), so the whole look is bounded by the timeout, not by the number of ids."""
+    dispatch_ids: Sequence[str],
+    run: Callable[[str, float], PaidLook],
+    *,
+    timeout: float,
+    first: Collection[str] = (),
+    workers: int = STATUS_WORKERS,
+    clock: Callable[[], float] | None = None,
+) -> tuple[dict[str, PaidLook], list[str]]:
+    """``run(dispatch_id, seconds_left)`` for every dispatch, at most ``workers`` at once, each given what is left
+    of the poll's ``timeout`` (it kills its command then). A dispatch whose turn comes after the timeout is not
+    asked this poll (could not tell), so the whole look is bounded by the timeout, not by the number of ids.
+    Returns every dispatch's look, and those not asked: pass them as ``first`` next poll, so that slow statuses
+    never leave the same dispatches behind poll after poll. ``clock`` tells seconds (``time.monotonic`` when
+    None, looked up at each call; the runs read it in the pool's threads)."""
     ids = list(dict.fromkeys(dispatch_ids))
     if not ids:
-        return {}
-    deadline = time.monotonic() + timeout
+        return {}, []
+    ahead = [i for i in dict.fromkeys(first) if i in ids]
+    ids = ahead + [i for i in ids if i not in set(ahead)]
+
+    def now() -> float:
+        return clock() if clock is not None else time.monotonic()  # looked up at each call
+
+    deadline = now() + timeout
+    unasked: list[str] = []
 
     def one(dispatch_id: str) -> PaidLook:
-        left = deadline - time.monotonic()
+        left = deadline - now()
         if left <= 0:
+            unasked.append(dispatch_id)
             return PaidLook(PaidStatus.UNKNOWN, f"not asked this poll: its {timeout:g} s for status were used up")
         return run(dispatch_id, left)
 
-    with ThreadPoolExecutor(max_workers=min(STATUS_WORKERS, len(ids)), thread_name_prefix="fsm-status") as pool:
-        return dict(zip(ids, pool.map(one, ids), strict=True))
+    with ThreadPoolExecutor(max_workers=min(workers, len(ids)), thread_name_prefix="fsm-status") as pool:
+        answers = dict(zip(ids, pool.map(one, ids), strict=True))
+    return answers, [i for i in ids if i in set(unasked)]

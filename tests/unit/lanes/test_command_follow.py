@@ -29,6 +29,7 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command import COMMAND, HANDOFFS, CommandLane, lane_environment
+from fellows_fsm.lanes.follow import look_all
 from fellows_fsm.lanes.process import HandoffFiles
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
@@ -506,3 +507,31 @@ def test_a_bad_price_in_the_toml_file_refuses_submit_in_one_line_and_queues_noth
     refused(result, 3, "[lanes.gcp]", f"price_per_gpu_hour={float(price)!r}")
     assert world(env, scheduling_fake) == before
     assert scheduling_fake.calls["submit"] == 0
+
+
+# ---------------------------------------------------------------------------------- the poll's bound (look_all)
+def test_a_poll_never_runs_past_its_timeout_and_who_was_not_asked_goes_first_next_time() -> None:
+    """Statuses that take 10 s each (on a clock the test moves) against a 25 s poll: the fourth is not asked
+    (could not tell, nothing run for it) and is returned as behind; passed as ``first`` next poll, it goes first."""
+    asked: list[str] = []
+    clock = [1000.0]
+
+    def slow(dispatch_id: str, seconds: float) -> PaidLook:
+        asked.append(dispatch_id)
+        clock[0] += 10
+        return PaidLook(PaidStatus.RUNNING, f"{seconds:g}")
+
+    def now() -> float:
+        return clock[0]
+
+    ids = ["a", "b", "c", "d"]
+    answers, behind = look_all(ids, slow, timeout=25, workers=1, clock=now)
+    assert asked == ["a", "b", "c"]
+    assert [answers[i].note for i in "abc"] == ["25", "15", "5"]
+    assert answers["d"].status is PaidStatus.UNKNOWN
+    assert "not asked this poll" in answers["d"].note
+    assert behind == ["d"]
+    asked.clear()
+    answers, behind = look_all(ids, slow, timeout=25, first=behind, workers=1, clock=now)
+    assert asked == ["d", "a", "b"]
+    assert behind == ["c"]
