@@ -189,7 +189,7 @@ class CommandLane:
         state dir), else the dispatch id alone."""
         if spec is not None:
             return job_values(dispatch_id, spec)
-        if self.state_dir is not None:
+        if self.state_dir is not None and _SAFE_ALPHABET["dispatch_id"].fullmatch(dispatch_id):  # a file name
             kept = kept_values(HandoffFiles(self.state_dir / HANDOFFS, dispatch_id))
             if kept is not None:
                 return kept

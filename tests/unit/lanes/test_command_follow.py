@@ -535,3 +535,17 @@ def test_a_poll_never_runs_past_its_timeout_and_who_was_not_asked_goes_first_nex
     answers, behind = look_all(ids, slow, timeout=25, first=behind, workers=1, clock=now)
     assert asked == ["d", "a", "b"]
     assert behind == ["c"]
+
+
+def test_a_dispatch_id_that_is_not_hex_is_never_run_nor_looked_up_as_a_file(tmp_path: Path) -> None:
+    """A dispatch id outside its hex alphabet (a path, shell text) is could not tell for status and an error for
+    cancel, and neither command runs."""
+    marker = tmp_path / "ran"
+    ran = _script(tmp_path, "ran.sh", f"touch {marker}; echo running")
+    settings = LaneConfig(name="sky", command=("true",), status=(ran, "{dispatch_id}"), cancel=(ran, "{dispatch_id}"))
+    lane = COMMAND.build(settings, state_dir=tmp_path)
+    for bad in ["../../etc/x", "abc; touch x", ""]:
+        assert lane.look([bad])[bad].status is PaidStatus.UNKNOWN
+        with pytest.raises(PaidLaneError, match="not run"):
+            lane.delete(bad)
+    assert not marker.exists()
