@@ -221,8 +221,9 @@ def _api_message(error: Any) -> str:
 
 
 def check_credentials() -> None:
-    """Find the user's application default credentials, as a client would (nothing is sent to Batch); raise
-    BatchCredentialsMissing when there are none."""
+    """Find the user's application default credentials, as a client would (nothing is sent to Batch; on a machine
+    with no key file or gcloud login, google-auth asks the GCE metadata server); raise BatchCredentialsMissing when
+    there are none."""
     _default_credentials()
 
 
@@ -271,7 +272,9 @@ class BatchClient:
         timeout_seconds: float = 30.0,
     ) -> BatchClient:
         """A client over the library's REST transport, on the user's application default credentials (or, for a
-        fake at ``endpoint``, anonymous ones)."""
+        fake at ``endpoint``, anonymous ones: never towards Google itself)."""
+        if anonymous and not endpoint:
+            raise BatchError("anonymous credentials are only for a fake Batch API: give its endpoint too")
         try:
             from google.api_core.client_options import ClientOptions  # noqa: PLC0415
             from google.cloud import batch_v1  # noqa: PLC0415

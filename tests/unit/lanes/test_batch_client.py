@@ -17,6 +17,7 @@ from fellows_fsm.lanes.batch_client import (
     Backoff,
     BatchClient,
     BatchCredentialsMissing,
+    BatchError,
     BatchJobRequest,
     BatchLocation,
     BatchRefused,
@@ -294,3 +295,9 @@ def test_credentials_the_api_refuses_are_a_credentials_error(fake: FakeBatchApi,
     with pytest.raises(BatchCredentialsMissing, match="gcloud auth application-default login"):
         client_of(fake, slept).jobs("gcp")
     assert (fake.calls["list"], slept) == (1, [])
+
+
+def test_anonymous_credentials_are_refused_without_a_fake_endpoint() -> None:
+    """Anonymous credentials are for a fake only: asked for without an endpoint (Google itself), connect refuses."""
+    with pytest.raises(BatchError, match="only for a fake Batch API"):
+        BatchClient.connect(WHERE, anonymous=True)

@@ -105,16 +105,22 @@ def test_a_label_value_is_kept_when_valid_and_made_valid_and_distinct_otherwise(
 
 def test_the_lanes_modules_import_without_googles_library(tmp_path: Path) -> None:
     """With google unimportable, the client module, the machine table and the fake import; ``import fellows_fsm``
-    and the client module load no google module (the [gcp] extra is imported only when a client is made)."""
+    and the client module load no google module (the [gcp] extra is imported only when a client is made), and
+    making a client says in one line which extra to install."""
     src = Path(fellows_fsm.__file__).parents[1]
     code = (
         f"import sys\nsys.path.insert(0, {str(src)!r})\nsys.modules['google'] = None\n"
         "import fellows_fsm, fellows_fsm.lanes.batch_client, fellows_fsm.lanes.batch_machines\n"
         "import fellows_fsm.testing_batch\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'google' and sys.modules[m] is not None))\n"
+        "from fellows_fsm.lanes.batch_client import BatchClient, BatchError, BatchLocation\n"
+        "try:\n    BatchClient.connect(BatchLocation('p', 'r'))\nexcept BatchError as error:\n    print(error)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.splitlines() == [
+        "[]",
+        "the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'",
+    ]
