@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,14 @@ def test_the_lanes_modules_import_without_googles_library(tmp_path: Path) -> Non
         "[]",
         "the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'",
     ]
+
+
+def test_the_gcp_extra_holds_googles_batch_client_and_the_core_install_does_not() -> None:
+    """pyproject.toml: google-cloud-batch is the ``[gcp]`` extra only, pinned to a range; no core dependency and
+    no other extra (``[dev]`` included) pulls a google package in."""
+    project = tomllib.loads((Path(fellows_fsm.__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["gcp"] == ["google-cloud-batch>=0.17.30,<0.23"]
+    others = [*project["dependencies"]] + [
+        dep for extra, deps in project["optional-dependencies"].items() if extra != "gcp" for dep in deps
+    ]
+    assert [dep for dep in others if dep.startswith("google")] == []
