@@ -14,13 +14,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
+
+from fellows_fsm.clock import Clock
 
 __all__ = ["STATES", "FakeBatchApi", "Fault", "Recorded"]
 
@@ -96,9 +97,11 @@ class FakeBatchApi:
     ``calls["list"]`` counts list calls.
     """
 
-    def __init__(self, *, clock: Callable[[], float] | None = None, max_page_size: int = 1000) -> None:
+    def __init__(self, *, clock: Clock | None = None, max_page_size: int = 1000, filters: bool = True) -> None:
         self._clock = clock
         self.max_page_size = max_page_size
+        self.filters = filters
+        """False: every list filter is answered 400 INVALID_ARGUMENT (an API that does not read label filters)."""
         self.jobs: dict[str, dict[str, Any]] = {}
         self.requests: list[Recorded] = []
         self.calls: Counter[str] = Counter()
@@ -254,6 +257,8 @@ class FakeBatchApi:
         return 200, job
 
     def _list(self, parent: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        if query.get("filter") and not self.filters:
+            return 400, _error(400, f"Invalid filter: {query['filter']!r}")
         try:
             wanted = _labels_wanted(query.get("filter", ""))
         except ValueError as error:
@@ -287,7 +292,7 @@ class FakeBatchApi:
         return named[0]
 
     def _stamp(self) -> str:
-        now = self._clock() if self._clock is not None else time.time()
+        now = self._clock.now() if self._clock is not None else time.time()
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
     def wait_released(self, seconds: float) -> None:

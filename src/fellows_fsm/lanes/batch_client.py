@@ -259,6 +259,7 @@ class BatchClient:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._timeout = timeout_seconds
+        self._filter_ok = True  # until the API calls the label filter invalid
 
     @classmethod
     def connect(
@@ -342,14 +343,24 @@ class BatchClient:
 
     def jobs(self, lane: str) -> list[BatchJob]:
         """Every job of ``lane`` in the project and region, from ONE list call (a page of up to PAGE_SIZE jobs;
-        a page more for each PAGE_SIZE after that), filtered on the lane's label."""
+        a page more for each PAGE_SIZE after that), filtered on the lane's label. An API that refuses the filter
+        as invalid is asked once more without it, and never with it again: the labels are checked here anyway."""
         value = label_value(lane)
-        request = {"parent": self.location.parent, "filter": f'labels.{LABEL_LANE}="{value}"', "page_size": PAGE_SIZE}
-        listed = self._call(
-            "list", f"lane {lane}'s jobs", lambda: list(self._api.list_jobs(request=request, **self._per_call()))
-        )
+        request: dict[str, Any] = {"parent": self.location.parent, "page_size": PAGE_SIZE}
+        if self._filter_ok:
+            request["filter"] = f'labels.{LABEL_LANE}="{value}"'
+        try:
+            listed = self._call(
+                "list", f"lane {lane}'s jobs", lambda: list(self._api.list_jobs(request=request, **self._per_call()))
+            )
+        except BatchRefused as refused:
+            if refused.code != 400 or not self._filter_ok:
+                raise
+            log.warning("GCP Batch refused the list filter (%s): listing without it", refused.api_message)
+            self._filter_ok = False
+            return self.jobs(lane)
         jobs = [BatchJob.from_api(job) for job in listed or []]
-        return [job for job in jobs if job.labels.get(LABEL_LANE) == value]  # a filter the API ignored aside
+        return [job for job in jobs if job.labels.get(LABEL_LANE) == value]
 
     def delete(self, job_id: str) -> bool:
         """Delete the job (it goes DELETION_IN_PROGRESS, then away); False when it was already gone."""

@@ -148,6 +148,20 @@ def test_a_lane_with_more_jobs_than_a_page_reads_every_page(slept: list[float]) 
         assert fake.calls["list"] == 3
 
 
+def test_an_api_that_refuses_the_label_filter_is_listed_without_it_from_then_on(slept: list[float]) -> None:
+    """A 400 for the label filter: the same poll lists once more without it (the labels are checked here, so the
+    other lane's job is left out), and every later poll is one unfiltered call."""
+    with FakeBatchApi(filters=False) as fake:
+        client = client_of(fake, slept)
+        client.create(request("a1"), H100x8)
+        client.create(request("b1", lane="other"), H100x8)
+        assert [job.job_id for job in client.jobs("gcp")] == ["fsm-a1"]
+        assert [r.query.get("filter") for r in fake.requests_of("list")] == ['labels.fellows_fsm_lane="gcp"', None]
+        assert [job.job_id for job in client.jobs("gcp")] == ["fsm-a1"]
+        assert fake.calls["list"] == 3
+        assert slept == []
+
+
 @pytest.mark.parametrize("codes", [(429,), (500,), (429, 500, 503)], ids=["429", "500", "429-500-503"])
 def test_429_and_5xx_are_retried_with_a_growing_backoff(
     fake: FakeBatchApi, slept: list[float], codes: tuple[int, ...]
