@@ -18,7 +18,12 @@
     |   +-- JournalFull               exit 7  the state dir's filesystem is full: nothing can be journaled
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
     |   +-- HandoffUnknown            exit 10 the lane's command was started but how it ended is unknown (its
-    |                                         wrapper was killed, and the lane has no probe): check the lane
+    |   |                                     wrapper was killed, and the lane has no probe): check the lane
+    |   +-- PaidLaneError             exit 8  a paid lane's status or cancel could not be read or done
+    |   +-- CredentialsMissing        exit 11 a paid lane in the dispatch's order has no credentials (nothing
+    |   |                                     was queued)
+    |   +-- NoBudget                  exit 12 the dispatch's paid run would pass the [budget] (on_budget =
+    |                                         "refuse"): it ended NO_BUDGET, nothing paid
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
 Usage errors click finds itself are click's (exit 2, with its usage text). Nothing here prints; the CLI
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CredentialsMissing",
     "FellowsError",
     "HandoffUnknown",
     "Interrupted",
@@ -36,6 +42,8 @@ __all__ = [
     "JournalError",
     "JournalFull",
     "LaneError",
+    "NoBudget",
+    "PaidLaneError",
     "QosRejected",
     "SchedulerError",
     "SchedulerUnreachable",
@@ -148,6 +156,22 @@ class HandoffUnknown(LaneError):
     """A lane's command was started but nobody can tell how it ended: it is never run again; check the lane."""
 
     exit_code = 10
+
+
+class PaidLaneError(LaneError):
+    """A paid lane could not say where its jobs stand, or could not cancel one (the line says what to do)."""
+
+
+class CredentialsMissing(LaneError):
+    """A paid lane the dispatch may reach has no credentials; nothing was queued."""
+
+    exit_code = 11
+
+
+class NoBudget(LaneError):
+    """The dispatch ended NO_BUDGET: its paid run would have passed the [budget]."""
+
+    exit_code = 12
 
 
 class Interrupted(FellowsError, KeyboardInterrupt):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from .conftest import Cluster
 pytestmark = pytest.mark.slurm
 
 CAP = 3.0
+
+
+def wide() -> dict[str, str]:
+    """This environment (read now: SLURM_CONF is the cluster fixture's) at a width that shows every table column
+    whole, whatever the caller's says: in a whole-suite run the table once came out 80 columns wide and cut the
+    state cell (cause not found; the file alone, with COLUMNS=80 exported too, printed it whole)."""
+    return {**os.environ, "COLUMNS": "200"}
 
 
 def _config(slurm: Cluster, tmp_path: Path) -> Path:
@@ -57,7 +65,7 @@ def test_the_views_name_the_second_lane_of_a_walk_driven_in_process(slurm: Clust
     submits = [(h["cluster"], h["qos"]) for h in history if h["trigger"] in ("submit", "resubmit")]
     assert submits == [("fellows", "high-eur"), ("inst", "dev-eur")]
 
-    shown = cli(config, "status", handle.dispatch_id, timeout=60)
+    shown = cli(config, "status", handle.dispatch_id, timeout=60, env=wide())
     assert shown.returncode == 0, shown.stderr
     assert "RUNNING(dev-eur@inst)" in shown.stdout
 
@@ -85,7 +93,7 @@ def test_a_job_that_runs_on_the_second_lane_is_named_by_its_cluster(slurm: Clust
     submits = [(h["cluster"], h["qos"]) for h in history if h["trigger"] in ("submit", "resubmit")]
     assert submits == [("fellows", "high-eur"), ("inst", "dev-eur")]
 
-    shown = cli(config, "status", out["dispatch_id"], timeout=60)
+    shown = cli(config, "status", out["dispatch_id"], timeout=60, env=wide())
     assert shown.returncode == 0, shown.stderr
     assert "RUNNING(dev-eur@inst)" in shown.stdout
 

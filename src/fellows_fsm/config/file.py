@@ -14,6 +14,7 @@ import os
 import shutil
 import tomllib
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ class Config:
                     )
                 seen[key] = lane.name
 
-    @property
+    @cached_property
     def auto_order(self) -> tuple[str, ...]:
         """The lanes a dispatch walks without a pin: [router] order, else fellows, every SLURM lane in file order,
         then gcp if configured."""
@@ -164,19 +165,19 @@ class Config:
         free = tuple(lane.name for lane in self.lanes if lane.walks_ladder)
         return (first, *free, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (first, *free)
 
-    @property
+    @cached_property
     def slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """The SLURM lanes a dispatch walks, in order: fellows, then each ``kind = "slurm"`` lane of the order."""
         later = [self.lane(n) for n in self.auto_order[1:] if self.lane(n).walks_ladder]
         return (self.fellows, *(lane for lane in later if isinstance(lane, FellowsConfig)))
 
-    @property
+    @cached_property
     def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """Every SLURM lane but fellows: the order's, then any the order leaves out (reached only by ``--pin``)."""
         walked = self.slurm_lanes[1:]
         return (*walked, *(x for x in self.lanes if isinstance(x, FellowsConfig) and x not in walked))
 
-    @property
+    @cached_property
     def after_ladder(self) -> str | None:
         """The lane a dispatch is handed to once every SLURM lane's ladder parked out (the first of the order that
         walks no ladder), or None."""

@@ -18,8 +18,10 @@ __all__ = [
     "FIXED_STATES",
     "LANE_STATES",
     "MEANING",
+    "PAID_LIVE_STATES",
     "HandoffStatus",
     "Outcome",
+    "PaidStatus",
     "State",
     "Trigger",
     "is_final_state",
@@ -43,6 +45,11 @@ class State(StrEnum):
     HANDOFF_FAILED = "HANDOFF_FAILED"
     HANDOFF_UNKNOWN = "HANDOFF_UNKNOWN"
     NO_LANE_LEFT = "NO_LANE_LEFT"
+    PAID_QUEUED = "PAID_QUEUED"
+    PAID_RUNNING = "PAID_RUNNING"
+    PAID_DONE = "PAID_DONE"
+    PAID_FAILED = "PAID_FAILED"
+    NO_BUDGET = "NO_BUDGET"
 
 
 class Trigger(StrEnum):
@@ -72,6 +79,14 @@ class Trigger(StrEnum):
     HANDED_OFF = "handed_off"
     HANDOFF_FAILED = "handoff_failed"
     HANDOFF_UNKNOWN = "handoff_unknown"
+    BUDGET_WAIT = "budget_wait"
+    NO_BUDGET = "no_budget"
+    PAID = "paid"
+    PAID_START = "paid_start"
+    PAID_END = "paid_end"
+    PAID_FAIL = "paid_fail"
+    PAID_GONE = "paid_gone"
+    PAID_STUCK = "paid_stuck"
 
 
 class Outcome(StrEnum):
@@ -90,6 +105,14 @@ class Outcome(StrEnum):
     HANDOFF_FAILED = "handoff-failed"
     HANDOFF_UNKNOWN = "handoff-unknown"
     """The lane's command was started, its wrapper killed before it said how it ended, and no probe can tell."""
+    PAID_DONE = "paid-succeeded"
+    PAID_FAILED = "paid-failed"
+    PAID_STUCK = "paid-stuck-queued"
+    """Deleted by fellows-fsm after ``queue_timeout_seconds`` in the paid lane's queue."""
+    NO_BUDGET = "no-budget"
+    """Its paid run would have passed the budget, and ``on_budget = "refuse"``."""
+    BUDGET = "budget"
+    """Waiting on its last free rung: the paid run its limit needs would pass the budget."""
     REJECTED = "rejected: "
     """The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
 
@@ -104,9 +127,38 @@ class HandoffStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
+class PaidStatus(StrEnum):
+    """Where a paid job stands, as its lane reports it at one poll (a lane's ``look``); the journal's paid_runs
+    ``status`` column keeps the last one that moved the dispatch (``starting`` before the lane has it)."""
+
+    STARTING = "starting"
+    """The handoff is under way: the lane has not said it has the job yet (its worst case already counts)."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Ended by a cancel (ours, or someone else's)."""
+    GONE = "gone"
+    """The lane has no such job (deleted outside, or never made)."""
+    UNKNOWN = "unknown"
+    """The lane could not tell this poll (asked again next poll; never read as an end)."""
+
+
 FIXED_STATES = tuple(State)
 """The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
-LANE_STATES = (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN, State.WITHDRAWN)
+PAID_LIVE_STATES = (State.PAID_QUEUED, State.PAID_RUNNING)
+"""A paid job the lane has: live until it ends (followed each poll, cancellable)."""
+LANE_STATES = (
+    State.HANDING_OFF,
+    State.HANDED_OFF,
+    State.HANDOFF_FAILED,
+    State.HANDOFF_UNKNOWN,
+    State.WITHDRAWN,
+    *PAID_LIVE_STATES,
+    State.PAID_DONE,
+    State.PAID_FAILED,
+)
 """The states a dispatch pinned straight to a command lane can reach (its machine: ``machine.build_machine(None)``);
 a ladder dispatch reaches them through the same rows."""
 
@@ -119,6 +171,9 @@ FINAL_STATES = frozenset(
         State.HANDOFF_FAILED,
         State.HANDOFF_UNKNOWN,
         State.NO_LANE_LEFT,
+        State.PAID_DONE,
+        State.PAID_FAILED,
+        State.NO_BUDGET,
     }
 )
 """The states nothing leaves (a pinned dispatch's CANCELLED too: ``is_final_state``)."""
@@ -131,10 +186,15 @@ MEANING: dict[str, str] = {
     State.WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel` or by Ctrl-C while queued (final)",
     State.REFUSED: "SLURM refused the first submit: nothing was queued (final)",
     State.HANDING_OFF: "a lane's command runs for it (pinned to that lane, or after FAILED_TO_GCP)",
-    State.HANDED_OFF: "the lane's command exited 0 (final)",
+    State.HANDED_OFF: "the lane's command exited 0, and the lane has no status to follow its job by (final)",
     State.HANDOFF_FAILED: "the lane's command failed or timed out (final)",
     State.HANDOFF_UNKNOWN: "the lane's command ran, but how it ended is unknown: check the lane (final, never re-run)",
     State.NO_LANE_LEFT: "it parked out of every rung and no fallback lane is configured (final)",
+    State.PAID_QUEUED: "the paid lane has its job, not started yet (followed each poll; `cancel` deletes it)",
+    State.PAID_RUNNING: "its paid job runs: GPU-hours and cost counted (followed each poll; `cancel` deletes it)",
+    State.PAID_DONE: "its paid job succeeded (final; its cost journaled)",
+    State.PAID_FAILED: "its paid job failed, or sat queued past the lane's queue_timeout_seconds and was deleted (final)",
+    State.NO_BUDGET: 'its paid run would pass the [budget], with on_budget = "refuse": nothing paid (final)',
 }
 """What each fixed and lane state means, as the generated state-diagram page says it."""
 

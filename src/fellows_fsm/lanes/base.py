@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from collections.abc import Sequence
+
     from fellows_fsm.core.ladder import Ladder
+    from fellows_fsm.core.paid import PaidLook
     from fellows_fsm.lanes.command import Handoff
     from fellows_fsm.lanes.process import HandoffFiles
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
-__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneKind", "LaneSettings"]
+__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneKind", "LaneSettings", "PaidLane"]
 
 
 class LaneSettings(Protocol):
@@ -78,6 +81,40 @@ class HandoffLane(Lane, Protocol):
         self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
     ) -> Handoff | None:
         """The handoff a previous driver started, if it can still be followed."""
+        ...
+
+
+@runtime_checkable
+class PaidLane(HandoffLane, Protocol):
+    """A lane whose job is followed after the handoff until it ends, cancelled by ``cancel``, and counted against
+    the budget (a GCP Batch lane; a command lane with ``status`` and ``cancel`` templates). The driver calls ``look``
+    at most once per poll interval for all of the lane's live paid jobs, and ``delete`` once per cancel."""
+
+    @property
+    def follows(self) -> bool:
+        """True if its jobs can be followed (False: a command lane with no ``status``: handed off is final)."""
+        ...
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        """What one GPU-hour costs on this lane, in the user's currency (None: no price configured)."""
+        ...
+
+    @property
+    def queue_timeout_seconds(self) -> float | None:
+        """How long a paid job may sit queued before it is deleted and the dispatch ends PAID_FAILED (None: no
+        bound)."""
+        ...
+
+    def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
+        """Where each of these dispatches' paid jobs stands, in ONE round trip for the lane (one list call). A
+        dispatch missing from the answer could not be told (asked again next poll). Raises a LaneError (one
+        line) when the lane could not be asked at all."""
+        ...
+
+    def delete(self, dispatch_id: str) -> None:
+        """Cancel (delete) the dispatch's paid job; returns once the lane has accepted it or the job is already
+        gone; raises a LaneError (one line) if not."""
         ...
 
 

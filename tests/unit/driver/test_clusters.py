@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixture imported from fixtures.py is a parameter here
 """Several SLURM clusters as lanes, on two fake ports: the walk from fellows' ladder to the next cluster's, job ids
 per cluster, a cluster that does not answer, and the paid lane only after every free one."""
 
@@ -9,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
@@ -20,19 +20,12 @@ from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import Phase
-from tests.unit.driver.fixtures import PRIORITY, ledger, ledger_lane
+from tests.unit.driver.fixtures import PRIORITY, frozen, ledger, ledger_lane  # noqa: F401 (frozen: a fixture)
 
 CAP = 60.0
 INST_CAP = 120.0
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
 INST = FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
-
-
-@pytest.fixture
-def frozen() -> Iterator[FrozenDateTimeFactory]:
-    """Frozen time for the router's clock."""
-    with freeze_time("2026-11-30 12:00:00") as f:
-        yield f
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 from fellows_fsm import cli
 from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.testing import ThreadedDriver
@@ -86,6 +88,25 @@ def _walked_to_gcp() -> list[HistoryEntry]:
     return entries
 
 
+TWO_CLUSTERS = Config(
+    fellows=FellowsConfig(park_cap_seconds=600),
+    lanes=(FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), host="inst"),),
+).ladder_for("prod")
+"""fellows' three rungs, then the second cluster's two (issue 26): the path of a dispatch across clusters."""
+
+
+def _walked_to_inst() -> list[HistoryEntry]:
+    """fellows' whole ladder parked out, then the job runs on inst's first rung."""
+    names = [r.state_name for r in TWO_CLUSTERS.rungs[:4]]
+    entries = [_entry(T0, None, names[0], "submit")]
+    for rung, nxt in itertools.pairwise(names):
+        entries.append(_entry(entries[-1].at + 600, rung, "PARKED", "park"))
+        entries.append(_entry(entries[-1].at + 5, "PARKED", "CANCELLED", "cancel"))
+        entries.append(_entry(entries[-1].at + 1, "CANCELLED", nxt, "resubmit"))
+    entries.append(_entry(entries[-1].at + 30, names[-1], State.RUNNING, "start"))
+    return entries
+
+
 @pytest.fixture
 def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SchedulingFake]:
     """A config with 0.3 s park caps in tmp_path and the CLI's seam pointed at a scheduling fake cluster."""
@@ -151,6 +172,9 @@ def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
             title="dispatch withdrawn",
         ),
         "dispatch path none": path_mermaid(ladder, [], title="dispatch unsent"),
+        "dispatch path across clusters": path_mermaid(
+            TWO_CLUSTERS, _walked_to_inst(), title="dispatch across · fellows → inst"
+        ),
     }
     assert 'state "SUBMITTED(dev-eur)" as SUBMITTED_dev_eur' in texts["debug ladder"]
     result = validate(node, texts)
