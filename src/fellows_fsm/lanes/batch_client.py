@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fellows_fsm.errors import LaneError
+from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
 from fellows_fsm.lanes.batch_machines import Machine
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -27,13 +27,9 @@ __all__ = [
     "LABEL_LANE",
     "Backoff",
     "BatchClient",
-    "BatchCredentialsMissing",
-    "BatchError",
     "BatchJob",
     "BatchJobRequest",
     "BatchLocation",
-    "BatchRefused",
-    "BatchUnavailable",
     "check_credentials",
     "job_id_for",
     "label_value",
@@ -53,35 +49,6 @@ RETRIED_CODES = frozenset({429, 500, 502, 503, 504})
 _CREDENTIALS_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
 
 T = TypeVar("T")
-
-
-class BatchError(LaneError):
-    """The Batch API did not do what the lane asked; the message names the job, the project and what to do."""
-
-
-class BatchCredentialsMissing(BatchError):
-    """No usable Google credentials (application default credentials): nothing was sent to the API."""
-
-    exit_code = 11
-
-
-class BatchRefused(BatchError):
-    """The API answered no (permission denied, an invalid job, a name taken by another job): never retried.
-    ``code`` is the API's HTTP status (None when refused before any call), ``api_message`` its own words."""
-
-    def __init__(self, message: str, *, code: int | None = None, api_message: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.api_message = api_message
-
-
-class BatchUnavailable(BatchError):
-    """The API did not answer, or answered 429/5xx, on every try. ``maybe_made``: a try may have reached it (a
-    timeout or a lost reply), so a create may exist: the next create by the same name finds it."""
-
-    def __init__(self, message: str, *, maybe_made: bool) -> None:
-        super().__init__(message)
-        self.maybe_made = maybe_made
 
 
 @attrs.frozen
@@ -222,19 +189,25 @@ def _api_message(error: Any) -> str:
 
 def check_credentials() -> None:
     """Find the user's application default credentials, as a client would (nothing is sent to Batch; on a machine
-    with no key file or gcloud login, google-auth asks the GCE metadata server); raise BatchCredentialsMissing when
+    with no key file or gcloud login, google-auth asks the GCE metadata server); raise CredentialsMissing when
     there are none."""
     _default_credentials()
 
 
+_NO_LIBRARY = "the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'"
+
+
 def _default_credentials() -> Any:
-    import google.auth  # noqa: PLC0415 (the [gcp] extra, imported only when a lane needs it)
-    from google.auth.exceptions import DefaultCredentialsError  # noqa: PLC0415
+    try:
+        import google.auth  # noqa: PLC0415 (the [gcp] extra, imported only when a lane needs it)
+        from google.auth.exceptions import DefaultCredentialsError  # noqa: PLC0415
+    except ImportError:
+        raise BatchError(_NO_LIBRARY) from None
 
     try:
         credentials, _project = google.auth.default(scopes=list(SCOPES))
     except DefaultCredentialsError as error:
-        raise BatchCredentialsMissing(
+        raise CredentialsMissing(
             f"no Google credentials for the GCP Batch lane ({_api_message(error)}): {_CREDENTIALS_HINT}"
         ) from None
     return credentials
@@ -280,9 +253,7 @@ class BatchClient:
             from google.api_core.client_options import ClientOptions  # noqa: PLC0415
             from google.cloud import batch_v1  # noqa: PLC0415
         except ImportError:
-            raise BatchError(
-                "the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'"
-            ) from None
+            raise BatchError(_NO_LIBRARY) from None
         if anonymous:
             from google.auth import credentials as google_credentials  # noqa: PLC0415
 
@@ -392,7 +363,7 @@ class BatchClient:
                 if absent is not None and code == absent:
                     return None
                 if code == 401:
-                    raise BatchCredentialsMissing(
+                    raise CredentialsMissing(
                         f"GCP Batch refused the credentials ({self._where()}): {_api_message(error)}: "
                         f"{_CREDENTIALS_HINT}"
                     ) from None
@@ -412,11 +383,11 @@ class BatchClient:
                 last = f"HTTP {code}: {_api_message(error)}"
                 reached = reached or code >= 500
             except auth.DefaultCredentialsError as error:
-                raise BatchCredentialsMissing(
+                raise CredentialsMissing(
                     f"no Google credentials ({_api_message(error)}): {_CREDENTIALS_HINT}"
                 ) from None
             except auth.RefreshError as error:
-                raise BatchCredentialsMissing(
+                raise CredentialsMissing(
                     f"the Google credentials could not be refreshed ({_api_message(error)}): {_CREDENTIALS_HINT}"
                 ) from None
             except (OSError, auth.TransportError) as error:  # requests' Timeout and ConnectionError are OSErrors

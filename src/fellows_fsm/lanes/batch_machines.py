@@ -9,14 +9,9 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from fellows_fsm.errors import LaneError
+from fellows_fsm.errors import MachineRefused
 
-__all__ = ["ATTACHED", "BUNDLED", "Machine", "MachineRefused", "machine_for"]
-
-
-class MachineRefused(LaneError):
-    """No single VM fits the job on this lane (a GPU count no machine has, an accelerator with no machine type):
-    nothing was sent to Google."""
+__all__ = ["ATTACHED", "BUNDLED", "Machine", "machine_for"]
 
 
 @attrs.frozen

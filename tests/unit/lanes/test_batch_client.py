@@ -11,17 +11,14 @@ import pytest
 
 pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not installed")
 
+from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
 from fellows_fsm.lanes.batch_client import (
     LABEL_DISPATCH,
     LABEL_LANE,
     Backoff,
     BatchClient,
-    BatchCredentialsMissing,
-    BatchError,
     BatchJobRequest,
     BatchLocation,
-    BatchRefused,
-    BatchUnavailable,
     check_credentials,
 )
 from fellows_fsm.lanes.batch_machines import Machine, machine_for
@@ -290,23 +287,23 @@ def test_an_unknown_machine_type_or_accelerator_is_named_in_plain_words(
 def test_missing_credentials_are_their_own_error_before_any_request(
     fake: FakeBatchApi, slept: list[float], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """With no application default credentials, check_credentials and connect raise BatchCredentialsMissing (exit
+    """With no application default credentials, check_credentials and connect raise CredentialsMissing (exit
     11, saying how to log in) and the API receives nothing."""
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
-    with pytest.raises(BatchCredentialsMissing, match="gcloud auth application-default login") as caught:
+    with pytest.raises(CredentialsMissing, match="gcloud auth application-default login") as caught:
         check_credentials()
     assert caught.value.exit_code == 11
     assert "no-such-key.json" in str(caught.value)
-    with pytest.raises(BatchCredentialsMissing):
+    with pytest.raises(CredentialsMissing):
         BatchClient.connect(WHERE, endpoint=fake.endpoint)
     assert fake.requests == []
 
 
 def test_credentials_the_api_refuses_are_a_credentials_error(fake: FakeBatchApi, slept: list[float]) -> None:
-    """A 401 (expired or revoked credentials, which google-auth cannot refresh) is BatchCredentialsMissing too, with
+    """A 401 (expired or revoked credentials, which google-auth cannot refresh) is CredentialsMissing too, with
     the way to log in again, and is not retried."""
     fake.inject(Fault(status=401, message="Request had invalid authentication credentials."))
-    with pytest.raises(BatchCredentialsMissing, match="gcloud auth application-default login"):
+    with pytest.raises(CredentialsMissing, match="gcloud auth application-default login"):
         client_of(fake, slept).jobs("gcp")
     assert (fake.calls["list"], slept) == (1, [])
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import fellows_fsm
+from fellows_fsm.errors import MachineRefused
 from fellows_fsm.lanes.batch_client import job_id_for, label_value
-from fellows_fsm.lanes.batch_machines import Machine, MachineRefused, machine_for
+from fellows_fsm.lanes.batch_machines import Machine, machine_for
 
 JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -114,7 +115,8 @@ def test_the_lanes_modules_import_without_googles_library(tmp_path: Path) -> Non
         "import fellows_fsm, fellows_fsm.lanes.batch_client, fellows_fsm.lanes.batch_machines\n"
         "import fellows_fsm.testing_batch\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'google' and sys.modules[m] is not None))\n"
-        "from fellows_fsm.lanes.batch_client import BatchClient, BatchError, BatchLocation\n"
+        "from fellows_fsm.errors import BatchError\n"
+        "from fellows_fsm.lanes.batch_client import BatchClient, BatchLocation\n"
         "try:\n    BatchClient.connect(BatchLocation('p', 'r'))\nexcept BatchError as error:\n    print(error)\n"
     )
     result = subprocess.run(
