@@ -395,11 +395,11 @@ class BatchClient:
                 reached = True
             delay = next(delays, None)
             if delay is None:
-                tries = self._backoff.attempts
+                tries = f"{self._backoff.attempts} {'try' if self._backoff.attempts == 1 else 'tries'}"
                 maybe = reached and what == "create"
                 made = " (the job may have been made: a create by its name finds it)" if maybe else ""
                 raise BatchUnavailable(
-                    f"GCP Batch did not answer {what} of {target} ({self._where()}) after {tries} tries (last:"
+                    f"GCP Batch did not answer {what} of {target} ({self._where()}) after {tries} (last:"
                     f" {last}){made}: try again later",
                     maybe_made=maybe,
                 )
