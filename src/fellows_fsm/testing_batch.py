@@ -79,13 +79,15 @@ class Fault:
 
     ``status``: answer with this HTTP error (403, 429, 500...) and do nothing. ``lose_reply``: do the work, then
     close the connection without a reply (a reply lost on the way back). ``hang``: hold the request (doing nothing)
-    until the client gives up, then close the connection.
+    until the client gives up, then close the connection. ``hold_reply``: do the work, then hold the reply the same
+    way (a create made whose caller never hears of it: a driver killed meanwhile).
     """
 
     method: str | None = None
     status: int | None = None
     lose_reply: bool = False
     hang: bool = False
+    hold_reply: bool = False
     message: str = "injected by the test"
 
 
@@ -337,9 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
         code, answer, fault = self.api.handle(self.command, self.path, body)
-        if fault is not None and fault.hang:
+        if fault is not None and (fault.hang or fault.hold_reply):
             self.api.wait_released(30.0)
-        if fault is not None and (fault.hang or fault.lose_reply):
+        if fault is not None and (fault.hang or fault.hold_reply or fault.lose_reply):
             self.close_connection = True
             return
         payload = json.dumps(answer).encode()
