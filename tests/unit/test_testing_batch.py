@@ -122,6 +122,18 @@ def test_a_hung_request_is_held_until_the_client_gives_up(fake: FakeBatchApi) ->
     assert fake.jobs == {}
 
 
+def test_a_held_reply_does_the_work_and_holds_the_answer(fake: FakeBatchApi) -> None:
+    """A hold_reply fault makes the job, then holds the reply past the client's timeout (a caller that never hears)."""
+    fake.inject(Fault(method="create", hold_reply=True))
+    host, port = fake.endpoint.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=0.3)
+    connection.request("POST", f"{PARENT}/jobs?jobId=fsm-1", body=json.dumps(JOB))
+    with pytest.raises(TimeoutError):
+        connection.getresponse()
+    connection.close()
+    assert list(fake.jobs) == ["projects/p/locations/us-central1/jobs/fsm-1"]
+
+
 def test_move_walks_a_job_through_its_states_with_events(fake: FakeBatchApi) -> None:
     """A test moves a job QUEUED -> RUNNING -> SUCCEEDED (by job id), each with a status event; an unknown state is
     refused."""

@@ -245,7 +245,7 @@ class CreateHandoff:
         def run() -> None:
             self._done = create()
 
-        self._thread = threading.Thread(target=run, name=f"gcp-batch {self.argv[2]}", daemon=True)
+        self._thread = threading.Thread(target=run, name=" ".join(self.argv[:3]), daemon=True)
         self._thread.start()
         return self
 
@@ -257,7 +257,8 @@ class CreateHandoff:
             self._deadline = now + self._timeout
         if now < self._deadline:
             return None
-        line = f"GCP Batch did not answer the create of {self.argv[2]} within {self._timeout:g} s (it may have made it)"
+        job = self.argv[2] if len(self.argv) > 2 else "the job"
+        line = f"GCP Batch did not answer the create of {job} within {self._timeout:g} s (it may have made it)"
         return HandoffResult(self.argv, None, "", line)
 
     def wait(self, seconds: float | None = None) -> None:

@@ -184,6 +184,19 @@ def test_a_gpu_count_no_machine_has_fails_the_handoff_before_any_request(
     assert fake.requests == []
 
 
+def test_a_command_this_lane_did_not_make_fails_the_handoff_and_sends_nothing(
+    fake: FakeBatchApi, slept: list[float], tmp_path: Path
+) -> None:
+    """A journaled command edited by hand (not a create this lane makes) ends the handoff exit 3 in one line, and
+    nothing reaches the API."""
+    argv = ("gcp-batch", "create", "projects/p/locations/r/jobs/fsm-x", "--gpus=8", "--run=rm -rf /")
+    result = ended(lane_of(fake, slept).start(argv, files_of(tmp_path), now=NOW))
+    assert result.exit_status == 3
+    assert "is not a gcp-batch create this lane made; nothing was sent" in result.stderr
+    assert "\n" not in result.stderr
+    assert fake.requests == []
+
+
 def test_a_handoff_with_no_credentials_fails_with_their_exit_code(
     slept: list[float], spec: JobSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
