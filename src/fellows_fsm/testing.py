@@ -10,20 +10,29 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.lifecycle import TRIGGERS
+from fellows_fsm.core.paid import PaidLook
+from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.executor import Executor, Recorder
 from fellows_fsm.driver.inbox import has_work
 from fellows_fsm.driver.process import serve
+from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.scheduler.port import Observation, Scheduler, Workload
+from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.command import CompletedHandoff, Handoff
+from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
-__all__ = ["Driven", "ThreadedDriver"]
+__all__ = ["Driven", "FakePaidLane", "ThreadedDriver"]
 
 
 class Driven:
@@ -121,3 +130,87 @@ class ThreadedDriver:
 
 
 # ----------------------------------------------------------------------------------------------- MockRunner
+
+
+@attrs.define(eq=False)
+class FakePaidLane:
+    """A paid lane in memory (lanes/base.py ``PaidLane``) for fast unit tests: a handoff makes its job at once
+    (QUEUED; made once per dispatch id, like a create by name), the test moves it (``move``), and every look and
+    delete is recorded. ``settings`` is the lane's table (a command lane's ``LaneConfig`` will do)."""
+
+    settings: LaneSettings
+    price_per_gpu_hour: float | None = 2.0
+    queue_timeout_seconds: float | None = None
+    follows: bool = True
+    jobs: dict[str, PaidLook] = attrs.field(factory=dict)
+    """Each dispatch's paid job as the lane would report it (a dispatch missing here is GONE)."""
+    created: list[str] = attrs.field(factory=list)
+    looks: list[tuple[str, ...]] = attrs.field(factory=list)
+    deleted: list[str] = attrs.field(factory=list)
+    unavailable: bool = False
+    """Every look raises PaidLaneError (the lane's API does not answer)."""
+    refuse_deletes: int = 0
+    """So many deletes raise PaidLaneError before one is taken."""
+    die_after_create: bool = False
+    """The driver dies (SystemExit) right after the create call made the job, before its answer is journaled."""
+
+    kind = "fake-paid"
+    walks_ladder = False
+
+    @property
+    def name(self) -> str:
+        """The lane's name."""
+        return self.settings.name
+
+    @property
+    def manual_only(self) -> bool:
+        """Whether it runs only when pinned."""
+        return self.settings.manual_only
+
+    def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
+        """What the handoff is (journaled): the create of the job named after the dispatch."""
+        return ("fake-paid", "create", f"fsm-{dispatch_id}")
+
+    def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
+        """True once its job was made."""
+        return dispatch_id in self.created
+
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
+        """Make the job (once per dispatch: a second create by the same name finds the first)."""
+        dispatch_id = argv[-1].removeprefix("fsm-")
+        if dispatch_id not in self.created:
+            self.created.append(dispatch_id)
+            self.jobs[dispatch_id] = PaidLook(PaidStatus.QUEUED)
+        if self.die_after_create:
+            raise SystemExit(f"killed right after the create of fsm-{dispatch_id}")
+        return CompletedHandoff(HandoffResult(argv, 0, argv[-1], ""))
+
+    def adopt(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+    ) -> Handoff | None:
+        """After a crash: the create again, which finds the job if it was made."""
+        return self.start(argv, files, now=started_at)
+
+    def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
+        """Where each job stands, in one call (recorded)."""
+        self.looks.append(tuple(dispatch_ids))
+        if self.unavailable:
+            raise PaidLaneError("the fake paid lane does not answer (HTTP 503)")
+        return {i: self.jobs.get(i, PaidLook(PaidStatus.GONE)) for i in dispatch_ids}
+
+    def delete(self, dispatch_id: str) -> None:
+        """Delete the job (recorded); one the fake was told to refuse raises PaidLaneError."""
+        self.deleted.append(dispatch_id)
+        if self.refuse_deletes:
+            self.refuse_deletes -= 1
+            raise PaidLaneError("the fake paid lane refused the delete (HTTP 500)")
+        self.jobs.pop(dispatch_id, None)
+
+    def move(self, dispatch_id: str, status: PaidStatus, note: str = "", run_seconds: float | None = None) -> None:
+        """The test moves a paid job (someone else's delete: ``status=GONE``)."""
+        if status == PaidStatus.GONE:
+            self.jobs.pop(dispatch_id, None)
+        else:
+            self.jobs[dispatch_id] = PaidLook(status, note, run_seconds)

@@ -18,6 +18,7 @@ from fellows_fsm.core import lifecycle, looks, machine, policy
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
+from fellows_fsm.core.paid import Gate
 from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
@@ -105,6 +106,11 @@ class Dispatch:
     waits_for_budget: bool = attrs.field(init=False, default=False)
     """The last look found a row refused only by the tick's budget: it changes rung on a tick with room."""
     recalled: tuple[str, ...] = attrs.field(init=False, default=())  # what a recall's CancelJobs scancels
+    paid_gate: Gate | None = attrs.field(init=False, default=None)
+    """The budget its last free rung asks before the paid lane (set by the driver; None: no paid lane after its
+    ladder, or no budget)."""
+    budget_note: str = attrs.field(init=False, default="")
+    """The budget's last journaled reason to keep it on its last free rung (a new reason is journaled again)."""
     effects: list[Effect] = attrs.field(init=False, factory=lambda: _IDLE)
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)

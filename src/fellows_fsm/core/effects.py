@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -19,6 +20,7 @@ __all__ = [
     "CancelJobs",
     "Command",
     "Decision",
+    "DeletePaid",
     "Effect",
     "FindByToken",
     "HandOff",
@@ -72,6 +74,8 @@ class Record:
     """What the step leaves in the journal's outcome column (why it ended, is held or was moved; else nothing)."""
     command: Command | None = None
     """A lane command's step: what is journaled of the command with it (in the same transaction)."""
+    paid: PaidMark | None = None
+    """A paid run's step: what is journaled of the run with it (the paid_runs row, in the same transaction)."""
 
 
 @attrs.frozen
@@ -140,7 +144,15 @@ class HandOff:
     dispatch_id: str
 
 
-Effect = Record | Attach | Submit | FindByToken | CancelIfPending | CancelJobs | MoveQos | HandOff
+@attrs.frozen
+class DeletePaid:
+    """Cancel (delete) the dispatch's paid job on its lane, once (journaled first: the step before it says so);
+    asked again each poll until the lane takes it."""
+
+    dispatch_id: str
+
+
+Effect = Record | Attach | Submit | FindByToken | CancelIfPending | CancelJobs | MoveQos | HandOff | DeletePaid
 
 
 @attrs.frozen

@@ -26,10 +26,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from fellows_fsm.core.effects import Attach, CancelJobs, HandOff
+from fellows_fsm.core.effects import Attach, CancelJobs, DeletePaid, HandOff
 from fellows_fsm.core.ladder import Rung
+from fellows_fsm.core.paid import (
+    budget_allows,
+    budget_fits,
+    budget_newly_refused,
+    budget_note,
+    budget_refused,
+    keep_budget_wait,
+    keep_leave_last_rung,
+)
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
-from fellows_fsm.core.vocab import HandoffStatus, Outcome, State, Trigger
+from fellows_fsm.core.vocab import PAID_LIVE_STATES, HandoffStatus, Outcome, PaidStatus, State, Trigger
 from fellows_fsm.scheduler.port import Phase, ReasonGroup
 
 if TYPE_CHECKING:
@@ -321,6 +330,8 @@ def _keep_defer(d: Dispatch) -> None:
 
 def _keep_park(d: Dispatch) -> None:
     d.left_early = d.history[-1].note.startswith(EARLY_PARK)
+    if d.paid_gate is not None and not d.paid_gate.refuse:
+        keep_leave_last_rung(d)  # waiting for the budget: the park of the last rung takes the room it found
 
 
 def _enter_next_rung(d: Dispatch) -> None:
@@ -350,11 +361,19 @@ def _keep_move(d: Dispatch) -> None:
 
 
 def _keep_give_up(d: Dispatch) -> None:
+    keep_leave_last_rung(d)  # (already taken at the park, unless on_budget = "refuse")
     d.effects.append(HandOff(d.id))
 
 
-def _keep_recall(d: Dispatch) -> None:
-    d.effects.append(CancelJobs(d.id, d.recalled))
+def _keep_recall(d: Dispatch | LaneDispatch) -> None:
+    if d.history and d.history[-1].source in PAID_LIVE_STATES:
+        d.effects.append(DeletePaid(d.id))  # its paid job is deleted (its SLURM jobs ended long before)
+    else:
+        d.effects.append(CancelJobs(d.id, d.recalled))
+
+
+def _keep_delete_paid(d: Dispatch | LaneDispatch) -> None:
+    d.effects.append(DeletePaid(d.id))
 
 
 class Row(NamedTuple):
@@ -374,6 +393,8 @@ class Row(NamedTuple):
     """The outcome a final step ends the dispatch with (the journal's outcome column)."""
     command: str = ""
     """A lane command's step: the command's state it leaves (the journal's handoffs ``status``), written with it."""
+    paid: str = ""
+    """A paid run's step: the run's status it leaves (the journal's paid_runs ``status``), written with it."""
 
 
 T = Trigger
@@ -381,6 +402,14 @@ _RUN_CMD, _DONE_CMD = HandoffStatus.STARTED, HandoffStatus.DONE
 _FAILED_CMD, _UNKNOWN_CMD = HandoffStatus.FAILED, HandoffStatus.UNKNOWN
 _FAILED, _UNKNOWN, _WITHDRAWN = Outcome.HANDOFF_FAILED, Outcome.HANDOFF_UNKNOWN, Outcome.WITHDRAWN
 _PARK_GUARDS = (walks_ladder, may_leave_rung, job_not_moved)
+_BUDGET = budget_allows  # last of a park's guards: the budget is asked only of a rung that would be left
+_FREE_TO_LEAVE = (job_known, job_not_held, _BUDGET)
+_CHANGE = (walks_ladder, may_change_rung)
+_WAIT_STEP = (budget_note, keep_budget_wait)
+_WAITS, _NO_BUDGET = Outcome.BUDGET, Outcome.NO_BUDGET
+_HO, _PQ, _PR, _PAID_OUT = State.HANDING_OFF, State.PAID_QUEUED, State.PAID_RUNNING, Outcome.WITHDRAWN_OUTSIDE
+_P = PaidStatus
+_UNF, _DEL = PaidStatus.UNFOLLOWED, PaidStatus.CANCELLING
 _PARK_STEP = (_park_note, _keep_park)
 _RECALL_STEP = (_recall_note, _keep_recall)
 TABLE: tuple[Row, ...] = (
@@ -402,33 +431,64 @@ TABLE: tuple[Row, ...] = (
     Row(T.DEFER, RUNG, SAME, (job_moved_by_others,), _defer_note, _keep_defer, outcome=Outcome.MOVED_OUTSIDE),
     Row(T.RELEASE, RUNG, SAME, (job_released,), keep=_keep_release),
     # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
-    Row(T.PARK, RUNG, State.PARKED, (rung_expired, *_PARK_GUARDS, job_known, job_not_held), *_PARK_STEP),
-    Row(T.PARK, RUNG, State.PARKED, (rung_cannot_start, *_PARK_GUARDS), *_PARK_STEP),
-    Row(T.PARK, RUNG, State.PARKED, (cannot_start_in_window, *_PARK_GUARDS, job_known, job_not_held), *_PARK_STEP),
+    # The last free rung before a paid lane waits while its paid run would pass the [budget] (its job stays
+    # pending there, free); the step says why, once per reason.
+    Row(T.BUDGET_WAIT, RUNG, SAME, (rung_expired, *_PARK_GUARDS, budget_newly_refused), *_WAIT_STEP, outcome=_WAITS),
+    Row(T.PARK, RUNG, State.PARKED, (rung_expired, *_PARK_GUARDS, *_FREE_TO_LEAVE), *_PARK_STEP),
+    Row(T.PARK, RUNG, State.PARKED, (rung_cannot_start, *_PARK_GUARDS, _BUDGET), *_PARK_STEP),
+    Row(T.PARK, RUNG, State.PARKED, (cannot_start_in_window, *_PARK_GUARDS, *_FREE_TO_LEAVE), *_PARK_STEP),
     Row(T.START, State.PARKED, State.RUNNING, (job_started,), note=_start_note),  # a late start wins over the cancel
     Row(T.CANCEL, State.PARKED, State.CANCELLED, (job_gone,)),  # the cancel is confirmed (or there was no job)
     Row(T.MOVE, State.PARKED, NEXT_RUNG, (walks_ladder, moved_in_place), keep=_keep_move),  # scontrol, same job
     Row(T.RESUBMIT, State.CANCELLED, NEXT_RUNG, (walks_ladder, may_change_rung), keep=_keep_resubmit),
-    Row(T.GIVE_UP, State.CANCELLED, State.FAILED_TO_GCP, (walks_ladder, may_change_rung), keep=_keep_give_up),
+    Row(T.GIVE_UP, State.CANCELLED, State.FAILED_TO_GCP, (*_CHANGE, budget_fits), keep=_keep_give_up),
+    Row(T.NO_BUDGET, State.CANCELLED, State.NO_BUDGET, (*_CHANGE, budget_refused), budget_note, outcome=_NO_BUDGET),
     # Told, never asked: the controller did not answer this tick's look (or no driver watched).
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     # After the ladder (or pinned straight to a lane): the lane's command starts once, journaled first with its
     # argv, and run by the driver; a lost one the lane's probe finds no job of runs again; then how it ended.
-    Row(T.HAND_OFF, State.FAILED_TO_GCP, State.HANDING_OFF, told=True, command=_RUN_CMD),
-    Row(T.HAND_OFF, State.HANDING_OFF, SAME, told=True, command=_RUN_CMD),  # pinned, or none journaled yet
-    Row(T.RE_RUN, State.HANDING_OFF, SAME, told=True, command=_RUN_CMD),
+    Row(T.HAND_OFF, State.FAILED_TO_GCP, _HO, told=True, command=_RUN_CMD, paid=_P.STARTING),
+    Row(T.HAND_OFF, _HO, SAME, told=True, command=_RUN_CMD, paid=_P.STARTING),  # pinned, or none journaled yet
+    Row(T.RE_RUN, _HO, SAME, told=True, command=_RUN_CMD, paid=_P.STARTING),
     Row(T.NO_LANE, State.FAILED_TO_GCP, State.NO_LANE_LEFT, told=True, outcome=Outcome.NO_FALLBACK),
-    Row(T.HANDED_OFF, State.HANDING_OFF, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF, command=_DONE_CMD),
-    Row(T.HANDOFF_FAILED, State.HANDING_OFF, State.HANDOFF_FAILED, told=True, outcome=_FAILED, command=_FAILED_CMD),
-    Row(T.HANDOFF_UNKNOWN, State.HANDING_OFF, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, command=_UNKNOWN_CMD),
+    # A lane with no status to follow its job by: handed off is final (its run counted at its worst case).
+    Row(T.HANDED_OFF, _HO, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF, command=_DONE_CMD, paid=_UNF),
+    Row(T.HANDOFF_FAILED, _HO, State.HANDOFF_FAILED, told=True, outcome=_FAILED, command=_FAILED_CMD, paid=_P.FAILED),
+    Row(T.HANDOFF_UNKNOWN, _HO, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, command=_UNKNOWN_CMD, paid=_UNF),
+    # A followed paid lane has the job: it is live until the lane says it ended (each poll's one look per lane).
+    Row(T.PAID, _HO, _PQ, told=True, command=_DONE_CMD, paid=_P.QUEUED),
+    Row(T.PAID_START, _PQ, _PR, told=True, paid=_P.RUNNING),
+    Row(T.PAID_END, _PQ, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
+    Row(T.PAID_END, _PR, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
+    Row(T.PAID_FAIL, _PQ, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
+    Row(T.PAID_FAIL, _PR, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
+    Row(T.PAID_GONE, _PQ, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),  # deleted outside:
+    Row(T.PAID_GONE, _PR, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),  # never made again
+    # Queued past its lane's queue_timeout_seconds: deleted (journaled first), never a second paid job.
+    Row(T.PAID_STUCK, _PQ, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_STUCK, paid=_DEL),
+    # Running past its time limit on a lane that does not stop it: deleted, so no run passes its bound.
+    Row(T.PAID_OVERRUN, _PR, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
+    # A user's cancel of a paid job: WITHDRAWN journaled first, then its one delete (DeletePaid).
+    Row(T.RECALL, _PQ, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
+    Row(T.RECALL, _PR, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
     # A command lane's dispatch is that lane's to cancel once its command started; before, a cancel withdraws it.
     Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )
-RECALLABLE = tuple(s for s in State if s not in (State.HANDING_OFF, State.HANDED_OFF, State.HANDOFF_UNKNOWN))
-"""Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too); a dispatch
-handed to a command lane is that lane's to cancel (the ``recall`` row from HANDING_OFF: only before its command)."""
+_NOT_RECALLED = (
+    State.HANDING_OFF,
+    State.HANDED_OFF,
+    State.HANDOFF_UNKNOWN,
+    State.PAID_DONE,
+    State.PAID_FAILED,
+    State.NO_BUDGET,
+    *PAID_LIVE_STATES,  # (their own recall rows: the paid run is being deleted)
+)
+RECALLABLE = tuple(s for s in State if s not in _NOT_RECALLED)
+"""Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too; a paid job
+queued or running is deleted: DeletePaid); a dispatch handed to an unfollowed command lane is that lane's to cancel
+(the ``recall`` row from HANDING_OFF: only before its command)."""
 TRIGGERS = tuple(dict.fromkeys(row.trigger for row in TABLE))
 _ROW_OF = {row.trigger: row for row in TABLE}  # a trigger's rows share their note, bookkeeping and outcome
 

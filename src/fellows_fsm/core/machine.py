@@ -21,6 +21,7 @@ from fellows_fsm.core import lifecycle
 from fellows_fsm.core.effects import Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.lifecycle import INITIAL, LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
+from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, Outcome, State, Trigger, is_final_state
 from fellows_fsm.errors import TransitionNotAllowed
 
@@ -66,7 +67,7 @@ def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...
         if row.dest == NEXT_RUNG:
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
                 out.append((row, row.source, following.state_name, (*row.guards, _left_rung(previous))))
-        elif row.trigger is T.GIVE_UP:
+        elif row.trigger is T.GIVE_UP or row.trigger is T.NO_BUDGET:
             out.append((row, row.source, row.dest, (*row.guards, _left_rung(ladder.last))))
         else:
             sources = rungs if row.source == RUNG else [*rungs, *RECALLABLE] if row.source == LIVE else [row.source]
@@ -140,7 +141,8 @@ def _journal(row: Row, dest: str, d: Model) -> None:
     final = is_final_state(dest, pinned=d.pinned)
     label = state_label(d.ladder, dest) if d.ladder is not None else dest
     command = Command(row.command) if row.command else None  # the driver adds the command's argv, or its end
-    d.effects.append(Record(d.id, step, label, final, outcome, command))
+    paid = PaidMark(row.paid) if row.paid else None  # the driver adds the run's lane, GPUs, price, times
+    d.effects.append(Record(d.id, step, label, final, outcome, command, paid))
     d.note = ""
 
 

@@ -18,11 +18,29 @@ import attrs
 from fellows_fsm.core.vocab import PaidStatus, State, Trigger
 
 if TYPE_CHECKING:
+    from fellows_fsm.core.dispatch import Dispatch
     from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["LIVE_PAID", "Gate", "PaidLook", "PaidMark", "PaidRun", "paid_trigger"]
+__all__ = [
+    "LIVE_PAID",
+    "Gate",
+    "PaidLook",
+    "PaidMark",
+    "PaidRun",
+    "budget_allows",
+    "budget_fits",
+    "budget_newly_refused",
+    "budget_note",
+    "budget_refused",
+    "keep_budget_wait",
+    "keep_leave_last_rung",
+    "paid_trigger",
+    "worst_gpu_hours",
+]
 
-LIVE_PAID = frozenset({PaidStatus.STARTING, PaidStatus.QUEUED, PaidStatus.RUNNING})
+LIVE_PAID = frozenset(
+    {PaidStatus.STARTING, PaidStatus.QUEUED, PaidStatus.RUNNING, PaidStatus.CANCELLING, PaidStatus.UNFOLLOWED}
+)
 """A paid run in one of these may still spend: its worst case counts against the budget."""
 
 
@@ -73,7 +91,8 @@ class PaidRun:
 
     @property
     def live(self) -> bool:
-        """May it still spend (handing off, queued, running)?"""
+        """May it still spend (handing off, queued, running, being cancelled, or handed to a lane that cannot be
+        followed: counted at its worst case for ever)?"""
         return self.status in LIVE_PAID
 
     def seconds(self, now: float) -> float:
@@ -151,3 +170,65 @@ def paid_trigger(state: str, status: PaidStatus) -> Trigger | None:
     """The row a paid dispatch in ``state`` takes when its lane says ``status`` (None: nothing new, or could not
     tell). A job someone else cancelled or deleted is withdrawn (``paid_gone``), never made again."""
     return _TRIGGERS.get((state, status))
+
+
+# ----------------------------------------------------------------- the budget's guards (rows of lifecycle.py)
+def _last_rung_gate(d: Dispatch) -> Gate | None:
+    """The budget a dispatch on the last free rung of its walk asks before the paid lane (None: no budget, or
+    not its last rung: a dispatch with no paid lane after its ladder has no gate)."""
+    gate = d.paid_gate
+    if gate is None or d.rung_index != len(d.ladder.rungs) - 1:
+        return None
+    return gate
+
+
+def budget_allows(d: Dispatch) -> bool:
+    """May it leave its last free rung (no budget, ``on_budget = "refuse"``, or its worst case fits)?"""
+    gate = _last_rung_gate(d)
+    return gate is None or gate.refuse or gate.refusal(d.id, d.spec) is None
+
+
+def budget_fits(d: Dispatch) -> bool:
+    """Does its paid run's worst case fit the budget (or is it already reserved, or is there no budget)?"""
+    gate = _last_rung_gate(d)
+    return gate is None or gate.refusal(d.id, d.spec) is None
+
+
+def budget_refused(d: Dispatch) -> bool:
+    """With ``on_budget = "refuse"``: would its paid run pass the budget?"""
+    gate = _last_rung_gate(d)
+    return gate is not None and gate.refuse and gate.refusal(d.id, d.spec) is not None
+
+
+def budget_newly_refused(d: Dispatch) -> bool:
+    """Waiting on its last free rung (``on_budget = "wait"``): does the budget refuse it for a reason not yet
+    journaled (the step says why it waits, once per reason)?"""
+    gate = _last_rung_gate(d)
+    if gate is None or gate.refuse:
+        return False
+    reason = gate.refusal(d.id, d.spec)
+    return reason is not None and reason != d.budget_note
+
+
+# The budget changes with nothing new seen of the job: a row it refused is asked again at every look.
+for _guard in (budget_allows, budget_fits, budget_newly_refused):
+    _guard.until = lambda d: d.now  # type: ignore[attr-defined]
+
+
+def budget_note(d: Dispatch) -> str:
+    """Why the budget keeps it from the paid lane (the step's note; status and history show it)."""
+    gate = d.paid_gate
+    reason = gate.refusal(d.id, d.spec) if gate is not None else None
+    return reason or d.note
+
+
+def keep_budget_wait(d: Dispatch) -> None:
+    d.budget_note = d.history[-1].note
+
+
+def keep_leave_last_rung(d: Dispatch) -> None:
+    """It leaves its last free rung for the paid lane: its worst case is reserved (live only: a replay has no
+    gate; the driver counts a recovered one from its state)."""
+    gate = _last_rung_gate(d)
+    if gate is not None:
+        gate.take(d.id, d.spec)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -24,6 +24,7 @@ from fellows_fsm.core.effects import (
     CancelJobs,
     Command,
     Decision,
+    DeletePaid,
     Effect,
     FindByToken,
     HandOff,
@@ -32,6 +33,7 @@ from fellows_fsm.core.effects import (
     Submit,
 )
 from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.lanes.clusters import Clusters
@@ -112,6 +114,8 @@ class Executor:
         self._changes = 0
         self.looked_up: set[str] = set()
         """Dispatches whose lost submit was looked up by token: a late job may carry it (swept when they end)."""
+        self.delete_paid: Callable[[str], None] | None = None
+        """Deletes a dispatch's paid job (the router's paid follower), after the step that asks it is journaled."""
         self._attaches: list[Attach] | None = None
         """During a tick, the job ids answered by this tick's submits: journaled together when it ends (a job whose
         id is lost to a crash before that is found again by its token)."""
@@ -134,9 +138,20 @@ class Executor:
         """A user's cancel: journal the dispatch WITHDRAWN, then scancel every job it got (the recall row); one
         pinned straight to a command lane, before its command ran, has no job."""
         if isinstance(d, LaneDispatch):
-            self.recorder.write([e for e in d.recall(job_ids, self.clock.now()).effects if isinstance(e, Record)])
+            self._lane_effects(d.recall(job_ids, self.clock.now()).effects)
             return
         self._run(d, d.recall(job_ids, self.clock.now()))
+
+    def _lane_effects(self, effects: Sequence[Effect]) -> None:
+        """A lane-pinned dispatch's step: journal it, then delete its paid job if it asks (it has no SLURM job)."""
+        self.recorder.write([e for e in effects if isinstance(e, Record)])
+        for effect in effects:
+            if isinstance(effect, DeletePaid):
+                self._delete_paid(effect.dispatch_id)
+
+    def _delete_paid(self, dispatch_id: str) -> None:
+        assert self.delete_paid is not None, "a driver that follows paid jobs deletes them"
+        self.delete_paid(dispatch_id)
 
     def interrupt(self, d: Dispatch, job_id: str | None) -> None:
         """Ctrl-C while ``d``'s first job was being queued: journal it WITHDRAWN, then scancel what was queued."""
@@ -156,14 +171,26 @@ class Executor:
             return
         self.start_lane(d.id, lane_name, d.spec, lane)
 
-    def command_step(self, d: Dispatch | LaneDispatch, trigger: str, note: str, command: Command) -> None:
-        """A lane command's step (hand_off, re_run, or how it ended: handed_off, handoff_failed, handoff_unknown):
-        fire its row on the dispatch and journal it with the command's argv or end, in one transaction, before the
-        command is started (again)."""
+    def command_step(
+        self, d: Dispatch | LaneDispatch, trigger: str, note: str, command: Command, paid: PaidMark | None = None
+    ) -> None:
+        """A lane command's step (hand_off, re_run, or how it ended: handed_off, handoff_failed, handoff_unknown,
+        paid): fire its row on the dispatch and journal it with the command's argv or end (and its paid run's
+        facts), in one transaction, before the command is started (again)."""
         decision = d.fire(trigger, self.clock.now(), note=note)
-        effects = tuple(_with_command(e, command) for e in decision.effects)
+        effects = tuple(_with_paid(_with_command(e, command), paid) for e in decision.effects)
         if isinstance(d, LaneDispatch):
-            self.recorder.write([e for e in effects if isinstance(e, Record)])
+            self._lane_effects(effects)
+            return
+        self._run(d, attrs.evolve(decision, effects=effects))
+
+    def paid_step(self, d: Dispatch | LaneDispatch, trigger: str, note: str, paid: PaidMark | None = None) -> None:
+        """A paid run's step (it started, ended, was deleted outside, sat queued too long): fire its row, journal it
+        with the run's facts, then delete the paid job if the row asks (paid_stuck)."""
+        decision = d.fire(trigger, self.clock.now(), note=note)
+        effects = tuple(_with_paid(e, paid) for e in decision.effects)
+        if isinstance(d, LaneDispatch):
+            self._lane_effects(effects)
             return
         self._run(d, attrs.evolve(decision, effects=effects))
 
@@ -302,6 +329,7 @@ class Executor:
         call = None
         writes: list[Record | Attach] = []
         scancel: list[str] = []
+        deletes: list[str] = []
         for effect in decision.effects:
             if isinstance(effect, Record):
                 writes.append(effect)
@@ -318,12 +346,16 @@ class Executor:
                 self._handoffs.append(d.id)
             elif isinstance(effect, CancelJobs):
                 scancel.extend(effect.job_ids)
+            elif isinstance(effect, DeletePaid):
+                deletes.append(effect.dispatch_id)
             else:
                 call = effect
         if writes:
             self.recorder.write(writes)
         if scancel:
             self.clusters.cancel(scancel)  # after the journal says WITHDRAWN: a restarted driver never resubmits
+        for dispatch_id in deletes:
+            self._delete_paid(dispatch_id)  # after the journal says so: a restarted driver asks it again
         return call
 
     def _call(self, d: Dispatch, call: Submit | FindByToken | MoveQos) -> Decision:
@@ -394,6 +426,13 @@ _CHANGING = frozenset({State.CANCELLED, State.PARKED})
 
 def _parked_now(decision: Decision) -> bool:
     return any(isinstance(e, Record) and e.step.trigger == "park" for e in decision.effects)
+
+
+def _with_paid(effect: Effect, paid: PaidMark | None) -> Effect:
+    """A paid run's step with the facts the driver knows of it (the row's ``paid`` says the status it leaves)."""
+    if paid is not None and isinstance(effect, Record) and effect.paid is not None:
+        return attrs.evolve(effect, paid=attrs.evolve(paid, status=effect.paid.status))
+    return effect
 
 
 def _with_command(effect: Effect, command: Command) -> Effect:

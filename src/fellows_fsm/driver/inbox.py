@@ -27,6 +27,7 @@ import attrs
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.driver.budget import remember_budget
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
 from fellows_fsm.journal.queries import refuse_handed_off
 from fellows_fsm.journal.schema import DispatchRow
@@ -230,7 +231,7 @@ def request_cancel(
     journaled for its next tick). A dispatch handed to a command lane is refused first (FellowsError), as is an
     answer that carries an error.
     """
-    refuse_handed_off(journal, row)
+    refuse_handed_off(journal, row, handing=True)  # a handoff to a followed lane is the driver's to tell
     journal.drop_meta(CANCEL_ANSWER + row.id)
     journal.put_meta(CANCEL_REQUEST + row.id, {"at": at})
     for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
@@ -254,6 +255,11 @@ def request_cancel(
     raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
 
 
+class CancelLater(Exception):
+    """The dispatch's handoff to a followed lane is under way: its cancel is answered once the lane has the job
+    (then it is deleted)."""
+
+
 def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> list[str]:
     """The driver's side of ``request_cancel``: ``withdraw`` each requested dispatch, journal the answer (the job
     ids, or the error) for the asking process, drop the request; return the ids withdrawn."""
@@ -263,6 +269,8 @@ def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> li
         try:
             answer = {"jobs": withdraw(dispatch_id)}
             done.append(dispatch_id)
+        except CancelLater:
+            continue  # its paid job is being made: the request waits for the tick that follows it
         except FellowsError as exc:
             answer = {"error": str(exc), "exit_code": exc.exit_code}
         journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
@@ -284,10 +292,12 @@ def has_work(journal: Journal) -> bool:
 def remember_config(config: Config, journal: Journal) -> None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
     file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
-    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
+    the cluster the journal's live dispatches are driven on (``check_cluster``). Its [budget] is the one every
+    driver of the journal applies from its next tick (driver/budget.py)."""
     check_cluster(config, journal)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+    remember_budget(config.budget, journal)  # the running driver applies it from its next tick
 
 
 def config_remembered(journal: Journal) -> bool:

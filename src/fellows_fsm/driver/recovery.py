@@ -7,15 +7,18 @@ is handed off by the next poll. It changes only the roster, never the journal or
 from __future__ import annotations
 
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, PaidStatus, State
 from fellows_fsm.driver.inbox import enqueued, lane_from_json
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.queries import restore, spec_of
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.base import HandoffLane, PaidLane
 
-__all__ = ["adopt", "load", "recover"]
+__all__ = ["adopt", "load", "recover", "recover_deletes"]
 
 
 def recover(roster: Roster, journal: Journal, config: Config) -> list[str]:
@@ -33,6 +36,37 @@ def adopt(roster: Roster, journal: Journal, config: Config) -> list[str]:
     return load(roster, journal, config, rows)
 
 
+def recover_deletes(roster: Roster, journal: Journal) -> None:
+    """Paid jobs whose delete was journaled (a cancel, a stuck queue) but maybe never taken: asked again."""
+    assert roster.paid is not None, "a router's roster follows its paid jobs"
+    for run in journal.paid_runs(status=[PaidStatus.CANCELLING]):
+        row = journal.dispatch(run.dispatch_id)
+        lane = _paid_lane(roster, row) if row is not None else None
+        if lane is not None:
+            roster.paid.delete_later(run.dispatch_id, run.lane, lane)
+
+
+def _paid_lane(roster: Roster, row: DispatchRow) -> PaidLane | None:
+    """The paid lane a dispatch was handed to, as it was created with it (None: a lane that cannot be followed)."""
+    fallback = row.settings.get("fallback")
+    lane: HandoffLane | None = None
+    if fallback is not None:
+        lane = roster.handoffs.lane_for(lane_from_json(fallback))
+    elif row.lane != FELLOWS:
+        lane = roster.handoffs.lanes.get(row.lane)
+    return lane if isinstance(lane, PaidLane) and lane.follows else None
+
+
+def _follow(roster: Roster, journal: Journal, row: DispatchRow, d: Dispatch | LaneDispatch) -> bool:
+    """Follow a recovered paid dispatch (PAID_QUEUED, PAID_RUNNING) on its lane; False if it cannot be."""
+    handoff = journal.handoff(row.id)
+    lane = _paid_lane(roster, row)
+    if lane is None or handoff is None or roster.paid is None:
+        return False
+    roster.paid.follow(d, handoff.lane, lane)
+    return True
+
+
 def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRow]) -> list[str]:
     """Take on each row: a lane-pinned one waits for its command, a ladder one is replayed; return their ids."""
     recovered = []
@@ -40,6 +74,10 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
         if row.id in roster.running:
             continue
         settings = row.settings
+        if row.state in PAID_LIVE_STATES and row.lane != FELLOWS:  # pinned to a followed lane: its job is followed
+            if _follow(roster, journal, row, roster.handoffs.lane_dispatch(row.id)):
+                recovered.append(row.id)
+            continue
         if row.lane != FELLOWS:
             fallback = settings.get("fallback")
             created_with = None
@@ -61,6 +99,10 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
             ladders=roster.ladders,
             specs=roster.specs,
         )
+        if d.state in PAID_LIVE_STATES:
+            if _follow(roster, journal, row, d):
+                recovered.append(d.id)
+            continue
         if not d.history:
             d.note = str(settings.get("note", ""))  # enqueued: its first step carries the preflight's note
         # One never submitted (no steps) is submitted by the next poll. One that died before (or while) handing

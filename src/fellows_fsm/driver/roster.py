@@ -8,13 +8,17 @@ changes it only through its methods.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import Handoffs
+
+if TYPE_CHECKING:
+    from fellows_fsm.core.paid import Gate
+    from fellows_fsm.driver.paid import PaidFollower
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["Kept", "Roster"]
@@ -41,8 +45,12 @@ class Kept(dict[K, V]):
 class Roster:
     """The dispatches of one driver: ladder ones by id, and the lane commands (the handoffs' own views)."""
 
-    def __init__(self, handoffs: Handoffs) -> None:
+    def __init__(self, handoffs: Handoffs, paid: PaidFollower | None = None) -> None:
         self.handoffs = handoffs
+        self.paid = paid
+        """The paid jobs followed (after a handoff to a followed lane) and the deletes not yet taken."""
+        self.gate: Gate | None = None
+        """The budget every dispatch with a lane after its ladder asks before it leaves its last free rung."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
         self.handing: dict[str, Dispatch] = {}
@@ -73,15 +81,19 @@ class Roster:
 
     @property
     def busy(self) -> bool:
-        """True while any dispatch is on the ladder, waiting for its handoff, or handing off."""
-        return bool(self.live or self.handing or self.pending or self.running)
+        """True while any dispatch is on the ladder, waiting for its handoff, handing off, or paid and followed."""
+        paid = self.paid is not None and self.paid.busy
+        return bool(self.live or self.handing or self.pending or self.running) or paid
 
     @property
     def driven(self) -> list[str]:
         """The ids of every dispatch driven, each once."""
-        return list(dict.fromkeys([*self.live, *self.handing, *self.pending, *self.running]))
+        paid = self.paid.following if self.paid is not None else {}
+        return list(dict.fromkeys([*self.live, *self.handing, *self.pending, *self.running, *paid]))
 
     def __contains__(self, dispatch_id: object) -> bool:
+        if self.paid is not None and dispatch_id in self.paid:
+            return True
         return any(dispatch_id in ids for ids in (self.live, self.handing, self.pending, self.running))
 
     # ----------------------------------------------------------------- changes
@@ -89,6 +101,8 @@ class Roster:
         """Drive a ladder dispatch; one that ``parked_out`` of its ladder is handed off by the next poll (already
         ``handing``: its command is followed, never started twice)."""
         (self.handing if handing else self.live)[d.id] = d
+        if self.gate is not None and settings.get("fallback") is not None:
+            d.paid_gate = self.gate
         self.settings[d.id] = self._settings_kept.setdefault(json.dumps(settings, sort_keys=True), settings)
         if parked_out:
             self.parked_out.append(d.id)

@@ -16,20 +16,24 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.budget import Reservation
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.paid import PaidMark
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, State
 from fellows_fsm.driver import recovery, strays
+from fellows_fsm.driver.budget import TickGate
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
+from fellows_fsm.driver.paid import PaidFollower
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.driver.withdrawal import Withdrawal
 from fellows_fsm.driver.workload import WorkloadCache
 from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerUnreachable, SubmitRejected
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.base import HandoffLane
+from fellows_fsm.lanes.base import HandoffLane, PaidLane
 from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
@@ -40,6 +44,8 @@ __all__ = ["Router"]
 
 log = logging.getLogger(__name__)
 
+_RESERVED_WAIT = frozenset({State.PARKED, State.CANCELLED, State.FAILED_TO_GCP})
+_RESERVED_REFUSE = frozenset({State.FAILED_TO_GCP})
 UNWATCHED_SLACK_SECONDS = 1.0
 """A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
 
@@ -72,7 +78,14 @@ class Router:
         self.handoffs.on_step = self._command_step
         self.executor = Executor(self.clusters, journal, self.clock, self.handoffs)
         """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
-        self.roster = Roster(self.handoffs)
+        self.paid = PaidFollower(journal, self.clock, interval=config.fellows.poll_interval_seconds)
+        """The paid jobs followed to their end: one look per paid lane per poll; their deletes (driver/paid.py)."""
+        self.paid.step = self.executor.paid_step
+        self.executor.delete_paid = self.paid.delete
+        self.roster = Roster(self.handoffs, self.paid)
+        self.gate = TickGate(journal, config.budget, self._reservations, self._paid_price())
+        """The [budget], counted at most once a tick from the journal, asked by a last free rung (driver/budget.py)."""
+        self.roster.gate = self.gate
         """Every dispatch this router drives, shared with recovery and withdrawal."""
         self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.clusters, self.clock)
         """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
@@ -245,6 +258,10 @@ class Router:
         self.take_requests()
         self.adopt()
         self.reap_handoffs()
+        self.gate.tick(now)
+        self.paid.poll()  # ONE look per paid lane for all of its followed jobs (at most once per poll interval)
+        self._failed.extend(self.paid.failures)
+        self.paid.failures.clear()
         for dispatch_id, (lane, spec) in list(self.roster.pending.items()):
             self.executor.start_lane(dispatch_id, lane, spec)
         for parked_out in self.roster.take_parked_out():
@@ -393,6 +410,23 @@ class Router:
         self.executor.pause(self.live.values(), due, why=why)
         return True
 
+    # ----------------------------------------------------------------- the budget
+    def _paid_price(self) -> float | None:
+        after = self.config.after_ladder
+        lane = self.lanes.handoff.get(after) if after is not None else None
+        return lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None
+
+    def _reservations(self) -> dict[str, Reservation]:
+        """The dispatches leaving their last free rung for the paid lane, not paid runs yet: their worst case is
+        reserved (waiting for the budget, from the park; with on_budget = "refuse", from the give_up)."""
+        states = _RESERVED_REFUSE if self.gate.refuse else _RESERVED_WAIT
+        price = self.gate.price
+        return {
+            d.id: (d.spec.gpus, d.spec.time_limit_seconds, price)
+            for d in self.live.values()
+            if d.state in states and d.paid_gate is not None and d.rung_index == len(d.ladder.rungs) - 1
+        }
+
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch) -> None:
         """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with (the driver
@@ -412,12 +446,20 @@ class Router:
         self.roster.handing_off(d)
         self.executor.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
-    def _command_step(self, dispatch_id: str, trigger: str, note: str, command: Command) -> None:
+    def _command_step(
+        self, dispatch_id: str, trigger: str, note: str, command: Command, paid: PaidMark | None = None
+    ) -> None:
         """A lane command's step (started, run again, ended): its row, fired on the dispatch (a ladder one handing
-        off, or one pinned straight to the lane), journaled with the command."""
+        off, or one pinned straight to the lane), journaled with the command; a followed lane that has the job
+        (PAID_QUEUED) is followed from then on."""
         d = self.roster.handing.get(dispatch_id) or self.handoffs.lane_dispatch(dispatch_id)
-        self.executor.command_step(d, trigger, note, command)
-        if d.is_final:
+        self.executor.command_step(d, trigger, note, command, paid)
+        if d.state in PAID_LIVE_STATES:
+            lane = self.handoffs.context[dispatch_id][0]
+            assert isinstance(lane, PaidLane), "only a followed lane's handoff takes the paid row"
+            self.roster.handed(dispatch_id)
+            self.paid.follow(d, self.handoffs.running[dispatch_id][0], lane)
+        elif d.is_final:
             self.roster.handed(dispatch_id)
 
     def wait_for_handoffs(self, *, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -433,6 +475,7 @@ class Router:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids. The first
         answered tick then looks for jobs carrying their tokens that the journal does not have (strays.py)."""
         recovered = recovery.recover(self.roster, self.journal, self.config)
+        recovery.recover_deletes(self.roster, self.journal)
         self._sweep_due = bool(recovered)
         return recovered
 

@@ -18,12 +18,14 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import dispatch_token
-from fellows_fsm.core.vocab import FELLOWS, Outcome
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.driver.executor import Executor
+from fellows_fsm.driver.inbox import CancelLater
 from fellows_fsm.driver.roster import Roster
-from fellows_fsm.errors import ConfigError, Interrupted, SchedulerError
+from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError
 from fellows_fsm.journal.queries import refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import Phase
 
@@ -107,6 +109,12 @@ class Withdrawal:
         row = journal.dispatch(dispatch_id)
         if row is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {journal.path}")
+        if row.state in PAID_LIVE_STATES:
+            return self._withdraw_paid(row.id)
+        if row.state == State.HANDING_OFF:
+            context = self.roster.handoffs.context.get(row.id)
+            if context is not None and isinstance(context[0], PaidLane) and context[0].follows:
+                raise CancelLater(row.id)
         refuse_handed_off(journal, row)
         job_ids = list(dict.fromkeys([*(j.job_id for j in journal.jobs(row.id)), *filter(None, [row.job_id])]))
         # A controller that restarted on stale state may have given one of these ids to someone else's job:
@@ -128,6 +136,19 @@ class Withdrawal:
         else:
             self.executor.recall(driven or restore(journal, row), job_ids)
         return job_ids
+
+    def _withdraw_paid(self, dispatch_id: str) -> list[str]:
+        """A user's cancel of a followed paid job: the recall row (WITHDRAWN journaled first), then ONE delete on
+        its lane (asked again each poll until it is taken); returns the paid job's name."""
+        assert self.roster.paid is not None, "a router's roster follows its paid jobs"
+        d = self.roster.paid.model(dispatch_id)
+        if d is None:
+            raise FellowsError(
+                f"dispatch {dispatch_id}'s paid job is not followed by this driver; run the command again"
+            )
+        lane_name = self.roster.paid.following[dispatch_id][0]
+        self.executor.recall(d, [])
+        return [f"fsm-{dispatch_id}@{lane_name}"]
 
 
 def _main_thread() -> bool:

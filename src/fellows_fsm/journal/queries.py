@@ -10,8 +10,16 @@ import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS, Outcome, State
-from fellows_fsm.errors import FellowsError, HandoffUnknown, LaneError, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
+from fellows_fsm.errors import (
+    FellowsError,
+    HandoffUnknown,
+    LaneError,
+    NoBudget,
+    SchedulerError,
+    SubmitRejected,
+    UsageError,
+)
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.handoffs import unknown_note
@@ -53,10 +61,17 @@ def select(
 
 
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
-    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, or still live."""
+    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, a paid job that
+    succeeded, or still live."""
     row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == State.RUNNING or row.outcome == Outcome.HANDED_OFF:
+    if row is None or not row.final or row.label == State.RUNNING or row.outcome in _FINE:
         return None
+    if row.outcome == Outcome.NO_BUDGET:
+        return NoBudget(f"dispatch {row.id} ended NO_BUDGET, nothing paid: {journal.steps(row.id)[-1].note}")
+    if row.outcome in (Outcome.PAID_FAILED, Outcome.PAID_STUCK):
+        run = journal.paid_run(row.id)
+        where = run.lane if run is not None else "its paid lane"
+        return LaneError(f"dispatch {row.id}: its paid job on {where} failed: {journal.steps(row.id)[-1].note}")
     handoff = journal.handoff(dispatch_id)
     if row.outcome == Outcome.HANDOFF_FAILED and handoff is not None:
         last = ((handoff.stderr or "").strip().splitlines() or ["(no stderr)"])[-1]
@@ -84,6 +99,9 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
             f"dispatch {row.id} was pinned to {row.qos} and its job {row.job_id} left the queue without starting"
         )
     return FellowsError(f"dispatch {row.id} ended as {row.label} ({row.outcome or 'no outcome'})")
+
+
+_FINE = (Outcome.HANDED_OFF, Outcome.PAID_DONE)
 
 
 def restore(
@@ -121,8 +139,14 @@ def restore(
     )
 
 
-def refuse_handed_off(journal: Journal, row: DispatchRow) -> None:
-    """Raise FellowsError if the dispatch was handed to a command lane: fellows-fsm cannot take it back."""
+def refuse_handed_off(journal: Journal, row: DispatchRow, *, handing: bool = False) -> None:
+    """Raise FellowsError if the dispatch was handed to a lane that cannot be followed (fellows-fsm cannot take it
+    back), or its paid job already ended. A paid job followed (PAID_QUEUED, PAID_RUNNING) is the driver's to delete;
+    so is one HANDING_OFF, which only the driver can tell (``handing``: leave it to the driver)."""
+    if row.state in PAID_LIVE_STATES or (handing and row.state == State.HANDING_OFF):
+        return
+    if row.state in (State.PAID_DONE, State.PAID_FAILED):
+        raise FellowsError(f"dispatch {row.id}'s paid job already ended ({row.state}): nothing to cancel")
     handoff = journal.handoff(row.id)
     if handoff is not None and handoff.status != "failed":
         raise FellowsError(

@@ -11,7 +11,24 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+PAID_RUNS = """
+CREATE TABLE IF NOT EXISTS paid_runs (
+    dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
+    lane TEXT NOT NULL,
+    handed_at REAL NOT NULL,
+    gpus INTEGER NOT NULL,
+    limit_seconds REAL,
+    price_per_gpu_hour REAL,
+    status TEXT NOT NULL,
+    running_at REAL,
+    ended_at REAL,
+    run_seconds REAL,
+    note TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS paid_runs_by_time ON paid_runs(handed_at);
+CREATE INDEX IF NOT EXISTS paid_runs_by_status ON paid_runs(status);
+"""
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
@@ -25,8 +42,11 @@ MIGRATIONS: dict[int, str] = {
     " UPDATE dispatches SET state='NO_LANE_LEFT', label='NO_LANE_LEFT'"
     " WHERE state='FAILED_TO_GCP' AND outcome='no-fallback-lane';"
     " UPDATE dispatches SET state='REFUSED', label='REFUSED' WHERE final=1 AND outcome LIKE 'rejected: %';",
+    # A paid run is followed to its end and counted (issue 27): one row per handoff, written with its steps.
+    3: PAID_RUNS,
 }
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dispatches (
     id TEXT PRIMARY KEY,
@@ -79,6 +99,8 @@ CREATE TABLE IF NOT EXISTS handoffs (
     pid INTEGER
 );
 """
+    + PAID_RUNS
+)
 
 
 @attrs.frozen

@@ -21,7 +21,8 @@ import attrs
 from fellows_fsm.core.effects import Attach, Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.vocab import FELLOWS, HandoffStatus
+from fellows_fsm.core.paid import PaidMark, PaidRun
+from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
@@ -150,6 +151,8 @@ class Journal(JournalFile, DriverLock):
                     )
                     if effect.command is not None:
                         _write_command(db, effect.dispatch_id, step.at, effect.command)
+                    if effect.paid is not None:
+                        _write_paid(db, effect.dispatch_id, step.at, effect.paid)
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,
@@ -181,6 +184,31 @@ class Journal(JournalFile, DriverLock):
         """Commit the process group of a handoff command that just started (to adopt it after a crash)."""
         with self._write() as db:
             db.execute("UPDATE handoffs SET pid=? WHERE dispatch_id=?", (pid, dispatch_id))
+
+    def set_paid(self, dispatch_id: str, at: float, mark: PaidMark) -> None:
+        """Commit what became of a paid run with no step of its dispatch (its delete was taken after a withdrawal
+        or a stuck queue: cancelled)."""
+        with self._write() as db:
+            _write_paid(db, dispatch_id, at, mark)
+
+    def paid_runs(self, *, since: float | None = None, status: Sequence[str] = ()) -> list[PaidRun]:
+        """The paid runs handed off at or after ``since`` (all: None), or only those in ``status``."""
+        sql, args = "SELECT * FROM paid_runs", list[Any]()
+        where = []
+        if since is not None:
+            where.append("handed_at >= ?")
+            args.append(since)
+        if status:
+            where.append(f"status IN ({','.join('?' * len(status))})")
+            args.extend(status)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [PaidRun(**dict(r)) for r in self._read(sql + " ORDER BY handed_at", tuple(args))]
+
+    def paid_run(self, dispatch_id: str) -> PaidRun | None:
+        """A dispatch's paid run, or None."""
+        rows = self._read("SELECT * FROM paid_runs WHERE dispatch_id=?", (dispatch_id,))
+        return PaidRun(**dict(rows[0])) if rows else None
 
     # ----------------------------------------------------------------- requests and the driver's settings
     def put_meta(self, key: str, value: Any) -> None:
@@ -312,6 +340,29 @@ def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> No
             "UPDATE handoffs SET finished_at=?, exit_status=?, stdout=?, stderr=?, status=? WHERE dispatch_id=?",
             (at, command.exit_status, command.stdout, command.stderr, command.status, dispatch_id),
         )
+
+
+_ENDS = frozenset({PaidStatus.SUCCEEDED, PaidStatus.FAILED, PaidStatus.CANCELLED})
+
+
+def _write_paid(db: Any, dispatch_id: str, at: float, mark: PaidMark) -> None:
+    """A paid run's step, in its paid_runs row: its handoff began (the row, with the run's GPUs, limit and price),
+    the lane has it, it started running (when: the first poll that saw it), it ended; a run started again keeps
+    when its handoff began."""
+    if mark.status == PaidStatus.STARTING:
+        db.execute(
+            "INSERT INTO paid_runs (dispatch_id, lane, handed_at, gpus, limit_seconds, price_per_gpu_hour, status)"
+            " VALUES (?,?,?,?,?,?,?) ON CONFLICT(dispatch_id) DO UPDATE SET status=excluded.status",
+            (dispatch_id, mark.lane, at, mark.gpus, mark.limit_seconds, mark.price_per_gpu_hour, mark.status),
+        )
+        return
+    running = at if mark.status == PaidStatus.RUNNING else None
+    ended = at if mark.status in _ENDS else None
+    db.execute(
+        "UPDATE paid_runs SET status=?, running_at=COALESCE(running_at, ?), ended_at=COALESCE(ended_at, ?),"
+        " run_seconds=COALESCE(?, run_seconds), note=CASE WHEN ?='' THEN note ELSE ? END WHERE dispatch_id=?",
+        (mark.status, running, ended, mark.run_seconds, mark.note, mark.note, dispatch_id),
+    )
 
 
 def _rung_json(rung: Rung) -> dict[str, object]:

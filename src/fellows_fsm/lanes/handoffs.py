@@ -18,11 +18,12 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, Trigger
+from fellows_fsm.core.paid import PaidMark
+from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, PaidStatus, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.base import HandoffLane, LaneSettings
+from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
 from fellows_fsm.lanes.command import Handoff, lane_environment
 from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.registry import handoff_lane
@@ -56,10 +57,11 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_step: Callable[[str, str, str, Command], None] | None = None
+        self.on_step: Callable[[str, str, str, Command, PaidMark | None], None] | None = None
         """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, handed_off, handoff_failed
         or handoff_unknown, a one-line note, the command's argv or end): the router fires that row on the dispatch,
-        which journals it with the command, before the command is started (again)."""
+        which journals it with the command (and what its paid run is: its lane, GPUs, limit, price), before the
+        command is started (again)."""
         self.context: dict[str, tuple[HandoffLane, JobSpec]] = {}
         """The lane and job of each command under way (to probe, or start again, one that was lost)."""
         self.ended: list[str] = []
@@ -78,9 +80,15 @@ class Handoffs:
             raise JournalError(f"dispatch {dispatch_id!r} is not pinned to a command lane in {self.journal.path}")
         return LaneDispatch.restore(row.id, row.lane, state=row.state, history=self.journal.steps(row.id))
 
-    def _step(self, dispatch_id: str, trigger: str, note: str, command: Command) -> None:
+    def _step(self, dispatch_id: str, trigger: str, note: str, command: Command, paid: PaidMark | None = None) -> None:
         assert self.on_step is not None, "a router's handoffs journal every command step through it"
-        self.on_step(dispatch_id, trigger, note, command)
+        self.on_step(dispatch_id, trigger, note, command, paid)
+
+    @staticmethod
+    def paid_mark(lane: HandoffLane, lane_name: str, spec: JobSpec) -> PaidMark:
+        """What a handoff's paid run is, journaled as it starts: its lane, GPUs, time limit and the lane's price."""
+        price = lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None
+        return PaidMark(PaidStatus.STARTING, lane_name, spec.gpus, spec.time_limit_seconds, price)
 
     def lane_for(self, config: LaneSettings) -> HandoffLane:
         """The lane to run ``config`` with: this router's own if it is the same lane, else one its kind builds."""
@@ -110,7 +118,11 @@ class Handoffs:
         if previous is None:
             self._prepare(files)  # every file it writes, before it is journaled: a full disk stops it here
             self._step(
-                dispatch_id, Trigger.HAND_OFF, f"lane {lane_name}", Command(HandoffStatus.STARTED, lane_name, argv)
+                dispatch_id,
+                Trigger.HAND_OFF,
+                f"lane {lane_name}",
+                Command(HandoffStatus.STARTED, lane_name, argv),
+                self.paid_mark(lane, lane_name, spec),
             )
         else:
             # A router died while the command ran: follow it (running, ended, or lost).
@@ -143,7 +155,8 @@ class Handoffs:
         argv = lane.command(dispatch_id, spec)
         self._prepare(self.files(dispatch_id))
         note = f"{lane_name}'s probe finds no job of its lost command: run again"
-        self._step(dispatch_id, Trigger.RE_RUN, note, Command(HandoffStatus.STARTED, lane_name, argv))
+        started = Command(HandoffStatus.STARTED, lane_name, argv)
+        self._step(dispatch_id, Trigger.RE_RUN, note, started, self.paid_mark(lane, lane_name, spec))
         return self._spawn(dispatch_id, lane, argv, spec)
 
     def _settle_lost(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> HandoffResult | None:
@@ -186,7 +199,11 @@ class Handoffs:
             )
             note = self._note(dispatch_id, lane_name, result)
             end = Command(status, exit_status=result.exit_status, stdout=result.stdout, stderr=result.stderr)
-            self._step(dispatch_id, END_TRIGGER[status], note, end)  # its end and the dispatch's step, together
+            trigger = END_TRIGGER[status]
+            lane = self.context[dispatch_id][0]
+            if trigger is Trigger.HANDED_OFF and isinstance(lane, PaidLane) and lane.follows:
+                trigger = Trigger.PAID  # the lane has the job: followed until it ends (PAID_QUEUED)
+            self._step(dispatch_id, trigger, note, end)  # its end and the dispatch's step, together
             del self.running[dispatch_id]
             self.context.pop(dispatch_id, None)
             ended.append(dispatch_id)

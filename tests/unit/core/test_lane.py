@@ -100,12 +100,16 @@ def test_pin_is_a_first_step_of_a_lane_dispatch_only() -> None:
 
 
 def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
-    """build_machine(None) has the lane command's rows and a withdrawal, never a rung's, a park or an interrupt."""
+    """build_machine(None) has the lane command's rows, the paid run's and a withdrawal, never a rung's, a park or
+    an interrupt."""
     events = build_machine(None).events
-    assert set(events) == {"recall", "hand_off", "re_run", "handed_off", "handoff_failed", "handoff_unknown"}
+    commands = {"recall", "hand_off", "re_run", "handed_off", "handoff_failed", "handoff_unknown"}
+    paid = {"paid", "paid_start", "paid_end", "paid_fail", "paid_gone", "paid_stuck", "paid_overrun"}
+    assert set(events) == commands | paid
     hand_off = events["hand_off"].transitions
     assert set(hand_off) == {State.HANDING_OFF}  # not from FAILED_TO_GCP: a lane-pinned dispatch has no ladder
     assert {row.trigger for row in TABLE if row.command} == {
+        "paid",
         "hand_off",
         "re_run",
         "handed_off",

@@ -40,6 +40,12 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         ("HANDOFF_FAILED", "HANDOFF_FAILED"),
         ("HANDOFF_UNKNOWN", "HANDOFF_UNKNOWN"),
         ("NO_LANE_LEFT", "NO_LANE_LEFT"),
+        # The paid run after the handoff to a followed lane, and the budget's refusal (issue 27).
+        ("PAID_QUEUED", "PAID_QUEUED"),
+        ("PAID_RUNNING", "PAID_RUNNING"),
+        ("PAID_DONE", "PAID_DONE"),
+        ("PAID_FAILED", "PAID_FAILED"),
+        ("NO_BUDGET", "NO_BUDGET"),
     ]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident) for _, ident in states)
 
@@ -49,7 +55,8 @@ def test_mermaid_edges_show_guards() -> None:
     text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
     assert "CANCELLED --> RESUBMITTED_normal_eur: resubmit [walks_ladder & may_change_rung & left_high_eur]" in text
     assert "CANCELLED --> RESUBMITTED_low_eur: resubmit [walks_ladder & may_change_rung & left_normal_eur]" in text
-    assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & may_change_rung & left_low_eur]" in text
+    assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & may_change_rung & budget_fits & left_low_eur]" in text
+    assert "CANCELLED --> NO_BUDGET: no_budget [walks_ladder & may_change_rung & budget_refused & left_low_eur]" in text
     assert "PARKED --> RESUBMITTED_normal_eur: move [walks_ladder & moved_in_place & left_high_eur]" in text
     assert "PARKED --> RUNNING: start [job_started]" in text
     assert "[*] --> SUBMITTED_high_eur" in text

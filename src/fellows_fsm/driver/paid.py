@@ -1,0 +1,181 @@
+"""The paid jobs one driver follows: after a handoff to a followed lane (PAID_QUEUED), each lane is asked ONCE per
+poll interval where all of its paid jobs stand (``PaidLane.look``: one list call), and the row each answer asks
+(core/paid.py: ``paid_trigger``) is fired on its dispatch through the executor, journaled with what the journal
+keeps of the run (its times, its run length). A job queued past its lane's ``queue_timeout_seconds`` is deleted
+(the ``paid_stuck`` row, journaled first). Every delete (a user's cancel, a stuck queue) is asked once, after its
+step is journaled, and asked again each poll until the lane takes it (its run stays counted at its worst case till
+then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal).
+
+It decides nothing the table does not say, and prints nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+
+from fellows_fsm.clock import Clock
+from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.lane import LaneDispatch
+from fellows_fsm.core.paid import PaidLook, PaidMark, paid_trigger
+from fellows_fsm.core.vocab import PAID_LIVE_STATES, PaidStatus, State, Trigger
+from fellows_fsm.errors import FellowsError
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.base import PaidLane
+
+__all__ = ["PaidFollower"]
+
+log = logging.getLogger(__name__)
+
+Model = Dispatch | LaneDispatch
+
+
+class PaidFollower:
+    """Every paid job of one driver that is followed (live) or being deleted, by dispatch id."""
+
+    def __init__(self, journal: Journal, clock: Clock, *, interval: float) -> None:
+        self.journal = journal
+        self.clock = clock
+        self.interval = interval
+        """At most one look per lane per this many seconds of wall time (the poll interval)."""
+        self.following: dict[str, tuple[str, PaidLane, Model]] = {}
+        """Live paid dispatches (PAID_QUEUED, PAID_RUNNING): their lane's name, the lane, the dispatch."""
+        self.deleting: dict[str, tuple[str, PaidLane]] = {}
+        """Paid jobs whose delete the lane has not taken yet (asked again each poll)."""
+        self.step: Callable[[Model, str, str, PaidMark], None] | None = None
+        """Fires a paid row on a dispatch and journals it (the executor's ``paid_step``): set by the router."""
+        self.looks = 0
+        """Look calls made (one per lane per poll interval at most): what the benchmark and tests count."""
+        self.failures: list[str] = []
+        self._looked: dict[str, float] = {}
+        self._last_look: dict[str, float] = {}
+
+    @property
+    def busy(self) -> bool:
+        """True while a paid job is followed or its delete is still to be taken."""
+        return bool(self.following or self.deleting)
+
+    def __contains__(self, dispatch_id: object) -> bool:
+        return dispatch_id in self.following or dispatch_id in self.deleting
+
+    def follow(self, d: Model, lane_name: str, lane: PaidLane) -> None:
+        """Follow ``d``'s paid job from now on (the lane has it: PAID_QUEUED or PAID_RUNNING)."""
+        self.following[d.id] = (lane_name, lane, d)
+
+    def model(self, dispatch_id: str) -> Model | None:
+        """The followed dispatch (to fire a user's cancel on), or None."""
+        entry = self.following.get(dispatch_id)
+        return entry[2] if entry is not None else None
+
+    def delete_later(self, dispatch_id: str, lane_name: str, lane: PaidLane) -> None:
+        """A recovered run whose delete was journaled but maybe never taken: ask it again at the next poll."""
+        self.deleting[dispatch_id] = (lane_name, lane)
+
+    # ----------------------------------------------------------------- a poll
+    def poll(self) -> None:
+        """Ask each lane once (if its interval has passed) where its paid jobs stand; fire what each answer asks;
+        ask every delete not yet taken again."""
+        now = self.clock.now()
+        for dispatch_id in list(self.deleting):
+            self._delete(dispatch_id)
+        by_lane: dict[str, list[str]] = {}
+        for dispatch_id, (lane_name, _, _) in self.following.items():
+            by_lane.setdefault(lane_name, []).append(dispatch_id)
+        for lane_name, ids in by_lane.items():
+            if now - self._looked.get(lane_name, -math.inf) < self.interval * 0.9:
+                continue  # (a poll a little early: the cadence's own jitter, not a second look)
+            self._looked[lane_name] = now
+            lane = self.following[ids[0]][1]
+            try:
+                self.looks += 1
+                looks: Mapping[str, PaidLook] = lane.look(ids)
+            except FellowsError as exc:
+                self._fail(f"lane {lane_name}: could not tell where its paid jobs stand ({exc}); asked again next poll")
+                continue
+            previous = self._last_look.get(lane_name, now)
+            self._last_look[lane_name] = now
+            for dispatch_id in ids:
+                self._answer(dispatch_id, looks.get(dispatch_id), now, since=previous)
+
+    def _answer(self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float) -> None:
+        lane_name, lane, d = self.following[dispatch_id]
+        trigger = paid_trigger(d.state, look.status) if look is not None else None
+        run_seconds = look.run_seconds if look is not None else None
+        note = look.note if look is not None else ""
+        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL
+        if ended and d.state == State.PAID_QUEUED and run_seconds is None:
+            run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
+        if trigger is None and d.state == State.PAID_QUEUED:
+            timeout = lane.queue_timeout_seconds
+            queued_at = d.history[-1].at if d.history else now
+            if timeout is not None and now - queued_at >= timeout:
+                trigger = Trigger.PAID_STUCK
+                note = (
+                    f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
+                    f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
+                )
+        if trigger is None and d.state == State.PAID_RUNNING:
+            trigger, note = self._overrun(d, lane_name, look, now) or (None, note)
+        if trigger is None:
+            return
+        if trigger is Trigger.PAID_GONE:
+            word = look.status if look is not None else PaidStatus.GONE
+            how = "deleted" if word == PaidStatus.GONE else str(word)
+            said = f": {note}" if note else ""
+            note = f"its paid job on {lane_name} was {how} outside fellows-fsm{said}; never made again"
+        elif not note:
+            note = f"{lane_name} says {look.status if look is not None else 'nothing'}"
+        assert self.step is not None, "a router's follower journals every paid step through its executor"
+        self.step(d, trigger, note, PaidMark("", run_seconds=run_seconds, note=note))
+        if d.state not in PAID_LIVE_STATES:
+            self.following.pop(dispatch_id, None)
+
+    def _overrun(self, d: Model, lane_name: str, look: PaidLook | None, now: float) -> tuple[Trigger, str] | None:
+        """A paid job running past its time limit (two poll intervals of grace: a lane that stops it itself, as
+        Batch's maxRunDuration does, has done so by then): deleted, so no run passes the bound it was let in by."""
+        limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
+        started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
+        if limit is None or started is None:
+            return None
+        ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
+        if ran <= limit + 2 * self.interval:
+            return None
+        note = (
+            f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, so it never costs more than "
+            "the bound it was handed off with"
+        )
+        return Trigger.PAID_OVERRUN, note
+
+    def _limit(self, dispatch_id: str) -> float | None:
+        run = self.journal.paid_run(dispatch_id)
+        return run.limit_seconds if run is not None else None
+
+    # ----------------------------------------------------------------- deletes
+    def delete(self, dispatch_id: str) -> None:
+        """Delete a dispatch's paid job now (its step is journaled: a user's cancel, a stuck queue); one the lane
+        does not take is asked again each poll."""
+        entry = self.following.pop(dispatch_id, None)
+        if entry is not None:
+            self.deleting[dispatch_id] = (entry[0], entry[1])
+        elif dispatch_id not in self.deleting:
+            log.warning("dispatch %s: a paid delete for a job this driver does not follow", dispatch_id)
+            return
+        self._delete(dispatch_id)
+
+    def _delete(self, dispatch_id: str) -> None:
+        lane_name, lane = self.deleting[dispatch_id]
+        try:
+            lane.delete(dispatch_id)
+        except FellowsError as exc:
+            self._fail(
+                f"dispatch {dispatch_id}: {lane_name} did not take the delete of its paid job ({exc}); asked again "
+                "next poll"
+            )
+            return
+        del self.deleting[dispatch_id]
+        self.journal.set_paid(dispatch_id, self.clock.now(), PaidMark(PaidStatus.CANCELLED, note="deleted"))
+
+    def _fail(self, line: str) -> None:
+        log.warning("%s", line)
+        self.failures.append(line)
