@@ -438,7 +438,7 @@ class GcpBatchLane:
         try:
             jobs = self._poller().jobs(self.name)
         except FellowsError as exc:
-            raise PaidLaneError(f"lane {self.name}: cannot read its GCP Batch jobs this poll: {exc}") from None
+            raise PaidLaneError(str(exc)) from None  # the client's line names the lane, project and region
         by_id = {job.job_id: job for job in jobs}
         looks: dict[str, PaidLook] = {}
         for dispatch_id in dispatch_ids:
@@ -459,7 +459,7 @@ class GcpBatchLane:
         try:
             self._poller().delete(job_id_for(dispatch_id))
         except FellowsError as exc:
-            raise PaidLaneError(f"lane {self.name}: dispatch {dispatch_id}'s job was not deleted: {exc}") from None
+            raise PaidLaneError(str(exc)) from None  # the client's line names the job, project and region
 
 
 def _keep(files: HandoffFiles, result: HandoffResult) -> None:

@@ -300,7 +300,7 @@ def test_a_look_the_api_does_not_answer_is_one_try_and_one_line(fake: FakeBatchA
     with pytest.raises(PaidLaneError) as caught:
         lane_of(fake, slept).look([DISPATCH])
     assert "\n" not in str(caught.value)
-    assert "lane gcp" in str(caught.value)
+    assert "GCP Batch did not answer list of lane gcp's jobs (project proj-1, region us-central1)" in str(caught.value)
     assert (fake.calls["list"], slept) == (1, [])
 
 
@@ -316,7 +316,9 @@ def test_delete_is_one_call_and_a_job_already_gone_is_fine(fake: FakeBatchApi, s
     lane.delete(DISPATCH)
     assert len(fake.requests_of("delete")) == 2
     fake.inject(Fault(method="delete", status=500))
-    with pytest.raises(PaidLaneError, match="dispatch 0123456789ab's job was not deleted") as caught:
+    with pytest.raises(
+        PaidLaneError, match=r"GCP Batch did not answer delete of fsm-0123456789ab \(project proj-1"
+    ) as caught:
         lane.delete(DISPATCH)
     assert "\n" not in str(caught.value)
     assert (len(fake.requests_of("delete")), slept) == (3, [])
