@@ -27,6 +27,7 @@ import attrs
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
 from fellows_fsm.journal.queries import refuse_handed_off
@@ -284,8 +285,11 @@ def cancels_waiting(journal: Journal) -> bool:
 
 
 def has_work(journal: Journal) -> bool:
-    """Is there anything for a driver to do: a live dispatch, or a request (a cancel) waiting?"""
-    return bool(journal.dispatches(live_only=True)) or cancels_waiting(journal)
+    """Is there anything for a driver to do: a live dispatch, a request (a cancel) waiting, or a paid job whose
+    delete its lane has not taken yet?"""
+    if journal.dispatches(live_only=True) or cancels_waiting(journal):
+        return True
+    return bool(journal.paid_runs(status=[PaidStatus.CANCELLING]))
 
 
 # ----------------------------------------------------------------------------------------------- the driver's config

@@ -16,6 +16,7 @@ from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import PaidStatus
+from fellows_fsm.driver.inbox import has_work
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import FakePaidLane
@@ -267,3 +268,18 @@ def test_a_paid_job_running_past_its_limit_is_deleted(
     assert row is not None
     assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
     assert lane.deleted == [d]
+
+
+def test_a_delete_not_yet_taken_is_work_for_a_driver(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """With no live dispatch left, a paid job whose delete the lane refused still keeps (or starts) a driver."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    lane.refuse_deletes = 1
+    r.withdraw(d)
+    assert r.busy
+    assert has_work(r.journal)
+    ticks(r, frozen, 1)
+    assert not r.busy
+    assert not has_work(r.journal)
