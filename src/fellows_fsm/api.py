@@ -15,12 +15,13 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
-from fellows_fsm.journal.history import HistoryEntry, history_entries
+from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
 from fellows_fsm.journal.store import Journal
@@ -373,6 +374,18 @@ class Fellows:
         """Every transition of a dispatch as journaled, then its handoff and withdrawal, if any."""
         row = find(self.journal, dispatch_id)
         return history_entries(row, self.journal.steps(row.id), self.journal.jobs(row.id), self.journal.handoff(row.id))
+
+    def paid_run(self, dispatch_id: str) -> PaidRun | None:
+        """A dispatch's paid run (an id or a unique prefix), or None if it was never handed to a paid lane: its
+        lane, ``status``, ``gpu_hours(now)`` and ``cost(now)`` so far, ``bound_gpu_hours`` and ``bound_cost`` (what
+        its time limit lets it spend), ``live`` (it may still spend)."""
+        return self.journal.paid_run(find(self.journal, dispatch_id).id)
+
+    def budget_reason(self, dispatch_id: str) -> str | None:
+        """Why the budget keeps a dispatch on its last free rung (its last budget_wait step's note), or None if it
+        is not waiting for the budget."""
+        row = find(self.journal, dispatch_id)
+        return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
 
     def error(self, dispatch_id: str) -> FellowsError | None:
         """The error a finished dispatch ended with (a failed handoff, a refusal, a withdrawal, a pinned job that
