@@ -81,9 +81,9 @@ class HeldBack:
 
 
 @pytest.fixture
-def lane() -> FakePaidLane:
-    """The paid lane at 2.5 per GPU-hour."""
-    return FakePaidLane(GCP, price_per_gpu_hour=2.5)
+def lane(request: pytest.FixtureRequest) -> FakePaidLane:
+    """The paid lane at 2.5 per GPU-hour (or at the price a test gives indirectly: None, no price)."""
+    return FakePaidLane(GCP, price_per_gpu_hour=getattr(request, "param", 2.5))
 
 
 @pytest.fixture
@@ -243,26 +243,21 @@ def test_status_of_a_running_paid_job_counts_its_hours_so_far(
     assert "12 GPU-h · 30.00 (≤ 16 GPU-h / ≤ 40.00)" in " ".join(cli("status", d).split())
 
 
+@pytest.mark.parametrize("lane", [None], indirect=True, ids=["unpriced"])
 def test_an_unpriced_lane_says_unpriced_and_its_json_cost_is_null(
-    tmp_path: Path, fake: FakeScheduler, frozen: FrozenDateTimeFactory
+    router: Router, lane: FakePaidLane, frozen: FrozenDateTimeFactory
 ) -> None:
     """A paid lane with no price: GPU-hours and their bound, the cost ``unpriced``; JSON cost and bound_cost null."""
-    lane = FakePaidLane(GCP, price_per_gpu_hour=None)
-    fake.total_gpus = 0
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(GCP,), state_dir=tmp_path)
-    journal = Journal(config.journal_path)
-    r = Router(config, fake, journal, lanes={"gcp": lane}).start()
-    d = running_an_hour(r, lane, frozen)
-    snap = journaled(journal, row_of(r, d), journal.handoff(d))
+    d = running_an_hour(router, lane, frozen)
+    journal = router.journal
+    snap = journaled(journal, row_of(router, d), journal.handoff(d))
     assert snap.paid is not None
     shown = words(watch_table([snap], now=frozen().timestamp(), next_lane="gcp"))
     assert "gcp: 8 GPU-h · unpriced (≤ 16 GPU-h)" in shown
     panel = words(dispatch_panel(snap, now=frozen().timestamp()))
     assert "cost unpriced (the lane has no price_per_gpu_hour)" in panel
-
-    paid = dispatch_json(row_of(r, d), journal.handoff(d), paid=snap.paid, now=frozen().timestamp())["paid"]
+    paid = dispatch_json(row_of(router, d), journal.handoff(d), paid=snap.paid, now=frozen().timestamp())["paid"]
     assert (paid["gpu_hours"], paid["cost"], paid["bound_cost"], paid["price_per_gpu_hour"]) == (8.0, None, None, None)
-    journal.close()
 
 
 def test_the_live_view_shows_the_paid_run_and_its_bound(
