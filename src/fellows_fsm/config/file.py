@@ -3,8 +3,9 @@
 Every bad value is refused when the config is built, with a ConfigError naming the key and the value.
 This module reads the environment only for defaults, at build time, and never touches the cluster. It holds the
 whole ``Config`` (the ``[router]`` table, where the journal lives, loading the TOML file, the warnings of
-``config check``); the ``[fellows]`` table is config/fellows.py, and each ``[lanes.<name>]`` table is parsed by
-the kind it names (lanes/registry.py; the command kind's table is config/lanes.py).
+``config check``); the ``[fellows]`` table is config/fellows.py, ``[budget]`` config/budget.py, and each
+``[lanes.<name>]`` table is parsed by the kind it names (lanes/registry.py; the command kind's table is
+config/lanes.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.fellows import (
     FellowsConfig,
     positive_seconds,
@@ -110,12 +112,14 @@ def _default_state_dir() -> Path:
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """The whole configuration: the ladder, the lanes, the router, where the journal lives."""
+    """The whole configuration: the ladder, the lanes, the router, the budget, where the journal lives."""
 
     fellows: FellowsConfig = attrs.field(factory=FellowsConfig)
     lanes: tuple[LaneSettings, ...] = ()
     """Every ``[lanes.<name>]``, as its kind parsed it (``LaneConfig`` for the command kind)."""
     router: RouterConfig = attrs.field(factory=RouterConfig)
+    budget: BudgetConfig = attrs.field(factory=BudgetConfig)
+    """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
     allow_network_state_dir: bool = False
     """Drive a journal whose state_dir is on a network filesystem (NFS, Lustre, GPFS, ...) anyway, with SQLite's
@@ -154,6 +158,15 @@ class Config:
                         "give the lane another partition or QoS, or remove it from the order"
                     )
                 seen[key] = lane.name
+        if self.budget.paid_cost_per_month is not None:
+            for name in order[1:]:
+                settings = self.lane(name)
+                if not settings.walks_ladder and getattr(settings, "price_per_gpu_hour", None) is None:
+                    raise ConfigError(
+                        f"{self.source}: [budget] paid_cost_per_month is set, but the paid lane {name!r} in the order "
+                        f"has no price_per_gpu_hour, so its cost cannot be counted; give [lanes.{name}] "
+                        "price_per_gpu_hour (what one GPU-hour costs there) or leave paid_cost_per_month out"
+                    )
 
     @cached_property
     def auto_order(self) -> tuple[str, ...]:
@@ -226,7 +239,7 @@ class Config:
 
         A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
         """
-        known = {"fellows", "lanes", "router", "state_dir", "allow_network_state_dir"}
+        known = {"fellows", "lanes", "router", "budget", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
                 raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
@@ -239,6 +252,7 @@ class Config:
                 if key not in allowed:
                     raise ConfigError(f"[router]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
             router = RouterConfig(**dict(router_table))
+            budget = BudgetConfig.from_table(_table(data, "budget", source))
             extra: dict[str, Any] = {}
             if "state_dir" in data:
                 if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
@@ -252,7 +266,7 @@ class Config:
                         f"allow_network_state_dir={data['allow_network_state_dir']!r} must be true or false"
                     )
                 extra["allow_network_state_dir"] = data["allow_network_state_dir"]
-            return cls(fellows=fellows, lanes=tuple(lanes), router=router, source=source, **extra)
+            return cls(fellows=fellows, lanes=tuple(lanes), router=router, budget=budget, source=source, **extra)
         except ConfigError as exc:
             message = str(exc)
             raise ConfigError(message if message.startswith(source) else f"{source}: {message}") from None
@@ -278,6 +292,7 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "fellows": plain_table(SLURM.table(config.fellows)),
         "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
+        "budget": plain_table(config.budget.table()),
         "state_dir": str(config.state_dir.absolute()),
         "allow_network_state_dir": config.allow_network_state_dir,
     }

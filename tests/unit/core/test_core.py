@@ -27,6 +27,7 @@ ALLOWED_IMPORTS = {
     "bisect",
     "collections",
     "collections.abc",
+    "datetime",
     "enum",
     "functools",
     "math",

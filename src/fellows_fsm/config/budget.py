@@ -1,0 +1,97 @@
+"""The ``[budget]`` table: how many paid GPU-hours a day, how much money a month and how many GPU-hours one job may
+take on a paid lane, what a dispatch does when its paid run would pass them, and which calendar counts the days.
+
+Every bad value is refused when the config is built, one line naming the key and the value. Nothing here reads the
+clock or the journal: core/budget.py counts the runs against these limits.
+"""
+
+from __future__ import annotations
+
+import math
+import zoneinfo
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from fellows_fsm.errors import ConfigError
+
+__all__ = ["ON_BUDGET", "BudgetConfig"]
+
+ON_BUDGET = ("wait", "refuse")
+"""What a dispatch whose paid run would pass the budget does: wait on its last free rung, or end NO_BUDGET."""
+
+_LIMITS = ("paid_gpu_hours_per_day", "paid_cost_per_month", "max_paid_gpu_hours_per_job")
+
+
+def _limit(key: str, value: object) -> None:
+    """Refuse a limit that is not a finite number above zero (a bool is not a number here)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"[budget] {key}={value!r} must be a finite number above 0, or left out for no limit")
+
+
+@attrs.frozen(kw_only=True)
+class BudgetConfig:
+    """The ``[budget]`` table (default: no limit at all, nothing is ever held back by it)."""
+
+    paid_gpu_hours_per_day: float | None = None
+    """At most this many paid GPU-hours handed off per calendar day (worst cases of live runs counted)."""
+    paid_cost_per_month: float | None = None
+    """At most this much money (the lanes' ``price_per_gpu_hour`` currency) handed off per calendar month."""
+    max_paid_gpu_hours_per_job: float | None = None
+    """No one paid run may need more than this many GPU-hours (its GPUs times its time limit)."""
+    on_budget: str = "wait"
+    """'wait': the dispatch waits on its last free rung until the budget has room; 'refuse': it ends NO_BUDGET."""
+    timezone: str | None = None
+    """The IANA zone whose calendar days, weeks (from Monday) and months the budget counts in; None: this
+    machine's local time."""
+
+    def __attrs_post_init__(self) -> None:
+        for key in _LIMITS:
+            _limit(key, getattr(self, key))
+        if self.on_budget not in ON_BUDGET:
+            raise ConfigError(f"[budget] on_budget={self.on_budget!r} is not known; use 'wait' or 'refuse'")
+        self.zone  # noqa: B018  (refuse an unknown zone when the config is built, not at the first handoff)
+
+    @property
+    def limited(self) -> bool:
+        """Is any limit set (without one, no handoff is ever held back)?"""
+        return any(getattr(self, key) is not None for key in _LIMITS)
+
+    @property
+    def refuse(self) -> bool:
+        """``on_budget = "refuse"``: a dispatch its budget cannot take ends NO_BUDGET instead of waiting."""
+        return self.on_budget == "refuse"
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo | None:
+        """The budget's time zone (None: the machine's local time)."""
+        if self.timezone is None:
+            return None
+        if not isinstance(self.timezone, str) or not self.timezone.strip():
+            raise ConfigError(
+                f"[budget] timezone={self.timezone!r} must be an IANA zone name such as 'Europe/Amsterdam' or "
+                "'UTC', or left out for this machine's local time"
+            )
+        try:
+            return zoneinfo.ZoneInfo(self.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            raise ConfigError(
+                f"[budget] timezone={self.timezone!r} is not a known IANA time zone; use a name such as "
+                "'Europe/Amsterdam' or 'UTC', or leave it out for this machine's local time"
+            ) from None
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> BudgetConfig:
+        """The budget of a ``[budget]`` table; ConfigError naming the key if one is unknown or bad."""
+        known = {a.name for a in attrs.fields(cls)}
+        for key in table:
+            if key not in known:
+                raise ConfigError(f"[budget]: unknown key {key!r}; known keys are {', '.join(sorted(known))}")
+        return cls(**dict(table))
+
+    def table(self) -> dict[str, Any]:
+        """The ``[budget]`` table this was built from (every key, None for one left out)."""
+        return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
