@@ -14,7 +14,9 @@ from types import TracebackType
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.budget import Spend, Windows, spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
@@ -32,7 +34,7 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
 
-__all__ = ["Fellows", "Progress", "Submitted"]
+__all__ = ["Fellows", "Progress", "Submitted", "read_spend"]
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +389,12 @@ class Fellows:
         row = find(self.journal, dispatch_id)
         return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
 
+    def spend(self, now: float | None = None) -> Spend:
+        """What the paid runs spent today, this week and this month (in the ``[budget]`` timezone), per lane and in
+        all, and what the live ones may still add at worst (core/budget.py: ``Spend``), as of ``now`` (default:
+        the clock). Only reads the journal."""
+        return read_spend(self.journal, self.config.budget, self.clock.now() if now is None else now)
+
     def error(self, dispatch_id: str) -> FellowsError | None:
         """The error a finished dispatch ended with (a failed handoff, a refusal, a withdrawal, a pinned job that
         left the queue), or None if it is RUNNING, handed off, or still live."""
@@ -422,3 +430,11 @@ class Fellows:
 def _final(journal: Journal, dispatch_id: str) -> bool:
     row = journal.dispatch(dispatch_id)
     return row is None or row.final
+
+
+def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:
+    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the runs handed
+    since the earliest window began, read in ONE query (no read per run), counted by core/budget.py's ``spend``."""
+    at = time.time() if now is None else now
+    zone = budget.zone
+    return spend(journal.paid_runs(since=Windows.at(at, zone).earliest), at, zone)

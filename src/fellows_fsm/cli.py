@@ -30,6 +30,7 @@ from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_second
 from fellows_fsm.ui import app
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
+from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
 from fellows_fsm.ui.app import (
     INTERRUPTED,
@@ -52,7 +53,7 @@ from fellows_fsm.ui.status import status_table
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-_ = _driver_commands, _demo_command, _tool_commands  # register `driver`, `demo`, the tools (ladder, config, ...)
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command  # register driver, demo, spend, the tools
 
 log = logging.getLogger(__name__)
 
