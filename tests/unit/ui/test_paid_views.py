@@ -6,6 +6,7 @@ always did. Driven through a router on the fake cluster and the fake paid lane, 
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -402,3 +403,108 @@ def test_a_one_cluster_dispatch_with_no_paid_run_shows_what_it_always_did(
     j = router.journal
     entries = history_entries(row, j.steps(d), j.jobs(d), None)
     assert text(history_table(row, entries)) == history
+
+
+BUDGET = '\n[budget]\npaid_gpu_hours_per_day = 100\nmax_paid_gpu_hours_per_job = 32\ntimezone = "UTC"\n'
+
+
+def ran(r: Router, lane: FakePaidLane, frozen: FrozenDateTimeFactory, seconds: float) -> str:
+    """A paid job followed running for ``seconds`` (from the look that saw it run), then succeeded."""
+    d = to_paid(r, frozen)
+    lane.move(d, PaidStatus.RUNNING)
+    ticks(r, frozen, 1)
+    frozen.tick(seconds)
+    lane.move(d, PaidStatus.SUCCEEDED)
+    ticks(r, frozen, 1, step=0)
+    assert r.handle(d).state == "PAID_DONE"
+    return d
+
+
+def test_spend_totals_today_this_week_and_this_month_across_a_day_boundary(
+    tmp_path: Path, router: Router, lane: FakePaidLane, frozen: FrozenDateTimeFactory, cli: Callable[..., str]
+) -> None:
+    """A run handed on Tuesday (an hour on 8 GPUs) and one on Wednesday (half an hour, still running an hour in):
+    on Wednesday today holds Wednesday's, this week and this month both; the next Monday (a new week) only the month
+    holds them; the live one counts its bound as still open; the [budget] limits are in the JSON and the table."""
+    config = tmp_path / "fellows.toml"
+    config.write_text(config.read_text(encoding="utf-8") + BUDGET, encoding="utf-8")
+    frozen.move_to("2026-11-24 12:00:00")  # a Tuesday
+    ran(router, lane, frozen, 3600)
+    frozen.move_to("2026-11-25 12:00:00")  # Wednesday
+    live = running_an_hour(router, lane, frozen)
+    out = json.loads(cli("spend", "--json"))
+    assert list(out) == ["now", "timezone", "day", "week", "month", "budget"]
+    day, week, month = out["day"], out["week"], out["month"]
+    assert (day["start"], week["start"], month["start"]) == (
+        "2026-11-25T00:00:00+00:00",
+        "2026-11-23T00:00:00+00:00",
+        "2026-11-01T00:00:00+00:00",
+    )
+    tally = day["total"]
+    assert list(tally) == [
+        "runs",
+        "live",
+        "gpu_hours",
+        "cost",
+        "unpriced_gpu_hours",
+        "open_gpu_hours",
+        "open_cost",
+    ]
+    assert (tally["runs"], tally["live"], tally["gpu_hours"], tally["cost"]) == (1, 1, 8.0, 20.0)
+    assert (tally["open_gpu_hours"], tally["open_cost"]) == (8.0, 20.0)  # its 16 GPU-h bound, less what it ran
+    assert list(day["lanes"]) == ["gcp"]
+    tuesday = 8.0  # from the look that saw it run to the look that saw it end: an hour
+    for window in (week, month):
+        assert (window["total"]["runs"], window["total"]["live"]) == (2, 1)
+        assert window["total"]["gpu_hours"] == pytest.approx(8.0 + tuesday)
+        assert window["total"]["cost"] == pytest.approx(2.5 * (8.0 + tuesday))
+    assert out["budget"] == {
+        "paid_gpu_hours_per_day": 100,
+        "paid_cost_per_month": None,
+        "max_paid_gpu_hours_per_job": 32,
+        "on_budget": "wait",
+    }
+    shown = [" ".join(line.split()) for line in cli("spend").splitlines()]
+    assert "today gcp 1 1 8 20.00 ≤ 8 GPU-h / ≤ 20.00" in shown
+    assert "this week gcp 2 1 16 40.00 ≤ 8 GPU-h / ≤ 20.00" in shown
+    assert any(line.startswith("[budget] paid_gpu_hours_per_day = 100: 16 counted today") for line in shown)
+    lane.move(live, PaidStatus.SUCCEEDED)
+    ticks(router, frozen, 1)
+    frozen.move_to("2026-11-30 09:00:00")  # the next Monday: a new day and week, the same month
+    out = json.loads(cli("spend", "--json"))
+    assert (out["day"]["total"]["runs"], out["week"]["total"]["runs"], out["month"]["total"]["runs"]) == (0, 0, 2)
+    assert out["day"]["lanes"] == {}
+    assert out["day"]["total"]["gpu_hours"] == 0
+    assert out["month"]["total"]["live"] == 0
+    assert out["month"]["total"]["open_gpu_hours"] == 0
+    with Fellows(router.config, scheduler=FakeScheduler()) as fellows:
+        assert fellows.spend().month.total.runs == 2
+
+
+def test_spend_reads_the_paid_runs_in_one_query_and_no_dispatch(
+    router: Router,
+    lane: FakePaidLane,
+    frozen: FrozenDateTimeFactory,
+    cli: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spend reads the journal's paid runs once, those handed since the earliest window began, and no dispatch,
+    step or run one by one (so 100,000 runs are one query)."""
+    for _ in range(3):
+        ran(router, lane, frozen, 600)
+    calls: list[float | None] = []
+    original = Journal.paid_runs
+
+    def counted(self: Journal, *, since: float | None = None, status: tuple[str, ...] = ()) -> object:
+        calls.append(since)
+        return original(self, since=since, status=status)
+
+    def refused(self: Journal, *args: object, **kwargs: object) -> None:
+        raise AssertionError("spend read the journal one dispatch at a time")
+
+    monkeypatch.setattr(Journal, "paid_runs", counted)
+    for name in ("dispatch", "steps", "paid_run", "handoff", "dispatches", "jobs"):
+        monkeypatch.setattr(Journal, name, refused)
+    out = json.loads(cli("spend", "--json"))
+    assert out["month"]["total"]["runs"] == 3
+    assert calls == [datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC).timestamp()]  # this month's start
