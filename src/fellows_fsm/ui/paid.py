@@ -58,11 +58,11 @@ def bound_words(run: PaidRun) -> str:
 
 
 def paid_cell(run: PaidRun, now: float) -> str:
-    """A paid run in a table's narrow cell: GPU-hours and cost so far (``8.02 · 20.06``; a run its lane cannot
+    """A paid run in a table's narrow cell: GPU-hours and cost so far (``8.02·20.06``; a run its lane cannot
     follow: ``not followed``)."""
     if run.status == PaidStatus.UNFOLLOWED:
         return "not followed"
-    return f"{hours_words(run.gpu_hours(now))} · {cost_words(run.cost(now))}"
+    return f"{hours_words(run.gpu_hours(now))}·{cost_words(run.cost(now))}"
 
 
 def paid_words(run: PaidRun, now: float) -> str:

@@ -1,7 +1,7 @@
 """``fellows-fsm status``: the journal's dispatches, one row each, within 80 columns.
 
 Renders the rows the CLI read (a FixedTable: ``--all`` may list tens of thousands); it never reads the journal.
-A dispatch with a paid run shows its GPU-hours and cost in a ``GPU-h · cost`` column (only when one is listed);
+A dispatch with a paid run shows its GPU-hours and cost in a ``GPU-h·cost`` column (only when one is listed);
 one that may still spend says its bound, and one the budget keeps on its last free rung says why, on a line
 under the table (few: they cost money or wait for it).
 """
@@ -33,7 +33,7 @@ STATUS_COLUMNS = (
 )
 CLUSTER_COLUMN = Column("cluster", max_width=16)
 """Shown after ``state`` once a listed dispatch is on another cluster than fellows (one cluster: as before)."""
-PAID_COLUMN = Column("GPU-h · cost")
+PAID_COLUMN = Column("GPU-h·cost")
 """Shown after ``job`` once a listed dispatch has a paid run (none: as before)."""
 
 
@@ -49,7 +49,7 @@ def status_table(
 
     ``rows`` are Snapshots, or the journal's Listings (what ``status --all`` reads). Once one of them is on another
     SLURM cluster than fellows, a ``cluster`` column names each one's (that of its job, or of the rung in hand).
-    ``paid`` maps a dispatch id to its paid run: once one listed has one, a ``GPU-h · cost`` column says its
+    ``paid`` maps a dispatch id to its paid run: once one listed has one, a ``GPU-h·cost`` column says its
     GPU-hours and cost as of ``now`` (default: the wall clock), and a line under the table the bound of each that
     may still spend. ``budget`` maps a dispatch id to why the budget keeps it on its last free rung: one line each
     under the table.

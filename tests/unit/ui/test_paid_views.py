@@ -204,7 +204,7 @@ def test_status_table_shows_each_paid_state_with_its_gpu_hours_and_cost(
     router: Router, lane: FakePaidLane, frozen: FrozenDateTimeFactory, cli: Callable[..., str]
 ) -> None:
     """status shows PAID_QUEUED(gcp), PAID_RUNNING(gcp), PAID_DONE(gcp) and PAID_FAILED(gcp) with what they spent
-    in a ``GPU-h · cost`` column, and under the table, for each that may still spend, the bound its time limit
+    in a ``GPU-h·cost`` column, and under the table, for each that may still spend, the bound its time limit
     gives."""
     queued = to_paid(router, frozen)
     running = running_an_hour(router, lane, frozen)
@@ -215,19 +215,19 @@ def test_status_table_shows_each_paid_state_with_its_gpu_hours_and_cost(
     ticks(router, frozen, 1)
     out = cli("status")
     header = next(line for line in out.splitlines() if "dispatch" in line)
-    assert header.split() == ["dispatch", "name", "state", "job", "GPU-h", "·", "cost", "updated"]
+    assert header.split() == ["dispatch", "name", "state", "job", "GPU-h·cost", "updated"]
 
     def lines(dispatch_id: str) -> list[str]:
         return [" ".join(x.split()) for x in out.splitlines() if dispatch_id in x]
 
     assert "PAID_QUEUED(gcp)" in lines(queued)[0]
-    assert " 0 · 0.00 " in lines(queued)[0]
+    assert " 0·0.00 " in lines(queued)[0]
     assert lines(queued)[1] == f"{queued} on gcp: 0 GPU-h · 0.00 (≤ 16 GPU-h / ≤ 40.00)"
     assert "PAID_RUNNING(gcp)" in lines(running)[0]
-    assert " · " in lines(running)[0]
+    assert "·" in lines(running)[0]
     assert lines(running)[1].endswith("(≤ 16 GPU-h / ≤ 40.00)")
     assert "PAID_DONE(gcp)" in lines(done)[0]
-    assert " 8.02 · 20.06 " in lines(done)[0]
+    assert " 8.02·20.06 " in lines(done)[0]
     assert len(lines(done)) == 1
     assert "PAID_FAILED(gcp) " in lines(failed)[0]
     assert len(lines(failed)) == 1
@@ -508,3 +508,29 @@ def test_spend_reads_the_paid_runs_in_one_query_and_no_dispatch(
     out = json.loads(cli("spend", "--json"))
     assert out["month"]["total"]["runs"] == 3
     assert calls == [datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC).timestamp()]  # this month's start
+
+
+def test_status_with_paid_runs_and_a_budget_wait_fits_80_columns(
+    router: Router,
+    lane: FakePaidLane,
+    frozen: FrozenDateTimeFactory,
+    cli: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 80 columns status with a paid running job, a paid one done and one waiting for the budget keeps every
+    line within 80 and cuts no cell (the bound and the budget's reason are lines of their own)."""
+    running = running_an_hour(router, lane, frozen)
+    done = running_an_hour(router, lane, frozen)
+    lane.move(done, PaidStatus.SUCCEEDED)
+    gate = HeldBack()
+    waiting = router.dispatch(SPEC).dispatch_id
+    for _ in range(30):
+        for dispatch in router.on_ladder:
+            dispatch.paid_gate = gate
+        ticks(router, frozen, 1)
+    monkeypatch.setenv("COLUMNS", "80")
+    out = cli("status")
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "…" not in out, out
+    assert f"{running} on gcp: " in out
+    assert f"{waiting} waits on its last free rung: budget: 3.5 of 4" in out
