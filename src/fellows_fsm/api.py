@@ -18,6 +18,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend, Windows, spend
 from fellows_fsm.core.paid import PaidRun
+from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
@@ -266,7 +267,9 @@ class Fellows:
         until: Callable[[Progress], bool] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Handle:
-        """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn) or ``until`` says stop.
+        """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn), its paid job runs
+        (PAID_RUNNING: started, as RUNNING is on a free rung; the driver follows it on to its end), or ``until``
+        says stop.
 
         While this process drives, it drives every live dispatch of the journal meanwhile. While another process
         drives, it reads the journal once per poll interval and tries the lock each time: when that process
@@ -285,7 +288,7 @@ class Fellows:
                 on_tick(progress)
             return until is not None and until(progress)
 
-        self._loop(lambda: self.handle(dispatch_id).final, tick, sleep)
+        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, sleep)
         return self.handle(dispatch_id)
 
     def watch(
@@ -430,6 +433,11 @@ class Fellows:
 def _final(journal: Journal, dispatch_id: str) -> bool:
     row = journal.dispatch(dispatch_id)
     return row is None or row.final
+
+
+def _started_or_final(handle: Handle) -> bool:
+    """Has the dispatch's job started (on a free rung, or paid), or has it ended?"""
+    return handle.final or handle.state == State.PAID_RUNNING
 
 
 def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:

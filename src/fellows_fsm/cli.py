@@ -20,6 +20,7 @@ from rich.console import Console
 
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, outcome_error, select
@@ -126,8 +127,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             dispatch_id = submitted.dispatch_id
             _say_who_drives(fellows, dispatch_id)
             if _hands_off(config, pin):
-                if detach:
-                    fellows.follow(dispatch_id)  # a pinned lane's command IS the submit: its result is the answer
+                if detach:  # a pinned lane's handoff IS the submit: its result is the answer (not the paid job's end)
+                    fellows.follow(dispatch_id, until=lambda _: fellows.handle(dispatch_id).state != State.HANDING_OFF)
                 else:
                     follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
             elif detach or queued_only:

@@ -8,6 +8,7 @@ fills and runs them; lanes/registry.py finds the kind of each ``[lanes.<name>]``
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -18,7 +19,7 @@ from fellows_fsm.config.fellows import positive_seconds
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
-__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig"]
+__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig", "gpu_hour_price"]
 
 PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
 """The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
@@ -66,6 +67,19 @@ def _check_template_item(key: str, item: str) -> None:
         ) from None
 
 
+def gpu_hour_price(key: str, value: object) -> float:
+    """``value`` as a price per GPU-hour (a finite number >= 0; 0: a free lane, still counted in GPU-hours), or a
+    ConfigError naming ``key`` and the value (every lane kind's ``price_per_gpu_hour`` check)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}={value!r} is not a number; give what one GPU-hour costs in your currency, e.g. 2.5")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(
+            f"{key}={value!r} must be a finite number >= 0 (what one GPU-hour costs in your currency, e.g. 2.5); "
+            "leave it out if the cost is unknown"
+        )
+    return float(value)
+
+
 def _argv(key: str, value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
         raise ConfigError(
@@ -96,20 +110,60 @@ class LaneConfig:
     manual_only: bool = False
     """A manual-only lane is never in the auto order; it runs only when a dispatch is pinned to it."""
     timeout_seconds: float = 600.0
+    """How long the command, the probe or the cancel may run before its process group is killed."""
+    status: tuple[str, ...] | None = None
+    """Optional argv template that says where the dispatch's paid job stands (lanes/follow.py: its contract); a
+    lane with it is followed after the handoff until the job ends."""
+    cancel: tuple[str, ...] | None = None
+    """Optional argv template that cancels the dispatch's paid job (exit 0: cancelled or already gone)."""
+    price_per_gpu_hour: float | None = None
+    """What one GPU-hour costs on this lane, in the user's currency (None: unknown; GPU-hours are still counted)."""
+    queue_timeout_seconds: float | None = None
+    """How long a paid job may sit queued before it is cancelled and the dispatch ends PAID_FAILED (None: no
+    bound)."""
+    status_timeout_seconds: float = 30.0
+    """How long one run of ``status`` may take before its process group is killed (could not tell, this poll)."""
 
     def __attrs_post_init__(self) -> None:
         where = f"[lanes.{self.name}]"
         _argv(f"{where} command", self.command)
-        if self.probe is not None:
-            _argv(f"{where} probe", self.probe)
+        for key in ("probe", "status", "cancel"):
+            if getattr(self, key) is not None:
+                _argv(f"{where} {key}", getattr(self, key))
         positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
+        positive_seconds(f"{where} status_timeout_seconds", self.status_timeout_seconds)
+        if self.price_per_gpu_hour is not None:
+            gpu_hour_price(f"{where} price_per_gpu_hour", self.price_per_gpu_hour)
+        if self.queue_timeout_seconds is not None:
+            positive_seconds(f"{where} queue_timeout_seconds", self.queue_timeout_seconds)
+        if self.cancel is not None and self.status is None:
+            raise ConfigError(
+                f"{where} has cancel without status: fellows-fsm cancels only a paid job it follows; add status "
+                "(an argv that prints queued, running, succeeded, failed or cancelled), or remove cancel"
+            )
+        if self.queue_timeout_seconds is not None and self.cancel is None:
+            raise ConfigError(
+                f"{where} queue_timeout_seconds={self.queue_timeout_seconds!r} needs status and cancel: a job stuck "
+                "queued is cancelled at that timeout, and this lane has no cancel; add status and cancel, or remove "
+                "queue_timeout_seconds"
+            )
         if self.name == FELLOWS:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
 
     @classmethod
     def from_table(cls, name: str, table: Mapping[str, Any]) -> LaneConfig:
         """The lane of a ``[lanes.<name>]`` table (its ``kind`` taken out); ConfigError naming the key if bad."""
-        allowed = {"command", "probe", "manual_only", "timeout_seconds"}
+        allowed = {
+            "command",
+            "probe",
+            "manual_only",
+            "timeout_seconds",
+            "status",
+            "cancel",
+            "price_per_gpu_hour",
+            "queue_timeout_seconds",
+            "status_timeout_seconds",
+        }
         for key in table:
             if key not in allowed:
                 known = ", ".join(sorted({"kind", *allowed}))

@@ -87,6 +87,7 @@ class Trigger(StrEnum):
     PAID_FAIL = "paid_fail"
     PAID_GONE = "paid_gone"
     PAID_STUCK = "paid_stuck"
+    PAID_OVERRUN = "paid_overrun"
 
 
 class Outcome(StrEnum):
@@ -109,6 +110,8 @@ class Outcome(StrEnum):
     PAID_FAILED = "paid-failed"
     PAID_STUCK = "paid-stuck-queued"
     """Deleted by fellows-fsm after ``queue_timeout_seconds`` in the paid lane's queue."""
+    PAID_OVERRUN = "paid-over-its-limit"
+    """Deleted by fellows-fsm: it ran past its time limit (a lane that does not stop it itself), so past its bound."""
     NO_BUDGET = "no-budget"
     """Its paid run would have passed the budget, and ``on_budget = "refuse"``."""
     BUDGET = "budget"
@@ -197,7 +200,7 @@ MEANING: dict[str, str] = {
     State.PAID_QUEUED: "the paid lane has its job, not started yet (followed each poll; `cancel` deletes it)",
     State.PAID_RUNNING: "its paid job runs: GPU-hours and cost counted (followed each poll; `cancel` deletes it)",
     State.PAID_DONE: "its paid job succeeded (final; its cost journaled)",
-    State.PAID_FAILED: "its paid job failed, or sat queued past its lane's queue_timeout_seconds: deleted (final)",
+    State.PAID_FAILED: "its paid job failed, sat queued past queue_timeout_seconds or ran past its limit (final)",
     State.NO_BUDGET: 'its paid run would pass the [budget], with on_budget = "refuse": nothing paid (final)',
 }
 """What each fixed and lane state means, as the generated state-diagram page says it."""

@@ -27,6 +27,7 @@ import attrs
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
+from fellows_fsm.driver.budget import remember_budget
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
 from fellows_fsm.journal.queries import refuse_handed_off
 from fellows_fsm.journal.schema import DispatchRow
@@ -291,10 +292,12 @@ def has_work(journal: Journal) -> bool:
 def remember_config(config: Config, journal: Journal) -> None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
     file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
-    the cluster the journal's live dispatches are driven on (``check_cluster``)."""
+    the cluster the journal's live dispatches are driven on (``check_cluster``). Its [budget] is the one every
+    driver of the journal applies from its next tick (driver/budget.py)."""
     check_cluster(config, journal)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+    remember_budget(config.budget, journal)  # the running driver applies it from its next tick
 
 
 def config_remembered(journal: Journal) -> bool:

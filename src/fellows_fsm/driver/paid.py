@@ -115,6 +115,8 @@ class PaidFollower:
                     f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
                     f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
                 )
+        if trigger is None and d.state == State.PAID_RUNNING:
+            trigger, note = self._overrun(d, lane_name, look, now) or (None, note)
         if trigger is None:
             return
         if trigger is Trigger.PAID_GONE:
@@ -128,6 +130,26 @@ class PaidFollower:
         self.step(d, trigger, note, PaidMark("", run_seconds=run_seconds, note=note))
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)
+
+    def _overrun(self, d: Model, lane_name: str, look: PaidLook | None, now: float) -> tuple[Trigger, str] | None:
+        """A paid job running past its time limit (two poll intervals of grace: a lane that stops it itself, as
+        Batch's maxRunDuration does, has done so by then): deleted, so no run passes the bound it was let in by."""
+        limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
+        started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
+        if limit is None or started is None:
+            return None
+        ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
+        if ran <= limit + 2 * self.interval:
+            return None
+        note = (
+            f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, so it never costs more than "
+            "the bound it was handed off with"
+        )
+        return Trigger.PAID_OVERRUN, note
+
+    def _limit(self, dispatch_id: str) -> float | None:
+        run = self.journal.paid_run(dispatch_id)
+        return run.limit_seconds if run is not None else None
 
     # ----------------------------------------------------------------- deletes
     def delete(self, dispatch_id: str) -> None:

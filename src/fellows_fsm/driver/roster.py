@@ -17,6 +17,7 @@ from fellows_fsm.lanes.command import Handoff
 from fellows_fsm.lanes.handoffs import Handoffs
 
 if TYPE_CHECKING:
+    from fellows_fsm.core.paid import Gate
     from fellows_fsm.driver.paid import PaidFollower
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -48,6 +49,8 @@ class Roster:
         self.handoffs = handoffs
         self.paid = paid
         """The paid jobs followed (after a handoff to a followed lane) and the deletes not yet taken."""
+        self.gate: Gate | None = None
+        """The budget every dispatch with a lane after its ladder asks before it leaves its last free rung."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""
         self.handing: dict[str, Dispatch] = {}
@@ -98,6 +101,8 @@ class Roster:
         """Drive a ladder dispatch; one that ``parked_out`` of its ladder is handed off by the next poll (already
         ``handing``: its command is followed, never started twice)."""
         (self.handing if handing else self.live)[d.id] = d
+        if self.gate is not None and settings.get("fallback") is not None:
+            d.paid_gate = self.gate
         self.settings[d.id] = self._settings_kept.setdefault(json.dumps(settings, sort_keys=True), settings)
         if parked_out:
             self.parked_out.append(d.id)

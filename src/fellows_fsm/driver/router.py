@@ -16,12 +16,14 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.budget import Reservation
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.paid import PaidMark
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, State
 from fellows_fsm.driver import recovery, strays
+from fellows_fsm.driver.budget import TickGate
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.paid import PaidFollower
@@ -42,6 +44,8 @@ __all__ = ["Router"]
 
 log = logging.getLogger(__name__)
 
+_RESERVED_WAIT = frozenset({State.PARKED, State.CANCELLED, State.FAILED_TO_GCP})
+_RESERVED_REFUSE = frozenset({State.FAILED_TO_GCP})
 UNWATCHED_SLACK_SECONDS = 1.0
 """A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
 
@@ -79,6 +83,9 @@ class Router:
         self.paid.step = self.executor.paid_step
         self.executor.delete_paid = self.paid.delete
         self.roster = Roster(self.handoffs, self.paid)
+        self.gate = TickGate(journal, config.budget, self._reservations, self._paid_price())
+        """The [budget], counted at most once a tick from the journal, asked by a last free rung (driver/budget.py)."""
+        self.roster.gate = self.gate
         """Every dispatch this router drives, shared with recovery and withdrawal."""
         self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.clusters, self.clock)
         """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
@@ -251,6 +258,7 @@ class Router:
         self.take_requests()
         self.adopt()
         self.reap_handoffs()
+        self.gate.tick(now)
         self.paid.poll()  # ONE look per paid lane for all of its followed jobs (at most once per poll interval)
         self._failed.extend(self.paid.failures)
         self.paid.failures.clear()
@@ -401,6 +409,23 @@ class Router:
         log.warning("no tick since %s (%.0f s): every window moves later by that time", since, now - due)
         self.executor.pause(self.live.values(), due, why=why)
         return True
+
+    # ----------------------------------------------------------------- the budget
+    def _paid_price(self) -> float | None:
+        after = self.config.after_ladder
+        lane = self.lanes.handoff.get(after) if after is not None else None
+        return lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None
+
+    def _reservations(self) -> dict[str, Reservation]:
+        """The dispatches leaving their last free rung for the paid lane, not paid runs yet: their worst case is
+        reserved (waiting for the budget, from the park; with on_budget = "refuse", from the give_up)."""
+        states = _RESERVED_REFUSE if self.gate.refuse else _RESERVED_WAIT
+        price = self.gate.price
+        return {
+            d.id: (d.spec.gpus, d.spec.time_limit_seconds, price)
+            for d in self.live.values()
+            if d.state in states and d.paid_gate is not None and d.rung_index == len(d.ladder.rungs) - 1
+        }
 
     # ----------------------------------------------------------------- handing off
     def _hand_off_after_ladder(self, d: Dispatch) -> None:

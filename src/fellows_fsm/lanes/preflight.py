@@ -22,8 +22,16 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.inbox import INTENTS
-from fellows_fsm.errors import ConfigError, FellowsError, SchedulerError, SshLoginRefused, SubmitRejected
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    LaneError,
+    SchedulerError,
+    SshLoginRefused,
+    SubmitRejected,
+)
 from fellows_fsm.lanes.base import LadderLane
+from fellows_fsm.lanes.gcp_batch import GcpBatchSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
 
@@ -117,7 +125,8 @@ def check_request(
     exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
     a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
     unknown intent raises ConfigError. With no ``read`` (a port with nothing to read them from) or a command lane
-    pinned, nothing is checked.
+    pinned, no grants are checked. A gcp-batch lane the dispatch may be handed to with no Google credentials is
+    ``refused`` first (CredentialsMissing, exit 11: nothing is queued).
     """
     if intent not in INTENTS:
         raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
@@ -129,6 +138,9 @@ def check_request(
             f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
             "debug jobs there"
         )
+    missing = _missing_credentials(config, pin)
+    if missing is not None:
+        return Check(warnings=tuple(warnings), refused=missing)
     pinned = config.lane_named(pin) if pin is not None else None
     if pin is not None and (pinned is None or not pinned.walks_ladder):
         return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM
@@ -159,6 +171,21 @@ def check_request(
         return Check(warnings=tuple(warnings), refused=exc)
     notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
     return Check(checked.ladder, checked.note, notes, tuple(warnings))
+
+
+def _missing_credentials(config: Config, pin: str | None) -> LaneError | None:
+    """Why the paid lane this dispatch may be handed to (the one it is pinned to, else the one after the ladder)
+    cannot be reached: a gcp-batch lane with no Google credentials (CredentialsMissing, exit 11), or without the
+    [gcp] extra; None when it can (or there is none)."""
+    name = pin if pin is not None else config.after_ladder
+    lane = config.lane_named(name) if name is not None else None
+    if not isinstance(lane, GcpBatchSettings):
+        return None
+    try:
+        lane.check_credentials()
+    except LaneError as exc:
+        return exc
+    return None
 
 
 def _check_lanes(

@@ -176,6 +176,12 @@ class HandoffFiles:
         return self.directory / f"{self.dispatch_id}.status"
 
     @property
+    def job(self) -> Path:
+        """The job's values (JSON, by placeholder name) as the handoff got them in its environment, kept so its
+        paid job can be followed and cancelled with them after a restart (lanes/command.py)."""
+        return self.directory / f"{self.dispatch_id}.job.json"
+
+    @property
     def mark(self) -> Path:
         """The status file before the command ends: "new" (written here), "run" (once the wrapper started)."""
         return self.directory / f"{self.dispatch_id}.status.tmp"

@@ -15,6 +15,7 @@ import attrs
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import HandoffLane, LaneKind, LaneSettings
 from fellows_fsm.lanes.command import COMMAND
+from fellows_fsm.lanes.gcp_batch import GCP_BATCH
 from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kin
 KINDS: dict[str, LaneKind] = {
     COMMAND.name: COMMAND,
     SLURM.name: SLURM,
+    GCP_BATCH.name: GCP_BATCH,
 }
 """Every lane kind, by the ``kind`` a table names."""
 DEFAULT_KIND = COMMAND.name

@@ -20,7 +20,10 @@ from rich.text import Text
 from fellows_fsm.api import read_spend
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Period, Spend, Tally
+from fellows_fsm.driver.budget import journaled_budget, remember_budget
+from fellows_fsm.errors import FellowsError
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 from fellows_fsm.ui.paid import cost_words, hours_words
 
@@ -153,6 +156,20 @@ def spend_table(s: Spend, budget: BudgetConfig) -> RenderableType:
     return Group(table, since, *_limit_lines(s, budget))
 
 
+def _remember(config: Config) -> None:
+    """Journal this config's [budget] for the driver (driver/budget.py: the latest submit's or spend's applies); a
+    journal that cannot be written keeps the driver's, said in one line."""
+    try:
+        with open_journal(config) as journal:
+            remember_budget(config.budget, journal)
+    except FellowsError as exc:
+        click.echo(f"fellows-fsm: warning: the driver keeps the [budget] it had: {exc}", err=True)
+        return
+    click.echo(
+        f"fellows-fsm: note: the driver of {config.journal_path} applies this [budget] from its next tick", err=True
+    )
+
+
 @main.command(short_help="What the paid lanes spent: today, this week, this month.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @config_option
@@ -160,10 +177,15 @@ def spend_table(s: Spend, budget: BudgetConfig) -> RenderableType:
 def spend(ctx: click.Context, as_json: bool) -> None:
     """What the paid runs cost today, this week and this month (GPU-hours and cost, per lane), what the live ones
     may still add at worst, and the [budget] limits. A run counts, all of it, in the day, week and month its
-    handoff began ([budget] timezone). It only reads the journal."""
+    handoff began ([budget] timezone). Like submit, it gives the journal's driver this config's [budget] (a raised
+    one lets a waiting dispatch through at its next tick); otherwise it only reads the journal."""
     config = config_of(ctx)
+    known = config.journal_path.exists()  # no journal yet: no driver to tell, and none is made here
     with open_journal(config, readonly=True) as journal:
+        changed = known and (journaled_budget(journal) or BudgetConfig()) != config.budget
         s = read_spend(journal, config.budget)
+    if changed:
+        _remember(config)
     if as_json:
         echo_json(spend_json(s, config.budget))
     else:

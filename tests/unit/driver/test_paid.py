@@ -76,7 +76,8 @@ def test_a_paid_job_is_followed_to_its_end_and_its_gpu_hours_counted(
     the GPU-hours and cost of the time it was followed running."""
     r = router_of()
     d = to_paid(r, frozen)
-    assert r.busy and lane.created == [d]
+    assert r.busy
+    assert lane.created == [d]
     lane.move(d, PaidStatus.RUNNING)
     ticks(r, frozen, 1)
     assert r.handle(d).state == "PAID_RUNNING"
@@ -85,9 +86,12 @@ def test_a_paid_job_is_followed_to_its_end_and_its_gpu_hours_counted(
     lane.move(d, PaidStatus.SUCCEEDED, "exit 0")
     ticks(r, frozen, 1)
     row = r.journal.dispatch(d)
-    assert row is not None and (row.state, row.final, row.outcome) == ("PAID_DONE", True, "paid-succeeded")
+    assert row is not None
+    assert (row.state, row.final, row.outcome) == ("PAID_DONE", True, "paid-succeeded")
     run = r.journal.paid_run(d)
-    assert run is not None and run.status == "succeeded" and run.lane == "gcp"
+    assert run is not None
+    assert run.status == "succeeded"
+    assert run.lane == "gcp"
     assert run.gpu_hours(0) == pytest.approx(8 * 3610 / 3600)  # from the look that saw it run to the one it ended
     assert run.cost(0) == pytest.approx(2.5 * 8 * 3610 / 3600)
     assert run.bound_gpu_hours == 16  # 8 GPUs x its 2-hour limit
@@ -104,7 +108,8 @@ def test_one_look_per_lane_per_poll_whatever_the_number_of_paid_jobs(
     assert {r.handle(i).state for i in ids} == {"PAID_QUEUED"}
     lane.looks.clear()
     ticks(r, frozen, 5)  # five polls of 10 s (the poll interval)
-    assert len(lane.looks) == 5 and all(sorted(look) == sorted(ids) for look in lane.looks)
+    assert len(lane.looks) == 5
+    assert all(sorted(look) == sorted(ids) for look in lane.looks)
     lane.looks.clear()
     r.poll()
     r.poll()  # two more polls at the same instant: no second look
@@ -121,12 +126,16 @@ def test_cancel_of_a_running_paid_job_deletes_it_once_journaled_first(
     ticks(r, frozen, 1)
     assert r.withdraw(d) == [f"fsm-{d}@gcp"]
     row = r.journal.dispatch(d)
-    assert row is not None and (row.state, row.outcome) == ("WITHDRAWN", "withdrawn")
+    assert row is not None
+    assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn")
     assert lane.deleted == [d]
     ticks(r, frozen, 5)
-    assert lane.deleted == [d] and lane.created == [d]
+    assert lane.deleted == [d]
+    assert lane.created == [d]
     run = r.journal.paid_run(d)
-    assert run is not None and run.status == "cancelled" and not run.live
+    assert run is not None
+    assert run.status == "cancelled"
+    assert not run.live
 
 
 def test_a_delete_the_lane_refuses_is_asked_again_and_counted_until_taken(
@@ -138,13 +147,16 @@ def test_a_delete_the_lane_refuses_is_asked_again_and_counted_until_taken(
     lane.refuse_deletes = 2
     r.withdraw(d)
     run = r.journal.paid_run(d)
-    assert run is not None and run.status == "cancelling" and run.live
+    assert run is not None
+    assert run.status == "cancelling"
+    assert run.live
     r.journal.release_driver()
     r2 = router_of()  # a restarted driver asks it again
     ticks(r2, frozen, 3)
     assert lane.deleted == [d, d, d]
     run = r2.journal.paid_run(d)
-    assert run is not None and run.status == "cancelled"
+    assert run is not None
+    assert run.status == "cancelled"
 
 
 def test_a_paid_job_deleted_outside_is_withdrawn_and_never_made_again(
@@ -156,9 +168,11 @@ def test_a_paid_job_deleted_outside_is_withdrawn_and_never_made_again(
     lane.move(d, PaidStatus.GONE)
     ticks(r, frozen, 3)
     row = r.journal.dispatch(d)
-    assert row is not None and (row.state, row.outcome) == ("WITHDRAWN", "withdrawn-outside")
+    assert row is not None
+    assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn-outside")
     assert "deleted outside fellows-fsm" in r.journal.steps(d)[-1].note
-    assert lane.created == [d] and lane.deleted == []
+    assert lane.created == [d]
+    assert lane.deleted == []
 
 
 def test_a_paid_job_stuck_queued_past_its_timeout_is_deleted_and_fails(
@@ -173,9 +187,11 @@ def test_a_paid_job_stuck_queued_past_its_timeout_is_deleted_and_fails(
     assert r.handle(d).state == "PAID_QUEUED"
     ticks(r, frozen, 10)
     row = r.journal.dispatch(d)
-    assert row is not None and (row.state, row.outcome) == ("PAID_FAILED", "paid-stuck-queued")
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-stuck-queued")
     assert "queue_timeout_seconds = 120" in r.journal.steps(d)[-1].note
-    assert lane.deleted == [d] and lane.created == [d]
+    assert lane.deleted == [d]
+    assert lane.created == [d]
 
 
 def test_a_lane_that_does_not_answer_is_never_read_as_an_end(
@@ -191,7 +207,8 @@ def test_a_lane_that_does_not_answer_is_never_read_as_an_end(
     lane.move(d, PaidStatus.FAILED, "quota exceeded")
     ticks(r, frozen, 1)
     row = r.journal.dispatch(d)
-    assert row is not None and (row.state, row.outcome) == ("PAID_FAILED", "paid-failed")
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-failed")
     assert r.journal.steps(d)[-1].note == "quota exceeded"
 
 
@@ -208,7 +225,8 @@ def test_a_restarted_driver_follows_the_paid_job_on_without_a_second_create(
     assert r2.busy
     lane.move(d, PaidStatus.SUCCEEDED)
     ticks(r2, frozen, 1)
-    assert r2.handle(d).state == "PAID_DONE" and lane.created == [d]
+    assert r2.handle(d).state == "PAID_DONE"
+    assert lane.created == [d]
 
 
 def test_a_crash_between_the_create_and_its_journal_write_makes_one_job(
@@ -221,10 +239,31 @@ def test_a_crash_between_the_create_and_its_journal_write_makes_one_job(
     lane.die_after_create = True
     with pytest.raises(SystemExit):
         ticks(r, frozen, 100)
-    assert r.journal.handoff(d) is not None and r.handle(d).state == "HANDING_OFF" and lane.created == [d]
+    assert r.journal.handoff(d) is not None
+    assert r.handle(d).state == "HANDING_OFF"
+    assert lane.created == [d]
     r.journal.release_driver()
     lane.die_after_create = False
     r2 = router_of()
     ticks(r2, frozen, 2)
     assert r2.handle(d).state == "PAID_QUEUED"
     assert lane.created == [d]
+
+
+def test_a_paid_job_running_past_its_limit_is_deleted(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """A paid job the lane lets run past its time limit is deleted two polls after it (PAID_FAILED), so its cost
+    never passes the bound it was handed off with."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    lane.move(d, PaidStatus.RUNNING)
+    ticks(r, frozen, 1)
+    ticks(r, frozen, 72, step=100)  # 7200 s: its limit, not past it with the grace
+    assert r.handle(d).state == "PAID_RUNNING"
+    assert lane.deleted == []
+    ticks(r, frozen, 3)
+    row = r.journal.dispatch(d)
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
+    assert lane.deleted == [d]

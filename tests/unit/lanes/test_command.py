@@ -53,5 +53,6 @@ def test_the_command_kind_parses_its_table_and_builds_a_command_lane(tmp_path: P
 
 def test_a_command_table_with_an_unknown_key_names_the_lane_and_the_key() -> None:
     """A key the command kind does not know is refused in one line naming the lane, the key and the known keys."""
-    with pytest.raises(ConfigError, match=r"^\[lanes\.gcp\]: unknown key 'qos'; known keys are command, kind, "):
+    known = r"known keys are cancel, command, kind, "
+    with pytest.raises(ConfigError, match=r"^\[lanes\.gcp\]: unknown key 'qos'; " + known):
         COMMAND.parse("gcp", {"command": ["gcloud"], "qos": "high-eur"})

@@ -71,6 +71,8 @@ TABLES: dict[str, Any] = {
                 "--gpus={gpus}", "--minutes={time_limit_minutes}",
             ],
             "probe": ["gcloud", "batch", "jobs", "describe", "fsm-{dispatch_id}", "--location=europe-west4"],
+            "status": ["fsm-batch-status", "fsm-{dispatch_id}", "--location=europe-west4", "--gpus={gpus}"],
+            "cancel": ["gcloud", "batch", "jobs", "delete", "fsm-{dispatch_id}", "--location=europe-west4", "--quiet"],
         },
     },
     "router": {"order": ["fellows", "inst", "lrz", "gcp"]},
@@ -136,11 +138,13 @@ def _rung_render(port: SlurmScheduler, runner: MockRunner, rung: Rung, ladder: L
 
 
 def _command_render(settings: LaneConfig) -> list[str]:
-    """A command lane's handoff argv, its probe's, and the job's values in its environment."""
+    """A command lane's handoff argv, its probe's, status's and cancel's, and the job's values in its environment."""
     lane = CommandLane(settings)
     out = ["## handoff", *_lines("argv", lane.command(DISPATCH, SPEC))]
-    if settings.probe is not None:
-        out += _lines("probe argv", lane.render(settings.probe, DISPATCH, SPEC))
+    for key in ("probe", "status", "cancel"):
+        template = getattr(settings, key)
+        if template is not None:
+            out += _lines(f"{key} argv", lane.render(template, DISPATCH, SPEC))
     values = dict(job_values(DISPATCH, SPEC))
     values["workdir"] = values["workdir"].replace(str(GOLDEN), "<golden>")
     out.append(f"values (FSM_* environment): {json.dumps(values, sort_keys=True)}")

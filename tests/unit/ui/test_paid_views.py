@@ -206,10 +206,10 @@ def test_status_table_shows_each_paid_state_with_its_gpu_hours_and_cost(
     """status shows PAID_QUEUED(gcp), PAID_RUNNING(gcp), PAID_DONE(gcp) and PAID_FAILED(gcp) with what they spent
     in a ``GPU-h·cost`` column, and under the table, for each that may still spend, the bound its time limit
     gives."""
-    queued = to_paid(router, frozen)
-    running = running_an_hour(router, lane, frozen)
     done = running_an_hour(router, lane, frozen)
     lane.move(done, PaidStatus.SUCCEEDED)
+    running = running_an_hour(router, lane, frozen)  # (within its 2-hour limit: one past it is deleted)
+    queued = to_paid(router, frozen)
     failed = to_paid(router, frozen)
     lane.move(failed, PaidStatus.FAILED, "quota exceeded")
     ticks(router, frozen, 1)
@@ -519,9 +519,9 @@ def test_status_with_paid_runs_and_a_budget_wait_fits_80_columns(
 ) -> None:
     """At 80 columns status with a paid running job, a paid one done and one waiting for the budget keeps every
     line within 80 and cuts no cell (the bound and the budget's reason are lines of their own)."""
-    running = running_an_hour(router, lane, frozen)
     done = running_an_hour(router, lane, frozen)
     lane.move(done, PaidStatus.SUCCEEDED)
+    running = running_an_hour(router, lane, frozen)
     gate = HeldBack()
     waiting = router.dispatch(SPEC).dispatch_id
     for _ in range(30):
