@@ -18,6 +18,7 @@ from rich.console import Console, RenderableType
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.api import Fellows
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import PaidStatus
@@ -88,10 +89,17 @@ def lane(request: pytest.FixtureRequest) -> FakePaidLane:
 
 
 @pytest.fixture
-def router(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane) -> Iterator[Router]:
-    """A started router on the fake cluster (nothing can start) and the fake paid lane."""
+def budget(request: pytest.FixtureRequest) -> BudgetConfig:
+    """The router's [budget]: none (or the one a test gives indirectly)."""
+    return getattr(request, "param", BudgetConfig())
+
+
+@pytest.fixture
+def router(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane, budget: BudgetConfig) -> Iterator[Router]:
+    """A started router on the fake cluster (nothing can start), the fake paid lane and the test's [budget]."""
     fake.total_gpus = 0
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(GCP,), state_dir=tmp_path / "state")
+    fellows = FellowsConfig(park_cap_seconds=CAP)
+    config = Config(fellows=fellows, lanes=(GCP,), budget=budget, state_dir=tmp_path / "state")
     journal = Journal(config.journal_path)
     yield Router(config, fake, journal, lanes={"gcp": lane}).start()
     journal.close()
@@ -534,3 +542,34 @@ def test_status_with_paid_runs_and_a_budget_wait_fits_80_columns(
     assert "…" not in out, out
     assert f"{running} on gcp: " in out
     assert f"{waiting} waits on its last free rung: budget: 3.5 of 4" in out
+
+
+@pytest.mark.parametrize("budget", [BudgetConfig(paid_gpu_hours_per_day=20, timezone="UTC")], indirect=True)
+def test_the_driver_s_budget_holds_a_job_back_and_spend_with_a_raised_one_lets_it_through(
+    tmp_path: Path, router: Router, lane: FakePaidLane, frozen: FrozenDateTimeFactory, cli: Callable[..., str]
+) -> None:
+    """With 20 paid GPU-hours a day and 8 spent, a job whose limit needs 16 waits on low-eur with the driver's own
+    reason in status, --json and history; spend with the config's raised budget (40) tells the driver, whose next
+    tick hands it to the paid lane; spend then counts both runs."""
+    ran(router, lane, frozen, 3600)
+    waiting = router.dispatch(SPEC).dispatch_id
+    ticks(router, frozen, 30)
+    row = row_of(router, waiting)
+    assert (row.label, row.outcome) == ("RESUBMITTED(low-eur)", "budget")
+    reason = "budget: 8 of 20 paid GPU-hours used today; this job's limit needs 16"
+    assert f"{waiting} waits on its last free rung: {reason}" in cli("status")
+    assert one(cli, waiting)["budget_reason"] == reason
+    assert reason in " ".join(cli("history", waiting).split())
+    config = tmp_path / "fellows.toml"
+    raised = '\n[budget]\npaid_gpu_hours_per_day = 40\ntimezone = "UTC"\n'
+    config.write_text(config.read_text(encoding="utf-8") + raised, encoding="utf-8")
+    result = run("spend")
+    assert result.exit_code == 0, result.output
+    assert "applies this [budget] from its next tick" in result.stderr
+    assert "[budget] paid_gpu_hours_per_day = 40: 8 counted today" in " ".join(result.stdout.split())
+    ticks(router, frozen, 3)
+    assert router.handle(waiting).state == "PAID_QUEUED"
+    out = json.loads(cli("spend", "--json"))
+    assert (out["day"]["total"]["runs"], out["day"]["total"]["live"]) == (2, 1)
+    assert out["day"]["total"]["open_gpu_hours"] == 16.0
+    assert "applies this [budget]" not in run("spend").stderr  # told once: the journal has it now
