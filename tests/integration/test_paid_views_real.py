@@ -85,7 +85,8 @@ def test_each_paid_state_of_a_walk_on_the_real_cluster_is_shown_with_its_cost(sl
 
         time.sleep(1.0)  # it runs a moment (followed by the polls), then the lane says it succeeded
         lane.move(d, PaidStatus.SUCCEEDED, "exit 0")
-        final = fellows.follow(d, sleep=nap)
+        fellows.watch(sleep=nap)  # (follow returns once a paid job runs: watch drives on until it ended)
+        final = fellows.handle(d)
     assert (final.state, final.outcome) == ("PAID_DONE", "paid-succeeded")
 
     [done] = json_of(cli(path, "status", d, "--json", timeout=60))
