@@ -22,6 +22,7 @@ from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
@@ -86,6 +87,34 @@ def config_check(ctx: click.Context) -> None:
     make_console().print(_config_view(config))
 
 
+def _paid_fact(lane: LaneSettings) -> str:
+    """How a lane after the ladder is paid for and followed."""
+    price = getattr(lane, "price_per_gpu_hour", None)
+    follows = lane.kind != "command" or getattr(lane, "status", None) is not None
+    timeout = getattr(lane, "queue_timeout_seconds", None)
+    parts = [
+        f"{price:g} a GPU-hour" if price is not None else "no price_per_gpu_hour (its cost is not counted)",
+        "followed to its end, cancel deletes it" if follows else "not followed (no status): handed off is final",
+    ]
+    if timeout is not None:
+        parts.append(f"deleted if queued over {span(timeout)}")
+    return "; ".join(parts)
+
+
+def _budget_fact(config: Config) -> str:
+    """The [budget]'s limits, or that there is none."""
+    budget = config.budget
+    if not budget.limited:
+        return "none (no limit on paid lanes)"
+    limits = [
+        f"{budget.paid_gpu_hours_per_day:g} paid GPU-hours a day" if budget.paid_gpu_hours_per_day else "",
+        f"{budget.paid_cost_per_month:g} a month" if budget.paid_cost_per_month else "",
+        f"{budget.max_paid_gpu_hours_per_job:g} GPU-hours a job" if budget.max_paid_gpu_hours_per_job else "",
+    ]
+    then = "ends it NO_BUDGET" if budget.refuse else "waits on its last free rung"
+    return f"{', '.join(x for x in limits if x)}; a handoff over it {then} ({budget.timezone or 'local time'})"
+
+
 def _config_view(config: Config) -> RenderableType:
     fellows = config.fellows
     whole = config.ladder_for("prod")  # every SLURM lane's rungs, in the order walked
@@ -133,6 +162,10 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_row("rung changes", f"at most {config.rung_changes_per_tick} per poll{derived}")
     facts.add_row("controller deadline", "on (sbatch --deadline)" if config.router.controller_deadline else "off")
     facts.add_row("journal", _journal_fact(config))
+    for lane in config.lanes:
+        if not lane.walks_ladder:
+            facts.add_row(f"paid {lane.name}", _paid_fact(lane))
+    facts.add_row("budget", _budget_fact(config))
     for lane in config.slurm_lanes:
         facts.add_row(f"cluster {lane.name}" if several else "cluster", _cluster_fact(lane))
     return Group(rungs, lanes, facts, Text("config OK", style="bold green"))

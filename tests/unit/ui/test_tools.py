@@ -160,3 +160,18 @@ def test_demo_refuses_the_fake(env: Path) -> None:
     result = run("demo")
     assert result.exit_code == 5
     assert "real SLURM only" in one_error_line(result)
+
+
+def test_config_check_says_how_each_paid_lane_is_paid_for_and_the_budget(tmp_path: Path) -> None:
+    """config check prints each paid lane's price and whether it is followed, and the [budget] with what a
+    handoff over it does."""
+    config = tmp_path / "fellows.toml"
+    config.write_text(
+        '[lanes.gcp]\ncommand = ["true"]\nstatus = ["true"]\ncancel = ["true"]\nprice_per_gpu_hour = 2.5\n'
+        '[budget]\npaid_gpu_hours_per_day = 64\non_budget = "refuse"\n'
+    )
+    result = run("config", "check", "--config", str(config))
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "paid gcp 2.5 a GPU-hour; followed to its end, cancel deletes it" in text
+    assert "budget 64 paid GPU-hours a day; a handoff over it ends it NO_BUDGET (local time)" in text
