@@ -14,14 +14,17 @@ from types import TracebackType
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.budget import Spend, Windows, spend
+from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
-from fellows_fsm.journal.history import HistoryEntry, history_entries
+from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
 from fellows_fsm.journal.store import Journal
@@ -32,7 +35,7 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
 
-__all__ = ["Fellows", "Progress", "Submitted"]
+__all__ = ["Fellows", "Progress", "Submitted", "read_spend"]
 
 log = logging.getLogger(__name__)
 
@@ -377,6 +380,24 @@ class Fellows:
         row = find(self.journal, dispatch_id)
         return history_entries(row, self.journal.steps(row.id), self.journal.jobs(row.id), self.journal.handoff(row.id))
 
+    def paid_run(self, dispatch_id: str) -> PaidRun | None:
+        """A dispatch's paid run (an id or a unique prefix), or None if it was never handed to a paid lane: its
+        lane, ``status``, ``gpu_hours(now)`` and ``cost(now)`` so far, ``bound_gpu_hours`` and ``bound_cost`` (what
+        its time limit lets it spend), ``live`` (it may still spend)."""
+        return self.journal.paid_run(find(self.journal, dispatch_id).id)
+
+    def budget_reason(self, dispatch_id: str) -> str | None:
+        """Why the budget keeps a dispatch on its last free rung (its last budget_wait step's note), or None if it
+        is not waiting for the budget."""
+        row = find(self.journal, dispatch_id)
+        return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
+
+    def spend(self, now: float | None = None) -> Spend:
+        """What the paid runs spent today, this week and this month (in the ``[budget]`` timezone), per lane and in
+        all, and what the live ones may still add at worst (core/budget.py: ``Spend``), as of ``now`` (default:
+        the clock). Only reads the journal."""
+        return read_spend(self.journal, self.config.budget, self.clock.now() if now is None else now)
+
     def error(self, dispatch_id: str) -> FellowsError | None:
         """The error a finished dispatch ended with (a failed handoff, a refusal, a withdrawal, a pinned job that
         left the queue), or None if it is RUNNING, handed off, or still live."""
@@ -417,3 +438,11 @@ def _final(journal: Journal, dispatch_id: str) -> bool:
 def _started_or_final(handle: Handle) -> bool:
     """Has the dispatch's job started (on a free rung, or paid), or has it ended?"""
     return handle.final or handle.state == State.PAID_RUNNING
+
+
+def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:
+    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the runs handed
+    since the earliest window began, read in ONE query (no read per run), counted by core/budget.py's ``spend``."""
+    at = time.time() if now is None else now
+    zone = budget.zone
+    return spend(journal.paid_runs(since=Windows.at(at, zone).earliest), at, zone)

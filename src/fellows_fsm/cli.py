@@ -16,19 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
-from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, outcome_error, select
+from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.render import owned_option
 from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
+from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
 from fellows_fsm.ui.app import (
     INTERRUPTED,
@@ -45,12 +48,13 @@ from fellows_fsm.ui.app import (
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
-from fellows_fsm.ui.snapshot import Snapshot, dispatch_json
+from fellows_fsm.ui.paid import shows_paid
+from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-_ = _driver_commands, _demo_command, _tool_commands  # register `driver`, `demo`, the tools (ladder, config, ...)
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command  # register driver, demo, spend, the tools
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +149,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
             ctx.exit(INTERRUPTED)
         row = journal.dispatch(dispatch_id)
         assert row is not None  # journaled before anything was submitted
-        handoff = journal.handoff(row.id)
         if as_json:
-            echo_json(dispatch_json(row, handoff))
+            echo_json(_dispatch_object(journal, row))
         elif detach:
             click.echo(row.id)  # always the id alone, so `id=$(fellows-fsm submit --detach ...)` works
         elif queued_only and not row.final:
@@ -160,6 +163,13 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:
+    """One dispatch's JSON object, with its paid run and budget reason when it has them."""
+    handoff = journal.handoff(row.id)
+    paid, budget = paid_facts(journal, row, handoff)
+    return dispatch_json(row, handoff, paid=paid, budget=budget)
 
 
 def _hands_off(config: Config, pin: str | None) -> bool:
@@ -261,11 +271,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
                 ctx.exit(INTERRUPTED)
             ids = list(dict.fromkeys([*ids, *(h.dispatch_id for h in handles)]))
         rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
-        if as_json:
-            echo_json([dispatch_json(r, journal.handoff(r.id)) for r in rows])
-        else:
-            snaps = [Snapshot.of_row(r, journal.handoff(r.id)) for r in rows]
-            console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        _print_rows(journal, rows, as_json=as_json, console=console)
         errors = [e for i in ids if (e := outcome_error(journal, i)) is not None]
     for extra in errors[1:]:
         click.echo(f"fellows-fsm: error: {extra}", err=True)
@@ -303,7 +309,20 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
             # --all may list tens of thousands: read only the table's columns, parse no row's JSON.
             listed = journal.listings(live_only=live_only)
             if listed:
-                make_console().print(status_table(listed, updated={r.dispatch_id: r.updated_at for r in listed}))
+                # One query for every paid run; the steps only of a dispatch the budget keeps waiting.
+                states = {r.dispatch_id: r.label for r in listed}
+                paid = {
+                    run.dispatch_id: run
+                    for run in journal.paid_runs()
+                    if run.dispatch_id in states and shows_paid(run, states[run.dispatch_id])
+                }
+                budget = {
+                    r.dispatch_id: why
+                    for r in listed
+                    if waits_for_budget(r.outcome) and (why := budget_reason(journal.steps(r.dispatch_id)))
+                }
+                updated = {r.dispatch_id: r.updated_at for r in listed}
+                make_console().print(status_table(listed, updated=updated, paid=paid, budget=budget))
             else:
                 click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
             return
@@ -311,19 +330,31 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
             rows = select(journal, dispatch_id, live_only=live_only, last=None if show_all else last)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
-        handoffs = {r.id: journal.handoff(r.id) for r in rows}
-        if as_json:
-            echo_json([dispatch_json(r, handoffs[r.id]) for r in rows])
-            return
-        if not rows:
+        if not rows and not as_json:
             click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
             return
-        snaps = [Snapshot.of_row(r, handoffs[r.id]) for r in rows]
         console = make_console()
-        console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}))
+        _print_rows(journal, rows, as_json=as_json, console=console)
+        if as_json:
+            return
         if not dispatch_id and not show_all and len(rows) < total:
             which = "the live ones" if live_only else f"the live ones and the {last} most recent"
             console.print(f"{len(rows)} of {total:,} dispatches shown ({which}); --all shows every one", style="dim")
+
+
+def _print_rows(journal: Journal, rows: Sequence[DispatchRow], *, as_json: bool, console: Console) -> None:
+    """The dispatches as status shows them (the table, or a JSON list), each with its paid run and its budget
+    reason when it has one."""
+    now = time.time()
+    handoffs = {r.id: journal.handoff(r.id) for r in rows}
+    facts = {r.id: paid_facts(journal, r, handoffs[r.id]) for r in rows}
+    if as_json:
+        echo_json([dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now) for r in rows])
+        return
+    snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
+    paid = {i: run for i, (run, _) in facts.items() if run is not None}
+    budget = {i: why for i, (_, why) in facts.items() if why is not None}
+    console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}, paid=paid, budget=budget, now=now))
 
 
 @main.command(short_help="Every transition of one dispatch.")
@@ -338,10 +369,11 @@ def history(ctx: click.Context, dispatch_id: str, as_json: bool) -> None:
         _start_driver_for_reader(config, journal)
         row = find_row(journal, dispatch_id)
         entries = history_entries(row, journal.steps(row.id), journal.jobs(row.id), journal.handoff(row.id))
+        paid = journal.paid_run(row.id)
     if as_json:
         echo_json([e.as_json() for e in entries])
     else:
-        make_console().print(history_table(row, entries))
+        make_console().print(history_table(row, entries, paid=paid))
 
 
 def _start_driver_for_reader(config: Config, journal: Journal) -> None:

@@ -17,10 +17,10 @@ import attrs
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.ladder import Ladder, Rung, split_job_id, state_label
-from fellows_fsm.core.vocab import HandoffStatus, State
+from fellows_fsm.core.vocab import HandoffStatus, Outcome, State, Trigger
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow
 
-__all__ = ["HistoryEntry", "history_entries"]
+__all__ = ["HistoryEntry", "budget_reason", "history_entries", "waits_for_budget"]
 
 _LANE_ENDS = frozenset({State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN})
 
@@ -174,3 +174,16 @@ def _command_end(handoff: HandoffRow) -> str:
     if handoff.status == HandoffStatus.STARTED:
         return State.HANDING_OFF
     return State.HANDOFF_FAILED if handoff.status == HandoffStatus.FAILED else State.HANDOFF_UNKNOWN
+
+
+def waits_for_budget(outcome: str) -> bool:
+    """Is a dispatch with this outcome waiting on its last free rung for the budget?"""
+    return outcome == Outcome.BUDGET
+
+
+def budget_reason(steps: Sequence[Step]) -> str | None:
+    """Why the budget keeps a dispatch on its last free rung: its last ``budget_wait`` step's note (None: none)."""
+    for step in reversed(steps):
+        if step.trigger == Trigger.BUDGET_WAIT:
+            return step.note or None
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import attrs
@@ -15,12 +15,14 @@ from rich.live import Live
 from rich.text import Text
 
 from fellows_fsm.api import Fellows, Progress
-from fellows_fsm.core.vocab import FELLOWS, Outcome, State
-from fellows_fsm.journal.history import history_entries
+from fellows_fsm.core.effects import Step
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State, Trigger
+from fellows_fsm.journal.history import budget_reason, history_entries
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
-from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled
+from fellows_fsm.ui.paid import paid_words
+from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled, paid_facts
 from fellows_fsm.ui.words import span
 
 __all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
@@ -42,6 +44,11 @@ def summary(dispatch_id: str, journal: Journal) -> str:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if handoff is not None and row.label == State.HANDOFF_UNKNOWN:
         return f"dispatch {row.id} went to {handoff.lane}, but how its command ended is unknown: check {handoff.lane}"
+    run = journal.paid_run(dispatch_id) if handoff is not None else None
+    if run is not None and row.label in (*PAID_LIVE_STATES, State.PAID_DONE, State.PAID_FAILED):
+        if row.final:
+            return f"dispatch {row.id} ended {row.label} on {run.lane}: {paid_words(run, time.time())}"
+        return f"dispatch {row.id} is {row.label} on {run.lane}: {paid_words(run, time.time())}; the driver follows it"
     if not row.final:
         return f"dispatch {row.id} is {row.label} (SLURM job {row.job_id or '-'}); the background driver walks it"
     if row.label == State.REFUSED:
@@ -72,7 +79,11 @@ def follow_live(fellows: Fellows, dispatch_id: str, console: Console) -> None:
         handoff = journal.handoff(dispatch_id)
         router = fellows.router
         live = next((d for d in router.on_ladder if d.id == dispatch_id), None) if router is not None else None
-        snap = Snapshot.of_dispatch(live) if live is not None else journaled(journal, row, handoff)
+        if live is not None:
+            budget = paid_facts(journal, row, handoff)[1]
+            snap = attrs.evolve(Snapshot.of_dispatch(live), budget=budget)
+        else:
+            snap = journaled(journal, row, handoff)
         entries = history_entries(row, journal.steps(dispatch_id), journal.jobs(dispatch_id), handoff)
         return dispatch_panel(
             snap,
@@ -128,12 +139,21 @@ def live(
     return result
 
 
+def _waiting(steps: Sequence[Step]) -> str | None:
+    """Why the budget keeps a driven dispatch on its last free rung, while its last step says it waits for it."""
+    return budget_reason(steps) if steps and steps[-1].trigger == Trigger.BUDGET_WAIT else None
+
+
 def watch_view(fellows: Fellows, state: LiveState, next_lane: str | None) -> RenderableType:
     """The watch table: the router's live dispatches while this process drives, else the journal's."""
     now = fellows.clock.now()
     router = fellows.router
     if router is not None:
-        snaps = [Snapshot.of_dispatch(d) for d in router.on_ladder]
+        snaps = [attrs.evolve(Snapshot.of_dispatch(d), budget=_waiting(d.history)) for d in router.on_ladder]
+        # A paid job the lane has is live too, off the ladder: from the journal.
+        journal = fellows.journal
+        paid = [r for r in journal.dispatches(live_only=True) if r.state in PAID_LIVE_STATES]
+        snaps += [journaled(journal, r, journal.handoff(r.id)) for r in paid]
         busy = router.busy
     else:
         journal = fellows.journal

@@ -5,6 +5,7 @@ Renderables only, redrawn by the CLI's live loop with the time passed in as ``no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
@@ -12,8 +13,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.core.vocab import State
+from fellows_fsm.core.paid import PaidRun
+from fellows_fsm.core.vocab import PaidStatus, State
 from fellows_fsm.journal.history import HistoryEntry
+from fellows_fsm.ui.paid import cost_words, hours_words, paid_words
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
 
@@ -63,6 +66,33 @@ def _headline(snap: Snapshot) -> str:
     return f"dispatch {snap.dispatch_id} · {snap.name} ({gpu_words(snap.gpus)}{limit})"
 
 
+def _paid_rows(grid: Table, run: PaidRun, state: str, now: float) -> None:
+    """The paid run's rows of the panel: its lane and state, its GPU-hours and cost so far, and while it may still
+    spend, the bound its time limit gives."""
+    paid = Text(f"{run.lane} · {state}", style=state_style(state)).append(f"  ({run.status})", style="dim")
+    grid.add_row("paid", paid)
+    if run.status == PaidStatus.UNFOLLOWED:
+        grid.add_row("cost", Text(paid_words(run, now), style="yellow"))
+        return
+    so_far = " so far" if run.live else ""
+    hours = Text(f"{hours_words(run.gpu_hours(now))}{so_far}")
+    cost = run.cost(now)
+    money = Text(f"{cost_words(cost)}{so_far if cost is not None else ''}")
+    if run.price_per_gpu_hour is not None:
+        money.append(f"  at {run.price_per_gpu_hour:g} per GPU-hour", style="dim")
+    else:
+        money.append("  (the lane has no price_per_gpu_hour)", style="dim")
+    if run.live:
+        if math.isinf(run.bound_gpu_hours):
+            hours.append("   no bound: the job has no time limit", style="yellow")
+        else:
+            hours.append(f"   ≤ {hours_words(run.bound_gpu_hours)} by its time limit", style="yellow")
+            if run.bound_cost is not None:
+                money.append(f"   ≤ {cost_words(run.bound_cost)} by its time limit", style="yellow")
+    grid.add_row("GPU-hours", hours)
+    grid.add_row("cost", money)
+
+
 def dispatch_panel(
     snap: Snapshot,
     *,
@@ -86,8 +116,13 @@ def dispatch_panel(
     if snap.several_clusters and (on_ladder or snap.label == State.RUNNING):
         grid.add_row("cluster", Text(snap.cluster or "-"))
     grid.add_row("SLURM job", _job_words(snap))
+    if snap.paid is not None:
+        _paid_rows(grid, snap.paid, state, now)
+    if snap.budget is not None:
+        grid.add_row("budget", Text(snap.budget.removeprefix("budget: "), style="bold yellow"))
     if not snap.final:
-        if snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None):
+        pending = snap.job_state == "PENDING" or (snap.job_id is not None and snap.job_state is None)
+        if pending and snap.paid is None:  # a paid run's SLURM job is gone: its lane has it
             words = explain_reason(snap.reason, snap.qos, snap.job_id) if snap.job_state else "looking..."
             why = Text(words)
             if snap.reason:
@@ -95,6 +130,8 @@ def dispatch_panel(
             grid.add_row("waiting", why)
         if snap.pinned:
             grid.add_row("parks in", Text(f"never: pinned to {snap.qos}", style="dim"))
+        elif snap.budget is not None:
+            grid.add_row("parks in", Text("once the budget has room (its job waits here meanwhile)", style="yellow"))
         elif snap.deadline is not None:
             left = snap.deadline - now
             grid.add_row(
@@ -103,7 +140,7 @@ def dispatch_panel(
                     f"   at {clock(snap.deadline)}", style="dim"
                 ),
             )
-        if snap.worst_case is not None and next_lane is not None:
+        if snap.worst_case is not None and next_lane is not None and snap.budget is None:
             grid.add_row(
                 f"{next_lane} in",
                 Text(f"{span(snap.worst_case - now)} at worst", style="yellow").append(
@@ -144,8 +181,14 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
         table.add_column(header, no_wrap=header != "waiting")
     for snap in snaps:
         waiting = explain_reason(snap.reason, snap.qos, snap.job_id) if snap.job_state == "PENDING" else ""
+        if snap.budget is not None:
+            waiting = snap.budget
+        elif snap.paid is not None:
+            waiting = f"{snap.paid.lane}: {paid_words(snap.paid, now)}"
         parks = "pinned" if snap.pinned else (span(snap.deadline - now) if snap.deadline is not None else "")
         worst = span(snap.worst_case - now) if snap.worst_case is not None and next_lane else ""
+        if snap.budget is not None:
+            parks, worst = "budget", "budget"
         table.add_row(
             snap.dispatch_id,
             snap.name,

@@ -7,6 +7,7 @@ Values only: nothing here renders a table or prints.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Protocol
 
 import attrs
@@ -14,10 +15,13 @@ import attrs
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import split_job_id
+from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.journal.history import budget_reason, waits_for_budget
 from fellows_fsm.journal.queries import restore
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.ui.paid import paid_json, shows_paid
 
 __all__ = [
     "Listed",
@@ -26,6 +30,7 @@ __all__ = [
     "dispatch_json",
     "journaled",
     "left_ladder",
+    "paid_facts",
     "shown_state",
     "state_style",
     "status_words",
@@ -79,6 +84,10 @@ class Snapshot:
     pinned: bool = False
     rung_lanes: tuple[str, ...] = ()
     """The SLURM lane (cluster) of each rung of ``ladder``; empty: every rung is fellows'."""
+    paid: PaidRun | None = None
+    """Its paid run, once it was handed to a paid lane (its GPU-hours and cost)."""
+    budget: str | None = None
+    """Why the budget keeps it on its last free rung (its last budget_wait step's note), while it does."""
 
     @property
     def clusters(self) -> tuple[str, ...]:
@@ -131,8 +140,16 @@ class Snapshot:
         )
 
     @classmethod
-    def of_row(cls, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
-        """A dispatch as the journal has it (no live observation, no deadlines)."""
+    def of_row(
+        cls,
+        row: DispatchRow,
+        handoff: HandoffRow | None = None,
+        *,
+        paid: PaidRun | None = None,
+        budget: str | None = None,
+    ) -> Snapshot:
+        """A dispatch as the journal has it (no live observation, no deadlines); ``paid`` and ``budget`` as
+        ``paid_facts`` reads them."""
         ladder = tuple(str(r["qos"]) for r in row.ladder)
         lanes = tuple(str(r.get("lane", FELLOWS)) for r in row.ladder)  # a journal older than clusters: fellows
         rung_index = _rung_of(row, ladder, lanes)
@@ -155,6 +172,8 @@ class Snapshot:
             outcome=row.outcome,
             pinned=row.pinned,
             rung_lanes=lanes,
+            paid=paid,
+            budget=budget,
         )
 
 
@@ -179,21 +198,44 @@ def cluster_of(job_id: str | None, label: str = "") -> str | None:
     return inside.rpartition("@")[2] if "@" in inside else None
 
 
+def paid_facts(journal: Journal, row: DispatchRow, handoff: HandoffRow | None) -> tuple[PaidRun | None, str | None]:
+    """A dispatch's paid run as the views show it (only one handed off has one; ui/paid.py: ``shows_paid``) and
+    why the budget keeps it on its last free rung (only one whose outcome says it waits for the budget): no read
+    for any other dispatch."""
+    paid = journal.paid_run(row.id) if handoff is not None else None
+    if paid is not None and not shows_paid(paid, row.state):
+        paid = None
+    budget = budget_reason(journal.steps(row.id)) if waits_for_budget(row.outcome) else None
+    return paid, budget
+
+
 def journaled(journal: Journal, row: DispatchRow, handoff: HandoffRow | None = None) -> Snapshot:
     """A dispatch as the journal has it, with its countdowns: a live ladder dispatch is rebuilt from its steps
-    (the window's deadline is data the journal gives, not memory of the process that drives it)."""
+    (the window's deadline is data the journal gives, not memory of the process that drives it); its paid run and
+    its budget reason, if any."""
+    paid, budget = paid_facts(journal, row, handoff)
     if row.final or handoff is not None or not row.ladder:  # a dispatch pinned to a command lane has no ladder
-        return Snapshot.of_row(row, handoff)
+        return Snapshot.of_row(row, handoff, paid=paid, budget=budget)
     d = restore(journal, row)
     if not d.history:
-        return Snapshot.of_row(row, handoff)
-    return attrs.evolve(Snapshot.of_dispatch(d), reason=d.history[-1].reason, outcome=row.outcome)
+        return Snapshot.of_row(row, handoff, paid=paid, budget=budget)
+    return attrs.evolve(Snapshot.of_dispatch(d), reason=d.history[-1].reason, outcome=row.outcome, budget=budget)
 
 
-def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[str, Any]:
+def dispatch_json(
+    row: DispatchRow,
+    handoff: HandoffRow | None = None,
+    *,
+    paid: PaidRun | None = None,
+    budget: str | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
     """One dispatch as a JSON object: ``dispatch_id``, ``state``, ``lane``, ``qos``, ``slurm_job_id`` (as the journal
     keeps it: ``<id>@<cluster>`` off fellows) and more; when its ladder walks several clusters also ``cluster`` (the
-    SLURM lane of its job, or of the rung in hand) and ``cluster_job_id`` (SLURM's own id on that cluster)."""
+    SLURM lane of its job, or of the rung in hand) and ``cluster_job_id`` (SLURM's own id on that cluster); with a
+    paid run a ``paid`` object (ui/paid.py: ``paid_json``, its GPU-hours and cost as of ``now``, default the
+    wall clock), while the budget keeps it on its last free rung ``budget_reason``. Any other dispatch's object
+    has neither key."""
     snap = Snapshot.of_row(row, handoff)
     where: dict[str, Any] = {}
     if snap.several_clusters:
@@ -215,6 +257,8 @@ def dispatch_json(row: DispatchRow, handoff: HandoffRow | None = None) -> dict[s
         "created_at": iso_utc(row.created_at),
         "updated_at": iso_utc(row.updated_at),
         "handoff_exit_status": handoff.exit_status if handoff is not None else None,
+        **({"paid": paid_json(paid, time.time() if now is None else now)} if paid is not None else {}),
+        **({"budget_reason": budget} if budget is not None else {}),
     }
 
 
@@ -233,8 +277,26 @@ _PAST_LADDER = frozenset(
         State.HANDOFF_UNKNOWN,
         State.NO_LANE_LEFT,
         State.REFUSED,
+        State.PAID_QUEUED,
+        State.PAID_RUNNING,
+        State.PAID_DONE,
+        State.PAID_FAILED,
+        State.NO_BUDGET,
     }
 )
+_LANE_WORDS = frozenset(
+    {
+        State.HANDED_OFF,
+        State.HANDOFF_FAILED,
+        State.HANDOFF_UNKNOWN,
+        State.HANDING_OFF,
+        State.PAID_QUEUED,
+        State.PAID_RUNNING,
+        State.PAID_DONE,
+        State.PAID_FAILED,
+    }
+)
+"""The states whose words name the lane the dispatch was handed to: ``PAID_RUNNING(gcp)``."""
 
 
 def left_ladder(snap: Snapshot) -> bool:
@@ -244,7 +306,7 @@ def left_ladder(snap: Snapshot) -> bool:
 
 def state_style(label: str) -> str:
     """The rich style a shown state is drawn in: green once it runs, yellow once it left the ladder, else cyan."""
-    if label in (State.RUNNING, State.HANDED_OFF):
+    if label in (State.RUNNING, State.HANDED_OFF, State.PAID_DONE):
         return "bold green"
     if label in (
         State.FAILED_TO_GCP,
@@ -254,6 +316,8 @@ def state_style(label: str) -> str:
         State.REFUSED,
         State.NO_LANE_LEFT,
         State.HANDING_OFF,
+        State.PAID_FAILED,
+        State.NO_BUDGET,
     ):
         return "bold yellow"
     return "bold cyan"
@@ -265,9 +329,6 @@ def status_words(snap: Listed) -> str:
     if state == State.RUNNING and snap.qos:
         cluster = cluster_of(snap.job_id)
         return f"{State.RUNNING}({snap.qos if cluster in (None, FELLOWS) else f'{snap.qos}@{cluster}'})"
-    if (
-        state in (State.HANDED_OFF, State.HANDOFF_FAILED, State.HANDOFF_UNKNOWN, State.HANDING_OFF)
-        and snap.lane != FELLOWS
-    ):
+    if state in _LANE_WORDS and snap.lane != FELLOWS:
         return f"{state}({snap.lane})"
     return state
