@@ -17,7 +17,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend, Windows, spend
-from fellows_fsm.core.paid import PaidRun
+from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
@@ -441,8 +441,11 @@ def _started_or_final(handle: Handle) -> bool:
 
 
 def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:
-    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the runs handed
-    since the earliest window began, read in ONE query (no read per run), counted by core/budget.py's ``spend``."""
+    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the ended runs
+    handed since the earliest window began summed in ONE query (journal/store.py: ``paid_sums``), the live ones read
+    as runs, counted by core/budget.py's ``spend``."""
     at = time.time() if now is None else now
     zone = budget.zone
-    return spend(journal.paid_runs(since=Windows.at(at, zone).earliest), at, zone)
+    windows = Windows.at(at, zone)
+    live = journal.paid_runs(since=windows.earliest, status=sorted(LIVE_PAID))
+    return spend(live, at, zone, ended=journal.paid_sums(windows, at))

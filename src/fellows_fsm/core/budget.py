@@ -23,7 +23,19 @@ if TYPE_CHECKING:
     from fellows_fsm.core.paid import PaidRun
     from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["BudgetGate", "Limits", "Period", "Reservation", "Spend", "Tally", "Windows", "spend"]
+__all__ = [
+    "BUCKETS",
+    "BudgetGate",
+    "EndedSum",
+    "Limits",
+    "Period",
+    "Reservation",
+    "Spend",
+    "Tally",
+    "Windows",
+    "bucket_of",
+    "spend",
+]
 
 Reservation = tuple[int, float | None, float | None]
 """A dispatch on its way to a paid lane that is not a paid run yet: its GPUs, its time limit in seconds (None: no
@@ -177,9 +189,42 @@ def _period(start: float, buckets: Iterable[dict[str, list[float]]]) -> Period:
     return Period(start=start, total=_tally(total), lanes={name: _tally(lanes[name]) for name in sorted(lanes)})
 
 
-def spend(runs: Iterable[PaidRun], now: float, tz: datetime.tzinfo | None) -> Spend:
-    """What ``runs`` spent today, this week and this month (in ``tz``; None: local time), each run in the windows
-    its ``handed_at`` falls in, per lane and in all. One pass; no date is built per run."""
+@attrs.frozen
+class EndedSum:
+    """The ended paid runs of one lane handed in one bucket of windows, summed where they are kept (the journal's
+    ``paid_sums``: one query, however many), counted as ``PaidRun`` counts one."""
+
+    bucket: str
+    """``today``, ``both`` (this week and this month, not today), ``week_only`` or ``month_only``: ``BUCKETS``."""
+    lane: str
+    runs: int
+    gpu_hours: float
+    priced: int
+    """How many of them have a price."""
+    cost: float
+    unpriced_gpu_hours: float
+
+
+BUCKETS = ("today", "both", "week_only", "month_only")
+"""The buckets of windows a run falls in, each once: today lies in this week and this month; the rest of the week
+and the rest of the month may overlap (``both``) or not (a week that began last month)."""
+
+
+def bucket_of(handed: float, windows: Windows) -> str | None:
+    """The bucket a run handed at ``handed`` counts in (None: before every window)."""
+    if handed < windows.earliest:
+        return None
+    if handed >= windows.day:
+        return "today"
+    if handed >= windows.week:
+        return "both" if handed >= windows.month else "week_only"
+    return "month_only"
+
+
+def spend(runs: Iterable[PaidRun], now: float, tz: datetime.tzinfo | None, *, ended: Iterable[EndedSum] = ()) -> Spend:
+    """What ``runs`` (and the already summed ``ended`` runs) spent today, this week and this month (in ``tz``; None:
+    local time), each run in the windows its ``handed_at`` falls in, per lane and in all. One pass; no date is built
+    per run."""
     windows = Windows.at(now, tz)
     day, week, month = windows.day, windows.week, windows.month
     earliest = windows.earliest
@@ -190,6 +235,14 @@ def spend(runs: Iterable[PaidRun], now: float, tz: datetime.tzinfo | None) -> Sp
     both: dict[str, list[float]] = {}
     week_only: dict[str, list[float]] = {}
     month_only: dict[str, list[float]] = {}
+    named = {"today": today, "both": both, "week_only": week_only, "month_only": month_only}
+    for summed in ended:
+        into = named[summed.bucket].setdefault(summed.lane, [0.0] * 8)
+        into[_RUNS] += summed.runs
+        into[_HOURS] += summed.gpu_hours
+        into[_PRICED] += summed.priced
+        into[_COST] += summed.cost
+        into[_UNPRICED] += summed.unpriced_gpu_hours
     for run in runs:
         handed = run.handed_at
         if handed < earliest:
@@ -249,10 +302,13 @@ class BudgetGate:
         now: float,
         reserved: Mapping[str, Reservation],
         price: float | None,
+        *,
+        ended: Iterable[EndedSum] = (),
     ) -> None:
-        """``runs``: the journal's paid runs (at least those handed this month and today); ``reserved``: dispatches
-        on their way to a paid lane but not in ``runs`` yet (one that is already a run is counted once, as the run);
-        ``price``: the price per GPU-hour of the lane a dispatch this gate passes would go to."""
+        """``runs``: the journal's paid runs (at least those handed this month and today), or only the live ones
+        with the ended ones already summed in ``ended``; ``reserved``: dispatches on their way to a paid lane but not
+        in ``runs`` yet (one that is already a run is counted once, as the run); ``price``: the price per GPU-hour of
+        the lane a dispatch this gate passes would go to."""
         self._config = config
         self._price = price
         self._reserved = dict(reserved)
@@ -261,6 +317,11 @@ class BudgetGate:
         if not config.limited:
             return  # nothing is ever held back: no need to count
         windows = Windows.at(now, config.zone)
+        for summed in ended:
+            if summed.bucket == "today":
+                self._day_gpu_hours += summed.gpu_hours
+            if summed.bucket != "week_only":
+                self._month_cost += summed.cost
         pending = dict(self._reserved)
         for run in runs:
             pending.pop(run.dispatch_id, None)

@@ -11,10 +11,10 @@ dispatch asks: the journal is read at most once a tick, and only in a tick where
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.core.budget import BudgetGate, Reservation, Windows
+from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows
+from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -74,10 +74,13 @@ class TickGate:
     def _count(self) -> BudgetGate:
         if self._gate is None:
             limits = self.limits
-            runs: list[Any] = []
+            runs: list[PaidRun] = []
+            ended: list[EndedSum] = []
             if limits.limited:
-                runs = self.journal.paid_runs(since=Windows.at(self.now, limits.zone).earliest)
-            self._gate = BudgetGate(limits, runs, self.now, self.reservations(), self.price)
+                windows = Windows.at(self.now, limits.zone)
+                runs = self.journal.paid_runs(since=windows.earliest, status=sorted(LIVE_PAID))
+                ended = self.journal.paid_sums(windows, self.now)  # one query, however many runs ended
+            self._gate = BudgetGate(limits, runs, self.now, self.reservations(), self.price, ended=ended)
             self.builds += 1
         return self._gate
 

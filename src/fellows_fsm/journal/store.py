@@ -18,10 +18,11 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.core.budget import EndedSum, Windows
 from fellows_fsm.core.effects import Attach, Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.paid import PaidMark, PaidRun
+from fellows_fsm.core.paid import LIVE_PAID, PaidMark, PaidRun
 from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.file import JournalFile
@@ -205,6 +206,18 @@ class Journal(JournalFile, DriverLock):
             sql += " WHERE " + " AND ".join(where)
         return [PaidRun(**dict(r)) for r in self._read(sql + " ORDER BY handed_at", tuple(args))]
 
+    def paid_sums(self, windows: Windows, now: float) -> list[EndedSum]:
+        """The ended paid runs handed since the earliest of ``windows``, summed per bucket of windows and lane in
+        ONE query (however many runs; the live ones are read as runs: ``paid_runs(status=LIVE_PAID)``). A run's
+        GPU-hours are counted as core/paid.py: ``PaidRun.gpu_hours`` counts them: its GPUs times the lane's own run
+        time if it reported one, else the time from the first look that saw it running to its end."""
+        live = sorted(LIVE_PAID)
+        rows = self._read(_PAID_SUMS, (windows.day, windows.week, windows.month, now, windows.earliest, *live))
+        return [
+            EndedSum(r["bucket"], r["lane"], r["runs"], r["gpu_hours"], r["priced"], r["cost"], r["unpriced"])
+            for r in rows
+        ]
+
     def paid_run(self, dispatch_id: str) -> PaidRun | None:
         """A dispatch's paid run, or None."""
         rows = self._read("SELECT * FROM paid_runs WHERE dispatch_id=?", (dispatch_id,))
@@ -343,6 +356,20 @@ def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> No
 
 
 _ENDS = frozenset({PaidStatus.SUCCEEDED, PaidStatus.FAILED, PaidStatus.CANCELLED})
+_LIVE_MARKS = ",".join("?" * len(LIVE_PAID))
+_PAID_SUMS = (
+    "SELECT CASE WHEN handed_at >= ? THEN 'today' WHEN handed_at >= ? THEN"  # noqa: S608 - only the live statuses' placeholders are joined in
+    " (CASE WHEN handed_at >= ? THEN 'both' ELSE 'week_only' END) ELSE 'month_only' END AS bucket,"
+    " lane, COUNT(*) AS runs, TOTAL(h) AS gpu_hours, COUNT(price) AS priced, TOTAL(price * h) AS cost,"
+    " TOTAL(CASE WHEN price IS NULL THEN h ELSE 0 END) AS unpriced"
+    " FROM (SELECT handed_at, lane, price_per_gpu_hour AS price, gpus * (CASE"
+    " WHEN run_seconds IS NOT NULL THEN MAX(run_seconds, 0.0) WHEN running_at IS NULL THEN 0.0"
+    " ELSE MAX(COALESCE(ended_at, ?) - running_at, 0.0) END) / 3600.0 AS h"
+    " FROM paid_runs WHERE handed_at >= ? AND status NOT IN (" + _LIVE_MARKS + "))"
+    " GROUP BY bucket, lane"
+)
+"""The ended paid runs summed per bucket of windows and lane (``Journal.paid_sums``): the same arithmetic as
+core/paid.py ``PaidRun.gpu_hours`` and core/budget.py ``bucket_of`` (a test holds the two to each other)."""
 
 
 def _write_paid(db: Any, dispatch_id: str, at: float, mark: PaidMark) -> None:
