@@ -246,6 +246,10 @@ def test_list_calls_answered_500_or_timing_out_never_end_a_running_paid_job(
     assert _state(tmp_path, dispatch_id) == "PAID_RUNNING"
     assert _triggers(tmp_path, dispatch_id) == steps
     assert process_alive(driver_pid(tmp_path))
+    log = (tmp_path / "state" / "driver.log").read_text(encoding="utf-8")
+    said = [line for line in log.splitlines() if "could not tell where its paid jobs stand" in line]
+    assert len(said) == 5, log
+    assert len([line for line in said if "no answer in time" in line]) == 2, said
     fake.move(_name(dispatch_id), "SUCCEEDED", run_seconds=900.0)
     _wait_state(slurm, tmp_path, dispatch_id, "PAID_DONE")
     assert _triggers(tmp_path, dispatch_id) == [*steps, "paid_end"]
