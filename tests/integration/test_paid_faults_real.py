@@ -385,6 +385,10 @@ def test_a_cancel_while_the_create_is_held_waits_for_the_job_then_deletes_it_onc
             cancel.communicate()
     assert cancel.returncode == 0, err
     assert _state(tmp_path, dispatch_id) == "WITHDRAWN"
+    with read_journal(tmp_path) as journal:
+        handoff = journal.handoff(dispatch_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.stdout) == (HandoffStatus.DONE, _name(dispatch_id))  # the lane had the job
     slurm.wait_for(lambda: len(fake.requests_of("delete")) == 1, "the delete", timeout=30, tick=0.25)
     time.sleep(2.0)  # four polls of 0.5 s: a second delete would have been asked by now
     assert len(fake.requests_of("delete")) == 1
