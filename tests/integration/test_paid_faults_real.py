@@ -190,11 +190,6 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
     _settled(fake, slurm, [first, second])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: `status` (text and --json) shows a dispatch waiting on the budget only as RESUBMITTED(low-eur) "
-    "with outcome 'budget', never the reason line the budget_wait step journaled (ui/status.py, ui/snapshot.py)",
-)
 @pytest.mark.usefixtures("stopped")
 def test_status_shows_why_a_job_waits_on_the_budget(slurm: Cluster, tmp_path: Path, fake: FakeBatchApi) -> None:
     """``status DISPATCH`` of a job held back by the budget says why, in the words of its budget_wait step."""
