@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.config.fellows import refuse_unknown_keys
 from fellows_fsm.errors import ConfigError
 
 __all__ = ["ON_BUDGET", "BudgetConfig"]
@@ -86,10 +87,7 @@ class BudgetConfig:
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> BudgetConfig:
         """The budget of a ``[budget]`` table; ConfigError naming the key if one is unknown or bad."""
-        known = {a.name for a in attrs.fields(cls)}
-        for key in table:
-            if key not in known:
-                raise ConfigError(f"[budget]: unknown key {key!r}; known keys are {', '.join(sorted(known))}")
+        refuse_unknown_keys("[budget]", table, (a.name for a in attrs.fields(cls)))
         return cls(**dict(table))
 
     def table(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ __all__ = [
     "FellowsConfig",
     "default_park_cap",
     "positive_seconds",
+    "refuse_unknown_keys",
 ]
 
 PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
@@ -84,6 +85,15 @@ def positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) 
     if seconds > most:
         raise ConfigError(f"{key}={value!r} is over the maximum of {most:g} seconds; give at most {most:g}")
     return seconds
+
+
+def refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    """Raise a ConfigError naming the first key of ``table`` (``where``: ``[lanes.gcp]``, ``[budget]``) that is not
+    one of ``known``, and every key that is (every table's check)."""
+    allowed = set(known)
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
 
 
 def default_park_cap() -> float:

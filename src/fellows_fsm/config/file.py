@@ -25,6 +25,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.fellows import (
     FellowsConfig,
     positive_seconds,
+    refuse_unknown_keys,
 )
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder
@@ -247,10 +248,7 @@ class Config:
             fellows = SLURM.parse(FELLOWS, _table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
             router_table = _table(data, "router", source)
-            allowed = {a.name for a in attrs.fields(RouterConfig)}
-            for key in router_table:
-                if key not in allowed:
-                    raise ConfigError(f"[router]: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
+            refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))
             router = RouterConfig(**dict(router_table))
             budget = BudgetConfig.from_table(_table(data, "budget", source))
             extra: dict[str, Any] = {}

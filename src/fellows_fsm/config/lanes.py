@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from fellows_fsm.config.fellows import positive_seconds
+from fellows_fsm.config.fellows import positive_seconds, refuse_unknown_keys
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 
@@ -164,10 +164,7 @@ class LaneConfig:
             "queue_timeout_seconds",
             "status_timeout_seconds",
         }
-        for key in table:
-            if key not in allowed:
-                known = ", ".join(sorted({"kind", *allowed}))
-                raise ConfigError(f"[lanes.{name}]: unknown key {key!r}; known keys are {known}")
+        refuse_unknown_keys(f"[lanes.{name}]", table, {"kind", *allowed})
         if "command" not in table:
             raise ConfigError(
                 f"[lanes.{name}] has no command; give the argv that hands a job over, e.g. "

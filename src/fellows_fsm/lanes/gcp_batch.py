@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from fellows_fsm.config.fellows import positive_seconds
+from fellows_fsm.config.fellows import positive_seconds, refuse_unknown_keys
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import FELLOWS, PaidStatus
 from fellows_fsm.errors import (
@@ -193,10 +193,7 @@ class GcpBatchSettings:
     @classmethod
     def from_table(cls, name: str, table: Mapping[str, Any]) -> GcpBatchSettings:
         """The lane of a ``[lanes.<name>]`` table (its ``kind`` taken out); ConfigError naming the key if bad."""
-        for key in table:
-            if key not in _KEYS:
-                known = ", ".join(sorted({"kind", *_KEYS}))
-                raise ConfigError(f"[lanes.{name}]: unknown key {key!r}; known keys are {known}")
+        refuse_unknown_keys(f"[lanes.{name}]", table, {"kind", *_KEYS})
         if "price_per_gpu_hour" not in table:
             raise ConfigError(
                 f"[lanes.{name}] price_per_gpu_hour is not set: give what one GPU-hour costs on this lane in your "
