@@ -13,10 +13,12 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.testing import FakePaidLane
 
 CAP = 60.0
 
@@ -122,3 +124,46 @@ def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
     """Run the user's own jobs so that ``qos`` is at its per-user GPU cap."""
     for _ in range(gpus // 8):
         fake.start(fake.add_job(JobSpec("load", "load.sbatch", gpus=8), qos=qos).job_id)
+
+
+# ----------------------------------------------------------------- a paid lane followed (issue 27)
+GCP_PAID = LaneConfig(name="gcp", command=("unused",))
+"""The config's gcp lane; the router is given a FakePaidLane for it (what is journaled of the lane is this)."""
+
+
+@pytest.fixture
+def lane() -> FakePaidLane:
+    """The paid lane every router of a test shares (its jobs outlive a router, as a cloud's do)."""
+    return FakePaidLane(GCP_PAID, price_per_gpu_hour=2.5)
+
+
+RouterOf = Callable[..., Router]
+
+
+@pytest.fixture
+def router_of(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane) -> Iterator[RouterOf]:
+    """Start a router (with the given [budget] keys) on the test's journal, the fake cluster (nothing can start on
+    it) and the fake paid lane; its journals are closed after the test."""
+    fake.total_gpus = 0
+    journals: list[Journal] = []
+
+    def make(**budget: object) -> Router:
+        config = Config(
+            fellows=FellowsConfig(park_cap_seconds=CAP),
+            lanes=(GCP_PAID,),
+            budget=BudgetConfig(**budget),  # type: ignore[arg-type]
+            state_dir=tmp_path,
+        )
+        journals.append(Journal(config.journal_path))
+        return Router(config, fake, journals[-1], lanes={"gcp": lane}).start()
+
+    yield make
+    for journal in journals:
+        journal.close()
+
+
+def ticks(r: Router, frozen: FrozenDateTimeFactory, n: int, step: float = 10) -> None:
+    """Poll ``n`` times, ``step`` seconds apart."""
+    for _ in range(n):
+        frozen.tick(step)
+        r.poll()

@@ -6,63 +6,17 @@ share the last of a budget, and a restarted driver counts what was spent."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
-from fellows_fsm.driver.router import Router
-from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import FakePaidLane
 
-from .fixtures import CAP, fake, frozen  # noqa: F401
+from .fixtures import RouterOf, fake, frozen, lane, router_of, ticks  # noqa: F401
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=7200)  # at worst 16 GPU-hours
-GCP = LaneConfig(name="gcp", command=("unused",))
-
-
-@pytest.fixture
-def lane() -> FakePaidLane:
-    """The paid lane every router of a test shares."""
-    return FakePaidLane(GCP, price_per_gpu_hour=2.0)
-
-
-RouterOf = Callable[..., Router]
-
-
-@pytest.fixture
-def router_of(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane) -> Iterator[RouterOf]:
-    """Start a router with a [budget] on the test's journal (nothing can start on the fake cluster)."""
-    fake.total_gpus = 0
-    journals: list[Journal] = []
-
-    def make(**budget: object) -> Router:
-        config = Config(
-            fellows=FellowsConfig(park_cap_seconds=CAP),
-            lanes=(GCP,),
-            budget=BudgetConfig(**budget),  # type: ignore[arg-type]
-            state_dir=tmp_path,
-        )
-        journals.append(Journal(config.journal_path))
-        return Router(config, fake, journals[-1], lanes={"gcp": lane}).start()
-
-    yield make
-    for journal in journals:
-        journal.close()
-
-
-def ticks(r: Router, frozen: FrozenDateTimeFactory, n: int, step: float = 10) -> None:
-    """Poll ``n`` times, ``step`` seconds apart."""
-    for _ in range(n):
-        frozen.tick(step)
-        r.poll()
 
 
 def test_a_handoff_over_the_budget_waits_on_its_last_rung_until_the_budget_is_raised(

@@ -6,57 +6,18 @@ not answer (never read as an end)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
-from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm import JobSpec
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.inbox import has_work
 from fellows_fsm.driver.router import Router
-from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import FakePaidLane
 
-from .fixtures import CAP, fake, frozen  # noqa: F401
+from .fixtures import RouterOf, fake, frozen, lane, router_of, ticks  # noqa: F401
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=7200)
-GCP = LaneConfig(name="gcp", command=("unused",))
-
-
-@pytest.fixture
-def lane() -> FakePaidLane:
-    """The paid lane every router of a test shares (its jobs outlive a router, as a cloud's do)."""
-    return FakePaidLane(GCP, price_per_gpu_hour=2.5)
-
-
-RouterOf = Callable[[], Router]
-
-
-@pytest.fixture
-def router_of(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane) -> Iterator[RouterOf]:
-    """Start a router on the test's journal, the fake cluster (nothing can start) and the fake paid lane."""
-    fake.total_gpus = 0
-    journals: list[Journal] = []
-
-    def make() -> Router:
-        config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(GCP,), state_dir=tmp_path)
-        journals.append(Journal(config.journal_path))
-        return Router(config, fake, journals[-1], lanes={"gcp": lane}).start()
-
-    yield make
-    for journal in journals:
-        journal.close()
-
-
-def ticks(r: Router, frozen: FrozenDateTimeFactory, n: int, step: float = 10) -> None:
-    """Poll ``n`` times, ``step`` seconds apart."""
-    for _ in range(n):
-        frozen.tick(step)
-        r.poll()
 
 
 def to_paid(r: Router, frozen: FrozenDateTimeFactory, spec: JobSpec = SPEC) -> str:
