@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from paid_batch.py are parameters here
 """The gcp-batch lane on the real local SLURM, its Batch API the loopback fake (testing_batch.py) in this test's
 process: a job that parks out of every rung of the real ladder is handed to GCP Batch as ONE Batch job made from
 the dispatch, by the real background driver, followed QUEUED -> RUNNING -> SUCCEEDED to its end with its cost; a
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,56 +20,18 @@ pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not inst
 from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.testing_batch import FakeBatchApi, Fault
 
-from .cli_harness import cli, driver_pid, ledger_config, read_journal, stop_background_driver, submit_args
+from .cli_harness import cli, driver_pid, read_journal, submit_args
 from .conftest import Cluster
+from .paid_batch import PARENT, batch_config, fake, fill_node, state_of, stopped  # noqa: F401
 from .settled import jobs_of
 
 pytestmark = pytest.mark.slurm
 
-PARENT = "projects/proj-1/locations/us-central1"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchApi]:
-    """The fake Batch API on a loopback port of this test's network namespace, stopped after the test."""
-    with FakeBatchApi() as api:
-        yield api
-
-
-@pytest.fixture
-def stopped(tmp_path: Path) -> Iterator[None]:
-    """Stop the test's background driver after it (a paid job the driver follows keeps it alive)."""
-    yield
-    stop_background_driver(tmp_path, [signal.SIGTERM])
-
-
-def _config(tmp_path: Path, fake: FakeBatchApi) -> Path:
-    """Short caps, a 0.5 s poll, and a gcp-batch lane on the fake."""
-    lane = (
-        'kind = "gcp-batch"\nproject = "proj-1"\nregion = "us-central1"\naccelerator = "nvidia-h100-80gb"\n'
-        f'price_per_gpu_hour = 11.06\napi_endpoint = "{fake.endpoint}"\n'
-    )
-    return ledger_config(tmp_path, cap=1.0, poll=0.5, router="driver_idle_seconds = 5\n", lane=lane)
-
-
-def _fill_node(slurm: Cluster) -> None:
-    """The node's 64 GPUs all busy with this user's other jobs: no rung can start an 8-GPU job."""
-    slurm.occupy("high-eur", 8, count=2)
-    slurm.occupy("normal-eur", 8, count=2)
-    slurm.occupy("low-eur", 8, count=4)
-
-
-def _state(tmp_path: Path, dispatch_id: str) -> str | None:
-    """The dispatch's state in the journal."""
-    with read_journal(tmp_path) as journal:
-        row = journal.dispatch(dispatch_id)
-    return None if row is None else row.state
-
 
 def _handed_to_batch(slurm: Cluster, tmp_path: Path, fake: FakeBatchApi) -> tuple[Path, str]:
     """Fill the node, submit a job, and wait until its handoff to the fake ended; the config and dispatch id."""
-    _fill_node(slurm)
-    config = _config(tmp_path, fake)
+    fill_node(slurm)
+    config = batch_config(tmp_path, fake)
     submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
@@ -109,11 +71,11 @@ def test_a_job_that_parks_out_of_every_rung_becomes_one_batch_job_followed_to_it
     assert (handoff.status, handoff.stdout) == (HandoffStatus.DONE, name)
     assert not [job for job in jobs_of(slurm, dispatch_id) if job.state == "PENDING"]
 
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_QUEUED", "PAID_QUEUED", timeout=30, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == "PAID_QUEUED", "PAID_QUEUED", timeout=30, tick=0.25)
     fake.move(name, "RUNNING")
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_RUNNING", "PAID_RUNNING", timeout=30, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == "PAID_RUNNING", "PAID_RUNNING", timeout=30, tick=0.25)
     fake.move(name, "SUCCEEDED", run_seconds=1800.0)
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_DONE", "PAID_DONE", timeout=30, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == "PAID_DONE", "PAID_DONE", timeout=30, tick=0.25)
     with read_journal(tmp_path) as journal:
         run = journal.paid_run(dispatch_id)
     assert run is not None
@@ -130,13 +92,13 @@ def test_a_cancel_of_the_running_paid_job_is_one_delete(slurm: Cluster, tmp_path
     (the job goes DELETION_IN_PROGRESS), not another at the polls after it."""
     config, dispatch_id = _handed_to_batch(slurm, tmp_path, fake)
     name = f"{PARENT}/jobs/fsm-{dispatch_id}"
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_QUEUED", "PAID_QUEUED", timeout=30, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == "PAID_QUEUED", "PAID_QUEUED", timeout=30, tick=0.25)
     fake.move(name, "RUNNING")
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_RUNNING", "PAID_RUNNING", timeout=30, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == "PAID_RUNNING", "PAID_RUNNING", timeout=30, tick=0.25)
     cancelled = cli(config, "cancel", dispatch_id)
     assert cancelled.returncode == 0, cancelled.stderr
     slurm.wait_for(lambda: len(fake.requests_of("delete")) == 1, "the delete", timeout=30, tick=0.25)
-    assert _state(tmp_path, dispatch_id) == "WITHDRAWN"
+    assert state_of(tmp_path, dispatch_id) == "WITHDRAWN"
     assert fake.jobs[name]["status"]["state"] == "DELETION_IN_PROGRESS"
     time.sleep(2.0)  # four polls of 0.5 s: a second delete would have been asked by now
     assert len(fake.requests_of("delete")) == 1
@@ -149,9 +111,9 @@ def test_a_driver_killed_between_the_create_and_its_answer_leaves_one_batch_job(
     """The fake makes the job and holds the reply; the driver is killed with SIGKILL before it hears of it (the
     journal still says the create started). The next driver adopts the handoff and creates again by the same name:
     the API answers 409 with this dispatch's labels, so there is ONE Batch job, and the handoff ends with its name."""
-    _fill_node(slurm)
+    fill_node(slurm)
     fake.inject(Fault(method="create", hold_reply=True))
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from paid_batch.py are parameters here
 """The paid lane's faults and the [budget] on the real local SLURM, the GCP Batch API the loopback fake
 (testing_batch.py) in this test's process, through the real CLI and the real background driver: a budget that holds a
 job pending on low-eur until a later submit raises it; ``on_budget = "refuse"`` (NO_BUDGET, exit 12); list calls
@@ -14,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -29,62 +30,16 @@ from .cli_harness import (
     cli,
     driver_pid,
     json_of,
-    ledger_config,
     process_alive,
     read_journal,
     start_cli,
-    stop_background_driver,
     submit_args,
 )
 from .conftest import Cluster
+from .paid_batch import PARENT, batch_config, fake, fill_node, state_of, stopped  # noqa: F401
 from .settled import jobs_of
 
 pytestmark = pytest.mark.slurm
-
-PARENT = "projects/proj-1/locations/us-central1"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeBatchApi]:
-    """The fake Batch API on a loopback port of this test's network namespace, stopped after the test."""
-    with FakeBatchApi() as api:
-        yield api
-
-
-@pytest.fixture
-def stopped(tmp_path: Path) -> Iterator[None]:
-    """Stop the test's background driver after it (SIGCONT first: a test may leave it stopped)."""
-    yield
-    stop_background_driver(tmp_path, [signal.SIGCONT, signal.SIGTERM])
-
-
-def _config(
-    tmp_path: Path, fake: FakeBatchApi, *, budget: str = "", lane: str = "", name: str = "fellows.toml"
-) -> Path:
-    """Short caps, a 0.5 s poll, a gcp-batch lane on the fake (with ``lane``'s extra lines) and ``budget`` as the
-    [budget] table's lines."""
-    lines = (
-        'kind = "gcp-batch"\nproject = "proj-1"\nregion = "us-central1"\naccelerator = "nvidia-h100-80gb"\n'
-        f'price_per_gpu_hour = 11.06\napi_endpoint = "{fake.endpoint}"\n{lane}'
-    )
-    path = ledger_config(tmp_path, cap=1.0, poll=0.5, router="driver_idle_seconds = 5\n", lane=lines, name=name)
-    if budget:
-        path.write_text(path.read_text(encoding="utf-8") + f"\n[budget]\n{budget}", encoding="utf-8")
-    return path
-
-
-def _fill_node(slurm: Cluster) -> None:
-    """The node's 64 GPUs all busy with this user's other jobs: no rung can start an 8-GPU job."""
-    slurm.occupy("high-eur", 8, count=2)
-    slurm.occupy("normal-eur", 8, count=2)
-    slurm.occupy("low-eur", 8, count=4)
-
-
-def _state(tmp_path: Path, dispatch_id: str) -> str | None:
-    """The dispatch's state in the journal."""
-    with read_journal(tmp_path) as journal:
-        row = journal.dispatch(dispatch_id)
-    return None if row is None else row.state
 
 
 def _triggers(tmp_path: Path, dispatch_id: str) -> list[str]:
@@ -122,12 +77,12 @@ def _error_line(result: subprocess.CompletedProcess[str], code: int) -> str:
 
 
 def _wait_state(slurm: Cluster, tmp_path: Path, dispatch_id: str, state: str, timeout: float = 30) -> None:
-    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == state, state, timeout=timeout, tick=0.25)
+    slurm.wait_for(lambda: state_of(tmp_path, dispatch_id) == state, state, timeout=timeout, tick=0.25)
 
 
 def _submit(slurm: Cluster, config: Path) -> str:
     """Fill the node and submit a job with --detach; its dispatch id."""
-    _fill_node(slurm)
+    fill_node(slurm)
     submitted = cli(config, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     return submitted.stdout.strip()
@@ -161,7 +116,7 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
     PENDING on low-eur: ``status`` shows the budget's reason, ``history`` its budget_wait step, nothing is created on
     Batch. A later submit (of another job) with a budget of 10 reaches the running driver: the first job becomes ONE
     Batch job, its low-eur job is cancelled, and the second is handed off too."""
-    config = _config(tmp_path, fake, budget="paid_gpu_hours_per_day = 1\n")
+    config = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 1\n")
     first = _submit(slurm, config)
     slurm.wait_for(lambda: "budget_wait" in _triggers(tmp_path, first), "the budget_wait step", timeout=90, tick=0.25)
     time.sleep(2.0)  # four polls of 0.5 s: a create would have been made by now
@@ -179,7 +134,7 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
     (waited,) = [s for s in steps if s["trigger"] == "budget_wait"]
     assert waited["note"] == "budget: 0 of 1 paid GPU-hours used today; this job's limit needs 1.3"
 
-    raised = _config(tmp_path, fake, budget="paid_gpu_hours_per_day = 10\n", name="raised.toml")
+    raised = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 10\n", name="raised.toml")
     submitted = cli(raised, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     second = submitted.stdout.strip()
@@ -193,7 +148,7 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
 @pytest.mark.usefixtures("stopped")
 def test_status_shows_why_a_job_waits_on_the_budget(slurm: Cluster, tmp_path: Path, fake: FakeBatchApi) -> None:
     """``status DISPATCH`` of a job held back by the budget says why, in the words of its budget_wait step."""
-    config = _config(tmp_path, fake, budget="paid_gpu_hours_per_day = 1\n")
+    config = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 1\n")
     dispatch_id = _submit(slurm, config)
     slurm.wait_for(
         lambda: "budget_wait" in _triggers(tmp_path, dispatch_id), "the budget_wait step", timeout=90, tick=0.25
@@ -212,8 +167,8 @@ def test_on_budget_refuse_ends_no_budget_with_exit_12_and_nothing_asked_of_batch
 ) -> None:
     """With ``on_budget = "refuse"`` and a budget below the job's worst case, ``submit`` exits 12 (NoBudget) in one
     line, the dispatch ends NO_BUDGET, its low-eur job is gone from squeue, and the fake got no request but lists."""
-    config = _config(tmp_path, fake, budget='paid_gpu_hours_per_day = 1\non_budget = "refuse"\n')
-    _fill_node(slurm)
+    config = batch_config(tmp_path, fake, budget='paid_gpu_hours_per_day = 1\non_budget = "refuse"\n')
+    fill_node(slurm)
     submitted = cli(config, *submit_args(slurm))
     line = _error_line(submitted, NoBudget.exit_code)
     assert "budget" in line
@@ -232,13 +187,13 @@ def test_list_calls_answered_500_or_timing_out_never_end_a_running_paid_job(
 ) -> None:
     """Three list calls answered 500 and two left hanging past the client's timeout while the Batch job runs: the
     dispatch stays PAID_RUNNING (no step is journaled for them), then is followed to PAID_DONE; one Batch job."""
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     dispatch_id = _running_on_batch(slurm, tmp_path, fake, config)
     before = fake.calls["list"]
     steps = _triggers(tmp_path, dispatch_id)
     fake.inject(*[Fault(method="list", status=500)] * 3, *[Fault(method="list", hang=True)] * 2)
     slurm.wait_for(lambda: fake.calls["list"] >= before + 6, "the faulty lists and one after", timeout=90, tick=0.25)
-    assert _state(tmp_path, dispatch_id) == "PAID_RUNNING"
+    assert state_of(tmp_path, dispatch_id) == "PAID_RUNNING"
     assert _triggers(tmp_path, dispatch_id) == steps
     assert process_alive(driver_pid(tmp_path))
     log = (tmp_path / "state" / "driver.log").read_text(encoding="utf-8")
@@ -261,8 +216,8 @@ def test_a_paid_job_stuck_queued_past_its_timeout_is_deleted_once_and_fails_the_
 ) -> None:
     """A Batch job left QUEUED past ``queue_timeout_seconds = 3``: ONE delete, PAID_FAILED (paid-stuck-queued) with
     the reason in its last step, ``submit`` exits with the LaneError code in one line, and no second Batch job."""
-    config = _config(tmp_path, fake, lane="queue_timeout_seconds = 3\n")
-    _fill_node(slurm)
+    config = batch_config(tmp_path, fake, lane="queue_timeout_seconds = 3\n")
+    fill_node(slurm)
     submitted = cli(config, *submit_args(slurm))
     line = _error_line(submitted, LaneError.exit_code)
     assert "queue_timeout_seconds" in line
@@ -284,7 +239,7 @@ def test_a_paid_job_deleted_outside_is_withdrawn_and_never_made_again(
 ) -> None:
     """The Batch job of a running paid dispatch disappears (someone else deleted it): WITHDRAWN with
     withdrawn-outside, and no second create or any delete at the polls after it."""
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     dispatch_id = _running_on_batch(slurm, tmp_path, fake, config)
     fake.remove(_name(dispatch_id))
     _wait_state(slurm, tmp_path, dispatch_id, "WITHDRAWN")
@@ -308,7 +263,7 @@ def test_a_driver_stopped_while_its_paid_job_ends_counts_the_run_once_resumed(
     """The background driver SIGSTOPped while the Batch job runs; the fake moves it SUCCEEDED (no runDuration);
     SIGCONT: PAID_DONE, its GPU-hours counted from the followed run, from the look that first saw it running to
     the look that saw it ended, so at least the time it really ran and never less."""
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     dispatch_id = _running_on_batch(slurm, tmp_path, fake, config)
     pid = driver_pid(tmp_path)
     time.sleep(1.0)
@@ -316,7 +271,7 @@ def test_a_driver_stopped_while_its_paid_job_ends_counts_the_run_once_resumed(
     moved_at = time.time()
     fake.move(_name(dispatch_id), "SUCCEEDED")
     time.sleep(2.0)
-    assert _state(tmp_path, dispatch_id) == "PAID_RUNNING"
+    assert state_of(tmp_path, dispatch_id) == "PAID_RUNNING"
     resumed_at = time.time()
     os.kill(pid, signal.SIGCONT)
     _wait_state(slurm, tmp_path, dispatch_id, "PAID_DONE")
@@ -338,7 +293,7 @@ def test_a_driver_killed_while_its_paid_job_runs_is_followed_on_by_the_next(
 ) -> None:
     """SIGKILL of the background driver while the Batch job runs; ``status`` starts the next driver, which
     follows the job to PAID_DONE with the lane's run time: one Batch job, no delete."""
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     dispatch_id = _running_on_batch(slurm, tmp_path, fake, config)
     first = driver_pid(tmp_path)
     os.kill(first, signal.SIGKILL)
@@ -364,14 +319,14 @@ def test_a_cancel_while_the_create_is_held_waits_for_the_job_then_deletes_it_onc
     handoff is under way, and once the lane has the job the cancel exits 0, the dispatch is WITHDRAWN and the job
     is deleted exactly once."""
     fake.inject(Fault(method="create", hold_reply=True))
-    config = _config(tmp_path, fake)
+    config = batch_config(tmp_path, fake)
     dispatch_id = _submit(slurm, config)
     slurm.wait_for(lambda: len(fake.jobs) == 1, "the create to be made", timeout=90, tick=0.1)
     cancel = start_cli(config, "cancel", dispatch_id)
     try:
         time.sleep(2.0)
         assert cancel.poll() is None  # the reply is still held: the lane does not have the job yet
-        assert _state(tmp_path, dispatch_id) == "HANDING_OFF"
+        assert state_of(tmp_path, dispatch_id) == "HANDING_OFF"
         assert fake.requests_of("delete") == []
         _, err = cancel.communicate(timeout=90)
     finally:
@@ -379,7 +334,7 @@ def test_a_cancel_while_the_create_is_held_waits_for_the_job_then_deletes_it_onc
             cancel.kill()
             cancel.communicate()
     assert cancel.returncode == 0, err
-    assert _state(tmp_path, dispatch_id) == "WITHDRAWN"
+    assert state_of(tmp_path, dispatch_id) == "WITHDRAWN"
     with read_journal(tmp_path) as journal:
         handoff = journal.handoff(dispatch_id)
     assert handoff is not None
