@@ -29,7 +29,10 @@ def _judged(follow: dict[str, Any]) -> list[dict[str, Any]]:
 def _spend_worst(spend: dict[str, Any]) -> tuple[str, float]:
     """What the spend target is judged on: the command's max wall when it ran, else the read and spend's."""
     if spend.get("cli"):
-        return "`fellows-fsm spend --json` as a process", spend["cli"]["wall_seconds"]["max"]
+        note = spend["cli"].get("source_note")
+        return "`fellows-fsm spend --json` as a process" + (f", {note}" if note else ""), spend["cli"]["wall_seconds"][
+            "max"
+        ]
     return "open + `Journal.paid_runs()` + `spend()` in process", spend["read_and_spend_seconds"]["max"]
 
 
@@ -187,7 +190,9 @@ def _spend(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> li
         ("(a) + (b): open, read every run, `spend`", r["read_and_spend_seconds"]),
     ]
     if r.get("cli"):
-        rows.append((f"(c) `{' '.join(r['cli']['argv'])}` as a process", r["cli"]["wall_seconds"]))
+        cli = r["cli"]
+        where = f" ({cli['source_note']})" if cli.get("source_note") else ""
+        rows.append((f"(c) `{' '.join(cli['argv'])}` as a process{where}", cli["wall_seconds"]))
     lines += [f"| {name} | {_secs(v)} |" for name, v in rows]
     lines.append("")
     if not r.get("cli"):

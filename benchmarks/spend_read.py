@@ -13,10 +13,12 @@ simulated clock (each one a poll), so the build polls about once per 5 minutes o
 Then, on that journal (warm in the page cache), each ``--repeats`` times: (a) ``Journal(path)`` opened and
 ``Journal.paid_runs()`` read (every run; and only those handed since the earlier of this week's and this month's
 start, all that the day, week and month windows need); (b) ``core/budget.py: spend`` over every run read; (c) the
-whole ``fellows-fsm spend --json`` as a process, when this checkout has that command (else recorded as absent).
-Median, min and max wall seconds of each.
+whole ``fellows-fsm spend --json`` as a process, when this checkout has that command (else recorded as absent), or
+the command of another source tree (``--spend-src``: a branch's ``src/`` taken with ``git archive``, first on
+PYTHONPATH). Median, min and max wall seconds of each. ``--keep DIR`` builds the journal in DIR and keeps it; a
+later run with the same DIR measures that journal again instead of building one (its build figures are kept too).
 
-    .venv/bin/python -m benchmarks.spend_read [--dispatches 100000] [--repeats 9] [--keep DIR]
+    .venv/bin/python -m benchmarks.spend_read [--dispatches 100000] [--repeats 9] [--keep DIR] [--spend-src DIR]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import datetime
 import heapq
 import json
+import os
 import random
 import subprocess
 import sys
@@ -152,15 +155,23 @@ def timed(call: Callable[[], object], repeats: int) -> dict[str, Any]:
     return spread(walls, 4)
 
 
-def has_spend_command() -> bool:
-    """Whether this checkout's CLI has ``fellows-fsm spend``."""
+def cli_env(source: Path | None) -> dict[str, str] | None:
+    """The environment the command runs in: this checkout's fellows_fsm, or the one under ``source`` first on
+    PYTHONPATH (a branch's ``src/``, taken with ``git archive``)."""
+    if source is None:
+        return None
+    return {**os.environ, "PYTHONPATH": str(source.resolve())}
+
+
+def has_spend_command(env: dict[str, str] | None) -> bool:
+    """Whether the CLI has ``fellows-fsm spend``."""
     listed = subprocess.run(
-        [sys.executable, "-m", "fellows_fsm", "--help"], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-m", "fellows_fsm", "--help"], capture_output=True, text=True, check=True, timeout=60, env=env
     )
     return any(line.split()[:1] == ["spend"] for line in listed.stdout.splitlines())
 
 
-def measure(state_dir: Path, now: float, repeats: int) -> dict[str, Any]:
+def measure(state_dir: Path, now: float, repeats: int, source: Path | None = None, note: str = "") -> dict[str, Any]:
     """Time the read, the arithmetic and the command over the journal under ``state_dir``."""
     path = state_dir / "journal.sqlite3"
     since = windows_start(now)
@@ -198,7 +209,8 @@ def measure(state_dir: Path, now: float, repeats: int) -> dict[str, Any]:
         },
         "read_and_spend_seconds": timed(lambda: spend(open_and_read(None)(), now, UTC), repeats),  # type: ignore[arg-type]
     }
-    if has_spend_command():
+    env = cli_env(source)
+    if has_spend_command(env):
         (state_dir / "fellows.toml").write_text(
             f'state_dir = "{state_dir}"\n'
             + "".join(
@@ -211,10 +223,16 @@ def measure(state_dir: Path, now: float, repeats: int) -> dict[str, Any]:
         walls, out = [], ""
         for _ in range(repeats):
             started = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120)
+            done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=120, env=env)
             walls.append(time.perf_counter() - started)
             out = done.stdout
-        result["cli"] = {"argv": ["fellows-fsm", *argv[4:]], "wall_seconds": spread(walls, 4), "stdout": out[:2000]}
+        result["cli"] = {
+            "argv": ["fellows-fsm", *argv[3:]],
+            "source": None if source is None else str(source),
+            "source_note": note,
+            "wall_seconds": spread(walls, 4),
+            "stdout": out[:3000],
+        }
     else:
         result["cli"] = None
     return result
@@ -227,6 +245,10 @@ def main() -> None:
     parser.add_argument(
         "--keep", type=Path, help="build the journal here and keep it (if one was built there: reuse it)"
     )
+    parser.add_argument(
+        "--spend-src", type=Path, help="run the command from this fellows_fsm source tree (a branch's src/) instead"
+    )
+    parser.add_argument("--spend-src-note", default="", help="what --spend-src is (a branch and commit), recorded")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fellows-spend-") as scratch:
         state_dir = args.keep or Path(scratch)
@@ -240,7 +262,7 @@ def main() -> None:
             date = datetime.datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             stamp.write_text(json.dumps({"now": now, "journal": journal, "date": date}), encoding="utf-8")
         print(json.dumps(journal))
-        figures = measure(state_dir, now, args.repeats)
+        figures = measure(state_dir, now, args.repeats, args.spend_src, args.spend_src_note)
     print(json.dumps(figures, indent=2))
     target = "`fellows-fsm spend` over a journal of 100,000 finished dispatches in under 1 s"
     path = write_result("spend_read", {"target": target, "journal": journal, **figures})
