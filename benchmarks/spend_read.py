@@ -10,11 +10,12 @@ the user (1 in 5: ``Router.withdraw``, one delete). Every step (transitions, job
 written by the executor, the paid follower and the withdrawal, as in production; ends fall on a 5-minute grid of the
 simulated clock (each one a poll), so the build polls about once per 5 minutes of the three months.
 
-Then, on that journal (warm in the page cache), each ``--repeats`` times: (a) ``Journal(path)`` opened and
-``Journal.paid_runs()`` read (every run; and only those handed since the earlier of this week's and this month's
-start, all that the day, week and month windows need); (b) ``core/budget.py: spend`` over every run read; (c) the
-whole ``fellows-fsm spend --json`` as a process, when this checkout has that command (else recorded as absent), or
-the command of another source tree (``--spend-src``: a branch's ``src/`` taken with ``git archive``, first on
+Then, on that journal (warm in the page cache), each ``--repeats`` times: (a) ``Journal(path, readonly=True)``
+opened (as ``spend`` opens it) and ``Journal.paid_runs()`` read (every run; and only those handed since the earlier
+of this week's and this month's start, all that the day, week and month windows need), and, shown beside it, the
+journal opened to write (as a driver or a submit opens it); (b) ``core/budget.py: spend`` over every run read; (c)
+the whole ``fellows-fsm spend --json`` as a process, when this checkout has that command (else recorded as absent),
+or the command of another source tree (``--spend-src``: a branch's ``src/`` taken with ``git archive``, first on
 PYTHONPATH). Median, min and max wall seconds of each. ``--keep DIR`` builds the journal in DIR and keeps it; a
 later run with the same DIR measures that journal again instead of building one (its build figures are kept too).
 
@@ -178,10 +179,13 @@ def measure(state_dir: Path, now: float, repeats: int, source: Path | None = Non
 
     def open_and_read(since: float | None) -> Callable[[], object]:
         def call() -> object:
-            with Journal(path) as journal:
+            with Journal(path, readonly=True) as journal:  # as `spend` and `status` open it
                 return journal.paid_runs(since=since)
 
         return call
+
+    def open_to_write() -> None:
+        Journal(path).close()  # as a driver or a submit opens it: quick_check and every row read first
 
     with Journal(path) as journal:
         runs = journal.paid_runs()
@@ -202,6 +206,7 @@ def measure(state_dir: Path, now: float, repeats: int, source: Path | None = Non
             "paid_runs_since_windows_start": read_recent,
             "open_and_paid_runs_all": timed(open_and_read(None), repeats),
             "open_and_paid_runs_since_windows_start": timed(open_and_read(since), repeats),
+            "open_to_write": timed(open_to_write, 3),
         },
         "spend_seconds": {
             "all_runs": timed(lambda: spend(runs, now, UTC), repeats),
