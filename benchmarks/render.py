@@ -12,7 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import render_calibrated_rungs, render_clusters, render_issue25, render_issue26, render_sim_clusters
+from benchmarks import (
+    render_calibrated_rungs,
+    render_clusters,
+    render_issue25,
+    render_issue26,
+    render_paid,
+    render_sim_clusters,
+)
 from benchmarks.common import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -1055,6 +1062,7 @@ def main() -> None:
         head.append("| over ssh: 0 new connections per poll | not run | - |")
     if g is not None:
         head.extend(background_targets(g))
+    head.extend(render_paid.targets(_load("paid_follow"), _load("spend_read")))
     head.append("")
     DOC.write_text("\n".join(head + body).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {DOC}")
@@ -1064,6 +1072,7 @@ def main() -> None:
     section_calibrated_rungs()
     section_sim_clusters()
     section_clusters()
+    section_paid()
 
 
 BG_CMD = (
@@ -1495,6 +1504,11 @@ def section_clusters() -> None:
     results = [r for name in render_clusters.RESULTS if (r := _load(name)) is not None]
     lines = render_clusters.section(results)
     _append(lines)
+
+
+def section_paid() -> None:
+    """Append issue 27's two measured targets (benchmarks/results/paid_follow.json, spend_read.json, spend.json)."""
+    _append(render_paid.section(_load("paid_follow"), _load("spend_read"), _load("spend"), _provenance))
 
 
 def _append(lines: list[str]) -> None:

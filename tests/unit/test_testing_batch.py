@@ -151,3 +151,11 @@ def test_move_walks_a_job_through_its_states_with_events(fake: FakeBatchApi) -> 
         fake.move("fsm-1", "DONE")
     fake.remove("fsm-1")
     assert call(fake, "GET", f"{PARENT}/jobs/fsm-1")[0] == 404
+
+
+def test_the_fake_answers_with_nagle_off_so_a_kept_connection_is_not_held_40_ms_a_request() -> None:
+    """Every connection the fake serves sets TCP_NODELAY: its headers and body go out as two writes, which with
+    Nagle on wait for the client's delayed ACK on a kept-alive connection (about 40 ms a request on Linux)."""
+    with FakeBatchApi() as api:
+        assert api._server is not None
+        assert api._server.RequestHandlerClass.disable_nagle_algorithm is True
