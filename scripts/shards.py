@@ -178,6 +178,7 @@ def command(shard: Shard, native: str, options: list[str]) -> list[str]:
 
 def start(shard: Shard, native: str, options: list[str]) -> None:
     shard.report_path.unlink(missing_ok=True)
+    TEMP.mkdir(parents=True, exist_ok=True)
     argv = command(shard, native, options)
     with shard.log.open("wb") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())

@@ -33,15 +33,21 @@ while not os.path.exists(theirs):
     if time.monotonic() > end:
         sys.exit("the other namespace never started its process")
     time.sleep(0.05)
-seen = []
-for pid in os.listdir("/proc"):
-    if pid.isdigit():
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if path.encode() in argv:
-            seen.append(int(pid))
+def scan():
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if path.encode() in argv:
+                found.append(int(pid))
+    return found
+seen = scan()
+while child.pid not in seen and time.monotonic() < end:  # its own, once /proc shows the exec'd command line
+    time.sleep(0.05)
+    seen = scan()
 print(child.pid, *seen)
 time.sleep(1)  # keep ours alive until the other side has looked too
 child.kill()
