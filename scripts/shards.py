@@ -19,6 +19,7 @@ pytest's: paths or node ids narrow what is collected and dealt; every other argu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -32,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "build" / "test-logs"
 DURATIONS = REPO / "tests" / "durations.json"
+CHECKOUT_TAG = hashlib.sha256(str(REPO).encode()).hexdigest()[:4]
 TEMP = Path("/tmp/fellows-tests")  # noqa: S108  (root only, one dir per shard, removed when it passes)
 DEFAULT_SHARDS = 4
 UNIT = "tests/unit/"
@@ -64,8 +66,14 @@ class Shard:
 
     @property
     def slug(self) -> str:
-        """The name with letters, digits and '-' only (scripts/in-netns's rule)."""
-        return "fsm-" + self.name.replace(".", "")
+        """A short name of letters, digits and '-' (scripts/in-netns's rule) for runtime dirs and namespaces, unique
+        per checkout too, so two checkouts testing at once never share a cluster's runtime dir in /tmp."""
+        return f"t{CHECKOUT_TAG}-{self.version.replace('.', '')}{self.kind[0]}{self.number}"
+
+    @property
+    def temp(self) -> Path:
+        """The shard's pytest --basetemp (the 22.05 shards share the host's /tmp)."""
+        return TEMP / self.slug
 
     @property
     def log(self) -> Path:
@@ -158,8 +166,7 @@ def command(shard: Shard, native: str, options: list[str]) -> list[str]:
         env.append(f"CI={os.environ['CI']}")
     q = shlex.quote
     if shard.version == native:
-        temp = TEMP / shard.name
-        inner = ["env", *env, str(REPO / ".venv/bin/pytest"), f"--basetemp={temp}", *pytest_args]
+        inner = ["env", *env, str(REPO / ".venv/bin/pytest"), f"--basetemp={shard.temp}", *pytest_args]
         return [str(REPO / "scripts/in-netns"), shard.slug, *inner]
     venv_pytest = str(REPO / f".venv-{shard.version}/bin/pytest")
     inner = ["env", *env, venv_pytest, *pytest_args]
@@ -281,7 +288,7 @@ def main(args: list[str]) -> int:
         refresh(shards, ids, narrowed=bool(selections))
     for shard in shards:
         if shard.returncode == 0:
-            shutil.rmtree(TEMP / shard.name, ignore_errors=True)
+            shutil.rmtree(shard.temp, ignore_errors=True)
     tally = counts([s.report for s in shards])
     say(f"{summary(tally)} in {wall / 60:.1f} min over {len(shards)} shards ({', '.join(versions)})")
     if bad:
