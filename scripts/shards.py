@@ -13,8 +13,10 @@ summary, the 15 slowest tests and one line over all shards; its exit status is n
 ran no test. Each shard's output is kept in build/test-logs/<shard>.log.
 
 Environment: FELLOWS_SLURM_VERSIONS (default "22.05 24.11"), FELLOWS_TEST_SHARDS (real-SLURM shards per version,
-default 4), FELLOWS_TEST_DURATIONS=refresh (write this run's durations into tests/durations.json). Arguments are
-pytest's: paths or node ids narrow what is collected and dealt; every other argument goes to every shard.
+default 4), FELLOWS_TEST_ONLY (shard names, e.g. "22.05-real-2": run only those, dealt exactly as in a whole run, to
+replay a failed shard), FELLOWS_TEST_DURATIONS=refresh (write this run's durations into tests/durations.json).
+Arguments are pytest's: paths or node ids narrow what is collected and dealt; every other argument goes to every
+shard.
 """
 
 from __future__ import annotations
@@ -227,12 +229,55 @@ def refresh(shards: list[Shard], collected: list[str], narrowed: bool) -> None:
     for shard in shards:
         table = data.setdefault(shard.version, {})
         for test_id, entry in shard.report.items():
-            table[test_id] = round(float(entry["duration"]), 2)  # type: ignore[arg-type]
+            table[test_id] = round(float(entry["duration"]), 2)
     for version, table in data.items():
         if not narrowed:
             data[version] = {k: v for k, v in sorted(table.items()) if k in wanted}
     DURATIONS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     say(f"scripts/test: durations written to {DURATIONS.relative_to(REPO)}")
+
+
+def run_all(shards: list[Shard], native: str, options: list[str]) -> float:
+    """Start every shard at once; say each one's outcome as it ends; the wall time of them all."""
+    t0 = time.monotonic()
+    for shard in shards:
+        start(shard, native, options)
+    running = list(shards)
+    while running:
+        time.sleep(0.5)
+        for shard in list(running):
+            assert shard.proc is not None
+            if shard.proc.poll() is None:
+                continue
+            running.remove(shard)
+            shard.returncode = shard.proc.returncode
+            shard.wall = time.monotonic() - shard.started
+            read_report(shard)
+            state = "ok" if shard.returncode == 0 and shard.report else "FAILED"
+            say(f"   {shard.name} {state} in {shard.wall / 60:.1f} min: {summary(counts([shard.report]))}")
+    return time.monotonic() - t0
+
+
+def failed(shards: list[Shard]) -> list[Shard]:
+    """The shards that failed a test, ended badly, or ran no test."""
+    return [s for s in shards if s.returncode != 0 or not s.report]
+
+
+def report(shards: list[Shard]) -> None:
+    """A failed shard's failures (from its log), every shard's summary, the slowest tests."""
+    for shard in failed(shards):
+        say(f"== {shard.name} failed (exit {shard.returncode}); its log is {shard.log.relative_to(REPO)}")
+        text = shard.log.read_text(errors="replace")
+        at = text.find("= FAILURES =")
+        sys.stdout.write(text[max(at - 200, 0) :][-80000:] if at >= 0 else text[-20000:])
+    say("== shards")
+    for shard in shards:
+        tally = summary(counts([shard.report]))
+        say(f"   {shard.name:16} {shard.wall / 60:5.1f} min  {tally}  | {last_line(shard.log)}")
+    say(f"== the {SLOWEST} slowest tests")
+    timed = [(float(e["duration"]), s.version, t) for s in shards for t, e in s.report.items()]
+    for seconds, version, test_id in sorted(timed, reverse=True)[:SLOWEST]:
+        say(f"   {seconds:7.1f} s  {version}  {test_id}")
 
 
 def main(args: list[str]) -> int:
@@ -252,38 +297,19 @@ def main(args: list[str]) -> int:
     shutil.rmtree(LOGS, ignore_errors=True)
     LOGS.mkdir(parents=True)
     shards = plan(ids, versions, native, int(raw))
+    only = os.environ.get("FELLOWS_TEST_ONLY", "").replace(",", " ").split()
+    if only:
+        unknown = sorted(set(only) - {s.name for s in shards})
+        if unknown:
+            names = ", ".join(s.name for s in shards)
+            say(f"scripts/test: FELLOWS_TEST_ONLY names no shard of this run: {', '.join(unknown)} (shards: {names})")
+            return 2
+        shards = [s for s in shards if s.name in only]
     say(f"== pytest: {len(ids)} tests in {len(shards)} shards side by side (logs in {LOGS.relative_to(REPO)}/)")
     for shard in shards:
         say(f"   {shard.name}: {len(shard.ids)} tests, about {shard.estimate / 60:.1f} min by tests/durations.json")
-    t0 = time.monotonic()
-    for shard in shards:
-        start(shard, native, options)
-    running = list(shards)
-    while running:
-        time.sleep(0.5)
-        for shard in list(running):
-            assert shard.proc is not None
-            if shard.proc.poll() is None:
-                continue
-            running.remove(shard)
-            shard.returncode = shard.proc.returncode
-            shard.wall = time.monotonic() - shard.started
-            read_report(shard)
-            state = "ok" if shard.returncode == 0 and shard.report else "FAILED"
-            say(f"   {shard.name} {state} in {shard.wall / 60:.1f} min: {summary(counts([shard.report]))}")
-    wall = time.monotonic() - t0
-    bad = [s for s in shards if s.returncode != 0 or not s.report]
-    for shard in bad:
-        say(f"== {shard.name} failed (exit {shard.returncode}); its log, {shard.log.relative_to(REPO)}:")
-        sys.stdout.write(shard.log.read_text(errors="replace")[-60000:])
-    say("== shards")
-    for shard in shards:
-        tally = summary(counts([shard.report]))
-        say(f"   {shard.name:16} {shard.wall / 60:5.1f} min  {tally}  | {last_line(shard.log)}")
-    say(f"== the {SLOWEST} slowest tests")
-    timed = [(float(e["duration"]), s.version, t) for s in shards for t, e in s.report.items()]  # type: ignore[arg-type]
-    for seconds, version, test_id in sorted(timed, reverse=True)[:SLOWEST]:
-        say(f"   {seconds:7.1f} s  {version}  {test_id}")
+    wall = run_all(shards, native, options)
+    report(shards)
     if os.environ.get("FELLOWS_TEST_DURATIONS") == "refresh":
         refresh(shards, ids, narrowed=bool(selections))
     for shard in shards:
@@ -291,7 +317,7 @@ def main(args: list[str]) -> int:
             shutil.rmtree(shard.temp, ignore_errors=True)
     tally = counts([s.report for s in shards])
     say(f"{summary(tally)} in {wall / 60:.1f} min over {len(shards)} shards ({', '.join(versions)})")
-    if bad:
+    if bad := failed(shards):
         say(f"scripts/test: failed shards: {', '.join(s.name for s in bad)}")
         return 1
     return 0

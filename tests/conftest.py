@@ -19,7 +19,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if not os.environ.get(_REPORT_ENV):
         return
     entry = _results.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0})
-    entry["duration"] = float(entry["duration"]) + report.duration  # type: ignore[arg-type]
+    entry["duration"] = float(entry["duration"]) + report.duration
     if hasattr(report, "wasxfail"):
         entry["outcome"] = "xpassed" if report.passed and report.when == "call" else "xfailed"
     elif report.failed:
