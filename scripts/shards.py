@@ -8,9 +8,10 @@ tests and N shards of the rest (the real-SLURM tests), every shard at once:
         of its own), the unit shard a fresh ``scripts/slurm-root run``.
 Every shard has its own temporary directory (pytest's ``--basetemp``) and sees only its own processes, so two
 shards' same-named temp paths never meet. Tests are dealt to the shards by their measured durations
-(tests/durations.json; longest first, each to the shard with the least so far). The run ends with each shard's
-summary, the 15 slowest tests and one line over all shards; its exit status is non-zero when any shard failed or
-ran no test. Each shard's output is kept in build/test-logs/<shard>.log.
+(tests/durations.json; whole files, longest first, each to the shard with the least so far). The unit shards run
+niced: they only want CPU, the real-SLURM tests want it on time. The run ends with each shard's summary, the 15
+slowest tests and one line over all shards; its exit status is non-zero when any shard failed or ran no test.
+Each shard's output is kept in build/test-logs/<shard>.log.
 
 Environment: FELLOWS_SLURM_VERSIONS (default "22.05 24.11"), FELLOWS_TEST_SHARDS (real-SLURM shards per version,
 default 4), FELLOWS_TEST_ONLY (shard names, e.g. "22.05-real-2": run only those, dealt exactly as in a whole run, to
@@ -26,6 +27,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -130,12 +132,18 @@ def estimate(test_id: str, table: dict[str, float], kind: str) -> float:
 
 
 def deal(ids: list[str], shards: list[Shard], table: dict[str, float]) -> None:
-    """Longest first, each test to the shard with the least estimated time so far; each shard keeps pytest's order."""
+    """Whole files, longest first, each to the shard with the least estimated time so far; each shard keeps pytest's
+    order. A file stays in one shard so its tests keep the neighbours and order they were written with."""
     order = {test_id: i for i, test_id in enumerate(ids)}
-    for test_id in sorted(ids, key=lambda t: -estimate(t, table, shards[0].kind)):
+    files: dict[str, list[str]] = {}
+    for test_id in ids:
+        files.setdefault(test_id.split("::", 1)[0], []).append(test_id)
+    kind = shards[0].kind
+    weight = {file: sum(estimate(t, table, kind) for t in tests) for file, tests in files.items()}
+    for file in sorted(files, key=lambda f: (-weight[f], f)):
         target = min(shards, key=lambda s: (s.estimate, s.number))
-        target.ids.append(test_id)
-        target.estimate += estimate(test_id, table, target.kind)
+        target.ids.extend(files[file])
+        target.estimate += weight[file]
     for shard in shards:
         shard.ids.sort(key=order.__getitem__)
 
@@ -151,7 +159,8 @@ def plan(ids: list[str], versions: list[str], native: str, per_version: int) -> 
             shard = Shard(version, "unit", 1)
             deal(unit, [shard], table)
             shards.append(shard)
-        real_shards = [Shard(version, "real", n + 1) for n in range(min(per_version, len(real)))]
+        real_files = {t.split("::", 1)[0] for t in real}
+        real_shards = [Shard(version, "real", n + 1) for n in range(min(per_version, len(real_files)))]
         if real_shards:
             deal(real, real_shards, table)
             shards.extend(real_shards)
@@ -189,6 +198,8 @@ def start(shard: Shard, native: str, options: list[str]) -> None:
     shard.report_path.unlink(missing_ok=True)
     TEMP.mkdir(parents=True, exist_ok=True)
     argv = command(shard, native, options)
+    if shard.kind == "unit":
+        argv = ["nice", "-n", "10", *argv]
     with shard.log.open("wb") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
@@ -281,6 +292,11 @@ def report(shards: list[Shard]) -> None:
 
 
 def main(args: list[str]) -> int:
+    # A runner started in the background by a shell without job control (`scripts/test &`, nohup) inherits SIGINT
+    # ignored, and an ignored signal stays ignored through exec: every shard's CLI would then be deaf to Ctrl-C,
+    # which the Ctrl-C tests send. Handled here, it is back to its default in every child.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     versions = os.environ.get("FELLOWS_SLURM_VERSIONS", "22.05 24.11").split()
     native = subprocess.run(
         [str(REPO / "scripts/dev-slurm"), "native-version"], capture_output=True, text=True, check=True
