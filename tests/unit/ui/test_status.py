@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,11 @@ def test_status_all_prints_the_default_table_without_parsing_rows(
     run("submit", "--json", str(script))
     for _ in range(2):
         run("submit", "--detach", str(script))
-    default = run("status")
+    # Compared once every walk has ended: with 0.3 s caps a slow machine walked a rung between the two views.
+    end = time.monotonic() + 30
+    while (default := run("status")).stdout.count("HANDED_OFF(gcp)") < 3:
+        assert time.monotonic() < end, default.stdout
+        time.sleep(0.05)
     parsed = _count_parsed_rows(monkeypatch)
     every = run("status", "--all")
     assert every.exit_code == 0, every.output
