@@ -14,7 +14,7 @@ slowest tests and one line over all shards; its exit status is non-zero when any
 Each shard's output is kept in build/test-logs/<shard>.log.
 
 Environment: FELLOWS_SLURM_VERSIONS (default "22.05 24.11"), FELLOWS_TEST_SHARDS (real-SLURM shards per version,
-default 4), FELLOWS_TEST_ONLY (shard names, e.g. "22.05-real-2": run only those, dealt exactly as in a whole run, to
+default 6), FELLOWS_TEST_ONLY (shard names, e.g. "22.05-real-2": run only those, dealt exactly as in a whole run, to
 replay a failed shard), FELLOWS_TEST_DURATIONS=refresh (write this run's durations into tests/durations.json).
 Arguments are pytest's: paths or node ids narrow what is collected and dealt; every other argument goes to every
 shard.
@@ -39,7 +39,7 @@ LOGS = REPO / "build" / "test-logs"
 DURATIONS = REPO / "tests" / "durations.json"
 CHECKOUT_TAG = hashlib.sha256(str(REPO).encode()).hexdigest()[:4]
 TEMP = Path("/tmp/fellows-tests")  # noqa: S108  (root only, one dir per shard, removed when it passes)
-DEFAULT_SHARDS = 4
+DEFAULT_SHARDS = 6
 UNIT = "tests/unit/"
 # mermaid's own parser runs on Node.js, which the Debian 13 root has not: that file runs on the host only.
 HOST_ONLY = ("tests/unit/ui/test_mermaid_valid.py",)
