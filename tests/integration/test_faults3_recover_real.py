@@ -97,8 +97,12 @@ def _killing_path(tmp_path: Path, kill_at: int, script: str = KILLING_SBATCH) ->
 def _wait_killed(slurm: Cluster, tmp_path: Path) -> int:
     """Wait until the killing sbatch has killed the driver and it is gone; its pid."""
     killed = tmp_path / "bin" / "killed"
-    slurm.wait_for(killed.exists, "the killing sbatch to kill the driver", timeout=60, tick=0.1)
-    time.sleep(0.2)
+    slurm.wait_for(
+        lambda: killed.exists() and killed.read_text().strip().isdigit(),
+        "the killing sbatch to kill the driver and write its pid",
+        timeout=60,
+        tick=0.1,
+    )
     pid = int(killed.read_text())
     slurm.wait_for(lambda: not process_alive(pid), f"driver {pid} to die", timeout=10)
     return pid
