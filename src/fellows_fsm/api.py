@@ -34,6 +34,7 @@ from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.script import check_spec
 
 __all__ = ["Fellows", "Progress", "Submitted", "read_spend"]
 
@@ -204,7 +205,10 @@ class Fellows:
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
         raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
+        A job the command line would refuse (its name, GPUs, time limit, an sbatch option fellows-fsm sets itself in
+        ``extra_args``, its script) raises UsageError (exit 2) first, with the command line's line (``check_spec``).
         """
+        check_spec(spec)
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
         return check_request(
             self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
@@ -220,8 +224,10 @@ class Fellows:
         ``pin="fellows"`` stays on the first rung; ``pin=<lane>`` goes straight to that command lane. Raises
         SubmitRejected when SLURM refuses the first submit (nothing left queued), SchedulerUnreachable when it did
         not answer it (the dispatch stays journaled; the next poll looks its token up before submitting again),
-        and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn).
+        and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn). A job the command
+        line would refuse raises UsageError before anything is journaled, whatever ``check`` says (``check_spec``).
         """
+        check_spec(spec)
         checked = check if isinstance(check, Check) else Check()
         if check is True:
             checked = self.check(spec, intent=intent, pin=pin)
