@@ -1,14 +1,15 @@
 """The Python API (fellows_fsm.Fellows) on the real local SLURM: it refuses what `fellows-fsm submit` refuses, with the
-same line, before anything is journaled or queued."""
+same line, before anything is journaled or queued; it works from any thread."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import attrs
 import pytest
 
-from fellows_fsm import Fellows, JobSpec, UsageError, load_config
+from fellows_fsm import Fellows, Handle, JobSpec, TickReport, UsageError, load_config
 
 from .cli_harness import cli, ledger_config, one_error, read_journal
 from .conftest import Cluster
@@ -79,3 +80,66 @@ def test_a_good_job_still_runs_through_the_api(slurm: Cluster, tmp_path: Path) -
         handle = fellows.follow(submitted.dispatch_id)
         assert (handle.state, handle.qos) == ("RUNNING", "high-eur")
         assert_settled(slurm, fellows.journal, tmp_path, [handle.dispatch_id])
+
+
+def test_poll_and_status_from_a_second_thread_drive_and_read_the_dispatch(slurm: Cluster, tmp_path: Path) -> None:
+    """A Fellows made and submitted in one thread is polled, read and followed from another (it once said the
+    healthy journal was damaged); the job runs and the dispatch settles."""
+    config = ledger_config(tmp_path, cap=5, poll=0.5)
+    seen: dict[str, object] = {}
+    with Fellows(load_config(config)) as fellows:
+        submitted = fellows.submit(_spec(slurm, slurm.script(120)))
+
+        def other_thread() -> None:
+            try:
+                seen["poll"] = fellows.poll()
+                seen["status"] = [h.dispatch_id for h in fellows.status()]
+                seen["history"] = [e.trigger for e in fellows.history(submitted.dispatch_id)]
+                seen["followed"] = fellows.follow(submitted.dispatch_id)
+            except BaseException as exc:  # the test reports whatever the thread raised
+                seen["error"] = exc
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+        assert "error" not in seen, seen.get("error")
+        assert isinstance(seen["poll"], TickReport)
+        assert seen["status"] == [submitted.dispatch_id]
+        assert seen["history"][0] == "submit"
+        assert isinstance(seen["followed"], Handle)
+        assert (seen["followed"].state, seen["followed"].qos) == ("RUNNING", "high-eur")
+        assert_settled(slurm, fellows.journal, tmp_path, [submitted.dispatch_id])
+
+
+def test_status_from_another_thread_is_answered_while_follow_walks(slurm: Cluster, tmp_path: Path) -> None:
+    """While one thread follows a dispatch off a full high-eur to normal-eur, another thread's status calls are
+    answered between its polls (the dispatch seen on high-eur before it runs), and none fails."""
+    slurm.occupy("high-eur", 8, count=2)
+    config = ledger_config(tmp_path, cap=10, poll=0.5)
+    states: list[str] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+    with Fellows(load_config(config)) as fellows:
+        submitted = fellows.submit(_spec(slurm, slurm.script(120)))
+
+        def reader() -> None:
+            while not done.is_set():
+                try:
+                    states.append(fellows.status(submitted.dispatch_id)[0].state)
+                except BaseException as exc:  # the test reports whatever the thread raised
+                    errors.append(exc)
+                    return
+                done.wait(0.05)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            handle = fellows.follow(submitted.dispatch_id)
+        finally:
+            done.set()
+            thread.join(timeout=60)
+        assert errors == []
+        assert (handle.state, handle.qos) == ("RUNNING", "normal-eur")
+        assert "SUBMITTED(high-eur)" in states
+        assert_settled(slurm, fellows.journal, tmp_path, [submitted.dispatch_id])
