@@ -217,7 +217,7 @@ class Fellows:
 
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-        raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
+        raise. Grants are cached beside the journal. An unknown intent raises UsageError (inbox.py: ``check_intent``).
         A job the command line would refuse (its name, GPUs, time limit, an sbatch option fellows-fsm sets itself in
         ``extra_args``, its script) raises UsageError (exit 2) first, with the command line's line (``check_spec``).
         """

@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 # The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
 @click.argument("script", type=click.Path(path_type=Path))
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
-@click.option("--intent", type=click.Choice(["prod", "debug"]), default="prod", help="debug starts on debug_qos.")
+# --intent is any word here: another than prod or debug is refused by the check the Python API makes too.
+@click.option("--intent", default="prod", metavar="prod|debug", help="debug starts on debug_qos.")
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
 @click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
 @click.option("--follow", is_flag=True, help="With --pin fellows: stay in the foreground until the job runs.")

@@ -18,12 +18,14 @@ from .settled import assert_settled
 pytestmark = pytest.mark.slurm
 
 BAD = {
-    # case: (what the API is given, the same job through the CLI: its options before the script, and after --)
-    "array": ({"extra": ("--array=0-2",)}, (), ("--array=0-2",)),
-    "qos": ({"extra": ("--qos=low-eur",)}, (), ("--qos=low-eur",)),
-    "wait": ({"extra": ("--wait",)}, (), ("--wait",)),
-    "negative-gpus": ({"gpus": -3}, ("--gpus", "-3"), ()),
-    "newline-name": ({"name": "train\nnow"}, ("--name", "train\nnow"), ()),
+    # case: (the API's JobSpec fields, its submit's intent; the same through the CLI: options before the script, and
+    # after --)
+    "array": ({"extra": ("--array=0-2",)}, "prod", (), ("--array=0-2",)),
+    "qos": ({"extra": ("--qos=low-eur",)}, "prod", (), ("--qos=low-eur",)),
+    "wait": ({"extra": ("--wait",)}, "prod", (), ("--wait",)),
+    "negative-gpus": ({"gpus": -3}, "prod", ("--gpus", "-3"), ()),
+    "newline-name": ({"name": "train\nnow"}, "prod", ("--name", "train\nnow"), ()),
+    "unknown-intent": ({}, "urgent", ("--intent", "urgent"), ()),
 }
 
 
@@ -48,12 +50,12 @@ def _nothing_left(slurm: Cluster, tmp_path: Path, before: list[str]) -> None:
 def test_the_api_refuses_what_submit_refuses_with_the_same_line(slurm: Cluster, tmp_path: Path, case: str) -> None:
     """Each job `submit` refuses is refused by Fellows.submit too (UsageError, exit 2, the CLI's own line), and
     nothing is journaled or queued by either."""
-    fields, options, after = BAD[case]
+    fields, intent, options, after = BAD[case]
     config = ledger_config(tmp_path, cap=5, poll=0.5)
     script = slurm.script(60)
     before = [r.job_id for r in slurm.queue()]
     with Fellows(load_config(config)) as fellows, pytest.raises(UsageError) as raised:
-        fellows.submit(_spec(slurm, script, **fields))  # type: ignore[arg-type]
+        fellows.submit(_spec(slurm, script, **fields), intent=intent)  # type: ignore[arg-type]
     _nothing_left(slurm, tmp_path, before)
 
     result = cli(config, "submit", "--gpus", "8", "--time", "10:00", *options, script, "--", *slurm.job_args(), *after)

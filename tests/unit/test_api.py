@@ -249,8 +249,8 @@ def test_extra_args_that_are_not_a_sequence_of_arguments_are_refused(value: obje
 
 
 def test_check_refuses_an_unknown_intent(make_fellows: MakeFellows) -> None:
-    """An intent other than prod or debug is a ConfigError naming it."""
-    with pytest.raises(ConfigError, match="'urgent'"):
+    """An intent other than prod or debug is a UsageError naming it (exit 2, as `submit --intent` says)."""
+    with pytest.raises(UsageError, match="'urgent'"):
         make_fellows().check(SPEC, intent="urgent")
 
 

@@ -55,8 +55,10 @@ __all__ = [
     "Admission",
     "admit",
     "answer_cancels",
+    "answered_error",
     "cancels_waiting",
     "check_cluster",
+    "check_intent",
     "config_remembered",
     "enqueue",
     "enqueued",
@@ -79,6 +81,13 @@ DRIVER_CONFIG = "driver-config"
 PASSED_ENV = ("SLURM_CONF", "PATH")
 """The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
 INTENTS = ("prod", "debug")
+
+
+def check_intent(intent: object) -> None:
+    """Refuse an intent other than prod or debug (UsageError, exit 2): the one check for the command line's
+    ``--intent`` and the Python API's ``intent=``."""
+    if intent not in INTENTS:
+        raise UsageError(f"intent {intent!r} is not known; use 'prod' or 'debug' (--intent, or intent= in Python)")
 
 
 @attrs.frozen
@@ -110,8 +119,7 @@ def admit(
     rungs); ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets
     the current directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
-    if intent not in INTENTS:
-        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+    check_intent(intent)
     pinned = config.lane_named(pin) if pin is not None else None
     if pin is not None and pinned is None:
         known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
