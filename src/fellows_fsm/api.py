@@ -2,6 +2,7 @@
 
 A ``Fellows`` drives the journal when it can take the driver lock; otherwise it enqueues its dispatches for
 the process that does, follows them read-only, and takes the lock over if that process stops. It prints nothing.
+Any thread may use it: one call at a time (a lock), released while ``follow``, ``watch`` or ``cancel`` wait.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.preflight import Check, check_request
 from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
+from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.script import check_spec
 
 __all__ = ["Fellows", "Progress", "Submitted", "read_spend"]
 
@@ -79,6 +82,11 @@ class Fellows:
     drives when it can take that lock and otherwise enqueues; ``follow`` and ``watch`` read the journal while
     another process drives it and take the lock over as soon as that process stops. ``status`` and ``history``
     only read. Close it (or use it as a context manager) to release the journal.
+
+    Any thread may call it, one call at a time: a call waits for another thread's to end, except while ``follow``,
+    ``watch`` or ``cancel`` sleep between polls (a ``status`` from another thread is answered then). Their
+    callbacks run inside the call: one may use this Fellows in its own thread, never wait for another thread that
+    does.
     """
 
     def __init__(
@@ -103,6 +111,8 @@ class Fellows:
         driver (default ``daemon.ensure_driver``; tests run one in a thread); ``on_start`` is told each time this
         Fellows starts one (the CLI says so on stderr). ``ports``: the other SLURM lanes' ports by name (default:
         each one's real port from its table)."""
+        self.serial = Serial()
+        """One call at a time, from any thread: the router and the journal are one driver's state."""
         self.config = config
         self.ladder_lane = ladder_lane(config, scheduler)
         """The first SLURM lane (``[fellows]``): its port, and how to read what its cluster grants."""
@@ -146,6 +156,7 @@ class Fellows:
         """Who drove the journal at the last attempt to take it (its lock file's words); None if this process."""
         return self._driver
 
+    @serialized
     def drive(self) -> bool:
         """Take the driver lock if it is free and recover every live dispatch; True if this process drives now.
 
@@ -172,6 +183,7 @@ class Fellows:
         self._driver = None
         return True
 
+    @serialized
     def ensure_driver(self) -> DriverOwner | None:
         """Start the journal's background driver if it has work and nobody drives it; return the record of the
         driver it started (None if one was running or nothing is live). Notes who drives in ``driver``."""
@@ -184,6 +196,7 @@ class Fellows:
         self._driver = owner.describe() if owner is not None else None
         return started
 
+    @serialized
     def close(self) -> None:
         """Stop driving (the dispatches go on; the next driver recovers them) and close the journal."""
         self._router = None
@@ -198,18 +211,23 @@ class Fellows:
         self.close()
 
     # ----------------------------------------------------------------- submitting
+    @serialized
     def check(self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None) -> Check:
         """Check a request against what the cluster grants, before anything is journaled or queued.
 
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-        raise. Grants are cached beside the journal. An unknown intent raises ConfigError (preflight.check_request).
+        raise. Grants are cached beside the journal. An unknown intent raises UsageError (inbox.py: ``check_intent``).
+        A job the command line would refuse (its name, GPUs, time limit, an sbatch option fellows-fsm sets itself in
+        ``extra_args``, its script) raises UsageError (exit 2) first, with the command line's line (``check_spec``).
         """
+        check_spec(spec)
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
         return check_request(
             self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
         )
 
+    @serialized
     def submit(
         self, spec: JobSpec, *, intent: str = "prod", pin: str | None = None, check: Check | bool = True
     ) -> Submitted:
@@ -220,8 +238,10 @@ class Fellows:
         ``pin="fellows"`` stays on the first rung; ``pin=<lane>`` goes straight to that command lane. Raises
         SubmitRejected when SLURM refuses the first submit (nothing left queued), SchedulerUnreachable when it did
         not answer it (the dispatch stays journaled; the next poll looks its token up before submitting again),
-        and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn).
+        and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn). A job the command
+        line would refuse raises UsageError before anything is journaled, whatever ``check`` says (``check_spec``).
         """
+        check_spec(spec)
         checked = check if isinstance(check, Check) else Check()
         if check is True:
             checked = self.check(spec, intent=intent, pin=pin)
@@ -258,6 +278,7 @@ class Fellows:
         return Submitted(handle, driving=True, check=checked, notes=notes)
 
     # ----------------------------------------------------------------- following
+    @serialized
     def follow(
         self,
         dispatch_id: str,
@@ -288,9 +309,10 @@ class Fellows:
                 on_tick(progress)
             return until is not None and until(progress)
 
-        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, sleep)
+        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, self.serial.sleeping(sleep))
         return self.handle(dispatch_id)
 
+    @serialized
     def watch(
         self, *, on_tick: Callable[[Progress], None] | None = None, sleep: Callable[[float], None] = time.sleep
     ) -> list[Handle]:
@@ -314,9 +336,10 @@ class Fellows:
                 on_tick(progress)
             return False
 
-        self._loop(done, tick, sleep)
+        self._loop(done, tick, self.serial.sleeping(sleep))
         return [self.handle(i) for i in seen]
 
+    @serialized
     def poll(self) -> TickReport | None:
         """One poll of every live dispatch if this process can drive the journal; None while another drives it."""
         if not self.drive():
@@ -324,6 +347,7 @@ class Fellows:
         assert self._router is not None
         return self._router.poll()
 
+    @serialized
     def wait_for_handoffs(self) -> None:
         """While driving: block until every running handoff command has ended and is recorded (each is bounded by
         its lane's timeout). Does nothing while another process drives."""
@@ -361,6 +385,7 @@ class Fellows:
         router.run(until=lambda _: bool(stop) or done(), on_tick=on_tick, sleep=sleep)
 
     # ----------------------------------------------------------------- reading
+    @serialized
     def handle(self, dispatch_id: str) -> Handle:
         """Where a dispatch stands, from the journal (ConfigError for an id the journal does not hold)."""
         row = self.journal.dispatch(dispatch_id)
@@ -368,6 +393,7 @@ class Fellows:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
         return Handle.from_row(row)
 
+    @serialized
     def status(
         self, dispatch_id: str | None = None, *, live_only: bool = False, last: int | None = RECENT
     ) -> list[Handle]:
@@ -375,35 +401,41 @@ class Fellows:
         one with ``last=None``), oldest first. Only reads the journal: safe while any process drives it."""
         return [Handle.from_row(row) for row in select(self.journal, dispatch_id, live_only=live_only, last=last)]
 
+    @serialized
     def history(self, dispatch_id: str) -> list[HistoryEntry]:
         """Every transition of a dispatch as journaled, then its handoff and withdrawal, if any."""
         row = find(self.journal, dispatch_id)
         return history_entries(row, self.journal.steps(row.id), self.journal.jobs(row.id), self.journal.handoff(row.id))
 
+    @serialized
     def paid_run(self, dispatch_id: str) -> PaidRun | None:
         """A dispatch's paid run (an id or a unique prefix), or None if it was never handed to a paid lane: its
         lane, ``status``, ``gpu_hours(now)`` and ``cost(now)`` so far, ``bound_gpu_hours`` and ``bound_cost`` (what
         its time limit lets it spend), ``live`` (it may still spend)."""
         return self.journal.paid_run(find(self.journal, dispatch_id).id)
 
+    @serialized
     def budget_reason(self, dispatch_id: str) -> str | None:
         """Why the budget keeps a dispatch on its last free rung (its last budget_wait step's note), or None if it
         is not waiting for the budget."""
         row = find(self.journal, dispatch_id)
         return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
 
+    @serialized
     def spend(self, now: float | None = None) -> Spend:
         """What the paid runs spent today, this week and this month (in the ``[budget]`` timezone), per lane and in
         all, and what the live ones may still add at worst (core/budget.py: ``Spend``), as of ``now`` (default:
         the clock). Only reads the journal."""
         return read_spend(self.journal, self.config.budget, self.clock.now() if now is None else now)
 
+    @serialized
     def error(self, dispatch_id: str) -> FellowsError | None:
         """The error a finished dispatch ended with (a failed handoff, a refusal, a withdrawal, a pinned job that
         left the queue), or None if it is RUNNING, handed off, or still live."""
         return outcome_error(self.journal, find(self.journal, dispatch_id).id)
 
     # ----------------------------------------------------------------- cancelling
+    @serialized
     def cancel(self, dispatch_id: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> list[str]:
         """Withdraw a dispatch: journal it final (``withdrawn``) first, then scancel every job it got, whatever its
         state; return their ids (``Router.withdraw``). A dispatch handed to a command lane cannot be taken back
@@ -417,7 +449,13 @@ class Fellows:
         row = find(self.journal, dispatch_id)
         step = min(0.1, self.config.fellows.poll_interval_seconds)
         return request_cancel(
-            self.journal, row, at=self.clock.now(), step=step, wait=wait, ensure_driver=self._deliver, sleep=sleep
+            self.journal,
+            row,
+            at=self.clock.now(),
+            step=step,
+            wait=wait,
+            ensure_driver=self._deliver,
+            sleep=self.serial.sleeping(sleep),
         )
 
     def _deliver(self) -> None:

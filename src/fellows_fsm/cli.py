@@ -26,8 +26,7 @@ from fellows_fsm.journal.history import budget_reason, history_entries, waits_fo
 from fellows_fsm.journal.queries import RECENT, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.slurm.render import owned_option
-from fellows_fsm.slurm.script import job_spec, read_script_defaults, time_seconds
+from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
@@ -64,14 +63,14 @@ log = logging.getLogger(__name__)
 # The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
 @click.argument("script", type=click.Path(path_type=Path))
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
-@click.option("--intent", type=click.Choice(["prod", "debug"]), default="prod", help="debug starts on debug_qos.")
+# --intent is any word here: another than prod or debug is refused by the check the Python API makes too.
+@click.option("--intent", default="prod", metavar="prod|debug", help="debug starts on debug_qos.")
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
 @click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
 @click.option("--follow", is_flag=True, help="With --pin fellows: stay in the foreground until the job runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the live view goes to stderr).")
-@click.option(
-    "--gpus", type=click.IntRange(min=0), metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N)."
-)
+# --gpus is any int here: a count below 0 is refused by check_spec, the one check the Python API makes too.
+@click.option("--gpus", type=int, metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N).")
 @click.option("--time", "time_limit", metavar="LIMIT", help="Wall time, e.g. 4:00:00 (default: #SBATCH --time).")
 @click.option("--name", help="Job name (default: #SBATCH --job-name, else the script's name).")
 @config_option
@@ -98,8 +97,6 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     session never stops the walk. `--detach` returns once the first job is queued; `--pin fellows` too (add
     --follow to stay).
     """
-    if (owned := owned_option(sbatch_args)) is not None:
-        raise UsageError(f"sbatch option {owned[0]!r} after `--` is set by fellows-fsm itself: {owned[1]}")
     defaults = read_script_defaults(script)
     limit = time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
     spec = job_spec(
@@ -109,6 +106,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         time_limit_seconds=limit,
         extra_args=sbatch_args,
     )
+    check_spec(spec)  # before the state dir is opened; Fellows.check makes the same check (for programs) again
     config = config_of(ctx)
     with open_fellows(config) as fellows:
         # Before anything is journaled: the ladder against what the cluster grants (refusals raise here).

@@ -17,6 +17,7 @@ from .cli_harness import (
     driver_pid,
     final_row,
     ledger_config,
+    one_error,
     read_journal,
     stop_background_driver,
     submit_args,
@@ -220,6 +221,37 @@ def test_a_users_cancel_while_the_job_pends_on_inst_withdraws_it_and_scancels_th
     assert [(j.job_id, j.ever_ran) for j in second_slurm.jobs_of(dispatch_id)] == [(job.job_id, False)]
     assert ledger(tmp_path) == []
     _settled(slurm, second_slurm, tmp_path, [dispatch_id])
+
+
+def test_a_cancel_while_inst_cannot_be_reached_exits_6_and_works_once_it_answers(
+    slurm: Cluster, second_slurm: SecondCluster, tmp_path: Path
+) -> None:
+    """`cancel` of a dispatch running on inst while inst's sshd is down exits 6 (SLURM unreachable, as the README's
+    table says; it once exited 1) with one line saying nothing was withdrawn; once inst answers, `cancel` withdraws
+    it and scancels its job there."""
+    _fill_fellows(slurm)
+    config = _config(tmp_path, second_slurm)
+    dispatch_id = _submit(config, slurm)
+    row = final_row(slurm, tmp_path, dispatch_id, timeout=3 * CAP + 60)
+    assert (row.label, row.qos) == ("RUNNING", "inst-high")
+    [job] = second_slurm.jobs_of(dispatch_id)
+    with second_slurm.sshd_stopped():
+        line = one_error(cli(config, "cancel", dispatch_id, timeout=120), 6)
+        assert f"dispatch {dispatch_id} is not withdrawn" in line
+        assert "inst-cluster" in line
+        assert f"`fellows-fsm cancel {dispatch_id}` again" in line
+    with read_journal(tmp_path) as j:
+        assert j.dispatch(dispatch_id).state == "RUNNING"  # type: ignore[union-attr]
+    assert second_slurm.row(job.job_id).state == "RUNNING"
+    result = cli(config, "cancel", dispatch_id, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"{job.job_id}@inst" in result.stdout
+    second_slurm.wait_for(lambda: job.job_id not in second_slurm.live_ids(), f"inst job {job.job_id} to be gone")
+    with read_journal(tmp_path) as j:
+        assert j.dispatch(dispatch_id).state == "WITHDRAWN"  # type: ignore[union-attr]
+    assert [q.job_id for q in second_slurm.jobs_of(dispatch_id)] == [job.job_id]  # nothing queued again on inst
+    assert [q.ever_ran for q in jobs_of(slurm, dispatch_id)] == [False, False, False]
+    assert ledger(tmp_path) == []
 
 
 def test_a_driver_killed_while_the_job_pends_on_inst_is_replaced_and_the_job_adopted(

@@ -59,3 +59,33 @@ def test_the_documented_example_walks_a_full_high_eur_to_normal_eur(slurm: Clust
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     finally:
         journal.close()
+
+
+def test_the_documented_example_refuses_an_array_as_submit_does(slurm: Cluster, tmp_path: Path) -> None:
+    """Given `--array=0-2` after the script, the example prints the CLI's one refusal line and exits 2, with no job
+    queued and no dispatch journaled (it once ran the job seven times)."""
+    program = tmp_path / "train_on_fellows.py"
+    program.write_text(example_program(), encoding="utf-8")
+    env = {**os.environ, "FELLOWS_FSM_CONFIG": str(_config(tmp_path))}
+    before = [r.job_id for r in slurm.queue()]
+    result = subprocess.run(
+        [sys.executable, str(program), slurm.script(300), *slurm.job_args(), "--array=0-2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: sbatch option '--array=0-2' "), line
+    assert [r.job_id for r in slurm.queue()] == before
+    journal = tmp_path / "state" / "journal.sqlite3"
+    if journal.exists():
+        opened = Journal(journal, readonly=True)
+        try:
+            assert opened.dispatches() == []
+        finally:
+            opened.close()

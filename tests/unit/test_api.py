@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
@@ -36,6 +37,14 @@ from tests.unit.cli_helpers import LADDER_GRANTS
 CAP = 60.0
 POLL = 5.0
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
+
+
+@pytest.fixture(autouse=True)
+def scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripts the specs name, in the current directory (a submit refuses a missing one, as the CLI does)."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("train.sbatch", "big.sbatch"):
+        (tmp_path / name).write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
 
 
 @pytest.fixture
@@ -187,9 +196,61 @@ def test_check_warns_about_debug_without_debug_qos(make_fellows: MakeFellows) ->
     assert [w for w in checked.warnings if "debug_qos is not set" in w]
 
 
+BAD_SPECS = {
+    "array": (attrs.evolve(SPEC, extra_args=("--mem=4G", "--array=0-2")), "'--array=0-2'"),
+    "qos": (attrs.evolve(SPEC, extra_args=("--qos=low-eur",)), "'--qos=low-eur'"),
+    "wait": (attrs.evolve(SPEC, extra_args=("--wait",)), "'--wait'"),
+    "negative-gpus": (attrs.evolve(SPEC, gpus=-3), "gpus -3"),
+    "text-gpus": (attrs.evolve(SPEC, gpus="8"), "gpus '8'"),
+    "bool-gpus": (attrs.evolve(SPEC, gpus=True), "gpus True"),
+    "newline-name": (attrs.evolve(SPEC, name="a\nb"), "'a\\nb'"),
+    "zero-time": (attrs.evolve(SPEC, time_limit_seconds=0), "time limit 0"),
+    "float-time": (attrs.evolve(SPEC, time_limit_seconds=1.5), "time limit 1.5"),
+    "missing-script": (attrs.evolve(SPEC, script="gone.sbatch"), "'gone.sbatch' does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SPECS), ids=list(BAD_SPECS))
+def test_a_job_the_cli_refuses_is_refused_before_anything_is_journaled(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, case: str
+) -> None:
+    """check and submit (with any check argument) raise UsageError naming the value; nothing is journaled or queued."""
+    spec, words = BAD_SPECS[case]
+    fellows = make_fellows()
+    for call in (
+        lambda: fellows.check(spec),
+        lambda: fellows.submit(spec),
+        lambda: fellows.submit(spec, check=False),
+        lambda: fellows.submit(spec, check=Check()),
+    ):
+        with pytest.raises(UsageError) as raised:
+            call()
+        assert words in str(raised.value)
+        assert "\n" not in str(raised.value)
+    assert fellows.status() == []
+    assert capped_fake.jobs == {}
+
+
+def test_a_script_line_the_cli_refuses_is_refused(
+    make_fellows: MakeFellows, capped_fake: FakeScheduler, tmp_path: Path
+) -> None:
+    """An `#SBATCH --array` line in the script is refused through the API too, naming the file and line."""
+    (tmp_path / "array.sbatch").write_text("#!/bin/bash\n#SBATCH --array=0-2\nsleep 1\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"array\.sbatch:2"):
+        make_fellows().submit(attrs.evolve(SPEC, script="array.sbatch"))
+    assert capped_fake.jobs == {}
+
+
+@pytest.mark.parametrize("value", ["--array=0-2", 5], ids=["one-string", "not-a-sequence"])
+def test_extra_args_that_are_not_a_sequence_of_arguments_are_refused(value: object) -> None:
+    """A single string (each letter would become an argument) or a number as extra_args is one UsageError line."""
+    with pytest.raises(UsageError, match="extra_args"):
+        JobSpec("train", "train.sbatch", extra_args=value)  # type: ignore[arg-type]
+
+
 def test_check_refuses_an_unknown_intent(make_fellows: MakeFellows) -> None:
-    """An intent other than prod or debug is a ConfigError naming it."""
-    with pytest.raises(ConfigError, match="'urgent'"):
+    """An intent other than prod or debug is a UsageError naming it (exit 2, as `submit --intent` says)."""
+    with pytest.raises(UsageError, match="'urgent'"):
         make_fellows().check(SPEC, intent="urgent")
 
 

@@ -29,7 +29,17 @@ from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, UsageError
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    JournalBusy,
+    JournalError,
+    LaneError,
+    SchedulerError,
+    SchedulerUnreachable,
+    SshLoginRefused,
+    UsageError,
+)
 from fellows_fsm.journal.queries import refuse_handed_off
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
@@ -45,8 +55,10 @@ __all__ = [
     "Admission",
     "admit",
     "answer_cancels",
+    "answered_error",
     "cancels_waiting",
     "check_cluster",
+    "check_intent",
     "config_remembered",
     "enqueue",
     "enqueued",
@@ -69,6 +81,13 @@ DRIVER_CONFIG = "driver-config"
 PASSED_ENV = ("SLURM_CONF", "PATH")
 """The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
 INTENTS = ("prod", "debug")
+
+
+def check_intent(intent: object) -> None:
+    """Refuse an intent other than prod or debug (UsageError, exit 2): the one check for the command line's
+    ``--intent`` and the Python API's ``intent=``."""
+    if intent not in INTENTS:
+        raise UsageError(f"intent {intent!r} is not known; use 'prod' or 'debug' (--intent, or intent= in Python)")
 
 
 @attrs.frozen
@@ -100,8 +119,7 @@ def admit(
     rungs); ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets
     the current directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
-    if intent not in INTENTS:
-        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+    check_intent(intent)
     pinned = config.lane_named(pin) if pin is not None else None
     if pin is not None and pinned is None:
         known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
@@ -241,7 +259,7 @@ def request_cancel(
         if answer is not None:
             journal.drop_meta(CANCEL_ANSWER + row.id)
             if "error" in answer:
-                raise FellowsError(str(answer["error"]))
+                raise answered_error(answer)
             return [str(j) for j in answer["jobs"]]
         if attempt * step >= wait:
             owner = journal.owner()
@@ -254,6 +272,23 @@ def request_cancel(
             )
         sleep(step)
     raise AssertionError("unreachable")  # pragma: no cover - the loop above returns or raises
+
+
+_ANSWERED: dict[int, type[FellowsError]] = {
+    kind.exit_code: kind
+    for kind in (UsageError, ConfigError, SchedulerError, SchedulerUnreachable, JournalError, LaneError)
+}
+"""The error class an answer's exit code is raised as (the most general one of that code)."""
+_ANSWERED[SshLoginRefused.exit_code] = SchedulerUnreachable  # (its own class needs the host, which is not journaled)
+
+
+def answered_error(answer: Mapping[str, Any]) -> FellowsError:
+    """The error a driver answered a request with, raised in the asking process with the driver's line and exit
+    code (``exit_code``: e.g. 6, SLURM unreachable; an answer journaled without one is exit 1)."""
+    code = int(answer.get("exit_code", FellowsError.exit_code))
+    error = _ANSWERED.get(code, FellowsError)(str(answer["error"]))
+    error.exit_code = code  # a code of a narrower class (9: ssh cannot log in) is kept as it was
+    return error
 
 
 class CancelLater(Exception):

@@ -22,7 +22,7 @@ from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import CancelLater
 from fellows_fsm.driver.roster import Roster
-from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError
+from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError, SchedulerUnreachable
 from fellows_fsm.journal.queries import refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
@@ -103,7 +103,8 @@ class Withdrawal:
         """Withdraw a dispatch (a user's ``cancel``): journal it final (``withdrawn``) first, then scancel every
         job it got, whatever its state; return their ids. It is never advanced again.
 
-        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane.
+        A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane. A cluster
+        of its jobs that cannot be asked leaves it as it was (SchedulerUnreachable, exit 6: the line says so).
         """
         journal, scheduler = self.journal, self.scheduler
         row = journal.dispatch(dispatch_id)
@@ -120,12 +121,19 @@ class Withdrawal:
         # A controller that restarted on stale state may have given one of these ids to someone else's job:
         # cancel only what still carries this dispatch's token (or what squeue no longer knows at all).
         prefix = dispatch_token(row.id, 0)[:-1]
-        seen = scheduler.observe(job_ids) if job_ids else {}
-        job_ids = [
-            j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
-        ]
-        if row.lane == FELLOWS:  # every live job with its token, on any rung: a submit whose reply was lost included
-            job_ids.extend(o.job_id for o in scheduler.find_tokens(prefix) if o.job_id not in job_ids)
+        try:
+            seen = scheduler.observe(job_ids) if job_ids else {}
+            job_ids = [
+                j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
+            ]
+            if row.lane == FELLOWS:  # every live job with its token, on any rung: a lost submit's reply included
+                job_ids.extend(o.job_id for o in scheduler.find_tokens(prefix) if o.job_id not in job_ids)
+        except SchedulerUnreachable as exc:  # (an SshLoginRefused keeps its own class and exit code)
+            exc.args = (
+                f"dispatch {row.id} is not withdrawn: {exc}; nothing changed (it goes on as it was): run "
+                f"`fellows-fsm cancel {row.id}` again once the cluster answers",
+            )
+            raise
         # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
         # a failed scancel is safe to re-run.
         driven = self.roster.withdrawn(row.id)

@@ -3,7 +3,8 @@ transactions, and read with a retry while another process sets it up.
 
 WAL mode on a local disk; SQLite's rollback journal on a network filesystem when allowed (statefs.py); read-only
 when this user cannot write it. SQLite's own errors become JournalError saying what to do (a damaged file keeps
-its live jobs on the cluster). Journal (journal.py) builds its rows and queries on ``JournalFile``.
+its live jobs on the cluster). Journal (journal.py) builds its rows and queries on ``JournalFile``. One connection
+serves every thread, one use at a time (a lock).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,7 +44,10 @@ class JournalFile:
         self.wal = readonly or _wal_ok(self.path, allow_network_fs=allow_network_fs)
         readonly = readonly and self.path.exists()  # a journal that does not exist yet is created, empty
         self.readonly = readonly
-        self._batching = False
+        # One connection for every thread of the process, used by one at a time: a second connection would read
+        # every row again to open (``_check_pages``), and a lock keeps a batch's savepoints in the thread that
+        # opened the batch (a thread's read waits for another's transaction to commit).
+        self._batching, self._conn_lock = False, threading.RLock()
         self._identity: tuple[int, int] | None = None
         if not readonly and self.path.exists() and not _writable(self.path):
             raise JournalError(
@@ -59,7 +64,7 @@ class JournalFile:
                 # and the schema are set up under an flock of their own, one process after the other.
                 setup = open(self.path.with_name(self.path.name + ".setup-lock"), "a", encoding="utf-8")  # noqa: SIM115
                 fcntl.flock(setup, fcntl.LOCK_EX)
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -128,51 +133,54 @@ class JournalFile:
         Only for steps that announce no side effect of their own (parks): a side effect must never run
         before its row is committed. If the commit fails, JournalError is raised and none of the batch is kept.
         """
-        if self._batching:
-            yield
-            return
-        self._batching = True
-        try:
-            with self._transaction():
+        with self._conn_lock:
+            if self._batching:
                 yield
-        finally:
-            self._batching = False
+                return
+            self._batching = True
+            try:
+                with self._transaction():
+                    yield
+            finally:
+                self._batching = False
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        if not self._batching:
-            with self._transaction():
+        with self._conn_lock:
+            if not self._batching:
+                with self._transaction():
+                    yield self._db
+                return
+            # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
+            self._db.execute("SAVEPOINT step")
+            try:
                 yield self._db
-            return
-        # Inside a batch: a savepoint, so one failed write is undone alone and its transition aborted.
-        self._db.execute("SAVEPOINT step")
-        try:
-            yield self._db
-        except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK TO step")
-            raise self._write_failed(exc) from None
-        except BaseException:
-            self._db.execute("ROLLBACK TO step")
-            raise
-        finally:
-            self._db.execute("RELEASE step")
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK TO step")
+                raise self._write_failed(exc) from None
+            except BaseException:
+                self._db.execute("ROLLBACK TO step")
+                raise
+            finally:
+                self._db.execute("RELEASE step")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE ... COMMIT; any error rolls back, and SQLite's own errors become JournalError."""
-        try:
-            check_room(self._directory)  # nothing is journaled (so nothing started) on a full disk
-            self._db.execute("BEGIN IMMEDIATE")
-            yield
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise self._write_failed(exc) from None
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        with self._conn_lock:
+            try:
+                check_room(self._directory)  # nothing is journaled (so nothing started) on a full disk
+                self._db.execute("BEGIN IMMEDIATE")
+                yield
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise self._write_failed(exc) from None
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def _write_failed(self, exc: sqlite3.Error) -> JournalError:
         if _full(self.path, exc):
@@ -183,7 +191,13 @@ class JournalFile:
         """Run one read; a damaged page is a JournalError saying what to do, never a raw sqlite3 traceback."""
         for attempt in range(50):
             try:
-                return self._db.execute(query, tuple(params)).fetchall()
+                with self._conn_lock:
+                    return self._db.execute(query, tuple(params)).fetchall()
+            except sqlite3.ProgrammingError as exc:  # a misuse of this handle (closed, say), not a damaged file
+                raise JournalError(
+                    f"journal {self.path} cannot be read through this handle ({exc}); the file is not damaged: "
+                    "open the journal again (e.g. a new Fellows)"
+                ) from None
             except sqlite3.OperationalError as exc:
                 # Busy is not damage: a WAL reader can be told so at once while another process sets the file up.
                 if "locked" not in str(exc) or attempt == 49:
@@ -222,8 +236,8 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection; ``immutable`` when SQLite cannot keep its -shm file beside the journal."""
     uri = path.resolve().as_uri()
     if _writable(path) or (path.with_name(path.name + "-shm").exists() and os.access(path.parent, os.R_OK)):
-        return sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=10.0)
-    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, timeout=10.0)
+        return sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=10.0, check_same_thread=False)
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, timeout=10.0, check_same_thread=False)
 
 
 def _full(path: Path, exc: sqlite3.Error) -> bool:

@@ -59,7 +59,8 @@ class Journal(JournalFile, DriverLock):
     def close(self) -> None:
         """Release the lock and close the database."""
         self.release_driver()
-        self._db.close()
+        with self._conn_lock:
+            self._db.close()
 
     # ----------------------------------------------------------------- writes
     def add_dispatch(

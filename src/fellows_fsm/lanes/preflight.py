@@ -21,7 +21,7 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.driver.inbox import INTENTS
+from fellows_fsm.driver.inbox import check_intent
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -124,12 +124,11 @@ def check_request(
     cluster does not have (ConfigError, exit 3), or a job no rung of any cluster can ever start (SubmitRejected,
     exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
     a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
-    unknown intent raises ConfigError. With no ``read`` (a port with nothing to read them from) or a command lane
+    unknown intent raises UsageError. With no ``read`` (a port with nothing to read them from) or a command lane
     pinned, no grants are checked. A gcp-batch lane the dispatch may be handed to with no Google credentials is
     ``refused`` first (CredentialsMissing, exit 11: nothing is queued).
     """
-    if intent not in INTENTS:
-        raise ConfigError(f"intent={intent!r} is not known; use 'prod' or 'debug'")
+    check_intent(intent)
     fellows = config.fellows
     warnings: list[str] = []
     if intent == "debug" and fellows.debug_qos is None:

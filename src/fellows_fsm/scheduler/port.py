@@ -14,6 +14,8 @@ from typing import Protocol
 
 import attrs
 
+from fellows_fsm.errors import UsageError
+
 __all__ = [
     "FinishedJob",
     "JobSpec",
@@ -110,7 +112,18 @@ def classify_reason(reason: str | None) -> ReasonGroup:
 
 
 def _str_tuple(items: Iterable[str]) -> tuple[str, ...]:
-    return tuple(items)
+    """``extra_args`` as a tuple; one string (whose letters would each become an argument) or a value that is no
+    sequence is refused in one line (UsageError: what the command line's ``--`` can never give)."""
+    if isinstance(items, str):
+        raise UsageError(
+            f"extra_args {items!r} is one string; give a sequence of sbatch arguments, e.g. ('--mem=64G',)"
+        )
+    try:
+        return tuple(items)
+    except TypeError:
+        raise UsageError(
+            f"extra_args {items!r} is not a sequence; give a sequence of sbatch arguments, e.g. ('--mem=64G',)"
+        ) from None
 
 
 @attrs.frozen

@@ -18,19 +18,20 @@ import attrs
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_duration
 
-_GPUS = "give the GPU count with fellows-fsm submit --gpus (or #SBATCH --gres=gpu:N in the script)"
+_GPUS = "give the GPU count with fellows-fsm submit --gpus or #SBATCH --gres=gpu:N (JobSpec.gpus in Python)"
 _GPUS_COUNTED = "it asks for GPUs fellows-fsm would not count (the caps, the ladder and the paid lane count --gpus)"
-_TIME = "give the wall time with fellows-fsm submit --time (or #SBATCH --time in the script)"
+_TIME = "give the wall time with fellows-fsm submit --time or #SBATCH --time (JobSpec.time_limit_seconds in Python)"
 _WAITS = "it makes sbatch wait, which would stop the poll loop of every dispatch"
 _REPLY = "it changes sbatch's reply, which fellows-fsm reads for the job id"
 _NEVER_STARTS = "the job would pend on every rung for a reason no rung changes, and walk to the paid lane"
 
 OWNED_OPTIONS: dict[str, str] = {
     # What fellows-fsm sets on every rung.
-    "--qos": "the ladder sets the QoS of every rung; change [fellows] qos/qos_ladder, or use --pin fellows",
+    "--qos": "the ladder sets the QoS of every rung; change [fellows] qos/qos_ladder, or use --pin fellows "
+    + "(pin='fellows' in Python)",
     "--comment": "it carries the dispatch token that finds a job again after a lost reply",
     "--deadline": "it carries the rung's controller deadline ([router] controller_deadline)",
-    "--job-name": "give the name with fellows-fsm submit --name",
+    "--job-name": "give the name with fellows-fsm submit --name (JobSpec.name in Python)",
     # What it counts: GPUs in any spelling, and the time limit.
     "--gres": _GPUS,
     "--gpus": _GPUS,

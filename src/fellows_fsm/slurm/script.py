@@ -16,7 +16,15 @@ from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_duration
 from fellows_fsm.slurm.render import owned_option
 
-__all__ = ["ScriptDefaults", "check_job_name", "check_script", "job_spec", "read_script_defaults", "time_seconds"]
+__all__ = [
+    "ScriptDefaults",
+    "check_job_name",
+    "check_script",
+    "check_spec",
+    "job_spec",
+    "read_script_defaults",
+    "time_seconds",
+]
 
 
 @attrs.frozen
@@ -85,8 +93,11 @@ def check_script(script: Path) -> None:
         raise UsageError(f"script {str(script)!r} is not readable by this user; fix its permissions")
 
 
-def check_job_name(name: str, where: str = "--name") -> str:
-    """Refuse a job name with a control character (a newline would split SLURM's and our tables' rows)."""
+def check_job_name(name: object, where: str = "job name") -> str:
+    """Refuse a job name that is not text, or has a control character (a newline would split SLURM's and our
+    tables' rows)."""
+    if not isinstance(name, str):
+        raise UsageError(f"{where} {name!r} is not text; give a job name, e.g. 'train'")
     for char in name:
         if ord(char) < 0x20 or ord(char) == 0x7F:
             raise UsageError(
@@ -151,13 +162,48 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
     return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"), chdir=found.get("chdir"))
 
 
+def check_spec(spec: JobSpec) -> JobSpec:
+    """Refuse, in one line naming the value and what to give instead (UsageError, exit 2), a job fellows-fsm will
+    not dispatch; return it unchanged. The one check of a job the command line and the Python API share
+    (``Fellows.check`` and ``Fellows.submit`` make it before anything is journaled or queued).
+
+    Its name (text, one line), its GPUs (a whole number, 0 or more), its time limit (whole seconds above zero, or
+    None), every sbatch argument of ``extra_args`` (text; none that fellows-fsm sets or relies on: ``owned_option``)
+    and its script (a readable regular file whose ``#SBATCH`` lines ask for nothing refused: ``read_script_defaults``).
+    """
+    check_job_name(spec.name)
+    gpus = spec.gpus
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise UsageError(
+            f"gpus {gpus!r} is not a GPU count; give a whole number, 0 or more (--gpus 8; JobSpec(gpus=8) in Python)"
+        )
+    limit = spec.time_limit_seconds
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0):
+        raise UsageError(
+            f"time limit {limit!r} is not a wall time; give whole seconds above zero, or None for the partition's "
+            "default (--time 1:00:00; JobSpec(time_limit_seconds=3600) in Python)"
+        )
+    for arg in spec.extra_args:
+        if not isinstance(arg, str):
+            raise UsageError(f"sbatch argument {arg!r} is not text; give every sbatch argument as a str")
+    if (owned := owned_option(spec.extra_args)) is not None:
+        raise UsageError(
+            f"sbatch option {owned[0]!r} (after `--`, or in JobSpec.extra_args) is set by fellows-fsm itself: "
+            f"{owned[1]}"
+        )
+    if not isinstance(spec.script, str):
+        raise UsageError(f"script {spec.script!r} is not a path as text; give it as a str, e.g. str(path)")
+    read_script_defaults(Path(spec.script))
+    return spec
+
+
 def job_spec(
     name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
 ) -> JobSpec:
-    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); a job name with a
-    control character is refused (``check_job_name``)."""
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
+    checks it (``check_spec``)."""
     return JobSpec(
-        name=check_job_name(name),
+        name=name,
         script=str(script),
         gpus=gpus,
         time_limit_seconds=time_limit_seconds,

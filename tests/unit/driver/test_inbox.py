@@ -4,10 +4,12 @@ by enqueue; a cancel is delivered as a request the driver answers."""
 
 from __future__ import annotations
 
+import pytest
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler
-from fellows_fsm.driver.inbox import enqueue
+from fellows_fsm.driver.inbox import answered_error, enqueue
+from fellows_fsm.errors import FellowsError, SchedulerUnreachable
 from fellows_fsm.journal.store import Journal
 
 from .fixtures import SPEC, MakeRouter, fake, frozen, make_router  # noqa: F401
@@ -51,3 +53,20 @@ def test_router_dispatch_is_born_by_enqueue_and_adopted_like_any_other(
     assert r.journal.steps(before) == []
     r.poll()
     assert [s.trigger for s in r.journal.steps(before)] == ["submit"]
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"), [(6, SchedulerUnreachable), (9, SchedulerUnreachable), (1, FellowsError)], ids=["6", "9", "1"]
+)
+def test_a_driver_s_answer_is_raised_with_its_exit_code(code: int, kind: type[FellowsError]) -> None:
+    """A cancel the driver answered with an error is raised in the asking process with the driver's line, its exit
+    code, and the class of that code (a SchedulerUnreachable for 6), never as a plain exit 1."""
+    error = answered_error({"error": "squeue could not reach inst", "exit_code": code})
+    assert isinstance(error, kind)
+    assert (str(error), error.exit_code) == ("squeue could not reach inst", code)
+
+
+def test_an_answer_without_an_exit_code_is_exit_1() -> None:
+    """An answer journaled by an older driver (no exit code) is a FellowsError, exit 1."""
+    error = answered_error({"error": "no"})
+    assert (type(error), error.exit_code) == (FellowsError, 1)

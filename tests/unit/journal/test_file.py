@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,23 @@ def test_a_row_that_is_not_utf8_refuses_the_journal_for_writing(tmp_path: Path) 
         Journal(path)
     assert "\n" not in str(caught.value)
     assert path.read_bytes() == kept
+
+
+def test_a_journal_is_read_and_written_from_another_thread(tmp_path: Path) -> None:
+    """One Journal opened in one thread reads and writes from another (one connection, used under a lock)."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: (journal.put_meta("k", {"v": 1}), found.append(journal.get_meta("k"))))
+    thread.start()
+    thread.join(timeout=10)
+    assert found == [{"v": 1}]
+    journal.close()
+
+
+def test_a_closed_handle_is_not_called_damaged(tmp_path: Path) -> None:
+    """A read through a closed Journal says the handle is closed and the file is not damaged (no advice to move it)."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    journal.close()
+    with pytest.raises(JournalError, match="the file is not damaged") as raised:
+        journal.dispatches()
+    assert "state_dir elsewhere" not in str(raised.value)
