@@ -80,7 +80,8 @@ def test_detached_dispatch_is_driven_by_watch(slurm: Cluster, tmp_path: Path) ->
 def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Path) -> None:
     """A submit killed (SIGKILL) while parked on high-eur leaves a journal that watch finishes, one job running."""
     slurm.occupy("high-eur", 8, count=2)
-    config = _config(tmp_path, cap=4.0)
+    # A cap long enough that the status polls below (a process each) and watch's start fit in it on a busy machine.
+    config = _config(tmp_path, cap=12.0)
     proc = start_cli(config, *submit_args(slurm, "--json"))
     try:
         rows: list[dict[str, Any]] = []

@@ -335,7 +335,8 @@ def test_a_deleted_state_dir_stops_watch_with_one_line_naming_the_job(slurm: Clu
     assert submitted.returncode == 0, submitted.stderr
     dispatch_id = submitted.stdout.strip()
     watch = start_cli(config, "watch")
-    time.sleep(1.5)
+    journal_path = tmp_path / "state" / "journal.sqlite3"
+    slurm.wait_for(lambda: _has_open(watch.pid, journal_path), "watch to open the journal", timeout=60)
     shutil.rmtree(tmp_path / "state")
     _, stderr = watch.communicate(timeout=30)
     assert watch.returncode == 7, stderr
@@ -395,3 +396,18 @@ def test_a_damaged_journal_is_one_line_never_a_traceback(slurm: Cluster, tmp_pat
     assert status.returncode == 7, status.stderr
     assert "Traceback" not in status.stderr
     assert "keep the file" in status.stderr.strip().splitlines()[-1]
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """Does process ``pid`` hold ``path`` open (one of its descriptors links to it)?"""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if fd.readlink() == path:
+                return True
+        except OSError:
+            continue
+    return False
