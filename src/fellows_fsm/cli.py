@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 
 from fellows_fsm.api import Fellows
+from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
@@ -232,11 +233,15 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
     dispatch stands.
     """
     config = config_of(ctx)
+    # What was live when watch was asked for is followed, even what the driver it starts ends before it looks.
+    asked_at = SystemClock().now()
     with open_fellows(config, background=not once) as fellows:
         journal = fellows.journal
         driving = fellows.drive()
         router = fellows.router
         ids = router.driven if router is not None else [r.id for r in journal.dispatches(live_only=True)]
+        if not once:
+            ids = list(dict.fromkeys([*(r.id for r in journal.final_since(asked_at)), *ids]))
         if not ids:
             if as_json:
                 echo_json([])

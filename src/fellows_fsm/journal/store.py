@@ -252,6 +252,12 @@ class Journal(JournalFile, DriverLock):
             query += " WHERE final=0"
         return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
 
+    def final_since(self, at: float) -> list[DispatchRow]:
+        """The dispatches that became final at or after ``at``, oldest first (a follower that started then, before
+        any of them ended, reports them too)."""
+        query = "SELECT * FROM dispatches WHERE final=1 AND updated_at >= ? ORDER BY created_at, id"
+        return [_dispatch_row(r) for r in self._read(query, (at,))]
+
     def listings(self, *, live_only: bool = False) -> list[Listing]:
         """Every dispatch as ``status`` lists it, oldest first, in one query (a handoff's lane joined in).
 

@@ -173,3 +173,28 @@ def _command_steps(journal: Journal, dispatch_id: str, lane: str) -> None:
     journal.write([attrs.evolve(e, command=started) for e in d.fire(Trigger.HAND_OFF, 1_700_000_010.0).effects])
     done = Command(HandoffStatus.DONE, exit_status=0)
     journal.write([attrs.evolve(e, command=done) for e in d.fire(Trigger.HANDED_OFF, 1_700_000_011.0).effects])
+
+
+def test_final_since_reads_the_dispatches_that_ended_at_or_after_a_time(tmp_path: Path) -> None:
+    """final_since(t) is what `watch` adds to the live ones: a dispatch that ended at or after t, never one still
+    live or one that ended before t."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    fake = FakeScheduler()
+    with freeze_time("2026-11-30 12:00:00") as clock:
+        ended = Driven(Dispatch("e1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
+        live = Driven(Dispatch("l1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
+        for d in (ended, live):
+            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
+            d.submit()
+        clock.tick(10)
+        assert ended.job_id is not None
+        fake.start(ended.job_id)
+        ended.advance(fake.observe([ended.job_id])[ended.job_id])
+        assert ended.is_final
+        row = journal.dispatch("e1")
+        assert row is not None
+        at = row.updated_at
+    assert [r.id for r in journal.final_since(at)] == ["e1"]
+    assert [r.id for r in journal.final_since(at - 5)] == ["e1"]
+    assert journal.final_since(at + 0.001) == []
+    journal.close()
