@@ -82,7 +82,9 @@ def assert_history_complete(steps: list[Step], final: str) -> None:
 def test_kill_around_the_first_sbatch_then_restart(slurm: Cluster, tmp_path: Path, point: str) -> None:
     """kill -9 right before or right after the first sbatch: after a restart exactly one job ever runs."""
     spec = slurm.spec(gpus=8)
-    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", point)
+    # Caps of 8 s: the window counts from the journaled submit, and the restart (a new Python process) must land in
+    # it on a busy machine too; the empty cluster starts the job at once, so no test waits them out.
+    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", point, "--cap", "8")
     assert first.returncode == -9, first.stderr
     dispatch_id = only_dispatch(tmp_path)
     queued = jobs_of(slurm, dispatch_id)
@@ -91,7 +93,7 @@ def test_kill_around_the_first_sbatch_then_restart(slurm: Cluster, tmp_path: Pat
     assert journal.jobs(dispatch_id) == []  # the job id never reached the journal
     assert len(queued) == (0 if point == "before-sbatch" else 1)
 
-    second = harness(tmp_path, "resume")
+    second = harness(tmp_path, "resume", "--cap", "8")
     assert second.returncode == 0, second.stderr
     handle = journal.dispatch(dispatch_id)
     assert handle is not None
@@ -109,13 +111,15 @@ def test_kill_between_cancel_and_resubmit_then_restart(slurm: Cluster, tmp_path:
     """kill -9 after the high-eur job is cancelled but before the resubmit: the restart runs it on normal-eur."""
     slurm.occupy("high-eur", gpus=8, count=2)
     spec = slurm.spec(gpus=8)
-    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", "after-cancel", "--cap", "2")
+    # Caps of 6 s: the restart (a new Python process) and its sbatch must land in normal-eur's window on a busy
+    # machine too.
+    first = harness(tmp_path, "dispatch", spec_json(spec), "--crash-at", "after-cancel", "--cap", "6")
     assert first.returncode == -9, first.stderr
     dispatch_id = only_dispatch(tmp_path)
     jobs = jobs_of(slurm, dispatch_id)
     assert [(j.qos, j.state, j.ever_ran) for j in jobs] == [("high-eur", "CANCELLED", False)]
 
-    second = harness(tmp_path, "resume", "--cap", "2")
+    second = harness(tmp_path, "resume", "--cap", "6")
     assert second.returncode == 0, second.stderr
     jobs = jobs_of(slurm, dispatch_id)
     assert [(j.qos, j.state) for j in jobs] == [("high-eur", "CANCELLED"), ("normal-eur", "RUNNING")]
@@ -159,8 +163,10 @@ def test_kill_during_the_gcp_handoff_then_restart(slurm: Cluster, tmp_path: Path
 
 def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """200 one-GPU dispatches are driven with exactly one squeue per tick and end as the caps dictate."""
+    # Caps of 8 s: 200 sbatch calls in a row must leave the first rung's window room for SLURM to start its jobs on
+    # a busy machine too (with 3 s, none had started on high-eur when its windows closed).
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=3, poll_interval_seconds=0.5),
+        fellows=FellowsConfig(park_cap_seconds=8, poll_interval_seconds=0.5),
         router=RouterConfig(order=("fellows",), controller_deadline=False, max_rung_changes_per_tick=50),
         state_dir=tmp_path,
     )
