@@ -36,6 +36,8 @@ from fellows_fsm.core.paid import (
     budget_refused,
     keep_budget_wait,
     keep_leave_last_rung,
+    pin_budget_newly_refused,
+    pin_budget_refused,
 )
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
 from fellows_fsm.core.vocab import PAID_LIVE_STATES, HandoffStatus, Outcome, PaidStatus, State, Trigger
@@ -447,6 +449,10 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
+    # Pinned straight to a lane: the same [budget] as a walked handoff (asked on its last free rung), asked before
+    # its command starts: with on_budget = "refuse" it ends NO_BUDGET, else it waits here for a tick with room.
+    Row(T.NO_BUDGET, _HO, State.NO_BUDGET, (command_not_started, pin_budget_refused), budget_note, outcome=_NO_BUDGET),
+    Row(T.BUDGET_WAIT, _HO, SAME, (command_not_started, pin_budget_newly_refused), *_WAIT_STEP, outcome=_WAITS),
     # After the ladder (or pinned straight to a lane): the lane's command starts once, journaled first with its
     # argv, and run by the driver; a lost one the lane's probe finds no job of runs again; then how it ended.
     Row(T.HAND_OFF, State.FAILED_TO_GCP, _HO, told=True, command=_RUN_CMD, paid=_P.STARTING),

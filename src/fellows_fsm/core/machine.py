@@ -153,8 +153,9 @@ or budget guards, those guards: a clock guard's ``until``, or a budget guard's f
 
 
 @cache
-def rows_by_state(ladder: Ladder) -> Rows:
-    """The rows a look asks, per state, in table order (built once per ladder; each Dispatch keeps a reference)."""
+def rows_by_state(ladder: Ladder | None) -> Rows:
+    """The rows a look asks, per state, in table order (built once per ladder; each Dispatch keeps a reference;
+    None: a dispatch pinned straight to a command lane, whose look asks only the budget's rows)."""
     rows: dict[str, list[Any]] = {}
     for row, source, _, guards in _expand(ladder):
         if not row.told:

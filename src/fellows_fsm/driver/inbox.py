@@ -293,15 +293,16 @@ def has_work(journal: Journal) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- the driver's config
-def remember_config(config: Config, journal: Journal) -> None:
+def remember_config(config: Config, journal: Journal) -> str | None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
     file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
     the cluster the journal's live dispatches are driven on (``check_cluster``). Its [budget] is the one every
-    driver of the journal applies from its next tick (driver/budget.py)."""
+    driver of the journal applies from its next tick, if it may change it (driver/budget.py: ``remember_budget``);
+    returns what to say of the [budget] (its change, or why it was not applied), or None."""
     check_cluster(config, journal)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
-    remember_budget(config.budget, journal)  # the running driver applies it from its next tick
+    return remember_budget(config, journal, at=time.time())  # the running driver applies it from its next tick
 
 
 def config_remembered(journal: Journal) -> bool:
