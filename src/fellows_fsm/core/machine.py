@@ -64,6 +64,8 @@ def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...
     for row in TABLE:
         if row.source == INITIAL:
             continue  # the initial state, not a transition
+        if row.source == State.HANDING_OFF and not row.told:
+            continue  # a pinned dispatch's budget: a ladder dispatch handing off is never looked at (roster.handing)
         if row.dest == NEXT_RUNG:
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
                 out.append((row, row.source, following.state_name, (*row.guards, _left_rung(previous))))
