@@ -88,10 +88,8 @@ def remember_budget(config: Config, journal: Journal, *, at: float) -> str | Non
     journal.put_meta(BUDGET_KEY, record)
     if kept is None and new == BudgetConfig():
         return None  # nothing was set, nothing is: no change to say
-    return (
-        f"the driver of {journal.path} applies the [budget] of {owner} from its next tick: {_words(new)} "
-        f"(was: {_words(previous)})"
-    )
+    was = f" (was: {_words(previous)})" if kept is not None else ""
+    return f"the driver of {journal.path} applies the [budget] of {owner} from its next tick: {_words(new)}{was}"
 
 
 def journaled_budget(journal: Journal) -> BudgetConfig | None:
