@@ -238,12 +238,12 @@ def test_a_command_without_the_config_never_hands_off_a_walk_waiting_for_the_bud
         cwd=elsewhere,
     )
     assert spend.returncode == 0, spend.stderr
-    assert "keeps the [budget] of" in spend.stderr, spend.stderr
-    assert json.loads(spend.stdout)["budget"]["paid_gpu_hours_per_day"] == 1  # what the driver applies
     time.sleep(2.0)  # four polls: a handoff would have been made by now
     assert ledger(tmp_path) == []
     (pending,) = [j for j in jobs_of(slurm, dispatch_id) if j.state == "PENDING"]
     assert pending.qos == "low-eur"
+    assert "keeps the [budget] of" in spend.stderr, spend.stderr
+    assert json.loads(spend.stdout)["budget"]["paid_gpu_hours_per_day"] == 1  # what the driver applies
     assert cli(config, "cancel", dispatch_id).returncode == 0
     with read_journal(tmp_path) as journal:
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
