@@ -58,11 +58,12 @@ def _words(budget: BudgetConfig) -> str:
     return ", ".join(keys) if budget.limited else "no limit"
 
 
-def remember_budget(config: Config, journal: Journal, *, at: float) -> str | None:
+def remember_budget(config: Config, journal: Journal, *, at: float, applied: BudgetConfig | None = None) -> str | None:
     """Journal ``config``'s [budget] for every driver of this journal (applied from its next tick), if it may change
     it: a [budget] changes only from the config it came from (another config's, or one of a command with no config
-    file, is not applied), unless that config file is gone. Returns the line to say on stderr (the change, or why
-    it was not applied), or None when nothing changes."""
+    file, is not applied), unless that config file is gone. ``applied``: what the driver applies while none is
+    journaled (its own config's; None: no limit). Returns the line to say on stderr (the change, or why it was not
+    applied), or None when nothing changes."""
     owner = budget_owner(config)
     saved = journal.get_meta(BUDGET_KEY)
     kept = journaled_budget(journal)
@@ -83,13 +84,15 @@ def remember_budget(config: Config, journal: Journal, *, at: float) -> str | Non
         )
     if owner is None or (kept == new and kept_owner == owner):
         return None
-    previous = kept if kept is not None else BudgetConfig()
+    previous = kept if kept is not None else applied or BudgetConfig()
     record = {"table": new.table(), "source": owner, "at": at, "previous": previous.table()}
     journal.put_meta(BUDGET_KEY, record)
-    if kept is None and new == BudgetConfig():
-        return None  # nothing was set, nothing is: no change to say
-    was = f" (was: {_words(previous)})" if kept is not None else ""
-    return f"the driver of {journal.path} applies the [budget] of {owner} from its next tick: {_words(new)}{was}"
+    if new == previous:
+        return None  # journaled with its config, and nothing the driver applies changes
+    return (
+        f"the driver of {journal.path} applies the [budget] of {owner} from its next tick: {_words(new)} "
+        f"(was: {_words(previous)})"
+    )
 
 
 def journaled_budget(journal: Journal) -> BudgetConfig | None:

@@ -24,6 +24,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Period, Spend, Tally
 from fellows_fsm.driver.budget import journaled_budget, remember_budget
+from fellows_fsm.driver.inbox import driver_budget
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 from fellows_fsm.ui.paid import cost_words, hours_words
@@ -162,7 +163,7 @@ def _remember(config: Config) -> None:
     came from), said in one line; a journal that cannot be written keeps the driver's, said too."""
     try:
         with open_journal(config) as journal:
-            said = remember_budget(config, journal, at=time.time())
+            said = remember_budget(config, journal, at=time.time(), applied=driver_budget(journal))
     except FellowsError as exc:
         click.echo(f"fellows-fsm: warning: the driver keeps the [budget] it had: {exc}", err=True)
         return

@@ -170,8 +170,8 @@ def test_the_budget_changes_only_from_the_config_it_came_from(tmp_path: Path) ->
     try:
         own = _from(tmp_path, "fellows.toml", paid_gpu_hours_per_day=10)
         said = remember_budget(own, journal, at=1.0)
-        assert said is not None
-        assert "paid_gpu_hours_per_day = 10" in said
+        assert said is not None  # (the driver applied no limit)
+        assert "paid_gpu_hours_per_day = 10, on_budget = 'wait' (was: no limit)" in said
         assert remember_budget(own, journal, at=2.0) is None  # the same: nothing to say
         no_file = remember_budget(Config(state_dir=tmp_path), journal, at=3.0)
         assert no_file is not None
