@@ -247,3 +247,60 @@ def test_a_command_without_the_config_never_hands_off_a_walk_waiting_for_the_bud
     assert cli(config, "cancel", dispatch_id).returncode == 0
     with read_journal(tmp_path) as journal:
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
+
+
+# A paid lane on the real cluster that does not stop a job at its time limit: its command queues the job with
+# sbatch with no --time of its own, its status reads squeue, its cancel is scancel.
+_STATUS = """\
+s=$(squeue -h -t all --name="fsm-$FSM_DISPATCH_ID" -o %T | head -n 1)
+case "$s" in
+    PENDING|CONFIGURING) echo "queued $s" ;;
+    RUNNING|COMPLETING) echo "running $s" ;;
+    COMPLETED) echo succeeded ;;
+    CANCELLED) echo cancelled ;;
+    *) echo "failed $s" ;;
+esac"""
+
+
+@pytest.mark.usefixtures("stopped")
+def test_a_paid_job_its_lane_does_not_stop_is_deleted_within_the_bound_it_was_handed_off_with(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """A 20-second, 8-GPU job pinned to a followed command lane whose job runs on with no limit: it is deleted one
+    poll before its limit (PAID_FAILED, paid-over-its-limit, the note says so), its SLURM job cancelled, and what it
+    counts never passes its bound of 8 GPUs x 20 s."""
+    submit = (
+        'exec sbatch --parsable --job-name="fsm-$FSM_DISPATCH_ID" --qos=high-eur --gres="gpu:$FSM_GPUS" '
+        f'--chdir={slurm.jobs_dir} --output=/dev/null "$FSM_SCRIPT"'
+    )
+    lane = (
+        f"command = {json.dumps(['sh', '-c', submit])}\nstatus = {json.dumps(['sh', '-c', _STATUS])}\n"
+        f'cancel = ["scancel", "--name=fsm-{{dispatch_id}}"]\nprice_per_gpu_hour = {PRICE}\n'
+    )
+    config = ledger_config(tmp_path, cap=1.0, poll=0.5, router="driver_idle_seconds = 5\n", lane=lane)
+    result = cli(config, "submit", "--pin", "gcp", "--detach", "--gpus", "8", "--time", "0:20", slurm.script(600))
+    assert result.returncode == 0, result.stderr
+    dispatch_id = result.stdout.strip()
+    slurm.wait_for(lambda: _row(tmp_path, dispatch_id).final, "the paid job's end", timeout=90, tick=0.25)
+    row = _row(tmp_path, dispatch_id)
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
+    with read_journal(tmp_path) as journal:
+        note = journal.steps(dispatch_id)[-1].note
+        slurm.wait_for(lambda: journal.paid_run(dispatch_id).ended_at is not None, "the delete", timeout=30)
+        run = journal.paid_run(dispatch_id)
+    assert "within a poll (0.5 s) of its time limit of 20 s" in note, note
+    assert run.bound_gpu_hours == pytest.approx(8 * 20 / 3600)
+    assert 0 < run.gpu_hours(time.time()) <= run.bound_gpu_hours
+    slurm.wait_for(
+        lambda: (
+            subprocess.run(
+                ["squeue", "-h", "-t", "PENDING,RUNNING", f"--name=fsm-{dispatch_id}", "-o", "%T"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            == ""
+        ),
+        "its SLURM job cancelled",
+        timeout=30,
+    )
