@@ -146,11 +146,11 @@ class PaidFollower:
         if lane.stops_at_limit:
             if ran <= limit + 2 * self.interval:
                 return None
-            why = f"past its time limit of {limit} s"
+            why = f"past its time limit of {limit:g} s"
         else:
             if ran + self.interval < limit:
                 return None
-            why = f"within a poll ({self.interval:g} s) of its time limit of {limit} s, which the lane does not stop"
+            why = f"within a poll ({self.interval:g} s) of its time limit of {limit:g} s, which the lane does not stop"
         note = (
             f"ran {ran:.0f} s on {lane_name}, {why}: deleted, so it never costs more than the bound it was "
             "handed off with"
