@@ -50,6 +50,8 @@ class PaidFollower:
         self.failures: list[str] = []
         self._looked: dict[str, float] = {}
         self._last_look: dict[str, float] = {}
+        self._bounds: dict[str, tuple[float, float]] = {}
+        """Runs deleted at their time limit: (the limit, when a poll first saw them running)."""
 
     @property
     def busy(self) -> bool:
@@ -155,6 +157,7 @@ class PaidFollower:
             f"ran {ran:.0f} s on {lane_name}, {why}: deleted, so it never costs more than the bound it was "
             "handed off with"
         )
+        self._bounds[d.id] = (limit, started)
         return Trigger.PAID_OVERRUN, note
 
     def _limit(self, dispatch_id: str) -> float | None:
@@ -184,7 +187,20 @@ class PaidFollower:
             )
             return
         del self.deleting[dispatch_id]
-        self.journal.set_paid(dispatch_id, self.clock.now(), PaidMark(PaidStatus.CANCELLED, note="deleted"))
+        now = self.clock.now()
+        self.journal.set_paid(
+            dispatch_id,
+            now,
+            PaidMark(PaidStatus.CANCELLED, run_seconds=self._bounded(dispatch_id, now), note="deleted"),
+        )
+
+    def _bounded(self, dispatch_id: str, now: float) -> float | None:
+        """A run deleted at its limit whose delete landed just past it (the poll's and the delete's own time, at
+        most a poll interval): counted at its limit, never past the bound; None: counted as it ran."""
+        limit, started = self._bounds.pop(dispatch_id, (None, now))
+        if limit is None or not limit < now - started <= limit + self.interval:
+            return None
+        return limit
 
     def _fail(self, line: str) -> None:
         log.warning("%s", line)
