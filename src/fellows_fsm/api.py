@@ -388,8 +388,8 @@ class Fellows:
         return self.journal.paid_run(find(self.journal, dispatch_id).id)
 
     def budget_reason(self, dispatch_id: str) -> str | None:
-        """Why the budget keeps a dispatch on its last free rung (its last budget_wait step's note), or None if it
-        is not waiting for the budget."""
+        """Why the budget keeps a dispatch on its last free rung, or one pinned to a paid lane before its command
+        (its last budget_wait step's note), or None if it is not waiting for the budget."""
         row = find(self.journal, dispatch_id)
         return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
 
