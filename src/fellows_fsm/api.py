@@ -55,6 +55,8 @@ class Submitted:
     check: Check
     notes: tuple[str, ...] = ()
     """What sbatch's rendering said besides the job id (e.g. an ``#SBATCH --qos`` line overridden)."""
+    budget: str | None = None
+    """What this submit did to the journal's [budget] (applied a change, or kept another config's), or None."""
 
     @property
     def dispatch_id(self) -> str:
@@ -247,8 +249,7 @@ class Fellows:
             checked = self.check(spec, intent=intent, pin=pin)
         if checked.refused is not None:
             raise checked.refused
-        if self.background:
-            remember_config(self.config, self.journal)
+        budget = remember_config(self.config, self.journal) if self.background else None
         if not self.drive():
             dispatch_id = enqueue(
                 self.config,
@@ -264,7 +265,7 @@ class Fellows:
             if self.background:
                 self.ensure_driver()
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
-            return Submitted(self.handle(dispatch_id), driving=False, check=checked)
+            return Submitted(self.handle(dispatch_id), driving=False, check=checked, budget=budget)
         assert self._router is not None
         handle = self._router.dispatch(spec, intent=intent, pin=pin, ladder=checked.ladder, note=checked.note)
         notes = self.scheduler.last_notes if isinstance(self.scheduler, SlurmScheduler) else ()
@@ -275,7 +276,7 @@ class Fellows:
                 f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
                 "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
             )
-        return Submitted(handle, driving=True, check=checked, notes=notes)
+        return Submitted(handle, driving=True, check=checked, notes=notes, budget=budget)
 
     # ----------------------------------------------------------------- following
     @serialized
@@ -416,8 +417,8 @@ class Fellows:
 
     @serialized
     def budget_reason(self, dispatch_id: str) -> str | None:
-        """Why the budget keeps a dispatch on its last free rung (its last budget_wait step's note), or None if it
-        is not waiting for the budget."""
+        """Why the budget keeps a dispatch on its last free rung, or one pinned to a paid lane before its command
+        (its last budget_wait step's note), or None if it is not waiting for the budget."""
         row = find(self.journal, dispatch_id)
         return budget_reason(self.journal.steps(row.id)) if waits_for_budget(row.outcome) else None
 

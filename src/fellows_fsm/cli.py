@@ -124,10 +124,10 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         try:
             submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
             dispatch_id = submitted.dispatch_id
-            _say_who_drives(fellows, dispatch_id)
+            _say_who_drives(fellows, dispatch_id, submitted.budget)
             if _hands_off(config, pin):
                 if detach:  # a pinned lane's handoff IS the submit: its result is the answer (not the paid job's end)
-                    fellows.follow(dispatch_id, until=lambda _: fellows.handle(dispatch_id).state != State.HANDING_OFF)
+                    fellows.follow(dispatch_id, until=lambda _: _handed_or_waiting(fellows, dispatch_id))
                 else:
                     follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
             elif detach or queued_only:
@@ -171,14 +171,22 @@ def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:
     return dispatch_json(row, handoff, paid=paid, budget=budget)
 
 
+def _handed_or_waiting(fellows: Fellows, dispatch_id: str) -> bool:
+    """Has a pinned lane's handoff happened (or ended), or does it wait for the [budget] (said by status)?"""
+    return fellows.handle(dispatch_id).state != State.HANDING_OFF or fellows.budget_reason(dispatch_id) is not None
+
+
 def _hands_off(config: Config, pin: str | None) -> bool:
     """True if ``pin`` names a lane a job is handed to (its command is the submit), not the ladder."""
     lane = config.lane_named(pin) if pin is not None else None
     return lane is not None and not lane.walks_ladder
 
 
-def _say_who_drives(fellows: Fellows, dispatch_id: str) -> None:
-    """One note when a program of its own (not the background driver) drives the journal this submit enqueued in."""
+def _say_who_drives(fellows: Fellows, dispatch_id: str, budget: str | None) -> None:
+    """One note when a program of its own (not the background driver) drives the journal this submit enqueued in;
+    one for what the submit did to the driver's [budget], if anything."""
+    if budget is not None:
+        click.echo(f"fellows-fsm: note: {budget}", err=True)
     journal = fellows.journal
     owner = journal.owner() if fellows.started is None else None  # a driver started here is said by open_fellows
     if owner is not None and owner.kind != "background" and journal.driver_alive():

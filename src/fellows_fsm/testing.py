@@ -142,6 +142,8 @@ class FakePaidLane:
     price_per_gpu_hour: float | None = 2.0
     queue_timeout_seconds: float | None = None
     follows: bool = True
+    stops_at_limit: bool = False
+    """Does the lane end a job at its time limit itself (as Batch does)? The fake never does: the test moves it."""
     jobs: dict[str, PaidLook] = attrs.field(factory=dict)
     """Each dispatch's paid job as the lane would report it (a dispatch missing here is GONE)."""
     created: list[str] = attrs.field(factory=list)

@@ -114,8 +114,8 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
 ) -> None:
     """With 1 paid GPU-hour a day, a job whose worst case is 8 GPUs x 10 min walks high-eur and normal-eur and waits
     PENDING on low-eur: ``status`` shows the budget's reason, ``history`` its budget_wait step, nothing is created on
-    Batch. A later submit (of another job) with a budget of 10 reaches the running driver: the first job becomes ONE
-    Batch job, its low-eur job is cancelled, and the second is handed off too."""
+    Batch. A later submit (of another job) with its config raised to 10 reaches the running driver: the first job
+    becomes ONE Batch job, its low-eur job is cancelled, and the second is handed off too."""
     config = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 1\n")
     first = _submit(slurm, config)
     slurm.wait_for(lambda: "budget_wait" in _triggers(tmp_path, first), "the budget_wait step", timeout=90, tick=0.25)
@@ -134,7 +134,7 @@ def test_a_budget_holds_a_job_pending_on_low_eur_until_a_later_submit_raises_it(
     (waited,) = [s for s in steps if s["trigger"] == "budget_wait"]
     assert waited["note"] == "budget: 0 of 1 paid GPU-hours used today; this job's limit needs 1.3"
 
-    raised = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 10\n", name="raised.toml")
+    raised = batch_config(tmp_path, fake, budget="paid_gpu_hours_per_day = 10\n")  # the same file: its [budget]
     submitted = cli(raised, *submit_args(slurm, "--detach"))
     assert submitted.returncode == 0, submitted.stderr
     second = submitted.stdout.strip()

@@ -364,6 +364,11 @@ class BudgetGate:
     def refusal(self, dispatch_id: str, spec: JobSpec) -> str | None:
         """Why this dispatch's paid run would pass the budget (one line), or None if it fits, it already holds its
         reservation, or no limit is set."""
+        return self.refusal_at(dispatch_id, spec, self._price)
+
+    def refusal_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> str | None:
+        """``refusal`` for a run on a lane of this ``price`` per GPU-hour (a dispatch pinned straight to a paid
+        lane: its own lane's price, not the price of the lane after the ladder)."""
         budget = self._config
         if dispatch_id in self._reserved or not budget.limited:
             return None
@@ -396,7 +401,7 @@ class BudgetGate:
                 )
         per_month = budget.paid_cost_per_month
         if per_month is not None:
-            if self._price is None:
+            if price is None:
                 return (
                     "budget: the paid lane has no price_per_gpu_hour, so this job's cost cannot be held to "
                     "paid_cost_per_month; give the lane a price_per_gpu_hour"
@@ -407,7 +412,7 @@ class BudgetGate:
                     "budget: a paid run handed this month has no time limit, so this month's cost has no bound; "
                     "this job waits until it ends"
                 )
-            cost = self._price * need
+            cost = price * need
             if _over(spent + cost, per_month):
                 return (
                     f"budget: {_number(spent)} of {_number(per_month)} spent this month; "
@@ -436,7 +441,11 @@ class BudgetGate:
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve this dispatch's worst case (it leaves its last free rung for the paid lane); a second take of the
         same dispatch reserves nothing more."""
+        self.take_at(dispatch_id, spec, self._price)
+
+    def take_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> None:
+        """``take`` for a run on a lane of this ``price`` per GPU-hour."""
         if dispatch_id in self._reserved:
             return
-        self._reserved[dispatch_id] = (spec.gpus, spec.time_limit_seconds, self._price)
-        self._add(worst_gpu_hours(spec.gpus, spec.time_limit_seconds), self._price)
+        self._reserved[dispatch_id] = (spec.gpus, spec.time_limit_seconds, price)
+        self._add(worst_gpu_hours(spec.gpus, spec.time_limit_seconds), price)

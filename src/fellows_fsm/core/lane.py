@@ -12,9 +12,10 @@ import attrs
 
 from fellows_fsm.core import lifecycle, machine
 from fellows_fsm.core.effects import Decision, Effect, Step
+from fellows_fsm.core.paid import Gate
 from fellows_fsm.core.vocab import FINAL_STATES, Trigger
 from fellows_fsm.errors import TransitionNotAllowed
-from fellows_fsm.scheduler.port import Observation
+from fellows_fsm.scheduler.port import JobSpec, Observation
 
 __all__ = ["LaneDispatch"]
 
@@ -33,6 +34,12 @@ class LaneDispatch:
     note: str = attrs.field(init=False, default="")
     recalled: tuple[str, ...] = attrs.field(init=False, default=())
     effects: list[Effect] = attrs.field(init=False, factory=list)
+    spec: JobSpec | None = attrs.field(init=False, default=None)
+    """Its job, as the budget reads it (set by the driver before its command starts)."""
+    paid_gate: Gate | None = attrs.field(init=False, default=None)
+    """The [budget] its paid lane's run asks before its command starts (None: no budget, or asked already)."""
+    budget_note: str = attrs.field(init=False, default="")
+    """The reason of its last ``budget_wait`` step (the step is journaled once per reason)."""
 
     # What a step reads of a ladder dispatch, and a lane-pinned one has not: no ladder, rung, job or look.
     ladder: ClassVar[None] = None
@@ -64,6 +71,15 @@ class LaneDispatch:
     def pin(self, now: float) -> Decision:
         """Its first step (``pin``): HANDING_OFF, journaled before its lane's command is started."""
         return self.fire(Trigger.PIN, now)
+
+    def look_again(self, now: float) -> Decision:
+        """Ask the rows of its state that no event fires (the budget's, before its command starts), in table order,
+        and fire the first whose guards all hold (no step if none does)."""
+        self.now = now
+        for trigger, first, rest, _ in machine.rows_by_state(None).get(self.state, ()):
+            if first(self) and all(guard(self) for guard in rest):  # type: ignore[arg-type]  # (no rung read)
+                return self.fire(trigger, now)
+        return Decision((), None)
 
     def fire(self, trigger: str, now: float, *, note: str = "") -> Decision:
         """Fire one told row (its command started, run again, ended); TransitionNotAllowed names what refused it."""

@@ -5,14 +5,11 @@ guards (questions: plain functions of the dispatch, reading only its own state a
 being handled) and what the step keeps (its note, written on the journaled step, and its bookkeeping after it).
 
 On every look a dispatch asks its state's rows in table order and fires the first whose guards all hold, then looks
-again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again,
-journals it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``)
-are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C,
-the lane command's start, re-run and end).
-A dispatch pinned straight to a command lane (``submit --pin gcp``) has no ladder: its first step is ``pin``, and it
-takes the lane command's rows (the same rows a ladder dispatch takes after FAILED_TO_GCP), fired by the same engine
-on a LaneDispatch (lane.py). Every lane command's step carries what the journal keeps of the command (``command``).
-A dispatch rebuilt from the journal replays its steps through the same bookkeeping (``machine.replay``).
+again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again, journals
+it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``) are never
+asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C, the lane
+command's start, re-run and end). A dispatch pinned straight to a command lane (``submit --pin gcp``) has no ladder:
+``pin``, the [budget]'s rows from HANDING_OFF, then the lane command's rows, fired by the same engine on a LaneDispatch.
 
 A rung's park deadline is decided here: ``window_deadline`` opens each window, ``rung_expired`` closes it, the
 hold and pause steps move it. What a user's cancel does is the ``recall`` row: journaled WITHDRAWN first, then every
@@ -36,6 +33,8 @@ from fellows_fsm.core.paid import (
     budget_refused,
     keep_budget_wait,
     keep_leave_last_rung,
+    pin_budget_newly_refused,
+    pin_budget_refused,
 )
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
 from fellows_fsm.core.vocab import PAID_LIVE_STATES, HandoffStatus, Outcome, PaidStatus, State, Trigger
@@ -447,6 +446,9 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
+    # Pinned straight to a lane: the [budget] a walk asks on its last free rung is asked before its command starts.
+    Row(T.NO_BUDGET, _HO, State.NO_BUDGET, (command_not_started, pin_budget_refused), budget_note, outcome=_NO_BUDGET),
+    Row(T.BUDGET_WAIT, _HO, SAME, (command_not_started, pin_budget_newly_refused), *_WAIT_STEP, outcome=_WAITS),
     # After the ladder (or pinned straight to a lane): the lane's command starts once, journaled first with its
     # argv, and run by the driver; a lost one the lane's probe finds no job of runs again; then how it ended.
     Row(T.HAND_OFF, State.FAILED_TO_GCP, _HO, told=True, command=_RUN_CMD, paid=_P.STARTING),

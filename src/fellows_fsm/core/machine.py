@@ -64,6 +64,8 @@ def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...
     for row in TABLE:
         if row.source == INITIAL:
             continue  # the initial state, not a transition
+        if row.source == State.HANDING_OFF and not row.told:
+            continue  # a pinned dispatch's budget: a ladder dispatch handing off is never looked at (roster.handing)
         if row.dest == NEXT_RUNG:
             for previous, following in zip(ladder.rungs, ladder.rungs[1:], strict=False):
                 out.append((row, row.source, following.state_name, (*row.guards, _left_rung(previous))))
@@ -153,8 +155,9 @@ or budget guards, those guards: a clock guard's ``until``, or a budget guard's f
 
 
 @cache
-def rows_by_state(ladder: Ladder) -> Rows:
-    """The rows a look asks, per state, in table order (built once per ladder; each Dispatch keeps a reference)."""
+def rows_by_state(ladder: Ladder | None) -> Rows:
+    """The rows a look asks, per state, in table order (built once per ladder; each Dispatch keeps a reference;
+    None: a dispatch pinned straight to a command lane, whose look asks only the budget's rows)."""
     rows: dict[str, list[Any]] = {}
     for row, source, _, guards in _expand(ladder):
         if not row.told:

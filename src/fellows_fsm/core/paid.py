@@ -19,6 +19,7 @@ from fellows_fsm.core.vocab import PaidStatus, State, Trigger
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
+    from fellows_fsm.core.lane import LaneDispatch
     from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
     "keep_budget_wait",
     "keep_leave_last_rung",
     "paid_trigger",
+    "pin_budget_fits",
+    "pin_budget_newly_refused",
+    "pin_budget_refused",
     "worst_gpu_hours",
 ]
 
@@ -215,14 +219,42 @@ for _guard in (budget_allows, budget_fits, budget_newly_refused):
     _guard.until = lambda d: d.now  # type: ignore[attr-defined]
 
 
-def budget_note(d: Dispatch) -> str:
+def _pin_gate(d: Dispatch | LaneDispatch) -> Gate | None:
+    """The budget a dispatch pinned straight to a paid lane asks before its command starts (None: a ladder
+    dispatch, which asks on its last free rung; or no budget)."""
+    return d.paid_gate if d.ladder is None else None
+
+
+def pin_budget_fits(d: Dispatch | LaneDispatch) -> bool:
+    """Pinned straight to a paid lane: does its paid run's worst case fit the budget (or is there none)?"""
+    gate = _pin_gate(d)
+    return gate is None or d.spec is None or gate.refusal(d.id, d.spec) is None
+
+
+def pin_budget_refused(d: Dispatch | LaneDispatch) -> bool:
+    """Pinned straight to a paid lane, with ``on_budget = "refuse"``: would its paid run pass the budget?"""
+    gate = _pin_gate(d)
+    return gate is not None and gate.refuse and not pin_budget_fits(d)
+
+
+def pin_budget_newly_refused(d: Dispatch | LaneDispatch) -> bool:
+    """Pinned straight to a paid lane, with ``on_budget = "wait"``: does the budget refuse it for a reason not yet
+    journaled (the step says why it waits, once per reason)?"""
+    gate = _pin_gate(d)
+    if gate is None or gate.refuse or d.spec is None:
+        return False
+    reason = gate.refusal(d.id, d.spec)
+    return reason is not None and reason != d.budget_note
+
+
+def budget_note(d: Dispatch | LaneDispatch) -> str:
     """Why the budget keeps it from the paid lane (the step's note; status and history show it)."""
     gate = d.paid_gate
-    reason = gate.refusal(d.id, d.spec) if gate is not None else None
+    reason = gate.refusal(d.id, d.spec) if gate is not None and d.spec is not None else None
     return reason or d.note
 
 
-def keep_budget_wait(d: Dispatch) -> None:
+def keep_budget_wait(d: Dispatch | LaneDispatch) -> None:
     d.budget_note = d.history[-1].note
 
 

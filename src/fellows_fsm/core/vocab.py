@@ -165,6 +165,7 @@ LANE_STATES = (
     *PAID_LIVE_STATES,
     State.PAID_DONE,
     State.PAID_FAILED,
+    State.NO_BUDGET,
 )
 """The states a dispatch pinned straight to a command lane can reach (its machine: ``machine.build_machine(None)``);
 a ladder dispatch reaches them through the same rows."""

@@ -1,38 +1,122 @@
 """The budget as one driver counts it, tick by tick (core/paid.py: ``Gate``, asked by the last free rung of a walk
-before its paid lane).
+before its paid lane, and by a dispatch pinned straight to a paid lane before its command starts).
 
-The limits are the ``[budget]`` of the config last given to ``submit`` or ``spend`` (journaled: ``remember_budget``),
-so a raised budget reaches a driver already running, and two shells see one. What is spent is counted from the
-journal's paid runs (core/budget.py: ``BudgetGate``) plus the dispatches already on their way to a paid lane that
-are not paid runs yet (their worst case, reserved as they leave their last free rung). Nothing is read unless a
-dispatch asks: the journal is read at most once a tick, and only in a tick where a last rung's window closed.
+The limits are the ``[budget]`` journaled by ``submit`` or ``spend`` (``remember_budget``), so a raised budget reaches
+a driver already running, and two shells see one; it changes only from the config it came from (a command with no
+config file, or another project's config, never changes it), and each change is journaled and said. What is spent
+is counted from the journal's paid runs (core/budget.py: ``BudgetGate``) plus the dispatches already on their way
+to a paid lane that are not paid runs yet (their worst case, reserved as they leave their last free rung). Nothing
+is read unless a dispatch asks: the journal is read at most once a tick, and only in a tick where one asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 
 from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows
+from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
+from fellows_fsm.core.vocab import State
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["BUDGET_KEY", "TickGate", "journaled_budget", "remember_budget"]
+__all__ = [
+    "BUDGET_KEY",
+    "LaneGate",
+    "TickGate",
+    "budget_owner",
+    "journaled_budget",
+    "on_their_way",
+    "remember_budget",
+]
+
+log = logging.getLogger(__name__)
 
 BUDGET_KEY = "budget"
-"""The journal's meta key of the [budget] the driver applies (the latest submit's or spend's)."""
+"""The journal's meta key of the [budget] the driver applies, with the config it came from (``remember_budget``)."""
+NO_FILE = "defaults"
+"""The ``source`` of a config read from no file."""
 
 
-def remember_budget(budget: BudgetConfig, journal: Journal) -> None:
-    """Journal the [budget] every driver of this journal applies from its next tick (the latest wins)."""
-    journal.put_meta(BUDGET_KEY, budget.table())
+def budget_owner(config: Config) -> str | None:
+    """Who may change the journal's [budget]: the config file it comes from (its absolute path), or a config a
+    program built with a [budget] (its ``source``); None for a command with no config file, which never changes
+    it."""
+    if config.source == NO_FILE and config.budget == BudgetConfig():
+        return None
+    path = Path(config.source)
+    return str(path.resolve()) if config.source != NO_FILE and path.is_file() else config.source
+
+
+def _words(budget: BudgetConfig) -> str:
+    """A [budget] in one line: its keys that are set."""
+    keys = [f"{k} = {v!r}" for k, v in budget.table().items() if v is not None and (k != "on_budget" or budget.limited)]
+    return ", ".join(keys) if budget.limited else "no limit"
+
+
+def remember_budget(config: Config, journal: Journal, *, at: float, applied: BudgetConfig | None = None) -> str | None:
+    """Journal ``config``'s [budget] for every driver of this journal (applied from its next tick), if it may change
+    it: a [budget] changes only from the config it came from (another config's, or one of a command with no config
+    file, is not applied), unless that config file is gone. ``applied``: what the driver applies while none is
+    journaled (its own config's; None: no limit). Returns the line to say on stderr (the change, or why it was not
+    applied), or None when nothing changes."""
+    owner = budget_owner(config)
+    saved = journal.get_meta(BUDGET_KEY)
+    kept = journaled_budget(journal)
+    kept_owner = saved.get("source") if isinstance(saved, dict) and "table" in saved else None
+    new = config.budget
+    if kept is not None and kept_owner is not None and owner != kept_owner and Path(kept_owner).is_file():
+        if kept == new:
+            return None
+        if owner is None:
+            why = "this command has no config file, so it changes nothing"
+        else:
+            why = (
+                f"this config ({owner}) has another, which is not applied: a [budget] changes only from its own config"
+            )
+        return (
+            f"the driver of {journal.path} keeps the [budget] of {kept_owner} ({_words(kept)}); {why}; to change "
+            f"it, edit that file and run `fellows-fsm spend --config {kept_owner}`"
+        )
+    if owner is None or (kept == new and kept_owner == owner):
+        return None
+    previous = kept if kept is not None else applied or BudgetConfig()
+    record = {"table": new.table(), "source": owner, "at": at, "previous": previous.table()}
+    journal.put_meta(BUDGET_KEY, record)
+    if new == previous:
+        return None  # journaled with its config, and nothing the driver applies changes
+    return (
+        f"the driver of {journal.path} applies the [budget] of {owner} from its next tick: {_words(new)} "
+        f"(was: {_words(previous)})"
+    )
 
 
 def journaled_budget(journal: Journal) -> BudgetConfig | None:
     """The [budget] last journaled, or None if none was."""
-    table = journal.get_meta(BUDGET_KEY)
-    return BudgetConfig.from_table(table) if isinstance(table, dict) else None
+    saved = journal.get_meta(BUDGET_KEY)
+    if isinstance(saved, dict) and "table" in saved:  # with the config it came from
+        saved = saved["table"]
+    return BudgetConfig.from_table(saved) if isinstance(saved, dict) else None
+
+
+_RESERVED_WAIT = frozenset({State.PARKED, State.CANCELLED, State.FAILED_TO_GCP})
+_RESERVED_REFUSE = frozenset({State.FAILED_TO_GCP})
+
+
+def on_their_way(live: Iterable[Dispatch], gate: TickGate) -> dict[str, Reservation]:
+    """The dispatches leaving their last free rung for the paid lane, not paid runs yet: their worst case is
+    reserved (waiting for the budget, from the park; with on_budget = "refuse", from the give_up)."""
+    states = _RESERVED_REFUSE if gate.refuse else _RESERVED_WAIT
+    price = gate.price
+    return {
+        d.id: (d.spec.gpus, d.spec.time_limit_seconds, price)
+        for d in live
+        if d.state in states and d.paid_gate is not None and d.rung_index == len(d.ladder.rungs) - 1
+    }
 
 
 class TickGate:
@@ -55,6 +139,7 @@ class TickGate:
         self.now = 0.0
         self._gate: BudgetGate | None = None
         self._limits: BudgetConfig | None = None
+        self._applied: BudgetConfig | None = None  # the previous count's, to log a change
         self.builds = 0
         """How many counts were made (at most one a tick): what a test reads."""
 
@@ -69,6 +154,9 @@ class TickGate:
         """The [budget] this tick applies."""
         if self._limits is None:
             self._limits = journaled_budget(self.journal) or self.default
+            if self._applied is not None and self._limits != self._applied:
+                log.warning("the [budget] changes: %s (was: %s)", _words(self._limits), _words(self._applied))
+            self._applied = self._limits
         return self._limits
 
     def _count(self) -> BudgetGate:
@@ -91,11 +179,45 @@ class TickGate:
 
     def refusal(self, dispatch_id: str, spec: JobSpec) -> str | None:
         """Why this dispatch's paid run would pass the budget, or None."""
-        if not self.limits.limited:
-            return None
-        return self._count().refusal(dispatch_id, spec)
+        return self.refusal_at(dispatch_id, spec, self.price)
 
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve its worst case for the rest of this tick (the next tick counts it from the roster)."""
+        self.take_at(dispatch_id, spec, self.price)
+
+    def refusal_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> str | None:
+        """``refusal`` for a run on a lane of this price per GPU-hour."""
+        if not self.limits.limited:
+            return None
+        return self._count().refusal_at(dispatch_id, spec, price)
+
+    def take_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> None:
+        """``take`` for a run on a lane of this price per GPU-hour (the next tick counts it from its paid run)."""
         if self.limits.limited:
-            self._count().take(dispatch_id, spec)
+            self._count().take_at(dispatch_id, spec, price)
+
+    def priced(self, price: float | None) -> LaneGate:
+        """This gate as a dispatch pinned straight to a lane of this price per GPU-hour asks it."""
+        return LaneGate(self, price)
+
+
+class LaneGate:
+    """The tick's one gate (``TickGate``) as a dispatch pinned straight to a paid lane asks it (core/paid.py:
+    ``Gate``): the same count, at its own lane's price."""
+
+    def __init__(self, tick: TickGate, price: float | None) -> None:
+        self.tick = tick
+        self.price = price
+
+    @property
+    def refuse(self) -> bool:
+        """``on_budget = "refuse"``."""
+        return self.tick.refuse
+
+    def refusal(self, dispatch_id: str, spec: JobSpec) -> str | None:
+        """Why this dispatch's paid run would pass the budget, or None."""
+        return self.tick.refusal_at(dispatch_id, spec, self.price)
+
+    def take(self, dispatch_id: str, spec: JobSpec) -> None:
+        """Reserve its worst case for the rest of this tick (its hand_off step journals its paid run)."""
+        self.tick.take_at(dispatch_id, spec, self.price)

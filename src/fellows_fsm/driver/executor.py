@@ -142,6 +142,10 @@ class Executor:
             return
         self._run(d, d.recall(job_ids, self.clock.now()))
 
+    def lane_look(self, d: LaneDispatch) -> None:
+        """A lane-pinned dispatch asks the rows no event fires (the budget's, before its command): journal its step."""
+        self._lane_effects(d.look_again(self.clock.now()).effects)
+
     def _lane_effects(self, effects: Sequence[Effect]) -> None:
         """A lane-pinned dispatch's step: journal it, then delete its paid job if it asks (it has no SLURM job)."""
         self.recorder.write([e for e in effects if isinstance(e, Record)])

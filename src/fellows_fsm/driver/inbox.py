@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
@@ -60,6 +61,7 @@ __all__ = [
     "check_cluster",
     "check_intent",
     "config_remembered",
+    "driver_budget",
     "enqueue",
     "enqueued",
     "has_work",
@@ -328,15 +330,26 @@ def has_work(journal: Journal) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- the driver's config
-def remember_config(config: Config, journal: Journal) -> None:
+def remember_config(config: Config, journal: Journal) -> str | None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
     file, nor a current directory, nor the environment of whoever starts it. The latest submit's wins, but only on
     the cluster the journal's live dispatches are driven on (``check_cluster``). Its [budget] is the one every
-    driver of the journal applies from its next tick (driver/budget.py)."""
+    driver of the journal applies from its next tick, if it may change it (driver/budget.py: ``remember_budget``);
+    returns what to say of the [budget] (its change, or why it was not applied), or None."""
     check_cluster(config, journal)
+    applied = driver_budget(journal) or config.budget  # (no driver config yet: a driver would start with this one)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
-    remember_budget(config.budget, journal)  # the running driver applies it from its next tick
+    return remember_budget(config, journal, at=time.time(), applied=applied)  # applied from the driver's next tick
+
+
+def driver_budget(journal: Journal) -> BudgetConfig | None:
+    """The [budget] of the driver config journaled (what a driver applies while no [budget] is), or None."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    try:
+        return BudgetConfig.from_table(saved["config"].get("budget", {})) if saved is not None else None
+    except (ConfigError, AttributeError, KeyError, TypeError):
+        return None  # a driver config of another version: no limit known
 
 
 def config_remembered(journal: Journal) -> bool:

@@ -50,6 +50,8 @@ class PaidFollower:
         self.failures: list[str] = []
         self._looked: dict[str, float] = {}
         self._last_look: dict[str, float] = {}
+        self._bounds: dict[str, tuple[float, float]] = {}
+        """Runs deleted at their time limit: (the limit, when a poll first saw them running)."""
 
     @property
     def busy(self) -> bool:
@@ -116,7 +118,7 @@ class PaidFollower:
                     f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
                 )
         if trigger is None and d.state == State.PAID_RUNNING:
-            trigger, note = self._overrun(d, lane_name, look, now) or (None, note)
+            trigger, note = self._overrun(d, lane_name, lane, look, now) or (None, note)
         if trigger is None:
             return
         if trigger is Trigger.PAID_GONE:
@@ -131,20 +133,31 @@ class PaidFollower:
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)
 
-    def _overrun(self, d: Model, lane_name: str, look: PaidLook | None, now: float) -> tuple[Trigger, str] | None:
-        """A paid job running past its time limit (two poll intervals of grace: a lane that stops it itself, as
-        Batch's maxRunDuration does, has done so by then): deleted, so no run passes the bound it was let in by."""
+    def _overrun(
+        self, d: Model, lane_name: str, lane: PaidLane, look: PaidLook | None, now: float
+    ) -> tuple[Trigger, str] | None:
+        """A paid job about to run past its time limit: deleted, so no run passes the bound it was let in by. On a
+        lane that does not stop it itself, at the last poll before its limit (one poll interval early: the next
+        poll would be past it); on a lane that does (Batch's maxRunDuration), only if it still runs two poll
+        intervals after it (the lane has stopped it by then)."""
         limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
         started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
         if limit is None or started is None:
             return None
         ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
-        if ran <= limit + 2 * self.interval:
-            return None
+        if lane.stops_at_limit:
+            if ran <= limit + 2 * self.interval:
+                return None
+            why = f"past its time limit of {limit:g} s"
+        else:
+            if ran + self.interval < limit:
+                return None
+            why = f"within a poll ({self.interval:g} s) of its time limit of {limit:g} s, which the lane does not stop"
         note = (
-            f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, so it never costs more than "
-            "the bound it was handed off with"
+            f"ran {ran:.0f} s on {lane_name}, {why}: deleted, so it never costs more than the bound it was "
+            "handed off with"
         )
+        self._bounds[d.id] = (limit, started)
         return Trigger.PAID_OVERRUN, note
 
     def _limit(self, dispatch_id: str) -> float | None:
@@ -174,7 +187,20 @@ class PaidFollower:
             )
             return
         del self.deleting[dispatch_id]
-        self.journal.set_paid(dispatch_id, self.clock.now(), PaidMark(PaidStatus.CANCELLED, note="deleted"))
+        now = self.clock.now()
+        self.journal.set_paid(
+            dispatch_id,
+            now,
+            PaidMark(PaidStatus.CANCELLED, run_seconds=self._bounded(dispatch_id, now), note="deleted"),
+        )
+
+    def _bounded(self, dispatch_id: str, now: float) -> float | None:
+        """A run deleted at its limit whose delete landed just past it (the poll's and the delete's own time, at
+        most a poll interval): counted at its limit, never past the bound; None: counted as it ran."""
+        limit, started = self._bounds.pop(dispatch_id, (None, now))
+        if limit is None or not limit < now - started <= limit + self.interval:
+            return None
+        return limit
 
     def _fail(self, line: str) -> None:
         log.warning("%s", line)

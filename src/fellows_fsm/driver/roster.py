@@ -128,6 +128,11 @@ class Roster:
         """A fallback lane's command ended: the ladder dispatch that was handing off (None: a lane-pinned one)."""
         return self.handing.pop(dispatch_id, None)
 
+    def ended_before_command(self, dispatch_id: str) -> None:
+        """A dispatch pinned to a lane ended before its command started (NO_BUDGET): no longer driven."""
+        self.pending.pop(dispatch_id, None)
+        self.handoffs.pinned_lanes.pop(dispatch_id, None)
+
     def ended(self, dispatch_id: str) -> None:
         """A ladder dispatch is final (or refused, or left the ladder with no lane): no longer driven."""
         self.live.pop(dispatch_id, None)

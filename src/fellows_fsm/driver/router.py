@@ -20,10 +20,10 @@ from fellows_fsm.core.budget import Reservation
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.paid import PaidMark
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, State
+from fellows_fsm.core.paid import PaidMark, pin_budget_fits
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES
 from fellows_fsm.driver import recovery, strays
-from fellows_fsm.driver.budget import TickGate
+from fellows_fsm.driver.budget import TickGate, on_their_way
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.paid import PaidFollower
@@ -44,8 +44,6 @@ __all__ = ["Router"]
 
 log = logging.getLogger(__name__)
 
-_RESERVED_WAIT = frozenset({State.PARKED, State.CANCELLED, State.FAILED_TO_GCP})
-_RESERVED_REFUSE = frozenset({State.FAILED_TO_GCP})
 UNWATCHED_SLACK_SECONDS = 1.0
 """A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
 
@@ -195,9 +193,10 @@ class Router:
         except KeyboardInterrupt:
             raise self._interrupted(dispatch_id) from None
         d = self.roster.live.get(dispatch_id)
-        if d is None:  # pinned to a command lane: its command starts now
+        if d is None:  # pinned to a command lane: its command starts now, if the [budget] lets it
             lane, lane_spec = self.roster.pending[dispatch_id]
-            self.executor.start_lane(dispatch_id, lane, lane_spec)
+            self.gate.tick(self.clock.now())
+            self._start_pinned(dispatch_id, lane, lane_spec)
             return self.handle(dispatch_id)
         try:
             self.executor.start(d)
@@ -263,7 +262,7 @@ class Router:
         self._failed.extend(self.paid.failures)
         self.paid.failures.clear()
         for dispatch_id, (lane, spec) in list(self.roster.pending.items()):
-            self.executor.start_lane(dispatch_id, lane, spec)
+            self._start_pinned(dispatch_id, lane, spec)
         for parked_out in self.roster.take_parked_out():
             self._hand_off_after_ladder(parked_out)
         # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
@@ -417,17 +416,27 @@ class Router:
         return lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None
 
     def _reservations(self) -> dict[str, Reservation]:
-        """The dispatches leaving their last free rung for the paid lane, not paid runs yet: their worst case is
-        reserved (waiting for the budget, from the park; with on_budget = "refuse", from the give_up)."""
-        states = _RESERVED_REFUSE if self.gate.refuse else _RESERVED_WAIT
-        price = self.gate.price
-        return {
-            d.id: (d.spec.gpus, d.spec.time_limit_seconds, price)
-            for d in self.live.values()
-            if d.state in states and d.paid_gate is not None and d.rung_index == len(d.ladder.rungs) - 1
-        }
+        return on_their_way(self.live.values(), self.gate)
 
     # ----------------------------------------------------------------- handing off
+    def _start_pinned(self, dispatch_id: str, lane_name: str, spec: JobSpec) -> None:
+        """Start the command of a dispatch pinned straight to a lane once the same [budget] a walked handoff asks
+        lets it (its rows: ``no_budget``, ``budget_wait``); one that waits stays pending, asked again next tick. A
+        command already journaled (a restart) was counted then: it is followed, never asked again."""
+        if self.gate.limits.limited and self.journal.handoff(dispatch_id) is None:
+            d = self.handoffs.lane_dispatch(dispatch_id)
+            lane = self.handoffs.pinned_lanes.get(dispatch_id) or self.handoffs.lanes.get(lane_name)
+            gate = self.gate.priced(lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None)
+            d.spec, d.paid_gate = spec, gate
+            self.executor.lane_look(d)
+            if d.is_final:  # NO_BUDGET: nothing was started
+                self.roster.ended_before_command(dispatch_id)
+                return
+            if not pin_budget_fits(d):
+                return  # waits for a tick with room (its budget_wait step says why, once per reason)
+            gate.take(dispatch_id, spec)  # this tick's next pins see it; its hand_off step journals its paid run
+        self.executor.start_lane(dispatch_id, lane_name, spec)
+
     def _hand_off_after_ladder(self, d: Dispatch) -> None:
         """Hand a dispatch that parked out of the whole ladder to the fallback lane it was created with (the driver
         journals HANDING_OFF, then starts the command), or end it NO_LANE_LEFT if it has none."""

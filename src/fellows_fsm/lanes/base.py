@@ -105,6 +105,13 @@ class PaidLane(HandoffLane, Protocol):
         bound)."""
         ...
 
+    @property
+    def stops_at_limit(self) -> bool:
+        """True if the lane itself ends a job at its time limit (Batch's maxRunDuration): the driver then deletes one
+        that still runs only after two polls of grace; else it deletes it one poll before its limit, so the run
+        never passes the bound it was handed off with."""
+        ...
+
     def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
         """Where each of these dispatches' paid jobs stands, in ONE round trip for the lane (one list call). A
         dispatch missing from the answer could not be told (asked again next poll). Raises a LaneError (one

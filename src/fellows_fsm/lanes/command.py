@@ -258,6 +258,11 @@ class CommandLane:
         """How long a paid job may sit queued before it is cancelled (None: no bound)."""
         return self.config.queue_timeout_seconds
 
+    @property
+    def stops_at_limit(self) -> bool:
+        """False: nothing says the lane's own system ends a job at its time limit (the driver deletes it)."""
+        return False
+
     def look(
         self, dispatch_ids: Sequence[str], *, specs: Mapping[str, JobSpec] | None = None
     ) -> Mapping[str, PaidLook]:

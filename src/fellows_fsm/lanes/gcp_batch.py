@@ -298,6 +298,7 @@ class GcpBatchLane:
     kind = KIND
     walks_ladder = False
     follows = True
+    stops_at_limit = True  # the job's maxRunDuration is its time limit (batch_client.py)
     """Its jobs are followed to their end (look, delete)."""
 
     def __init__(

@@ -8,6 +8,7 @@ only the table and the JSON object.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Period, Spend, Tally
 from fellows_fsm.driver.budget import journaled_budget, remember_budget
+from fellows_fsm.driver.inbox import driver_budget
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 from fellows_fsm.ui.paid import cost_words, hours_words
@@ -157,17 +159,16 @@ def spend_table(s: Spend, budget: BudgetConfig) -> RenderableType:
 
 
 def _remember(config: Config) -> None:
-    """Journal this config's [budget] for the driver (driver/budget.py: the latest submit's or spend's applies); a
-    journal that cannot be written keeps the driver's, said in one line."""
+    """Journal this config's [budget] for the driver if it may change it (driver/budget.py: only from the config it
+    came from), said in one line; a journal that cannot be written keeps the driver's, said too."""
     try:
         with open_journal(config) as journal:
-            remember_budget(config.budget, journal)
+            said = remember_budget(config, journal, at=time.time(), applied=driver_budget(journal))
     except FellowsError as exc:
         click.echo(f"fellows-fsm: warning: the driver keeps the [budget] it had: {exc}", err=True)
         return
-    click.echo(
-        f"fellows-fsm: note: the driver of {config.journal_path} applies this [budget] from its next tick", err=True
-    )
+    if said is not None:
+        click.echo(f"fellows-fsm: note: {said}", err=True)
 
 
 @main.command(short_help="What the paid lanes spent: today, this week, this month.")
@@ -183,10 +184,12 @@ def spend(ctx: click.Context, as_json: bool) -> None:
     known = config.journal_path.exists()  # no journal yet: no driver to tell, and none is made here
     with open_journal(config, readonly=True) as journal:
         changed = known and (journaled_budget(journal) or BudgetConfig()) != config.budget
-        s = read_spend(journal, config.budget)
     if changed:
         _remember(config)
+    with open_journal(config, readonly=True) as journal:
+        budget = journaled_budget(journal) or config.budget  # the one the driver applies
+        s = read_spend(journal, budget)
     if as_json:
-        echo_json(spend_json(s, config.budget))
+        echo_json(spend_json(s, budget))
     else:
-        make_console().print(spend_table(s, config.budget))
+        make_console().print(spend_table(s, budget))

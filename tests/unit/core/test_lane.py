@@ -105,7 +105,8 @@ def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
     events = build_machine(None).events
     commands = {"recall", "hand_off", "re_run", "handed_off", "handoff_failed", "handoff_unknown"}
     paid = {"paid", "paid_start", "paid_end", "paid_fail", "paid_gone", "paid_stuck", "paid_overrun"}
-    assert set(events) == commands | paid
+    budget = {"no_budget", "budget_wait"}  # pinned to a paid lane: the [budget], before its command starts
+    assert set(events) == commands | paid | budget
     hand_off = events["hand_off"].transitions
     assert set(hand_off) == {State.HANDING_OFF}  # not from FAILED_TO_GCP: a lane-pinned dispatch has no ladder
     assert {row.trigger for row in TABLE if row.command} == {

@@ -212,11 +212,12 @@ def test_a_crash_between_the_create_and_its_journal_write_makes_one_job(
     assert lane.created == [d]
 
 
-def test_a_paid_job_running_past_its_limit_is_deleted(
+def test_a_paid_job_on_a_lane_that_stops_it_itself_is_deleted_two_polls_past_its_limit(
     router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
 ) -> None:
-    """A paid job the lane lets run past its time limit is deleted two polls after it (PAID_FAILED), so its cost
-    never passes the bound it was handed off with."""
+    """On a lane that ends a job at its time limit itself (as Batch does), one that still runs is deleted two polls
+    after its limit (PAID_FAILED): the lane's own stop is given its grace."""
+    lane.stops_at_limit = True
     r = router_of()
     d = to_paid(r, frozen)
     lane.move(d, PaidStatus.RUNNING)
@@ -229,6 +230,29 @@ def test_a_paid_job_running_past_its_limit_is_deleted(
     assert row is not None
     assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
     assert lane.deleted == [d]
+
+
+def test_a_paid_job_on_a_lane_that_does_not_stop_it_is_deleted_within_its_bound(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """On a lane that does not end a job at its time limit, it is deleted at the last poll before its limit (one
+    poll interval early, as the note says), so what it is counted never passes the bound it was handed off with."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    lane.move(d, PaidStatus.RUNNING)
+    ticks(r, frozen, 1)  # seen running
+    ticks(r, frozen, 718)  # 7180 s of its 7200: the next poll is not yet at its limit
+    assert r.handle(d).state == "PAID_RUNNING"
+    assert lane.deleted == []
+    ticks(r, frozen, 1)  # 7190 s: the poll after this one would be at its limit
+    row = r.journal.dispatch(d)
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
+    assert "within a poll (10 s) of its time limit of 7200 s" in r.journal.steps(d)[-1].note
+    assert lane.deleted == [d]
+    run = r.journal.paid_run(d)
+    assert run is not None
+    assert run.gpu_hours(r.clock.now()) <= run.bound_gpu_hours
 
 
 def test_a_delete_not_yet_taken_is_work_for_a_driver(

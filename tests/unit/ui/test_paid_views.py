@@ -565,11 +565,12 @@ def test_the_driver_s_budget_holds_a_job_back_and_spend_with_a_raised_one_lets_i
     config.write_text(config.read_text(encoding="utf-8") + raised, encoding="utf-8")
     result = run("spend")
     assert result.exit_code == 0, result.output
-    assert "applies this [budget] from its next tick" in result.stderr
+    assert "applies the [budget] of" in result.stderr
+    assert "from its next tick: paid_gpu_hours_per_day = 40" in result.stderr
     assert "[budget] paid_gpu_hours_per_day = 40: 8 counted today" in " ".join(result.stdout.split())
     ticks(router, frozen, 3)
     assert router.handle(waiting).state == "PAID_QUEUED"
     out = json.loads(cli("spend", "--json"))
     assert (out["day"]["total"]["runs"], out["day"]["total"]["live"]) == (2, 1)
     assert out["day"]["total"]["open_gpu_hours"] == 16.0
-    assert "applies this [budget]" not in run("spend").stderr  # told once: the journal has it now
+    assert "[budget]" not in run("spend").stderr  # told once: the journal has it now
