@@ -128,6 +128,15 @@ class JobSpec:
     workdir: str | None = None
     """The directory ``submit`` was run from: a local sbatch runs there, as a plain sbatch would (so a job with no
     ``--chdir`` runs there); None: wherever the submitting process runs. Never used over ssh (a local path)."""
+    kept_script: str | None = None
+    """The copy of the script as it was at submit, kept in the state dir with the dispatch (journal/scripts.py):
+    what every rung's sbatch and a paid lane read, so a script edited or removed later changes nothing. None: the
+    script itself, read at each submit (a spec not yet journaled)."""
+
+    @property
+    def script_file(self) -> str:
+        """The file a submit reads the job's script from: the kept copy, else ``script``."""
+        return self.kept_script or self.script
 
 
 @attrs.frozen
