@@ -9,10 +9,11 @@ ui/tools.py, and demo in ui/demo.py. Every FellowsError becomes one line on stde
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
@@ -21,9 +22,9 @@ from rich.console import Console
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
-from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
+from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
-from fellows_fsm.journal.queries import RECENT, outcome_error, select
+from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.render import owned_option
@@ -123,20 +124,27 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         journal = fellows.journal
         queued_only = pin is not None and not _hands_off(config, pin) and not follow
         try:
-            submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
-            dispatch_id = submitted.dispatch_id
-            _say_who_drives(fellows, dispatch_id)
-            if _hands_off(config, pin):
-                if detach:  # a pinned lane's handoff IS the submit: its result is the answer (not the paid job's end)
-                    fellows.follow(dispatch_id, until=lambda _: fellows.handle(dispatch_id).state != State.HANDING_OFF)
+            with _naming_the_journaled(fellows):  # an error after the row names it: never submit it twice
+                submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
+                dispatch_id = submitted.dispatch_id
+                _say_who_drives(fellows, dispatch_id)
+                if _hands_off(config, pin):
+                    if (
+                        detach
+                    ):  # a pinned lane's handoff IS the submit: its result is the answer (not the paid job's end)
+                        fellows.follow(
+                            dispatch_id, until=lambda _: fellows.handle(dispatch_id).state != State.HANDING_OFF
+                        )
+                    else:
+                        follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+                elif detach or queued_only:
+                    _wait_until_queued(fellows, dispatch_id)
                 else:
+                    _wait_until_queued(
+                        fellows, dispatch_id
+                    )  # a refusal, or a SLURM that never answers, is said at once
+                    # With --json the live view goes to stderr, and only when that is a terminal.
                     follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
-            elif detach or queued_only:
-                _wait_until_queued(fellows, dispatch_id)
-            else:
-                _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, is said at once
-                # With --json the live view goes to stderr, and only when that is a terminal.
-                follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
         except KeyboardInterrupt:
             dispatch_id = dispatch_id or fellows.enqueued or ""
             if not dispatch_id:
@@ -163,6 +171,22 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+@contextlib.contextmanager
+def _naming_the_journaled(fellows: Fellows) -> Iterator[None]:
+    """An error that stops ``submit`` once its dispatch is journaled names the dispatch, and says when its paid job
+    exists (or is being made) and never to submit it again (journal/queries.py: ``journaled_failure``)."""
+    try:
+        yield
+    except FellowsError as exc:
+        dispatch_id = fellows.enqueued
+        if dispatch_id is None or (dispatch_id in str(exc) and not isinstance(exc, JournalFull)):
+            raise  # before the row, or said of the dispatch already (SLURM has not queued it yet, ...)
+        journaled = journaled_failure(fellows.journal, dispatch_id, exc)
+        if journaled is None:
+            raise
+        raise journaled from None
 
 
 def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:

@@ -14,6 +14,7 @@ from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.errors import (
     FellowsError,
     HandoffUnknown,
+    JournalFull,
     LaneError,
     NoBudget,
     SchedulerError,
@@ -21,11 +22,12 @@ from fellows_fsm.errors import (
     UsageError,
 )
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.statefs import full_words
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.handoffs import unknown_note
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select", "spec_of"]
+__all__ = ["RECENT", "find", "journaled_failure", "outcome_error", "refuse_handed_off", "restore", "select", "spec_of"]
 
 RECENT = 20
 """How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
@@ -58,6 +60,32 @@ def select(
     recent = [] if live_only else journal.recent(last)
     chosen = {r.id: r for r in [*recent, *live]}
     return sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
+
+
+def journaled_failure(journal: Journal, dispatch_id: str, exc: FellowsError) -> FellowsError | None:
+    """The error a command that journaled dispatch ``dispatch_id`` ends with when ``exc`` stopped it after that: it
+    names the dispatch, says when its paid job exists (or is being made) and never to submit it again, which could
+    pay twice. None when the dispatch ended with nothing queued or paid (``exc`` says what is true then)."""
+    row = journal.dispatch(dispatch_id)
+    if row is None:
+        return None
+    handoff = journal.handoff(dispatch_id)
+    paid = journal.paid_run(dispatch_id)
+    lane = paid.lane if paid is not None else handoff.lane if handoff is not None else None
+    if lane is None and row.final:
+        return None  # refused or withdrawn before anything ran: nothing to lose by submitting again
+    why = f"{full_words(journal.path.parent)}: free some space there" if isinstance(exc, JournalFull) else str(exc)
+    if lane is not None:
+        what = f"dispatch {row.id}'s paid job on lane {lane} was made (or is being made)"
+    else:
+        what = f"dispatch {row.id} is journaled ({row.state}) and its walk goes on"
+    error = FellowsError(
+        f"{what}: do not submit it again (that could run or pay for it twice); {why.rstrip('.')}, then "
+        f"`fellows-fsm watch` follows it to its end (`fellows-fsm status {row.id}` shows it, "
+        f"`fellows-fsm cancel {row.id}` withdraws it)"
+    )
+    error.exit_code = exc.exit_code
+    return error
 
 
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
