@@ -21,7 +21,7 @@ from rich.console import Console
 
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.vocab import State
+from fellows_fsm.core.vocab import Outcome, State
 from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
@@ -439,9 +439,16 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
     config = config_of(ctx)
     with open_fellows(config) as fellows:
         try:
+            before = find_row(fellows.journal, dispatch_id)
             job_ids = fellows.cancel(dispatch_id)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
         row = find_row(fellows.journal, dispatch_id)
-    jobs = ", ".join(job_ids) or "none"
-    click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")
+        run = fellows.journal.paid_run(row.id)
+    if run is not None and f"fsm-{row.id}@{run.lane}" in job_ids:
+        click.echo(f"dispatch {row.id} withdrawn: its paid job on lane {run.lane} deleted (fsm-{row.id})")
+    elif job_ids:  # only the jobs this cancel ended, never those a park or an earlier cancel ended
+        click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {', '.join(job_ids)})")
+    else:
+        already = "was withdrawn already" if before.outcome == Outcome.WITHDRAWN else "withdrawn"
+        click.echo(f"dispatch {row.id} {already}: no job of it was pending or running")

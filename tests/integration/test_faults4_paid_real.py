@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .cli_harness import cli, ledger_config, read_journal, stop_background_driver, submit_args
+from .cli_harness import cli, json_of, ledger_config, read_journal, stop_background_driver, submit_args
 from .conftest import Cluster
-from .settled import assert_settled, ledger
+from .settled import assert_settled, jobs_of, ledger
 from .test_faults3_handoff_real import _fill_node, small_state_dir
 
 pytestmark = pytest.mark.slurm
@@ -69,3 +69,63 @@ def test_a_disk_filled_during_the_paid_create_names_the_dispatch_and_never_says_
         assert row is not None
         assert row.state == "HANDED_OFF", row
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
+
+
+# --------------------------------------------------------------------------- a lane that will not cancel
+def _refusing_lane(tmp_path: Path) -> Path:
+    """A config whose followed gcp lane makes a paid job (a file, and the ledger line), says it runs until it is
+    cancelled, and refuses every cancel ("quota exceeded", exit 1) until tmp_path/allow-cancel exists."""
+    jobs = tmp_path / "paid-jobs"
+    jobs.mkdir()
+    make = f'echo "$1" >> {tmp_path / "gcp.ledger"}; touch {jobs}/"$1"'
+    status = f'if [ -e {jobs}/"$FSM_DISPATCH_ID".cancelled ]; then echo cancelled; else echo running; fi'
+    cancel = (
+        f'if [ -e {tmp_path / "allow-cancel"} ]; then touch {jobs}/"$FSM_DISPATCH_ID".cancelled; '
+        'else echo "quota exceeded" >&2; exit 1; fi'
+    )
+    lane = (
+        f"command = {json.dumps(['sh', '-c', make, 'sh', '{dispatch_id}'])}\n"
+        f"status = {json.dumps(['sh', '-c', status])}\n"
+        f"cancel = {json.dumps(['sh', '-c', cancel])}\n"
+        "price_per_gpu_hour = 2.5\n"
+    )
+    return ledger_config(tmp_path, cap=2.0, poll=0.5, park_early="off", lane=lane)
+
+
+def _paid_status(tmp_path: Path, dispatch_id: str) -> str | None:
+    """The dispatch's paid run's status in the journal (None: no paid run)."""
+    with read_journal(tmp_path) as journal:
+        run = journal.paid_run(dispatch_id)
+    return None if run is None else run.status
+
+
+def test_a_cancel_its_lane_refuses_says_the_delete_is_pending_until_it_is_taken(slurm: Cluster, tmp_path: Path) -> None:
+    """The lane's cancel fails ("quota exceeded", exit 1) on a running paid job: `cancel` exits 8 saying the delete
+    is pending and asked again each poll (never "withdrawn (... cancelled)"), `status` shows it being cancelled, a
+    second `cancel` says the same; once the lane takes the delete the run is cancelled, paid once."""
+    config = _refusing_lane(tmp_path)
+    submitted = cli(config, *submit_args(slurm, "--pin", "gcp", "--detach"), timeout=120)
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    slurm.wait_for(lambda: _paid_status(tmp_path, dispatch_id) == "running", "the paid job to run", timeout=60)
+    for attempt in ("first", "second"):
+        done = cli(config, "cancel", dispatch_id, timeout=120)
+        assert done.returncode == 8, (attempt, done.stdout, done.stderr)
+        assert "withdrawn (" not in done.stdout, (attempt, done.stdout)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("fellows-fsm: error: ")]
+        assert len(errors) == 1, (attempt, done.stderr)
+        assert "its paid job on lane gcp is not deleted yet (" in errors[0], (attempt, errors)
+        assert "quota exceeded" in errors[0], (attempt, errors)
+        assert "again each poll" in errors[0], (attempt, errors)
+        assert "cannot take it back" not in done.stderr, (attempt, done.stderr)
+    shown = cli(config, "status", timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{dispatch_id} on gcp: being cancelled" in " ".join(shown.stdout.split()), shown.stdout
+    [listed] = json_of(cli(config, "status", "--json", timeout=60))
+    assert (listed["state"], listed["paid"]["status"]) == ("WITHDRAWN", "cancelling"), listed
+    (tmp_path / "allow-cancel").touch()
+    slurm.wait_for(lambda: _paid_status(tmp_path, dispatch_id) == "cancelled", "the delete to be taken", timeout=60)
+    shown = cli(config, "status", timeout=60)
+    assert "being cancelled" not in shown.stdout, shown.stdout
+    assert ledger(tmp_path) == [dispatch_id]  # one paid job, never made again
+    assert jobs_of(slurm, dispatch_id) == []

@@ -249,7 +249,9 @@ def request_cancel(
         if answer is not None:
             journal.drop_meta(CANCEL_ANSWER + row.id)
             if "error" in answer:
-                raise FellowsError(str(answer["error"]))
+                error = FellowsError(str(answer["error"]))
+                error.exit_code = int(answer.get("exit_code", error.exit_code))  # the driver's error's own code
+                raise error
             return [str(j) for j in answer["jobs"]]
         if attempt * step >= wait:
             owner = journal.owner()

@@ -109,6 +109,10 @@ def classify_reason(reason: str | None) -> ReasonGroup:
     return ReasonGroup.OTHER
 
 
+_LIVE_STARTED = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"})
+"""SLURM's words for a job that started and has not ended."""
+
+
 def _str_tuple(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(items)
 
@@ -161,6 +165,13 @@ class Observation:
     expected_start: float | None = None
     """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
     estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""
+
+    @property
+    def live(self) -> bool:
+        """Is the job pending or running now (a cancel would end it), not ended?"""
+        return self.phase is Phase.PENDING or (
+            self.phase is Phase.STARTED and self.state.split(" ", 1)[0] in _LIVE_STARTED
+        )
 
     @property
     def ended_by_others(self) -> bool:
