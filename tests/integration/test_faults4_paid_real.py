@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .cli_harness import cli, json_of, ledger_config, read_journal, stop_background_driver, submit_args
+from .cli_harness import FELLOWS_FSM, cli, json_of, ledger_config, read_journal, stop_background_driver, submit_args
 from .conftest import Cluster
 from .settled import assert_settled, jobs_of, ledger
 from .test_faults3_handoff_real import _fill_node, small_state_dir
@@ -129,3 +131,49 @@ def test_a_cancel_its_lane_refuses_says_the_delete_is_pending_until_it_is_taken(
     assert "being cancelled" not in shown.stdout, shown.stdout
     assert ledger(tmp_path) == [dispatch_id]  # one paid job, never made again
     assert jobs_of(slurm, dispatch_id) == []
+
+
+# --------------------------------------------------------------------------- words
+def test_ctrl_c_while_the_live_view_follows_a_handoff_says_detached_on_a_line_of_its_own(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """`submit --pin gcp` with stdout and stderr in one pipe, Ctrl-C while the gcp command runs: the live view's
+    last line ("... lane gcp") and "detached: dispatch ..." are two lines (exit 130), and its panel says the dispatch is
+    pinned to lane gcp (not "to None"); the handoff goes on, once."""
+    book = tmp_path / "gcp.ledger"
+    code = f'sleep 8; echo "$1" >> {book}'
+    lane = f"command = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n"
+    config = ledger_config(tmp_path, cap=2.0, poll=0.5, park_early="off", lane=lane)
+    submit = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *submit_args(slurm, "--pin", "gcp")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def handing_off() -> bool:
+            with read_journal(tmp_path) as journal:
+                rows = journal.dispatches()
+            return bool(rows) and rows[0].state == "HANDING_OFF"
+
+        slurm.wait_for(handing_off, "the gcp command to run", timeout=60)
+        time.sleep(1.0)  # a redraw or two of the live view
+        submit.send_signal(signal.SIGINT)
+        out, _ = submit.communicate(timeout=60)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.communicate()
+    assert submit.returncode == 130, out
+    [said] = [line for line in out.splitlines() if "detached: dispatch" in line]
+    assert said.startswith("detached: dispatch"), out
+    assert "pinned to None" not in out, out
+    assert "never: pinned to lane gcp" in out, out
+    with read_journal(tmp_path) as journal:
+        [row] = journal.dispatches()
+    watched = cli(config, "watch", timeout=120)
+    assert watched.returncode == 0, watched.stderr
+    assert ledger(tmp_path) == [row.id]
+    with read_journal(tmp_path) as journal:
+        assert_settled(slurm, journal, tmp_path, [row.id])
