@@ -31,7 +31,14 @@ from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.driver.withdrawal import Withdrawal
 from fellows_fsm.driver.workload import WorkloadCache
-from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    Interrupted,
+    SchedulerUnreachable,
+    SshLoginRefused,
+    SubmitRejected,
+)
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
 from fellows_fsm.lanes.clusters import Clusters
@@ -278,9 +285,12 @@ class Router:
             # restart keeps it); the others move on as usual.
             for lane, exc in down.items():
                 log.warning("poll of %s skipped: %s", lane, exc)
-            for lane in down:
+                # A login ssh refuses lasts until someone acts: the pause says what (a host key, a key, a name).
+                refused = isinstance(exc, SshLoginRefused)
+                self._failed.extend([str(exc)] if refused else [])
+                why = f"{exc}; the window waits until it answers" if refused else ""
                 stopped = [d for d in walking if d.rung.lane == lane]
-                self.executor.pause(stopped, self._last_answer.get(lane, 0.0))
+                self.executor.pause(stopped, self._last_answer.get(lane, 0.0), why=why)
             walking = [d for d in walking if d.rung.lane not in down]
             if not walking:
                 return self._report(now, 0, 0, self.deferred, unreachable=True)
