@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from test_ssh_real.py are parameters here
 """The fourth round of faults on the real local SLURM (issue 36), around the job's script: removed or edited while
 its job waits on a rung, every later rung submits the script as it was at submit (kept in the state dir).
 
@@ -6,6 +7,7 @@ Each ends with ``assert_settled``: exactly one job that ran or exactly one paid 
 
 from __future__ import annotations
 
+import json
 import signal
 import uuid
 from collections.abc import Iterator
@@ -13,9 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from .cli_harness import check_settled, cli, final_row, ledger_config, stop_background_driver, submit_args
+from .cli_harness import (
+    check_settled,
+    cli,
+    final_row,
+    ledger_config,
+    read_journal,
+    stop_background_driver,
+    submit_args,
+)
 from .conftest import Cluster
-from .settled import jobs_of, ledger
+from .settled import assert_settled, jobs_of, ledger
+from .test_ssh_real import Remote, _dispatch_of, _pending_dispatch, remote, sshd  # noqa: F401
 
 pytestmark = pytest.mark.slurm
 
@@ -72,3 +83,30 @@ def test_a_script_edited_after_submit_runs_as_it_was_on_the_next_rung(slurm: Clu
     assert marker.read_text().strip() == "original"
     assert ledger(tmp_path) == []
     check_settled(slurm, tmp_path, [dispatch_id])
+
+
+def test_over_ssh_a_script_removed_while_its_job_waits_runs_on_the_next_rung(
+    remote: Remote, slurm: Cluster, tmp_path: Path
+) -> None:
+    """Over ssh (the script's content sent with each sbatch), the script removed here while the job waits on high-eur:
+    normal-eur's sbatch sends the copy kept at submit, the job RUNS there, and nothing is paid."""
+    slurm.occupy("high-eur", 8, count=2)
+    remote.config = remote.write_config(cap=6.0)
+    script = remote.script()
+    follower = remote.popen("submit", "--json", "--gpus", "8", "--time", "10:00", str(script))
+    try:
+        row = _pending_dispatch(slurm, "high-eur")
+        script.unlink()
+        out, err = follower.communicate(timeout=180)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, err
+    result = json.loads(out)
+    assert (result["state"], result["qos"]) == ("RUNNING", "normal-eur"), err
+    dispatch_id = _dispatch_of(row)
+    assert ledger(tmp_path) == []
+    assert remote.local_calls() == []
+    with read_journal(tmp_path) as journal:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
