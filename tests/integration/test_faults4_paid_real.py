@@ -53,7 +53,8 @@ def test_a_disk_filled_during_the_paid_create_names_the_dispatch_and_never_says_
     config = _filling_lane(tmp_path, small_state_dir)
     flags = () if walk else ("--pin", "gcp")
     done = cli(config, *submit_args(slurm, *flags), timeout=120)
-    assert done.returncode == 7, done.stdout + done.stderr  # the full disk's code, said of the dispatch
+    # 7: the full disk, or 1: a driver started on it that died at once (the issue saw both), said of the dispatch
+    assert done.returncode in (1, 7), done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     [dispatch_id] = ledger(tmp_path)
     said = done.stdout + done.stderr
