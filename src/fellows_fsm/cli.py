@@ -9,10 +9,11 @@ ui/tools.py, and demo in ui/demo.py. Every FellowsError becomes one line on stde
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
@@ -21,10 +22,10 @@ from rich.console import Console
 from fellows_fsm.api import Fellows
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.vocab import State
-from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
+from fellows_fsm.core.vocab import Outcome, State
+from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
-from fellows_fsm.journal.queries import RECENT, outcome_error, select
+from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
@@ -122,20 +123,21 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         journal = fellows.journal
         queued_only = pin is not None and not _hands_off(config, pin) and not follow
         try:
-            submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
-            dispatch_id = submitted.dispatch_id
-            _say_who_drives(fellows, dispatch_id, submitted.budget)
-            if _hands_off(config, pin):
-                if detach:  # a pinned lane's handoff IS the submit: its result is the answer (not the paid job's end)
-                    fellows.follow(dispatch_id, until=lambda _: _handed_or_waiting(fellows, dispatch_id))
+            with _naming_the_journaled(fellows):  # an error after the row names it: never submit it twice
+                submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
+                dispatch_id = submitted.dispatch_id
+                _say_who_drives(fellows, dispatch_id, submitted.budget)
+                if _hands_off(config, pin):
+                    if detach:  # a pinned lane's handoff IS the submit: its result is the answer, not the job's end
+                        fellows.follow(dispatch_id, until=lambda _: _handed_or_waiting(fellows, dispatch_id))
+                    else:
+                        follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+                elif detach or queued_only:
+                    _wait_until_queued(fellows, dispatch_id)
                 else:
+                    _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, said at once
+                    # With --json the live view goes to stderr, and only when that is a terminal.
                     follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
-            elif detach or queued_only:
-                _wait_until_queued(fellows, dispatch_id)
-            else:
-                _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, is said at once
-                # With --json the live view goes to stderr, and only when that is a terminal.
-                follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
         except KeyboardInterrupt:
             dispatch_id = dispatch_id or fellows.enqueued or ""
             if not dispatch_id:
@@ -162,6 +164,22 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+
+
+@contextlib.contextmanager
+def _naming_the_journaled(fellows: Fellows) -> Iterator[None]:
+    """An error that stops ``submit`` once its dispatch is journaled names the dispatch, and says when its paid job
+    exists (or is being made) and never to submit it again (journal/queries.py: ``journaled_failure``)."""
+    try:
+        yield
+    except FellowsError as exc:
+        dispatch_id = fellows.enqueued
+        if dispatch_id is None or (dispatch_id in str(exc) and not isinstance(exc, JournalFull)):
+            raise  # before the row, or said of the dispatch already (SLURM has not queued it yet, ...)
+        journaled = journaled_failure(fellows.journal, dispatch_id, exc)
+        if journaled is None:
+            raise
+        raise journaled from None
 
 
 def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:
@@ -426,9 +444,16 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
     config = config_of(ctx)
     with open_fellows(config) as fellows:
         try:
+            before = find_row(fellows.journal, dispatch_id)
             job_ids = fellows.cancel(dispatch_id)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
         row = find_row(fellows.journal, dispatch_id)
-    jobs = ", ".join(job_ids) or "none"
-    click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {jobs})")
+        run = fellows.journal.paid_run(row.id)
+    if run is not None and f"fsm-{row.id}@{run.lane}" in job_ids:
+        click.echo(f"dispatch {row.id} withdrawn: its paid job on lane {run.lane} deleted (fsm-{row.id})")
+    elif job_ids:  # only the jobs this cancel ended, never those a park or an earlier cancel ended
+        click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {', '.join(job_ids)})")
+    else:
+        already = "was withdrawn already" if before.outcome == Outcome.WITHDRAWN else "withdrawn"
+        click.echo(f"dispatch {row.id} {already}: no job of it was pending or running")

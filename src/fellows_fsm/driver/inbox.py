@@ -43,6 +43,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal.queries import refuse_handed_off
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
@@ -171,20 +172,27 @@ def enqueue(
     admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
     dispatch_id = dispatch_id or new_id()
     now = time.time() if at is None else at
-    if admitted.ladder is None:
-        journal.add_lane_dispatch(
-            dispatch_id, admitted.spec, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
-        )
-    else:
-        journal.add_dispatch(
-            dispatch_id,
-            admitted.spec,
-            admitted.ladder,
-            pinned=admitted.pinned,
-            intent=intent,
-            at=now,
-            settings=admitted.settings,
-        )
+    # The script as it is now, kept before the row that uses it: every rung (and a paid lane) reads this copy.
+    kept = keep_script(journal.path.parent, dispatch_id, admitted.spec)
+    try:
+        if admitted.ladder is None:
+            journal.add_lane_dispatch(
+                dispatch_id, kept, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
+            )
+        else:
+            journal.add_dispatch(
+                dispatch_id,
+                kept,
+                admitted.ladder,
+                pinned=admitted.pinned,
+                intent=intent,
+                at=now,
+                settings=admitted.settings,
+            )
+    except BaseException:
+        if journal.dispatch(dispatch_id) is None:
+            drop_script(journal.path.parent, dispatch_id)  # no row uses it
+        raise
     return dispatch_id
 
 

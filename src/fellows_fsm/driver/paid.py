@@ -43,6 +43,8 @@ class PaidFollower:
         """Live paid dispatches (PAID_QUEUED, PAID_RUNNING): their lane's name, the lane, the dispatch."""
         self.deleting: dict[str, tuple[str, PaidLane]] = {}
         """Paid jobs whose delete the lane has not taken yet (asked again each poll)."""
+        self.refusals: dict[str, str] = {}
+        """The lane's last words on each delete it has not taken yet, by dispatch id (journaled as the run's note)."""
         self.step: Callable[[Model, str, str, PaidMark], None] | None = None
         """Fires a paid row on a dispatch and journals it (the executor's ``paid_step``): set by the router."""
         self.looks = 0
@@ -185,8 +187,13 @@ class PaidFollower:
                 f"dispatch {dispatch_id}: {lane_name} did not take the delete of its paid job ({exc}); asked again "
                 "next poll"
             )
+            if self.refusals.get(dispatch_id) != str(exc):  # journaled once per new answer, not per poll
+                self.refusals[dispatch_id] = str(exc)
+                mark = PaidMark(PaidStatus.CANCELLING, note=str(exc))  # what `cancel` and `status` then say
+                self.journal.set_paid(dispatch_id, self.clock.now(), mark)
             return
         del self.deleting[dispatch_id]
+        self.refusals.pop(dispatch_id, None)
         now = self.clock.now()
         self.journal.set_paid(
             dispatch_id,

@@ -31,7 +31,14 @@ from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.driver.withdrawal import Withdrawal
 from fellows_fsm.driver.workload import WorkloadCache
-from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    Interrupted,
+    SchedulerUnreachable,
+    SshLoginRefused,
+    SubmitRejected,
+)
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
 from fellows_fsm.lanes.clusters import Clusters
@@ -158,7 +165,6 @@ class Router:
         advance them from outside: the poll loop does."""
         return tuple(self.roster.live.values())
 
-    # ----------------------------------------------------------------- taking jobs
     def dispatch(
         self,
         spec: JobSpec,
@@ -239,7 +245,6 @@ class Router:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
         return Handle.from_row(row)
 
-    # ----------------------------------------------------------------- the poll loop
     def poll(self) -> TickReport:
         """One tick: ONE observe of every live job, every dispatch moves on that fresh state, ONE cancel call.
 
@@ -273,13 +278,15 @@ class Router:
                 self._last_answer[lane] = now
         walking = list(self.live.values())
         if down:
-            # The ladder's clock stops for the dispatches on a cluster that does not answer (journaled, so a
-            # restart keeps it); the others move on as usual.
+            # The clock stops for the dispatches on a cluster that does not answer (journaled); the others move on.
             for lane, exc in down.items():
                 log.warning("poll of %s skipped: %s", lane, exc)
-            for lane in down:
+                # A login ssh refuses lasts until someone acts: the pause says what (a host key, a key, a name).
+                refused = isinstance(exc, SshLoginRefused)
+                self._failed.extend([str(exc)] if refused else [])
+                why = f"{exc}; the window waits until it answers" if refused else ""
                 stopped = [d for d in walking if d.rung.lane == lane]
-                self.executor.pause(stopped, self._last_answer.get(lane, 0.0))
+                self.executor.pause(stopped, self._last_answer.get(lane, 0.0), why=why)
             walking = [d for d in walking if d.rung.lane not in down]
             if not walking:
                 return self._report(now, 0, 0, self.deferred, unreachable=True)
@@ -291,8 +298,7 @@ class Router:
         rungs = {i: self.live[i].rung_index for i in self.executor.looked_up if i in self.live}
         outcome = self.executor.tick(walking, observations, self.config.rung_changes_per_tick, workload=workload)
         self._failed.extend(outcome.failures)
-        # A dispatch whose lost submit was looked up may meet a job that landed later: looked for as it changes
-        # rung or ends (strays.py), so it never walks on, or pays, with a second job queued.
+        # A lost submit's job may land later: looked for as it changes rung or ends (strays.py), never two jobs.
         moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
         strays.sweep(self.clusters, self.executor, moved)
         for dispatch_id, refusal in outcome.rejected:
@@ -360,8 +366,7 @@ class Router:
                 started = clock.now()
                 report = self.poll()
                 took = clock.now() - started
-                # Unreachable: double the wait; slow: never poll more often than twice the poll's own cost, but
-                # never past a window's close either (the back-off is the router's choice, not the rung's time).
+                # Unreachable: double the wait; slow: at most twice the poll's own cost, never past a window's close.
                 backoff = min(backoff * 2, 8 * interval) if report.unreachable else max(interval, 2 * took)
                 next_poll = started + backoff
                 if not report.unreachable:
@@ -409,7 +414,6 @@ class Router:
         self.executor.pause(self.live.values(), due, why=why)
         return True
 
-    # ----------------------------------------------------------------- the budget
     def _paid_price(self) -> float | None:
         after = self.config.after_ladder
         lane = self.lanes.handoff.get(after) if after is not None else None
@@ -418,7 +422,7 @@ class Router:
     def _reservations(self) -> dict[str, Reservation]:
         return on_their_way(self.live.values(), self.gate)
 
-    # ----------------------------------------------------------------- handing off
+    # ----------------------------------------------------------------- the budget, handing off, restart
     def _start_pinned(self, dispatch_id: str, lane_name: str, spec: JobSpec) -> None:
         """Start the command of a dispatch pinned straight to a lane once the same [budget] a walked handoff asks
         lets it (its rows: ``no_budget``, ``budget_wait``); one that waits stays pending, asked again next tick. A
@@ -479,7 +483,6 @@ class Router:
         """Record every handoff command that has ended (or timed out: its group is killed); no SLURM call."""
         return self.handoffs.reap()
 
-    # ----------------------------------------------------------------- restart
     def recover(self) -> list[str]:
         """Reload every non-final dispatch from the journal, exactly where it stood; return their ids. The first
         answered tick then looks for jobs carrying their tokens that the journal does not have (strays.py)."""

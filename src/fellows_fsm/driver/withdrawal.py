@@ -22,8 +22,15 @@ from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import CancelLater
 from fellows_fsm.driver.roster import Roster
-from fellows_fsm.errors import ConfigError, FellowsError, Interrupted, SchedulerError, SchedulerUnreachable
-from fellows_fsm.journal.queries import refuse_handed_off, restore
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    Interrupted,
+    PaidLaneError,
+    SchedulerError,
+    SchedulerUnreachable,
+)
+from fellows_fsm.journal.queries import pending_delete, refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.clusters import Clusters
@@ -101,7 +108,8 @@ class Withdrawal:
 
     def withdraw(self, dispatch_id: str) -> list[str]:
         """Withdraw a dispatch (a user's ``cancel``): journal it final (``withdrawn``) first, then scancel every
-        job it got, whatever its state; return their ids. It is never advanced again.
+        job it got, whatever its state; return the ids of those that were live (pending or running: the jobs this
+        cancel ends, not those a park or an earlier cancel ended). It is never advanced again.
 
         A dispatch handed to a command lane cannot be taken back (FellowsError): cancel it in that lane. A cluster
         of its jobs that cannot be asked leaves it as it was (SchedulerUnreachable, exit 6: the line says so).
@@ -126,8 +134,11 @@ class Withdrawal:
             job_ids = [
                 j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
             ]
+            live = [j for j in job_ids if (obs := seen.get(j)) is not None and obs.live]
             if row.lane == FELLOWS:  # every live job with its token, on any rung: a lost submit's reply included
-                job_ids.extend(o.job_id for o in scheduler.find_tokens(prefix) if o.job_id not in job_ids)
+                found = [o.job_id for o in scheduler.find_tokens(prefix) if o.job_id not in job_ids]
+                job_ids.extend(found)
+                live.extend(found)
         except SchedulerUnreachable as exc:  # (an SshLoginRefused keeps its own class and exit code)
             exc.args = (
                 f"dispatch {row.id} is not withdrawn: {exc}; nothing changed (it goes on as it was): run "
@@ -143,7 +154,7 @@ class Withdrawal:
             self.executor.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
         else:
             self.executor.recall(driven or restore(journal, row), job_ids)
-        return job_ids
+        return live
 
     def _withdraw_paid(self, dispatch_id: str) -> list[str]:
         """A user's cancel of a followed paid job: the recall row (WITHDRAWN journaled first), then ONE delete on
@@ -155,7 +166,10 @@ class Withdrawal:
                 f"dispatch {dispatch_id}'s paid job is not followed by this driver; run the command again"
             )
         lane_name = self.roster.paid.following[dispatch_id][0]
-        self.executor.recall(d, [])
+        self.executor.recall(d, [])  # journaled WITHDRAWN, then the delete asked once
+        why = self.roster.paid.refusals.get(dispatch_id)
+        if dispatch_id in self.roster.paid.deleting:
+            raise PaidLaneError(pending_delete(dispatch_id, lane_name, why or "no answer"))
         return [f"fsm-{dispatch_id}@{lane_name}"]
 
 

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -138,11 +138,25 @@ class JournalFile:
                 yield
                 return
             self._batching = True
+            self._after_batch: list[Callable[[], None]] = []
             try:
                 with self._transaction():
                     yield
+            except BaseException:
+                self._after_batch.clear()  # nothing of the batch was kept
+                raise
             finally:
                 self._batching = False
+            done, self._after_batch = self._after_batch, []
+        for action in done:  # once committed, outside the lock
+            action()
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once what was written is committed: now, or at the end of the batch being written."""
+        if self._batching:
+            self._after_batch.append(action)
+        else:
+            action()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

@@ -10,22 +10,35 @@ import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
+from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, PaidStatus, State
 from fellows_fsm.errors import (
     FellowsError,
     HandoffUnknown,
+    JournalFull,
     LaneError,
     NoBudget,
+    PaidLaneError,
     SchedulerError,
     SubmitRejected,
     UsageError,
 )
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.statefs import full_words
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.handoffs import unknown_note
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["RECENT", "find", "outcome_error", "refuse_handed_off", "restore", "select", "spec_of"]
+__all__ = [
+    "RECENT",
+    "find",
+    "journaled_failure",
+    "outcome_error",
+    "pending_delete",
+    "refuse_handed_off",
+    "restore",
+    "select",
+    "spec_of",
+]
 
 RECENT = 20
 """How many of the most recent dispatches ``status`` reports besides the live ones, by default."""
@@ -58,6 +71,32 @@ def select(
     recent = [] if live_only else journal.recent(last)
     chosen = {r.id: r for r in [*recent, *live]}
     return sorted(chosen.values(), key=lambda r: (r.created_at, r.id))
+
+
+def journaled_failure(journal: Journal, dispatch_id: str, exc: FellowsError) -> FellowsError | None:
+    """The error a command that journaled dispatch ``dispatch_id`` ends with when ``exc`` stopped it after that: it
+    names the dispatch, says when its paid job exists (or is being made) and never to submit it again, which could
+    pay twice. None when the dispatch ended with nothing queued or paid (``exc`` says what is true then)."""
+    row = journal.dispatch(dispatch_id)
+    if row is None:
+        return None
+    handoff = journal.handoff(dispatch_id)
+    paid = journal.paid_run(dispatch_id)
+    lane = paid.lane if paid is not None else handoff.lane if handoff is not None else None
+    if lane is None and row.final:
+        return None  # refused or withdrawn before anything ran: nothing to lose by submitting again
+    why = f"{full_words(journal.path.parent)}: free some space there" if isinstance(exc, JournalFull) else str(exc)
+    if lane is not None:
+        what = f"dispatch {row.id}'s paid job on lane {lane} was made (or is being made)"
+    else:
+        what = f"dispatch {row.id} is journaled ({row.state}) and its walk goes on"
+    error = FellowsError(
+        f"{what}: do not submit it again (that could run or pay for it twice); {why.rstrip('.')}, then "
+        f"`fellows-fsm watch` follows it to its end (`fellows-fsm status {row.id}` shows it, "
+        f"`fellows-fsm cancel {row.id}` withdraws it)"
+    )
+    error.exit_code = exc.exit_code
+    return error
 
 
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
@@ -139,12 +178,27 @@ def restore(
     )
 
 
+def pending_delete(dispatch_id: str, lane: str, why: str) -> str:
+    """What ``cancel`` says of a withdrawn dispatch whose paid job its lane has not deleted yet."""
+    return (
+        f"dispatch {dispatch_id} is withdrawn, but its paid job on lane {lane} is not deleted yet ({why}): the driver "
+        f"asks {lane} to delete it again each poll until it does, and it may run and spend till then; "
+        f"`fellows-fsm status` shows it cancelling (or delete fsm-{dispatch_id} on {lane} yourself)"
+    )
+
+
 def refuse_handed_off(journal: Journal, row: DispatchRow, *, handing: bool = False) -> None:
     """Raise FellowsError if the dispatch was handed to a lane that cannot be followed (fellows-fsm cannot take it
     back), or its paid job already ended. A paid job followed (PAID_QUEUED, PAID_RUNNING) is the driver's to delete;
-    so is one HANDING_OFF, which only the driver can tell (``handing``: leave it to the driver)."""
+    so is one HANDING_OFF, which only the driver can tell (``handing``: leave it to the driver). A withdrawn one
+    whose delete its lane has not taken yet raises PaidLaneError (exit 8) saying so; one deleted, FellowsError."""
     if row.state in PAID_LIVE_STATES or (handing and row.state == State.HANDING_OFF):
         return
+    run = journal.paid_run(row.id) if row.state == State.WITHDRAWN else None
+    if run is not None and run.status == PaidStatus.CANCELLING:
+        raise PaidLaneError(pending_delete(row.id, run.lane, run.note or "no answer yet"))
+    if run is not None and run.status == PaidStatus.CANCELLED:
+        raise FellowsError(f"dispatch {row.id} is withdrawn already, and its paid job on lane {run.lane} deleted")
     if row.state in (State.PAID_DONE, State.PAID_FAILED):
         raise FellowsError(f"dispatch {row.id}'s paid job already ended ({row.state}): nothing to cancel")
     handoff = journal.handoff(row.id)

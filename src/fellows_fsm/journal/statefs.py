@@ -24,6 +24,7 @@ __all__ = [
     "filesystem_of",
     "free_bytes",
     "full_error",
+    "full_words",
     "refuse_network_fs",
     "statfs_type",
 ]
@@ -111,14 +112,18 @@ def free_bytes(directory: Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def full_error(directory: Path) -> JournalFull:
-    """The one line every command says when the state dir's filesystem is full."""
+def full_words(directory: Path) -> str:
+    """ "the state dir D is full (N bytes free on its filesystem)": what every full-disk message starts with."""
     free = free_bytes(directory)
     room = "no room" if free is None else f"{free} bytes free"
+    return f"the state dir {directory} is full ({room} on its filesystem)"
+
+
+def full_error(directory: Path) -> JournalFull:
+    """The one line every command says when the state dir's filesystem is full."""
     return JournalFull(
-        f"the state dir {directory} is full ({room} on its filesystem): nothing can be journaled, so nothing is "
-        "started or queued; free some space there, then run the command again (every walk goes on from where it "
-        "stood)"
+        f"{full_words(directory)}: nothing can be journaled, so nothing is started or queued; free some space "
+        "there, then run the command again (every walk goes on from where it stood)"
     )
 
 

@@ -12,6 +12,7 @@ its transactions and its retrying reads are journal/file.py; the driver lock and
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Container, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
 from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
+from fellows_fsm.journal.scripts import drop_script
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["Journal"]
@@ -173,6 +175,9 @@ class Journal(JournalFile, DriverLock):
             for dispatch_id, values in row.items():
                 columns = ", ".join(f"{name}=?" for name in values)
                 db.execute(f"UPDATE dispatches SET {columns} WHERE id=?", (*values.values(), dispatch_id))  # noqa: S608 - column names are ours
+        for dispatch_id, values in row.items():
+            if values.get("final"):  # committed final: nothing submits its script again
+                self.after_commit(functools.partial(drop_script, self.path.parent, dispatch_id))
 
     def record(self, effect: Record) -> None:
         """Commit one step (and the dispatch's new state)."""

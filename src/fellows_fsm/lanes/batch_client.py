@@ -104,7 +104,7 @@ class BatchJobRequest:
     def from_spec(cls, dispatch_id: str, lane: str, spec: JobSpec) -> BatchJobRequest:
         """The request for a dispatch's job (its script read from the file the job names)."""
         base = Path(spec.workdir) if spec.workdir else Path.cwd()
-        text = (base / spec.script).read_text(encoding="utf-8")
+        text = (base / spec.script_file).read_text(encoding="utf-8")
         return cls(dispatch_id, lane, text, spec.gpus, spec.time_limit_seconds)
 
 

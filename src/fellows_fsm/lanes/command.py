@@ -97,7 +97,7 @@ def job_values(dispatch_id: str, spec: JobSpec) -> Mapping[str, str]:
     return {
         "dispatch_id": dispatch_id,
         "job_name": spec.name,
-        "script": spec.script,
+        "script": spec.script_file,  # as it was at submit (the kept copy)
         "gpus": str(spec.gpus),
         "time_limit_seconds": "" if limit is None else str(limit),
         "time_limit_minutes": "" if limit is None else str(max(1, -(-limit // 60))),

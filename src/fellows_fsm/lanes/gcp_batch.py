@@ -374,7 +374,7 @@ class GcpBatchLane:
             f"--dispatch={dispatch_id}",
             f"--gpus={spec.gpus}",
             f"--time-limit-seconds={limit}",
-            f"--script={(base / spec.script).absolute()}",
+            f"--script={(base / spec.script_file).absolute()}",
         )
 
     def start(

@@ -111,6 +111,10 @@ def classify_reason(reason: str | None) -> ReasonGroup:
     return ReasonGroup.OTHER
 
 
+_LIVE_STARTED = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"})
+"""SLURM's words for a job that started and has not ended."""
+
+
 def _str_tuple(items: Iterable[str]) -> tuple[str, ...]:
     """``extra_args`` as a tuple; one string (whose letters would each become an argument) or a value that is no
     sequence is refused in one line (UsageError: what the command line's ``--`` can never give)."""
@@ -141,6 +145,15 @@ class JobSpec:
     workdir: str | None = None
     """The directory ``submit`` was run from: a local sbatch runs there, as a plain sbatch would (so a job with no
     ``--chdir`` runs there); None: wherever the submitting process runs. Never used over ssh (a local path)."""
+    kept_script: str | None = None
+    """The copy of the script as it was at submit, kept in the state dir with the dispatch (journal/scripts.py):
+    what every rung's sbatch and a paid lane read, so a script edited or removed later changes nothing. None: the
+    script itself, read at each submit (a spec not yet journaled)."""
+
+    @property
+    def script_file(self) -> str:
+        """The file a submit reads the job's script from: the kept copy, else ``script``."""
+        return self.kept_script or self.script
 
 
 @attrs.frozen
@@ -165,6 +178,13 @@ class Observation:
     expected_start: float | None = None
     """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
     estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""
+
+    @property
+    def live(self) -> bool:
+        """Is the job pending or running now (a cancel would end it), not ended?"""
+        return self.phase is Phase.PENDING or (
+            self.phase is Phase.STARTED and self.state.split(" ", 1)[0] in _LIVE_STARTED
+        )
 
     @property
     def ended_by_others(self) -> bool:

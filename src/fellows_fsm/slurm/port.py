@@ -241,7 +241,7 @@ class SlurmScheduler:
 
         A working dir comes from the script or its sbatch options, else ``remote_workdir``: never a local path.
         """
-        path = Path(spec.script)
+        path = Path(spec.script_file)
         try:
             content = path.read_bytes()
         except OSError as exc:

@@ -358,7 +358,7 @@ def render_sbatch(
         argv.append(f"--qos={qos}")
     if token is not None:
         argv.append(f"--comment={token}")
-    in_script = script_options(spec.script)
+    in_script = script_options(spec.script_file)
     argv.extend(lane.gpu_options(spec.gpus, in_script))
     if spec.time_limit_seconds is not None:
         argv.append(f"--time={format_time_limit(spec.time_limit_seconds)}")
@@ -368,10 +368,10 @@ def render_sbatch(
     argv.extend(lane.placed())
     if qos is None and token is None and deadline is None:
         # The plain render is no rung's: nothing is overridden for a rung, so nothing is noted.
-        return SbatchCommand((*argv, spec.script))
+        return SbatchCommand((*argv, spec.script_file))
     # What this line sets, the last of each option winning (the lane's partition and account come last).
     set_here = {k: v for k, _, v in (a.partition("=") for a in argv[2:]) if k.startswith("--")}
-    return SbatchCommand((*argv, spec.script), tuple(_lane_notes(spec, in_script, set_here, lane)))
+    return SbatchCommand((*argv, spec.script_file), tuple(_lane_notes(spec, in_script, set_here, lane)))
 
 
 def _long_options(name: str) -> list[str]:

@@ -132,10 +132,15 @@ def live(
                 time.sleep(min(REFRESH_SECONDS, left))
                 live.update(render(), refresh=True)
 
-        result = run(on_tick, sleep)
-        live.update(render(), refresh=True)
-    if not console.is_terminal:
-        console.line()  # rich ends the last frame with a newline only on a terminal
+        try:
+            result = run(on_tick, sleep)
+            live.update(render(), refresh=True)
+        finally:
+            if not console.is_terminal:
+                # rich ends the last frame with a newline only on a terminal: end it here, also when Ctrl-C or an
+                # error stops the follow, so what is said next (detached: ..., an error) starts a line of its own.
+                live.stop()
+                console.line()
     return result
 
 

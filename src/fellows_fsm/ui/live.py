@@ -129,7 +129,8 @@ def dispatch_panel(
                 why.append(f"  ({snap.reason})", style="dim")
             grid.add_row("waiting", why)
         if snap.pinned:
-            grid.add_row("parks in", Text(f"never: pinned to {snap.qos}", style="dim"))
+            where = snap.qos if snap.qos else f"lane {snap.lane}"  # a dispatch pinned to a command lane has no QoS
+            grid.add_row("parks in", Text(f"never: pinned to {where}", style="dim"))
         elif snap.budget is not None:
             grid.add_row("parks in", Text("once the budget has room (its job waits here meanwhile)", style="yellow"))
         elif snap.deadline is not None:

@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import FELLOWS, PaidStatus
 from fellows_fsm.ui.paid import paid_cell, paid_words
 from fellows_fsm.ui.snapshot import Listed, cluster_of, shown_state, state_style, status_words
 from fellows_fsm.ui.table import Cell, Column, FixedTable
@@ -59,7 +59,16 @@ def status_table(
     lines = []
     for snap in rows:
         run = runs.get(snap.dispatch_id)
-        if run is not None and run.live:
+        if run is not None and run.status == PaidStatus.CANCELLING:
+            said = f" ({run.note})" if run.note else ""
+            lines.append(
+                Text(
+                    f"{snap.dispatch_id} on {run.lane}: being cancelled, its delete not taken yet{said}; asked again "
+                    f"each poll: {paid_words(run, at)}",
+                    style="yellow",
+                )
+            )
+        elif run is not None and run.live:
             lines.append(Text(f"{snap.dispatch_id} on {run.lane}: {paid_words(run, at)}", style="yellow"))
         why = (budget or {}).get(snap.dispatch_id)
         if why:

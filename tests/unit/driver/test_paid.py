@@ -13,6 +13,7 @@ from fellows_fsm import JobSpec
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.inbox import has_work
 from fellows_fsm.driver.router import Router
+from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.testing import FakePaidLane
 
 from .fixtures import RouterOf, fake, frozen, lane, router_of, ticks  # noqa: F401
@@ -103,11 +104,13 @@ def test_cancel_of_a_running_paid_job_deletes_it_once_journaled_first(
 def test_a_delete_the_lane_refuses_is_asked_again_and_counted_until_taken(
     router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
 ) -> None:
-    """A delete the lane refuses stays asked each poll (the run counted as live meanwhile), also after a restart."""
+    """A delete the lane refuses stays asked each poll (the run counted as live meanwhile), also after a restart;
+    the withdrawal says it is pending (PaidLaneError, exit 8), never that the job was cancelled."""
     r = router_of()
     d = to_paid(r, frozen)
     lane.refuse_deletes = 2
-    r.withdraw(d)
+    with pytest.raises(PaidLaneError, match=r"its paid job on lane gcp is not deleted yet \(the fake paid lane"):
+        r.withdraw(d)
     run = r.journal.paid_run(d)
     assert run is not None
     assert run.status == "cancelling"
@@ -262,7 +265,8 @@ def test_a_delete_not_yet_taken_is_work_for_a_driver(
     r = router_of()
     d = to_paid(r, frozen)
     lane.refuse_deletes = 1
-    r.withdraw(d)
+    with pytest.raises(PaidLaneError):
+        r.withdraw(d)
     assert r.busy
     assert has_work(r.journal)
     ticks(r, frozen, 1)

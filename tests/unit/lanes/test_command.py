@@ -18,7 +18,8 @@ from tests.unit.cli_helpers import SchedulingFake, _toml, run
 
 
 def test_the_lane_gets_every_value_in_its_environment(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
-    """The command's environment carries the dispatch id, name, script, workdir, GPUs and time limits."""
+    """The command's environment carries the dispatch id, name, script (the copy kept at submit), workdir (the
+    script's own directory), GPUs and time limits."""
     out = env / "env.json"
     values = "{k: v for k, v in os.environ.items() if k.startswith('FSM_')}"
     code = f"import json, os; json.dump({values}, open('{out}', 'w'))"
@@ -30,7 +31,7 @@ def test_the_lane_gets_every_value_in_its_environment(env: Path, scheduling_fake
     assert json.loads(out.read_text()) == {
         "FSM_DISPATCH_ID": dispatch_id,
         "FSM_JOB_NAME": "train",
-        "FSM_SCRIPT": str(script.resolve()),
+        "FSM_SCRIPT": str(env / "state" / "scripts" / dispatch_id / script.name),
         "FSM_WORKDIR": str(script.resolve().parent),
         "FSM_GPUS": "8",
         "FSM_TIME_LIMIT_SECONDS": "3600",

@@ -1,0 +1,50 @@
+"""The script kept with each dispatch (journal/scripts.py): copied before the row, read by every submit, removed
+once the dispatch is final."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm import Config, FakeScheduler, Fellows, FellowsConfig, JobSpec, UsageError
+from fellows_fsm.journal.scripts import MAX_SCRIPT_BYTES, keep_script
+
+
+def test_the_kept_copy_is_what_every_submit_reads(tmp_path: Path) -> None:
+    """keep_script copies the script into the state dir; the spec reads the copy, whatever becomes of the original."""
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/bash\necho original\n", encoding="utf-8")
+    kept = keep_script(tmp_path / "state", "abc123", JobSpec("train", str(script), gpus=8))
+    assert kept.script == str(script)
+    assert kept.script_file == str(tmp_path / "state" / "scripts" / "abc123" / "train.sbatch")
+    script.write_text("#!/bin/bash\necho edited\n", encoding="utf-8")
+    script.unlink()
+    assert Path(kept.script_file).read_text(encoding="utf-8") == "#!/bin/bash\necho original\n"
+
+
+def test_a_script_over_sbatchs_limit_is_refused_and_nothing_is_kept(tmp_path: Path) -> None:
+    """A script over 4 MB: one usage line naming it, and no copy left in the state dir."""
+    script = tmp_path / "huge.sbatch"
+    script.write_bytes(b"#" * (MAX_SCRIPT_BYTES + 1))
+    with pytest.raises(UsageError, match=r"huge.sbatch is over sbatch's 4 MB limit"):
+        keep_script(tmp_path / "state", "abc123", JobSpec("train", str(script)))
+    assert not (tmp_path / "state" / "scripts" / "abc123").exists()
+
+
+def test_a_submit_keeps_the_script_until_the_dispatch_is_final(tmp_path: Path) -> None:
+    """Fellows.submit journals the spec with its kept copy; the copy goes once the job starts (final)."""
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
+    config = Config(fellows=FellowsConfig(park_cap_seconds=60, poll_interval_seconds=5), state_dir=tmp_path / "state")
+    fake = FakeScheduler(total_gpus=64)
+    with Fellows(config, scheduler=fake) as fellows:
+        handle = fellows.submit(JobSpec("train", str(script), gpus=8), check=False).handle
+        [job] = fake.jobs.values()
+        kept = tmp_path / "state" / "scripts" / handle.dispatch_id / "train.sbatch"
+        assert job.spec.script_file == str(kept)
+        assert kept.read_text(encoding="utf-8") == "#!/bin/bash\nsleep 1\n"
+        fake.start(job.job_id)
+        fellows.poll()
+        assert fellows.handle(handle.dispatch_id).state == "RUNNING"
+    assert not kept.parent.exists()
