@@ -468,8 +468,10 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAID_GONE, _PR, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),  # never made again
     # Queued past its lane's queue_timeout_seconds: deleted (journaled first), never a second paid job.
     Row(T.PAID_STUCK, _PQ, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_STUCK, paid=_DEL),
-    # Running past its time limit on a lane that does not stop it: deleted, so no run passes its bound.
+    # Running past its time limit on a lane that does not stop it, or unseen (its lane cannot be looked at) for
+    # longer than its limit: deleted (a delete by name needs no look), so no run passes its bound.
     Row(T.PAID_OVERRUN, _PR, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
+    Row(T.PAID_OVERRUN, _PQ, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
     # A user's cancel of a paid job: WITHDRAWN journaled first, then its one delete (DeletePaid).
     Row(T.RECALL, _PQ, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
     Row(T.RECALL, _PR, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),

@@ -4,7 +4,9 @@ poll interval where all of its paid jobs stand (``PaidLane.look``: one list call
 keeps of the run (its times, its run length). A job queued past its lane's ``queue_timeout_seconds`` is deleted
 (the ``paid_stuck`` row, journaled first). Every delete (a user's cancel, a stuck queue) is asked once, after its
 step is journaled, and asked again each poll until the lane takes it (its run stays counted at its worst case till
-then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal).
+then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal). A job its
+lane cannot be looked at for (the list call fails, or says nothing of it) is deleted by name once the longest it may
+have run passes its time limit (the ``paid_overrun`` row): a delete needs no look.
 
 It decides nothing the table does not say, and prints nothing.
 """
@@ -50,6 +52,8 @@ class PaidFollower:
         self.failures: list[str] = []
         self._looked: dict[str, float] = {}
         self._last_look: dict[str, float] = {}
+        self._seen: dict[str, float] = {}
+        """When a look last said where each followed job stands (a queued one may have started just after)."""
 
     @property
     def busy(self) -> bool:
@@ -92,21 +96,28 @@ class PaidFollower:
                 looks: Mapping[str, PaidLook] = lane.look(ids)
             except FellowsError as exc:
                 self._fail(f"lane {lane_name}: could not tell where its paid jobs stand ({exc}); asked again next poll")
+                for dispatch_id in ids:  # unseen: one whose bound may have passed is deleted by name all the same
+                    self._answer(dispatch_id, None, now, since=now, blind=True)
                 continue
             previous = self._last_look.get(lane_name, now)
             self._last_look[lane_name] = now
             for dispatch_id in ids:
                 self._answer(dispatch_id, looks.get(dispatch_id), now, since=previous)
 
-    def _answer(self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float) -> None:
+    def _answer(
+        self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float, blind: bool = False
+    ) -> None:
+        """Fire the row a look asks; ``blind``: the lane could not be looked at (only a passed bound is acted on)."""
         lane_name, lane, d = self.following[dispatch_id]
+        if look is not None and look.status != PaidStatus.UNKNOWN:
+            self._seen[dispatch_id] = now
         trigger = paid_trigger(d.state, look.status) if look is not None else None
         run_seconds = look.run_seconds if look is not None else None
         note = look.note if look is not None else ""
         ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL
         if ended and d.state == State.PAID_QUEUED and run_seconds is None:
             run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
-        if trigger is None and d.state == State.PAID_QUEUED:
+        if trigger is None and d.state == State.PAID_QUEUED and not blind:
             timeout = lane.queue_timeout_seconds
             queued_at = d.history[-1].at if d.history else now
             if timeout is not None and now - queued_at >= timeout:
@@ -115,7 +126,7 @@ class PaidFollower:
                     f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
                     f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
                 )
-        if trigger is None and d.state == State.PAID_RUNNING:
+        if trigger is None and d.state in PAID_LIVE_STATES:
             trigger, note = self._overrun(d, lane_name, look, now) or (None, note)
         if trigger is None:
             return
@@ -130,22 +141,34 @@ class PaidFollower:
         self.step(d, trigger, note, PaidMark("", run_seconds=run_seconds, note=note))
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)
+            self._seen.pop(dispatch_id, None)
 
     def _overrun(self, d: Model, lane_name: str, look: PaidLook | None, now: float) -> tuple[Trigger, str] | None:
         """A paid job running past its time limit (two poll intervals of grace: a lane that stops it itself, as
-        Batch's maxRunDuration does, has done so by then): deleted, so no run passes the bound it was let in by."""
+        Batch's maxRunDuration does, has done so by then): deleted, so no run passes the bound it was let in by.
+        One not seen (its lane could not be looked at, or could not tell) counts as running from the earliest it
+        may have started: the first look that saw it running, else the last look that saw it queued."""
         limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
         started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
+        unseen = look is None or look.status == PaidStatus.UNKNOWN
+        if started is None and unseen and d.history:  # (queued when last seen: it may have started at once)
+            started = max(d.history[-1].at, self._seen.get(d.id, d.history[-1].at))
         if limit is None or started is None:
             return None
         ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
         if ran <= limit + 2 * self.interval:
             return None
-        note = (
-            f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, so it never costs more than "
-            "the bound it was handed off with"
+        bound = "so it never costs more than the bound it was handed off with"
+        if not unseen:
+            return (
+                Trigger.PAID_OVERRUN,
+                f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, {bound}",
+            )
+        seen = "first seen running" if d.state == State.PAID_RUNNING else "last seen queued"
+        return Trigger.PAID_OVERRUN, (
+            f"{lane_name} could not be looked at: {seen} {ran:.0f} s ago, so it may have run past its time "
+            f"limit of {limit} s: deleted by name (a delete needs no look), {bound}"
         )
-        return Trigger.PAID_OVERRUN, note
 
     def _limit(self, dispatch_id: str) -> float | None:
         run = self.journal.paid_run(dispatch_id)
