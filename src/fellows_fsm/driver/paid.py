@@ -114,8 +114,11 @@ class PaidFollower:
         trigger = paid_trigger(d.state, look.status) if look is not None else None
         run_seconds = look.run_seconds if look is not None else None
         note = look.note if look is not None else ""
-        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL
-        if ended and d.state == State.PAID_QUEUED and run_seconds is None:
+        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL or trigger is Trigger.PAID_GONE
+        lost = _lost_since(d)
+        if ended and run_seconds is None and lost is not None:
+            run_seconds = now - lost  # its lost command may have made it at once: counted from the command's start
+        elif ended and d.state == State.PAID_QUEUED and run_seconds is None and trigger is not Trigger.PAID_GONE:
             run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
         if trigger is None and d.state == State.PAID_QUEUED and not blind:
             timeout = lane.queue_timeout_seconds
@@ -130,7 +133,12 @@ class PaidFollower:
             trigger, note = self._overrun(d, lane_name, look, now) or (None, note)
         if trigger is None:
             return
-        if trigger is Trigger.PAID_GONE:
+        if trigger is Trigger.HANDOFF_UNKNOWN:
+            note = (
+                f"{lane_name}'s status finds no job of it: how its lost command ended stays unknown (counted at its "
+                "worst case); never run again"
+            )
+        elif trigger is Trigger.PAID_GONE:
             word = look.status if look is not None else PaidStatus.GONE
             how = "deleted" if word == PaidStatus.GONE else str(word)
             said = f": {note}" if note else ""
@@ -153,6 +161,8 @@ class PaidFollower:
         unseen = look is None or look.status == PaidStatus.UNKNOWN
         if started is None and unseen and d.history:  # (queued when last seen: it may have started at once)
             started = max(d.history[-1].at, self._seen.get(d.id, d.history[-1].at))
+        lost = _lost_since(d)
+        started = lost if lost is not None else started  # (a lost command's job may have started with it)
         if limit is None or started is None:
             return None
         ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
@@ -165,6 +175,7 @@ class PaidFollower:
                 f"ran {ran:.0f} s on {lane_name}, past its time limit of {limit} s: deleted, {bound}",
             )
         seen = "first seen running" if d.state == State.PAID_RUNNING else "last seen queued"
+        seen = "its lost command started" if lost is not None else seen
         return Trigger.PAID_OVERRUN, (
             f"{lane_name} could not be looked at: {seen} {ran:.0f} s ago, so it may have run past its time "
             f"limit of {limit} s: deleted by name (a delete needs no look), {bound}"
@@ -202,3 +213,13 @@ class PaidFollower:
     def _fail(self, line: str) -> None:
         log.warning("%s", line)
         self.failures.append(line)
+
+
+def _lost_since(d: Model) -> float | None:
+    """When the lost command of a dispatch found by its lane's status (PAID_UNKNOWN, never seen queued since)
+    started: the earliest its job may have started running; None for any other."""
+    if not any(s.trigger == Trigger.PAID_UNKNOWN for s in d.history) or any(
+        s.trigger == Trigger.PAID_FOUND for s in d.history
+    ):
+        return None
+    return next((s.at for s in reversed(d.history) if s.trigger in (Trigger.HAND_OFF, Trigger.RE_RUN)), None)

@@ -105,6 +105,7 @@ def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
     events = build_machine(None).events
     commands = {"recall", "hand_off", "re_run", "handed_off", "handoff_failed", "handoff_unknown"}
     paid = {"paid", "paid_start", "paid_end", "paid_fail", "paid_gone", "paid_stuck", "paid_overrun"}
+    paid |= {"paid_unknown", "paid_found"}  # a lost command on a lane with status: followed by it
     assert set(events) == commands | paid
     hand_off = events["hand_off"].transitions
     assert set(hand_off) == {State.HANDING_OFF}  # not from FAILED_TO_GCP: a lane-pinned dispatch has no ladder
@@ -115,4 +116,5 @@ def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
         "handed_off",
         "handoff_failed",
         "handoff_unknown",
+        "paid_unknown",
     }
