@@ -25,7 +25,7 @@ from tests.processes import processes_with
 
 from .cli_harness import cli, driver_pid, ledger_config, read_journal, submit_args
 from .conftest import Cluster
-from .settled import assert_settled, ledger
+from .settled import assert_settled, handoff_files, jobs_of, ledger
 
 pytestmark = pytest.mark.slurm
 
@@ -99,10 +99,12 @@ def test_a_driver_and_wrapper_killed_mid_handoff_never_pay_twice(slurm: Cluster,
         if probe:
             assert watched.returncode == 0, watched.stderr
             assert (row.state, done["outcome"]) == ("HANDED_OFF", "handed-off")
+            assert handoff_files(tmp_path, dispatch_id) == []  # its end is journaled: nothing else needs them
         else:
             assert watched.returncode == 10, watched.stderr
             assert (row.state, done["outcome"]) == ("HANDOFF_UNKNOWN", "handoff-unknown")
             assert "check gcp for a job of dispatch" in watched.stderr
+            assert handoff_files(tmp_path, dispatch_id) == [f"{dispatch_id}.err", f"{dispatch_id}.out"]  # (read)
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     again = cli(config, "watch", "--json")  # a later driver leaves it alone: never re-run, never failed
     assert again.returncode == 0, again.stderr
@@ -190,10 +192,13 @@ def test_a_lost_command_on_a_lane_with_status_is_followed_by_it_to_its_end(
             assert run.gpu_hours(time.time()) < 8 * 600 / 3600  # as it ran, not its worst case
             assert run.ended_at is not None
             assert run.gpu_hours(time.time()) == pytest.approx(8 * (run.ended_at - handoff.started_at) / 3600, rel=0.05)
-        else:
+            assert_settled(slurm, journal, tmp_path, [dispatch_id])
+        else:  # withdrawn after its one handoff (which assert_settled does not expect): settled by hand
             assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn")
-        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+            assert [j for j in jobs_of(slurm, dispatch_id) if j.ever_ran or j.state == "PENDING"] == []
     assert ledger(tmp_path) == [dispatch_id]  # never run again
+    # Its job's values are needed no more; a lost command's output is kept (what it printed, to read).
+    assert handoff_files(tmp_path, dispatch_id) == [f"{dispatch_id}.err", f"{dispatch_id}.out"]
 
 
 # --------------------------------------------------------------------------- 8: a full disk

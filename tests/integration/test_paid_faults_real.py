@@ -37,7 +37,7 @@ from .cli_harness import (
 )
 from .conftest import Cluster
 from .paid_batch import PARENT, batch_config, fake, fill_node, state_of, stopped  # noqa: F401
-from .settled import jobs_of
+from .settled import handoff_files, jobs_of
 
 pytestmark = pytest.mark.slurm
 
@@ -214,6 +214,7 @@ def test_list_calls_answered_500_or_timing_out_never_end_a_running_paid_job(
         run = journal.paid_run(dispatch_id)
     assert run is not None
     assert run.gpu_hours(time.time()) == pytest.approx(2.0)
+    assert handoff_files(tmp_path, dispatch_id) == []  # final, its create's answer journaled: no file kept
     _settled(fake, slurm, [dispatch_id])
 
 

@@ -13,6 +13,7 @@ It decides nothing the table does not say, and prints nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -25,6 +26,8 @@ from fellows_fsm.core.vocab import PAID_LIVE_STATES, PaidStatus, State, Trigger
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
+from fellows_fsm.lanes.command import HANDOFFS
+from fellows_fsm.lanes.process import HandoffFiles
 
 __all__ = ["PaidFollower"]
 
@@ -150,6 +153,8 @@ class PaidFollower:
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)
             self._seen.pop(dispatch_id, None)
+            if dispatch_id not in self.deleting:
+                self._forget(dispatch_id)
 
     def _overrun(self, d: Model, lane_name: str, look: PaidLook | None, now: float) -> tuple[Trigger, str] | None:
         """A paid job running past its time limit (two poll intervals of grace: a lane that stops it itself, as
@@ -209,6 +214,13 @@ class PaidFollower:
             return
         del self.deleting[dispatch_id]
         self.journal.set_paid(dispatch_id, self.clock.now(), PaidMark(PaidStatus.CANCELLED, note="deleted"))
+        self._forget(dispatch_id)
+
+    def _forget(self, dispatch_id: str) -> None:
+        """Its paid job ended (or its delete was taken): the job's values its lane's templates were filled with
+        are needed no more (a lost command's output stays: its note points at it)."""
+        with contextlib.suppress(OSError):  # (best effort: a file left is only a file)
+            HandoffFiles(self.journal.path.parent / HANDOFFS, dispatch_id).job.unlink(missing_ok=True)
 
     def _fail(self, line: str) -> None:
         log.warning("%s", line)

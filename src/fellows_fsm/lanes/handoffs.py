@@ -212,6 +212,8 @@ class Handoffs:
                     "(counted at its worst case till then; cancel deletes it)"
                 )
             self._step(dispatch_id, trigger, note, end)  # its end and the dispatch's step, together
+            followed = trigger is Trigger.PAID or trigger is Trigger.PAID_UNKNOWN
+            self.files(dispatch_id).remove(keep_output=result.lost, keep_job=followed)  # (its end is journaled)
             del self.running[dispatch_id]
             self.context.pop(dispatch_id, None)
             ended.append(dispatch_id)
