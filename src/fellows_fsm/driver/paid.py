@@ -69,6 +69,9 @@ class PaidFollower:
     def follow(self, d: Model, lane_name: str, lane: PaidLane) -> None:
         """Follow ``d``'s paid job from now on (the lane has it: PAID_QUEUED or PAID_RUNNING)."""
         self.following[d.id] = (lane_name, lane, d)
+        # Where it stood is known from now (a recovered one's last look was another driver's, at a time unknown):
+        # a job queued longer than its limit is never deleted just because the first look after a restart failed.
+        self._seen.setdefault(d.id, self.clock.now())
 
     def model(self, dispatch_id: str) -> Model | None:
         """The followed dispatch (to fire a user's cancel on), or None."""

@@ -285,3 +285,24 @@ def test_a_queued_paid_job_unseen_for_longer_than_its_limit_is_deleted_by_name(
     assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
     assert "last seen queued" in r.journal.steps(d)[-1].note
     assert lane.deleted == [d]
+
+
+def test_a_job_queued_past_its_limit_is_not_deleted_when_the_first_look_after_a_restart_fails(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """A paid job seen queued for longer than its time limit, then a restart whose first looks fail: it is not
+    deleted (its wait is counted from the new driver's first look), until the lane stays dark past its limit."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    ticks(r, frozen, 80, step=100)  # 8000 s queued, seen so at each poll: longer than its 7200 s limit
+    assert r.handle(d).state == "PAID_QUEUED"
+    r.journal.release_driver()
+    lane.unavailable = True
+    r2 = router_of()
+    r2.recover()
+    ticks(r2, frozen, 3)
+    assert r2.journal.dispatch(d).state == "PAID_QUEUED"  # type: ignore[union-attr]
+    assert lane.deleted == []
+    ticks(r2, frozen, 75, step=100)
+    assert r2.journal.dispatch(d).outcome == "paid-over-its-limit"  # type: ignore[union-attr]
+    assert lane.deleted == [d]
