@@ -39,3 +39,8 @@ def assert_settled(slurm: Cluster, journal: Journal, tmp_path: Path, dispatch_id
             assert (len(ran), handoffs) == (0, 0), f"{dispatch_id} withdrawn, yet {ran} ran / {handoffs} handoffs"
         else:
             assert (len(ran), handoffs) in ((1, 0), (0, 1)), f"{dispatch_id}: ran {ran}, {handoffs} handoffs"
+
+
+def handoff_files(tmp_path: Path, dispatch_id: str) -> list[str]:
+    """The names of the files the dispatch's handoff left in tmp_path/state/handoffs, sorted."""
+    return sorted(p.name for p in (tmp_path / "state" / "handoffs").glob(f"{dispatch_id}.*"))

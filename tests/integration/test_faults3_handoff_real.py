@@ -25,7 +25,7 @@ from tests.processes import processes_with
 
 from .cli_harness import cli, driver_pid, ledger_config, read_journal, submit_args
 from .conftest import Cluster
-from .settled import assert_settled, ledger
+from .settled import assert_settled, handoff_files, jobs_of, ledger
 
 pytestmark = pytest.mark.slurm
 
@@ -99,15 +99,106 @@ def test_a_driver_and_wrapper_killed_mid_handoff_never_pay_twice(slurm: Cluster,
         if probe:
             assert watched.returncode == 0, watched.stderr
             assert (row.state, done["outcome"]) == ("HANDED_OFF", "handed-off")
+            assert handoff_files(tmp_path, dispatch_id) == []  # its end is journaled: nothing else needs them
         else:
             assert watched.returncode == 10, watched.stderr
             assert (row.state, done["outcome"]) == ("HANDOFF_UNKNOWN", "handoff-unknown")
             assert "check gcp for a job of dispatch" in watched.stderr
+            assert handoff_files(tmp_path, dispatch_id) == [f"{dispatch_id}.err", f"{dispatch_id}.out"]  # (read)
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     again = cli(config, "watch", "--json")  # a later driver leaves it alone: never re-run, never failed
     assert again.returncode == 0, again.stderr
     time.sleep(SLEEP + 1)
     assert ledger(tmp_path) == [dispatch_id]
+
+
+# --------------------------------------------------------------------------- issue 36 item 12: a lost command, followed
+def _followed_config(tmp_path: Path) -> Path:
+    """The SLEEP-then-ledger gcp lane, with a ``status`` that prints the word the test writes in paid-<id>.state
+    (exit 1, could not tell, while there is none) and a ``cancel`` that appends the dispatch id to cancels."""
+    book, states, cancels = tmp_path / "gcp.ledger", tmp_path / "paid-", tmp_path / "cancels"
+    code = f'sleep {SLEEP}; echo "$1" >> {book}'
+    lane = f"command = {json.dumps(['sh', '-c', code, 'sh', '{dispatch_id}'])}\n"
+    lane += f"status = {json.dumps(['sh', '-c', f'cat {states}$1.state', 'sh', '{dispatch_id}'])}\n"
+    lane += f"cancel = {json.dumps(['sh', '-c', f'echo $1 >> {cancels}', 'sh', '{dispatch_id}'])}\n"
+    return ledger_config(tmp_path, cap=2.0, poll=0.5, park_early="off", router="driver_idle_seconds = 5\n", lane=lane)
+
+
+def _state(tmp_path: Path, dispatch_id: str) -> str | None:
+    with read_journal(tmp_path) as journal:
+        row = journal.dispatch(dispatch_id)
+    return None if row is None else row.state
+
+
+@pytest.mark.parametrize("end", ["succeeded", "cancel"])
+def test_a_lost_command_on_a_lane_with_status_is_followed_by_it_to_its_end(
+    slurm: Cluster, tmp_path: Path, end: str
+) -> None:
+    """kill -9 of the driver and of the lane's wrapper while the gcp command (a lane WITH status) sleeps: the next
+    driver never runs it again, and follows it by its status (PAID_UNKNOWN, counted at its worst case): found running
+    then succeeded, it ends PAID_DONE counted from the command's start (not at its worst case); or ``cancel`` deletes
+    it while its status cannot tell (WITHDRAWN, the lane's cancel run once)."""
+    _fill_node(slurm)
+    config = _followed_config(tmp_path)
+    submitted = cli(config, *submit_args(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    book = str(tmp_path / "gcp.ledger")
+
+    def command_runs() -> bool:
+        with read_journal(tmp_path) as journal:
+            row = journal.handoff(dispatch_id)
+        return row is not None and row.pid is not None and _command_runs(book)
+
+    slurm.wait_for(command_runs, "the gcp command to run", timeout=60)
+    with read_journal(tmp_path) as journal:
+        handoff = journal.handoff(dispatch_id)
+    assert handoff is not None
+    assert handoff.pid is not None
+    os.kill(driver_pid(tmp_path), signal.SIGKILL)
+    os.kill(handoff.pid, signal.SIGKILL)  # the wrapper: it can write no exit status now
+    status = cli(config, "status", dispatch_id)  # starts the next driver
+    assert status.returncode == 0, status.stderr
+    slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_UNKNOWN", "PAID_UNKNOWN", timeout=60, tick=0.25)
+    with read_journal(tmp_path) as journal:
+        run = journal.paid_run(dispatch_id)
+        assert run is not None
+        assert run.live  # counted at its worst case while its status cannot tell
+        assert run.committed_gpu_hours(time.time()) == pytest.approx(8 * 600 / 3600)
+    state = tmp_path / f"paid-{dispatch_id}.state"
+    if end == "succeeded":
+        state.write_text("running\n", encoding="utf-8")
+        slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_RUNNING", "PAID_RUNNING", timeout=30, tick=0.25)
+        state.write_text("succeeded\n", encoding="utf-8")
+        slurm.wait_for(lambda: _state(tmp_path, dispatch_id) == "PAID_DONE", "PAID_DONE", timeout=30, tick=0.25)
+    else:  # cancelled while its status still cannot tell
+        cancelled = cli(config, "cancel", dispatch_id)
+        assert cancelled.returncode == 0, cancelled.stderr
+        cancels = tmp_path / "cancels"
+        slurm.wait_for(cancels.exists, "the lane's cancel", timeout=30, tick=0.25)
+        assert cancels.read_text(encoding="utf-8").split() == [dispatch_id]
+    slurm.wait_for(lambda: not processes_with(book), "the gcp command to end", timeout=30)
+    with read_journal(tmp_path) as journal:
+        row = journal.dispatch(dispatch_id)
+        run = journal.paid_run(dispatch_id)
+        triggers = [str(s.trigger) for s in journal.steps(dispatch_id)]
+        assert row is not None
+        assert run is not None
+        assert "paid_unknown" in triggers
+        assert "handoff_unknown" not in triggers
+        if end == "succeeded":
+            assert (row.state, row.outcome, run.status) == ("PAID_DONE", "paid-succeeded", "succeeded")
+            assert not run.live
+            assert run.gpu_hours(time.time()) < 8 * 600 / 3600  # as it ran, not its worst case
+            assert run.ended_at is not None
+            assert run.gpu_hours(time.time()) == pytest.approx(8 * (run.ended_at - handoff.started_at) / 3600, rel=0.05)
+            assert_settled(slurm, journal, tmp_path, [dispatch_id])
+        else:  # withdrawn after its one handoff (which assert_settled does not expect): settled by hand
+            assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn")
+            assert [j for j in jobs_of(slurm, dispatch_id) if j.ever_ran or j.state == "PENDING"] == []
+    assert ledger(tmp_path) == [dispatch_id]  # never run again
+    # Its job's values are needed no more; a lost command's output is kept (what it printed, to read).
+    assert handoff_files(tmp_path, dispatch_id) == [f"{dispatch_id}.err", f"{dispatch_id}.out"]
 
 
 # --------------------------------------------------------------------------- 8: a full disk

@@ -37,7 +37,7 @@ from .cli_harness import (
 )
 from .conftest import Cluster
 from .paid_batch import PARENT, batch_config, fake, fill_node, state_of, stopped  # noqa: F401
-from .settled import jobs_of
+from .settled import handoff_files, jobs_of
 
 pytestmark = pytest.mark.slurm
 
@@ -53,6 +53,13 @@ def _handed(tmp_path: Path, dispatch_id: str) -> bool:
     with read_journal(tmp_path) as journal:
         row = journal.handoff(dispatch_id)
     return row is not None and row.status != HandoffStatus.STARTED
+
+
+def _run_status(tmp_path: Path, dispatch_id: str) -> str | None:
+    """The dispatch's paid run's status in the journal."""
+    with read_journal(tmp_path) as journal:
+        run = journal.paid_run(dispatch_id)
+    return None if run is None else run.status
 
 
 def _name(dispatch_id: str) -> str:
@@ -207,6 +214,41 @@ def test_list_calls_answered_500_or_timing_out_never_end_a_running_paid_job(
         run = journal.paid_run(dispatch_id)
     assert run is not None
     assert run.gpu_hours(time.time()) == pytest.approx(2.0)
+    assert handoff_files(tmp_path, dispatch_id) == []  # final, its create's answer journaled: no file kept
+    _settled(fake, slurm, [dispatch_id])
+
+
+@pytest.mark.usefixtures("stopped")
+def test_a_running_paid_job_its_list_cannot_see_is_deleted_by_name_once_its_limit_passes(
+    slurm: Cluster, tmp_path: Path, fake: FakeBatchApi
+) -> None:
+    """Every list call answered 500 while a 1-minute Batch job runs: once its limit (and two polls of grace) has
+    passed since it was seen running, it is deleted by name anyway: ONE delete, PAID_FAILED paid-over-its-limit,
+    its last step saying the lane could not be looked at; no second Batch job."""
+    config = batch_config(tmp_path, fake)
+    fill_node(slurm)
+    args = ["submit", "--detach", "--gpus", "8", "--time", "1:00", slurm.script(300), "--", *slurm.job_args()]
+    submitted = cli(config, *args)
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+    _wait_state(slurm, tmp_path, dispatch_id, "PAID_QUEUED", timeout=90)
+    fake.move(_name(dispatch_id), "RUNNING")
+    _wait_state(slurm, tmp_path, dispatch_id, "PAID_RUNNING")
+    fake.inject(*[Fault(method="list", status=500)] * 1000)
+    _wait_state(slurm, tmp_path, dispatch_id, "PAID_FAILED", timeout=150)
+    with read_journal(tmp_path) as journal:
+        row = journal.dispatch(dispatch_id)
+        note = journal.steps(dispatch_id)[-1].note
+        run = journal.paid_run(dispatch_id)
+    assert row is not None
+    assert run is not None
+    assert row.outcome == "paid-over-its-limit"
+    assert "could not be looked at" in note
+    assert "deleted by name" in note
+    slurm.wait_for(lambda: _run_status(tmp_path, dispatch_id) == "cancelled", "the delete taken", timeout=30)
+    (deleted,) = fake.requests_of("delete")
+    assert deleted.path == f"/v1/{_name(dispatch_id)}"
+    assert fake.jobs[_name(dispatch_id)]["status"]["state"] == "DELETION_IN_PROGRESS"
     _settled(fake, slurm, [dispatch_id])
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "EARLY_PARK",
     "INITIAL",
     "NEXT_RUNG",
+    "PAID",
     "RUNG",
     "SAME",
     "TABLE",
@@ -67,6 +68,8 @@ SAME = "SAME"
 """In a row's destination: stay in the state (a step that is journaled but moves nowhere)."""
 LIVE = "ANY_LIVE"
 """In a row's source: every state of a dispatch on the ladder or past it, except a command lane's handoff."""
+PAID = "ANY_PAID"
+"""In a row's source: every state of a paid job its lane has, or may have (``PAID_LIVE_STATES``)."""
 INITIAL = ""
 """In a row's source: none (the dispatch's first step: ``submit`` onto the ladder, or ``pin`` to a command lane)."""
 
@@ -403,10 +406,11 @@ _FAILED, _UNKNOWN, _WITHDRAWN = Outcome.HANDOFF_FAILED, Outcome.HANDOFF_UNKNOWN,
 _PARK_GUARDS = (walks_ladder, may_leave_rung, job_not_moved)
 _BUDGET = budget_allows  # last of a park's guards: the budget is asked only of a rung that would be left
 _FREE_TO_LEAVE = (job_known, job_not_held, _BUDGET)
+_S = State
 _CHANGE = (walks_ladder, may_change_rung)
 _WAIT_STEP = (budget_note, keep_budget_wait)
-_WAITS, _NO_BUDGET = Outcome.BUDGET, Outcome.NO_BUDGET
-_HO, _PQ, _PR, _PAID_OUT = State.HANDING_OFF, State.PAID_QUEUED, State.PAID_RUNNING, Outcome.WITHDRAWN_OUTSIDE
+_WAITS, _NO_BUDGET, _PAID_OUT = Outcome.BUDGET, Outcome.NO_BUDGET, Outcome.WITHDRAWN_OUTSIDE
+_HO, _PQ, _PR, _PU = _S.HANDING_OFF, _S.PAID_QUEUED, _S.PAID_RUNNING, _S.PAID_UNKNOWN
 _P = PaidStatus
 _UNF, _DEL = PaidStatus.UNFOLLOWED, PaidStatus.CANCELLING
 _PARK_STEP = (_park_note, _keep_park)
@@ -459,35 +463,31 @@ TABLE: tuple[Row, ...] = (
     Row(T.HANDED_OFF, _HO, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF, command=_DONE_CMD, paid=_UNF),
     Row(T.HANDOFF_FAILED, _HO, State.HANDOFF_FAILED, told=True, outcome=_FAILED, command=_FAILED_CMD, paid=_P.FAILED),
     Row(T.HANDOFF_UNKNOWN, _HO, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, command=_UNKNOWN_CMD, paid=_UNF),
+    # A lost command on a lane with status: followed by it (counted at its worst case till it tells; cancellable).
+    Row(T.PAID_UNKNOWN, _HO, _PU, told=True, command=_UNKNOWN_CMD, paid=_P.STARTING),
     # A followed paid lane has the job: it is live until the lane says it ended (each poll's one look per lane).
     Row(T.PAID, _HO, _PQ, told=True, command=_DONE_CMD, paid=_P.QUEUED),
+    Row(T.PAID_FOUND, _PU, _PQ, told=True, paid=_P.QUEUED),
     Row(T.PAID_START, _PQ, _PR, told=True, paid=_P.RUNNING),
-    Row(T.PAID_END, _PQ, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
-    Row(T.PAID_END, _PR, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
-    Row(T.PAID_FAIL, _PQ, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
-    Row(T.PAID_FAIL, _PR, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
-    Row(T.PAID_GONE, _PQ, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),  # deleted outside:
-    Row(T.PAID_GONE, _PR, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),  # never made again
+    Row(T.PAID_START, _PU, _PR, told=True, paid=_P.RUNNING),
+    Row(T.PAID_END, PAID, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
+    Row(T.PAID_FAIL, PAID, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
+    # Deleted outside: never made again. A lost command's job its status does not find: unknown for ever.
+    Row(T.PAID_GONE, PAID, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),
+    Row(T.HANDOFF_UNKNOWN, _PU, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, paid=_UNF),
     # Queued past its lane's queue_timeout_seconds: deleted (journaled first), never a second paid job.
     Row(T.PAID_STUCK, _PQ, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_STUCK, paid=_DEL),
-    # Running past its time limit on a lane that does not stop it: deleted, so no run passes its bound.
-    Row(T.PAID_OVERRUN, _PR, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
+    # Running past its time limit on a lane that does not stop it, or unseen (its lane cannot be looked at) for
+    # longer than its limit: deleted (a delete by name needs no look), so no run passes its bound.
+    Row(T.PAID_OVERRUN, PAID, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
     # A user's cancel of a paid job: WITHDRAWN journaled first, then its one delete (DeletePaid).
-    Row(T.RECALL, _PQ, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
-    Row(T.RECALL, _PR, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
+    Row(T.RECALL, PAID, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
     # A command lane's dispatch is that lane's to cancel once its command started; before, a cancel withdraws it.
     Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )
-_NOT_RECALLED = (
-    State.HANDING_OFF,
-    State.HANDED_OFF,
-    State.HANDOFF_UNKNOWN,
-    State.PAID_DONE,
-    State.PAID_FAILED,
-    State.NO_BUDGET,
-    *PAID_LIVE_STATES,  # (their own recall rows: the paid run is being deleted)
-)
-RECALLABLE = tuple(s for s in State if s not in _NOT_RECALLED)
+# What the ``recall`` row from LIVE leaves alone: a lane's handoff and its ends (a paid state has rows of its own).
+_NOT_RECALLED = (_S.HANDING_OFF, _S.HANDED_OFF, _S.HANDOFF_UNKNOWN, _S.PAID_DONE, _S.PAID_FAILED, _S.NO_BUDGET)
+RECALLABLE = tuple(s for s in State if s not in _NOT_RECALLED and s not in PAID_LIVE_STATES)
 """Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too; a paid job
 queued or running is deleted: DeletePaid); a dispatch handed to an unfollowed command lane is that lane's to cancel
 (the ``recall`` row from HANDING_OFF: only before its command)."""

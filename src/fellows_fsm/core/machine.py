@@ -20,9 +20,9 @@ from transitions import Machine, MachineError
 from fellows_fsm.core import lifecycle
 from fellows_fsm.core.effects import Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
-from fellows_fsm.core.lifecycle import INITIAL, LIVE, NEXT_RUNG, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
+from fellows_fsm.core.lifecycle import INITIAL, LIVE, NEXT_RUNG, PAID, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
 from fellows_fsm.core.paid import PaidMark
-from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, Outcome, State, Trigger, is_final_state
+from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, PAID_LIVE_STATES, Outcome, State, Trigger, is_final_state
 from fellows_fsm.errors import TransitionNotAllowed
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...
         for row in TABLE:
             if row.source == LIVE:  # a withdrawal (no Ctrl-C cleanup: nothing of it is ever queued)
                 sources = [s for s in RECALLABLE if s in LANE_STATES] if row.trigger is T.RECALL else []
+            elif row.source == PAID:  # every paid state (a followed lane's)
+                sources = list(PAID_LIVE_STATES)
             else:
                 sources = [row.source] if row.source in LANE_STATES else []
             out += [(row, src, src if row.dest == SAME else row.dest, row.guards) for src in sources]
@@ -73,6 +75,7 @@ def _expand(ladder: Ladder | None) -> list[tuple[Row, str, str, tuple[Guard, ...
             out.append((row, row.source, row.dest, (*row.guards, _left_rung(ladder.last))))
         else:
             sources = rungs if row.source == RUNG else [*rungs, *RECALLABLE] if row.source == LIVE else [row.source]
+            sources = list(PAID_LIVE_STATES) if row.source == PAID else sources
             for src in sources:
                 out.append((row, src, src if row.dest == SAME else row.dest, row.guards))
     return out

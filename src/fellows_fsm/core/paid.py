@@ -167,12 +167,20 @@ _TRIGGERS: dict[tuple[str, str], Trigger] = {
     (State.PAID_RUNNING, PaidStatus.CANCELLED): Trigger.PAID_GONE,
     (State.PAID_QUEUED, PaidStatus.GONE): Trigger.PAID_GONE,
     (State.PAID_RUNNING, PaidStatus.GONE): Trigger.PAID_GONE,
+    # A lost command's job (PAID_UNKNOWN): found where its status says, or not found (unknown for ever).
+    (State.PAID_UNKNOWN, PaidStatus.QUEUED): Trigger.PAID_FOUND,
+    (State.PAID_UNKNOWN, PaidStatus.RUNNING): Trigger.PAID_START,
+    (State.PAID_UNKNOWN, PaidStatus.SUCCEEDED): Trigger.PAID_END,
+    (State.PAID_UNKNOWN, PaidStatus.FAILED): Trigger.PAID_FAIL,
+    (State.PAID_UNKNOWN, PaidStatus.CANCELLED): Trigger.PAID_GONE,
+    (State.PAID_UNKNOWN, PaidStatus.GONE): Trigger.HANDOFF_UNKNOWN,
 }
 
 
 def paid_trigger(state: str, status: PaidStatus) -> Trigger | None:
     """The row a paid dispatch in ``state`` takes when its lane says ``status`` (None: nothing new, or could not
-    tell). A job someone else cancelled or deleted is withdrawn (``paid_gone``), never made again."""
+    tell). A job someone else cancelled or deleted is withdrawn (``paid_gone``), never made again; a lost command's
+    job its lane has no trace of stays unknown (``handoff_unknown``: counted at its worst case)."""
     return _TRIGGERS.get((state, status))
 
 

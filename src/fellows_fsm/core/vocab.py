@@ -47,6 +47,7 @@ class State(StrEnum):
     NO_LANE_LEFT = "NO_LANE_LEFT"
     PAID_QUEUED = "PAID_QUEUED"
     PAID_RUNNING = "PAID_RUNNING"
+    PAID_UNKNOWN = "PAID_UNKNOWN"
     PAID_DONE = "PAID_DONE"
     PAID_FAILED = "PAID_FAILED"
     NO_BUDGET = "NO_BUDGET"
@@ -79,9 +80,11 @@ class Trigger(StrEnum):
     HANDED_OFF = "handed_off"
     HANDOFF_FAILED = "handoff_failed"
     HANDOFF_UNKNOWN = "handoff_unknown"
+    PAID_UNKNOWN = "paid_unknown"
     BUDGET_WAIT = "budget_wait"
     NO_BUDGET = "no_budget"
     PAID = "paid"
+    PAID_FOUND = "paid_found"
     PAID_START = "paid_start"
     PAID_END = "paid_end"
     PAID_FAIL = "paid_fail"
@@ -154,8 +157,9 @@ class PaidStatus(StrEnum):
 
 FIXED_STATES = tuple(State)
 """The machine's fixed states (besides one per rung): every one is reached through a row of the table."""
-PAID_LIVE_STATES = (State.PAID_QUEUED, State.PAID_RUNNING)
-"""A paid job the lane has: live until it ends (followed each poll, cancellable)."""
+PAID_LIVE_STATES = (State.PAID_QUEUED, State.PAID_RUNNING, State.PAID_UNKNOWN)
+"""A paid job the lane has (or may have: its command was lost, and the lane's status is asked): live until it ends
+(followed each poll, cancellable)."""
 LANE_STATES = (
     State.HANDING_OFF,
     State.HANDED_OFF,
@@ -200,6 +204,10 @@ MEANING: dict[str, str] = {
     State.NO_LANE_LEFT: "it parked out of every rung and no fallback lane is configured (final)",
     State.PAID_QUEUED: "the paid lane has its job, not started yet (followed each poll; `cancel` deletes it)",
     State.PAID_RUNNING: "its paid job runs: GPU-hours and cost counted (followed each poll; `cancel` deletes it)",
+    State.PAID_UNKNOWN: (
+        "the lane's command was lost, how it ended unknown: the lane's status is asked each poll until it tells "
+        "(counted at its worst case till then; `cancel` deletes it)"
+    ),
     State.PAID_DONE: "its paid job succeeded (final; its cost journaled)",
     State.PAID_FAILED: "its paid job failed, sat queued past queue_timeout_seconds or ran past its limit (final)",
     State.NO_BUDGET: 'its paid run would pass the [budget], with on_budget = "refuse": nothing paid (final)',

@@ -4,13 +4,16 @@ poll interval where all of its paid jobs stand (``PaidLane.look``: one list call
 keeps of the run (its times, its run length). A job queued past its lane's ``queue_timeout_seconds`` is deleted
 (the ``paid_stuck`` row, journaled first). Every delete (a user's cancel, a stuck queue) is asked once, after its
 step is journaled, and asked again each poll until the lane takes it (its run stays counted at its worst case till
-then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal).
+then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal). A job its
+lane cannot be looked at for (the list call fails, or says nothing of it) is deleted by name once the longest it may
+have run passes its time limit (the ``paid_overrun`` row): a delete needs no look.
 
 It decides nothing the table does not say, and prints nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -23,6 +26,8 @@ from fellows_fsm.core.vocab import PAID_LIVE_STATES, PaidStatus, State, Trigger
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
+from fellows_fsm.lanes.command import HANDOFFS
+from fellows_fsm.lanes.process import HandoffFiles
 
 __all__ = ["PaidFollower"]
 
@@ -54,6 +59,8 @@ class PaidFollower:
         self._last_look: dict[str, float] = {}
         self._bounds: dict[str, tuple[float, float]] = {}
         """Runs deleted at their time limit: (the limit, when a poll first saw them running)."""
+        self._seen: dict[str, float] = {}
+        """When a look last said where each followed job stands (a queued one may have started just after)."""
 
     @property
     def busy(self) -> bool:
@@ -66,6 +73,9 @@ class PaidFollower:
     def follow(self, d: Model, lane_name: str, lane: PaidLane) -> None:
         """Follow ``d``'s paid job from now on (the lane has it: PAID_QUEUED or PAID_RUNNING)."""
         self.following[d.id] = (lane_name, lane, d)
+        # Where it stood is known from now (a recovered one's last look was another driver's, at a time unknown):
+        # a job queued longer than its limit is never deleted just because the first look after a restart failed.
+        self._seen.setdefault(d.id, self.clock.now())
 
     def model(self, dispatch_id: str) -> Model | None:
         """The followed dispatch (to fire a user's cancel on), or None."""
@@ -96,21 +106,31 @@ class PaidFollower:
                 looks: Mapping[str, PaidLook] = lane.look(ids)
             except FellowsError as exc:
                 self._fail(f"lane {lane_name}: could not tell where its paid jobs stand ({exc}); asked again next poll")
+                for dispatch_id in ids:  # unseen: one whose bound may have passed is deleted by name all the same
+                    self._answer(dispatch_id, None, now, since=now, blind=True)
                 continue
             previous = self._last_look.get(lane_name, now)
             self._last_look[lane_name] = now
             for dispatch_id in ids:
                 self._answer(dispatch_id, looks.get(dispatch_id), now, since=previous)
 
-    def _answer(self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float) -> None:
+    def _answer(
+        self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float, blind: bool = False
+    ) -> None:
+        """Fire the row a look asks; ``blind``: the lane could not be looked at (only a passed bound is acted on)."""
         lane_name, lane, d = self.following[dispatch_id]
+        if look is not None and look.status != PaidStatus.UNKNOWN:
+            self._seen[dispatch_id] = now
         trigger = paid_trigger(d.state, look.status) if look is not None else None
         run_seconds = look.run_seconds if look is not None else None
         note = look.note if look is not None else ""
-        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL
-        if ended and d.state == State.PAID_QUEUED and run_seconds is None:
+        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL or trigger is Trigger.PAID_GONE
+        lost = _lost_since(d)
+        if ended and run_seconds is None and lost is not None:
+            run_seconds = now - lost  # its lost command may have made it at once: counted from the command's start
+        elif ended and d.state == State.PAID_QUEUED and run_seconds is None and trigger is not Trigger.PAID_GONE:
             run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
-        if trigger is None and d.state == State.PAID_QUEUED:
+        if trigger is None and d.state == State.PAID_QUEUED and not blind:
             timeout = lane.queue_timeout_seconds
             queued_at = d.history[-1].at if d.history else now
             if timeout is not None and now - queued_at >= timeout:
@@ -119,11 +139,16 @@ class PaidFollower:
                     f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
                     f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
                 )
-        if trigger is None and d.state == State.PAID_RUNNING:
+        if trigger is None and d.state in PAID_LIVE_STATES:
             trigger, note = self._overrun(d, lane_name, lane, look, now) or (None, note)
         if trigger is None:
             return
-        if trigger is Trigger.PAID_GONE:
+        if trigger is Trigger.HANDOFF_UNKNOWN:
+            note = (
+                f"{lane_name}'s status finds no job of it: how its lost command ended stays unknown (counted at its "
+                "worst case); never run again"
+            )
+        elif trigger is Trigger.PAID_GONE:
             word = look.status if look is not None else PaidStatus.GONE
             how = "deleted" if word == PaidStatus.GONE else str(word)
             said = f": {note}" if note else ""
@@ -134,6 +159,9 @@ class PaidFollower:
         self.step(d, trigger, note, PaidMark("", run_seconds=run_seconds, note=note))
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)
+            self._seen.pop(dispatch_id, None)
+            if dispatch_id not in self.deleting:
+                self._forget(dispatch_id)
 
     def _overrun(
         self, d: Model, lane_name: str, lane: PaidLane, look: PaidLook | None, now: float
@@ -141,9 +169,16 @@ class PaidFollower:
         """A paid job about to run past its time limit: deleted, so no run passes the bound it was let in by. On a
         lane that does not stop it itself, at the last poll before its limit (one poll interval early: the next
         poll would be past it); on a lane that does (Batch's maxRunDuration), only if it still runs two poll
-        intervals after it (the lane has stopped it by then)."""
+        intervals after it (the lane has stopped it by then). One not seen (its lane could not be looked at, or
+        could not tell) counts as running from the earliest it may have started: the first look that saw it
+        running, else the last look that saw it queued (a lost command's job: the command's start)."""
         limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
         started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
+        unseen = look is None or look.status == PaidStatus.UNKNOWN
+        if started is None and unseen and d.history:  # (queued when last seen: it may have started at once)
+            started = max(d.history[-1].at, self._seen.get(d.id, d.history[-1].at))
+        lost = _lost_since(d)
+        started = lost if lost is not None else started  # (a lost command's job may have started with it)
         if limit is None or started is None:
             return None
         ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
@@ -155,12 +190,16 @@ class PaidFollower:
             if ran + self.interval < limit:
                 return None
             why = f"within a poll ({self.interval:g} s) of its time limit of {limit:g} s, which the lane does not stop"
-        note = (
-            f"ran {ran:.0f} s on {lane_name}, {why}: deleted, so it never costs more than the bound it was "
-            "handed off with"
-        )
         self._bounds[d.id] = (limit, started)
-        return Trigger.PAID_OVERRUN, note
+        bound = "so it never costs more than the bound it was handed off with"
+        if not unseen:
+            return Trigger.PAID_OVERRUN, f"ran {ran:.0f} s on {lane_name}, {why}: deleted, {bound}"
+        seen = "first seen running" if d.state == State.PAID_RUNNING else "last seen queued"
+        seen = "its lost command started" if lost is not None else seen
+        return Trigger.PAID_OVERRUN, (
+            f"{lane_name} could not be looked at: {seen} {ran:.0f} s ago, so it may have run {why}: deleted by name "
+            f"(a delete needs no look), {bound}"
+        )
 
     def _limit(self, dispatch_id: str) -> float | None:
         run = self.journal.paid_run(dispatch_id)
@@ -200,6 +239,7 @@ class PaidFollower:
             now,
             PaidMark(PaidStatus.CANCELLED, run_seconds=self._bounded(dispatch_id, now), note="deleted"),
         )
+        self._forget(dispatch_id)
 
     def _bounded(self, dispatch_id: str, now: float) -> float | None:
         """A run deleted at its limit whose delete landed just past it (the poll's and the delete's own time, at
@@ -209,6 +249,22 @@ class PaidFollower:
             return None
         return limit
 
+    def _forget(self, dispatch_id: str) -> None:
+        """Its paid job ended (or its delete was taken): the job's values its lane's templates were filled with
+        are needed no more (a lost command's output stays: its note points at it)."""
+        with contextlib.suppress(OSError):  # (best effort: a file left is only a file)
+            HandoffFiles(self.journal.path.parent / HANDOFFS, dispatch_id).job.unlink(missing_ok=True)
+
     def _fail(self, line: str) -> None:
         log.warning("%s", line)
         self.failures.append(line)
+
+
+def _lost_since(d: Model) -> float | None:
+    """When the lost command of a dispatch found by its lane's status (PAID_UNKNOWN, never seen queued since)
+    started: the earliest its job may have started running; None for any other."""
+    if not any(s.trigger == Trigger.PAID_UNKNOWN for s in d.history) or any(
+        s.trigger == Trigger.PAID_FOUND for s in d.history
+    ):
+        return None
+    return next((s.at for s in reversed(d.history) if s.trigger in (Trigger.HAND_OFF, Trigger.RE_RUN)), None)

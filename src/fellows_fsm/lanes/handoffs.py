@@ -201,9 +201,19 @@ class Handoffs:
             end = Command(status, exit_status=result.exit_status, stdout=result.stdout, stderr=result.stderr)
             trigger = END_TRIGGER[status]
             lane = self.context[dispatch_id][0]
-            if trigger is Trigger.HANDED_OFF and isinstance(lane, PaidLane) and lane.follows:
+            followed = isinstance(lane, PaidLane) and lane.follows
+            if trigger is Trigger.HANDED_OFF and followed:
                 trigger = Trigger.PAID  # the lane has the job: followed until it ends (PAID_QUEUED)
+            elif trigger is Trigger.HANDOFF_UNKNOWN and followed:
+                trigger = Trigger.PAID_UNKNOWN  # its status may tell: asked each poll (PAID_UNKNOWN)
+                note = (
+                    f"{lane_name} command's wrapper was killed before it could record how the command ended, and the "
+                    f"lane has no probe: never run again; {lane_name}'s status is asked each poll until it tells "
+                    "(counted at its worst case till then; cancel deletes it)"
+                )
             self._step(dispatch_id, trigger, note, end)  # its end and the dispatch's step, together
+            followed = trigger is Trigger.PAID or trigger is Trigger.PAID_UNKNOWN
+            self.files(dispatch_id).remove(keep_output=result.lost, keep_job=followed)  # (its end is journaled)
             del self.running[dispatch_id]
             self.context.pop(dispatch_id, None)
             ended.append(dispatch_id)

@@ -195,6 +195,17 @@ class HandoffFiles:
             path.write_bytes(b"")
         self.mark.write_bytes(b"new".ljust(MARK_BYTES))
 
+    def remove(self, *, keep_output: bool = False, keep_job: bool = False) -> None:
+        """Remove the handoff's files once nothing needs them (its end is journaled, output included): all but its
+        output when ``keep_output`` (a lost command, whose output no one read to its end), all but its job's values
+        when ``keep_job`` (a paid job still followed or being deleted). Best effort: a file left is only a file."""
+        kept = {self.stdout, self.stderr} if keep_output else set()
+        kept |= {self.job} if keep_job else set()
+        for path in (self.stdout, self.stderr, self.status, self.mark, self.job):
+            if path not in kept:
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
+
     def started(self) -> bool | None:
         """Did the wrapper start (True: it may have run the command), or surely not (False: still "new")? None
         when there is no trace either way (no file)."""

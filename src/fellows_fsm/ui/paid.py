@@ -23,7 +23,9 @@ _FOLLOWED = frozenset(
     }
 )
 """A run in one of these was seen on its lane (followed)."""
-_PAID_STATES = frozenset({State.PAID_QUEUED, State.PAID_RUNNING, State.PAID_DONE, State.PAID_FAILED})
+_PAID_STATES = frozenset(
+    {State.PAID_QUEUED, State.PAID_RUNNING, State.PAID_UNKNOWN, State.PAID_DONE, State.PAID_FAILED}
+)
 
 __all__ = ["bound_words", "cost_words", "hours_words", "paid_cell", "paid_json", "paid_words", "shows_paid"]
 

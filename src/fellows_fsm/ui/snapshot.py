@@ -279,6 +279,7 @@ _PAST_LADDER = frozenset(
         State.REFUSED,
         State.PAID_QUEUED,
         State.PAID_RUNNING,
+        State.PAID_UNKNOWN,
         State.PAID_DONE,
         State.PAID_FAILED,
         State.NO_BUDGET,
@@ -292,6 +293,7 @@ _LANE_WORDS = frozenset(
         State.HANDING_OFF,
         State.PAID_QUEUED,
         State.PAID_RUNNING,
+        State.PAID_UNKNOWN,
         State.PAID_DONE,
         State.PAID_FAILED,
     }

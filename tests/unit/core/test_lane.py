@@ -105,6 +105,7 @@ def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
     events = build_machine(None).events
     commands = {"recall", "hand_off", "re_run", "handed_off", "handoff_failed", "handoff_unknown"}
     paid = {"paid", "paid_start", "paid_end", "paid_fail", "paid_gone", "paid_stuck", "paid_overrun"}
+    paid |= {"paid_unknown", "paid_found"}  # a lost command on a lane with status: followed by it
     budget = {"no_budget", "budget_wait"}  # pinned to a paid lane: the [budget], before its command starts
     assert set(events) == commands | paid | budget
     hand_off = events["hand_off"].transitions
@@ -116,4 +117,5 @@ def test_the_lane_machine_holds_only_the_rows_from_the_lane_states() -> None:
         "handed_off",
         "handoff_failed",
         "handoff_unknown",
+        "paid_unknown",
     }

@@ -272,3 +272,67 @@ def test_a_delete_not_yet_taken_is_work_for_a_driver(
     ticks(r, frozen, 1)
     assert not r.busy
     assert not has_work(r.journal)
+
+
+def test_a_running_paid_job_its_lane_cannot_be_looked_at_is_deleted_by_name_past_its_limit(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """While every look fails, a running paid job on a lane that stops jobs at their limit (as Batch does) is still
+    deleted by name once its time limit (and the grace) has passed since it was seen running: PAID_FAILED,
+    paid-over-its-limit."""
+    lane.stops_at_limit = True
+    r = router_of()
+    d = to_paid(r, frozen)
+    lane.move(d, PaidStatus.RUNNING)
+    ticks(r, frozen, 1)
+    lane.unavailable = True
+    ticks(r, frozen, 72, step=100)
+    assert r.handle(d).state == "PAID_RUNNING"
+    assert lane.deleted == []
+    ticks(r, frozen, 3)
+    row = r.journal.dispatch(d)
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
+    assert "could not be looked at" in r.journal.steps(d)[-1].note
+    assert lane.deleted == [d]
+
+
+def test_a_queued_paid_job_unseen_for_longer_than_its_limit_is_deleted_by_name(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """A paid job last seen queued, then unseen (every look fails) for longer than its time limit, may be running
+    past it: deleted by name (PAID_FAILED, paid-over-its-limit); never before its limit has passed."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    ticks(r, frozen, 2)
+    lane.unavailable = True
+    ticks(r, frozen, 70, step=100)
+    assert r.handle(d).state == "PAID_QUEUED"
+    assert lane.deleted == []
+    ticks(r, frozen, 5, step=100)
+    row = r.journal.dispatch(d)
+    assert row is not None
+    assert (row.state, row.outcome) == ("PAID_FAILED", "paid-over-its-limit")
+    assert "last seen queued" in r.journal.steps(d)[-1].note
+    assert lane.deleted == [d]
+
+
+def test_a_job_queued_past_its_limit_is_not_deleted_when_the_first_look_after_a_restart_fails(
+    router_of: RouterOf, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """A paid job seen queued for longer than its time limit, then a restart whose first looks fail: it is not
+    deleted (its wait is counted from the new driver's first look), until the lane stays dark past its limit."""
+    r = router_of()
+    d = to_paid(r, frozen)
+    ticks(r, frozen, 80, step=100)  # 8000 s queued, seen so at each poll: longer than its 7200 s limit
+    assert r.handle(d).state == "PAID_QUEUED"
+    r.journal.release_driver()
+    lane.unavailable = True
+    r2 = router_of()
+    r2.recover()
+    ticks(r2, frozen, 3)
+    assert r2.journal.dispatch(d).state == "PAID_QUEUED"  # type: ignore[union-attr]
+    assert lane.deleted == []
+    ticks(r2, frozen, 75, step=100)
+    assert r2.journal.dispatch(d).outcome == "paid-over-its-limit"  # type: ignore[union-attr]
+    assert lane.deleted == [d]

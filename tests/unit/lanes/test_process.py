@@ -62,3 +62,23 @@ def test_a_successful_handoff_may_leave_its_own_daemon(tmp_path: Path) -> None:
         left = processes_with(tag)
     assert len(left) == 1, left
     os.kill(int(left[0].split(":")[0]), 9)
+
+
+@pytest.mark.parametrize(
+    ("keep_output", "keep_job", "left"),
+    [(False, False, []), (True, False, [".err", ".out"]), (False, True, [".job.json"])],
+    ids=["all", "a-lost-command", "a-followed-job"],
+)
+def test_a_handoffs_files_are_removed_but_what_is_still_needed(
+    tmp_path: Path, keep_output: bool, keep_job: bool, left: list[str]
+) -> None:
+    """``HandoffFiles.remove`` removes every file of the handoff but its output (a lost command) or its job's
+    values (a paid job still followed), and nothing of another dispatch."""
+    files, other = HandoffFiles(tmp_path, "d1"), HandoffFiles(tmp_path, "d2")
+    for f in (files, other):
+        f.prepare()
+        f.status.write_text("0")
+        f.job.write_text("{}")
+    files.remove(keep_output=keep_output, keep_job=keep_job)
+    assert sorted(p.name for p in tmp_path.glob("d1.*")) == [f"d1{suffix}" for suffix in left]
+    assert len(list(tmp_path.glob("d2.*"))) == 5

@@ -43,6 +43,7 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         # The paid run after the handoff to a followed lane, and the budget's refusal (issue 27).
         ("PAID_QUEUED", "PAID_QUEUED"),
         ("PAID_RUNNING", "PAID_RUNNING"),
+        ("PAID_UNKNOWN", "PAID_UNKNOWN"),  # a lost command on a lane with status: followed by it (issue 36)
         ("PAID_DONE", "PAID_DONE"),
         ("PAID_FAILED", "PAID_FAILED"),
         ("NO_BUDGET", "NO_BUDGET"),
