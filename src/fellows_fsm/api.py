@@ -27,7 +27,7 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
 from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
-from fellows_fsm.journal.queries import RECENT, find, outcome_error, select
+from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, select
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.preflight import Check, check_request
@@ -263,7 +263,10 @@ class Fellows:
             )
             self.enqueued = dispatch_id
             if self.background:
-                self.ensure_driver()
+                try:
+                    self.ensure_driver()
+                except FellowsError as exc:  # the dispatch is journaled: name it, never "submit again"
+                    raise journaled_failure(self.journal, dispatch_id, exc) or exc from None
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
             return Submitted(self.handle(dispatch_id), driving=False, check=checked, budget=budget)
         assert self._router is not None

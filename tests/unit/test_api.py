@@ -468,3 +468,25 @@ def test_cancel_from_a_fellows_that_can_drive_is_answered_through_the_inbox_by_t
     assert canceller.driving
     assert canceller.handle(dispatch_id).outcome == "withdrawn"
     assert not canceller.journal.meta_with_prefix("cancel")
+
+
+def test_a_driver_that_does_not_start_names_the_journaled_dispatch(tmp_path: Path) -> None:
+    """Fellows.submit in background mode whose driver fails to start says which dispatch is journaled, never
+    'submit again'."""
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
+    config = Config(fellows=FellowsConfig(park_cap_seconds=60), state_dir=tmp_path / "state")
+
+    def no_driver(config: Config, journal: Journal) -> None:
+        if not journal.live_after(0)[1]:
+            return  # nothing to drive yet: none started, as ensure_driver does
+        raise FellowsError("the background driver of journal did not start within 10 s")
+
+    with Fellows(config, scheduler=FakeScheduler(), background=True, start_driver=no_driver) as fellows:
+        with pytest.raises(FellowsError) as raised:
+            fellows.submit(JobSpec("train", str(script), gpus=8), check=False)
+        assert fellows.enqueued is not None
+        message = str(raised.value)
+        assert f"dispatch {fellows.enqueued} is journaled" in message
+        assert "do not submit it again" in message
+        assert "did not start within 10 s" in message

@@ -1,7 +1,8 @@
 """Taking dispatches on from the journal: after a restart (every live row) and on every tick (the rows other
 processes enqueued since the last look, read through the inbox). A ladder dispatch is rebuilt by replaying its
 steps (journal/queries.py ``restore``); one pinned to a command lane waits for its command; one that had parked out
-is handed off by the next poll. It changes only the roster, never the journal or the cluster.
+is handed off by the next poll. It changes only the roster (and, at a restart, removes kept scripts no dispatch will
+submit again), never the journal or the cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fellows_fsm.driver.roster import Roster
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.queries import restore, spec_of
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.scripts import sweep_scripts
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
 
@@ -25,7 +27,13 @@ def recover(roster: Roster, journal: Journal, config: Config) -> list[str]:
     """Reload every non-final dispatch from the journal, exactly where it stood; return their ids."""
     upto, rows = journal.live_after(0)
     roster.read_upto(upto)
+    sweep_scripts(journal.path.parent, lambda dispatch_id: _live(journal, dispatch_id))
     return load(roster, journal, config, rows)
+
+
+def _live(journal: Journal, dispatch_id: str) -> bool | None:
+    row = journal.dispatch(dispatch_id)
+    return None if row is None else not row.final
 
 
 def adopt(roster: Roster, journal: Journal, config: Config) -> list[str]:

@@ -11,6 +11,8 @@ import errno
 import logging
 import os
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -19,7 +21,7 @@ from fellows_fsm.errors import JournalError, UsageError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["MAX_SCRIPT_BYTES", "SCRIPTS", "drop_script", "keep_script"]
+__all__ = ["MAX_SCRIPT_BYTES", "ORPHAN_AGE_SECONDS", "SCRIPTS", "drop_script", "keep_script", "sweep_scripts"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,9 @@ SCRIPTS = "scripts"
 """The state dir's folder of kept scripts, one folder per live dispatch."""
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024
 """sbatch's own limit on a batch script."""
+ORPHAN_AGE_SECONDS = 3600.0
+"""How old a kept script with no dispatch row must be before a driver start removes it: a ``submit`` keeps the copy a
+moment before it journals the row, so a younger one may belong to a submit in flight."""
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -80,6 +85,32 @@ def drop_script(state_dir: Path, dispatch_id: str) -> None:
         pass
     except OSError as exc:
         log.warning("could not remove the kept script of dispatch %s (%s): %s", dispatch_id, folder, exc.strerror)
+
+
+def sweep_scripts(state_dir: Path, live: Callable[[str], bool | None], *, now: float | None = None) -> list[str]:
+    """Remove the kept scripts nothing will submit again; return their dispatch ids. ``live(id)`` is True for a live
+    dispatch, False for a final one (its copy outlived a process killed between the final commit and the removal)
+    and None for no row (a ``submit`` killed between the copy and the row): removed once older than
+    ``ORPHAN_AGE_SECONDS``. Run at a driver start."""
+    now = time.time() if now is None else now
+    removed: list[str] = []
+    try:
+        folders = sorted((state_dir / SCRIPTS).iterdir())
+    except OSError:
+        return removed
+    for folder in folders:
+        state = live(folder.name)
+        if state:
+            continue
+        if state is None:
+            try:
+                if now - folder.stat().st_mtime < ORPHAN_AGE_SECONDS:
+                    continue
+            except OSError:
+                continue
+        drop_script(state_dir, folder.name)
+        removed.append(folder.name)
+    return removed
 
 
 def _write_all(fd: int, content: bytes) -> None:

@@ -3,12 +3,14 @@ once the dispatch is final."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from fellows_fsm import Config, FakeScheduler, Fellows, FellowsConfig, JobSpec, UsageError
-from fellows_fsm.journal.scripts import MAX_SCRIPT_BYTES, keep_script
+from fellows_fsm.journal.scripts import MAX_SCRIPT_BYTES, ORPHAN_AGE_SECONDS, SCRIPTS, keep_script, sweep_scripts
 
 
 def test_the_kept_copy_is_what_every_submit_reads(tmp_path: Path) -> None:
@@ -48,3 +50,39 @@ def test_a_submit_keeps_the_script_until_the_dispatch_is_final(tmp_path: Path) -
         fellows.poll()
         assert fellows.handle(handle.dispatch_id).state == "RUNNING"
     assert not kept.parent.exists()
+
+
+def test_a_driver_start_sweeps_copies_no_dispatch_will_submit(tmp_path: Path) -> None:
+    """At a restart, a final dispatch's copy and an old copy with no row go; a live one's and a young orphan stay."""
+    state = tmp_path / "state"
+    script = tmp_path / "train.sbatch"
+    script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
+    config = Config(fellows=FellowsConfig(park_cap_seconds=60, poll_interval_seconds=5), state_dir=state)
+    fake = FakeScheduler(total_gpus=64)
+    with Fellows(config, scheduler=fake) as fellows:
+        live = fellows.submit(JobSpec("live", str(script), gpus=8), check=False).handle.dispatch_id
+        ended = fellows.submit(JobSpec("ended", str(script), gpus=8), check=False).handle.dispatch_id
+        fake.start(next(j.job_id for j in fake.jobs.values() if j.spec.name == "ended"))
+        fellows.poll()
+        assert fellows.handle(ended).state == "RUNNING"
+    # What a process killed at the wrong moment leaves: a final dispatch's copy, a submit's copy with no row.
+    for name in (ended, "0123456789ab", "ba9876543210"):
+        (state / SCRIPTS / name).mkdir(parents=True, exist_ok=True)
+        (state / SCRIPTS / name / "train.sbatch").write_text("x", encoding="utf-8")
+    old = time.time() - ORPHAN_AGE_SECONDS - 60
+    os.utime(state / SCRIPTS / "0123456789ab", (old, old))
+    with Fellows(config, scheduler=fake) as fellows:
+        assert fellows.drive()
+    assert sorted(p.name for p in (state / SCRIPTS).iterdir()) == sorted([live, "ba9876543210"])
+
+
+def test_sweep_scripts_returns_what_it_removed(tmp_path: Path) -> None:
+    """sweep_scripts removes final and old row-less copies only, and names each one it removed."""
+    for name in ("live", "final", "young", "old"):
+        (tmp_path / SCRIPTS / name).mkdir(parents=True)
+    states: dict[str, bool | None] = {"live": True, "final": False, "young": None, "old": None}
+    os.utime(tmp_path / SCRIPTS / "old", (0, 0))
+    removed = sweep_scripts(tmp_path, states.get, now=ORPHAN_AGE_SECONDS + 10)
+    assert removed == ["final", "old"]
+    assert sorted(p.name for p in (tmp_path / SCRIPTS).iterdir()) == ["live", "young"]
+    assert sweep_scripts(tmp_path / "nowhere", states.get) == []
