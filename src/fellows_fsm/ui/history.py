@@ -9,16 +9,14 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from rich import box
 from rich.console import RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import FELLOWS, Trigger
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.ui.paid import paid_words
+from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import clock, explain_reason
 
 __all__ = ["history_table"]
@@ -33,44 +31,42 @@ def history_table(
     default the wall clock) and, while it may still spend, its bound."""
     several = len({str(r.get("lane", FELLOWS)) for r in row.ladder}) > 1
     day = datetime.fromtimestamp(entries[0].at if entries else row.created_at).strftime("%Y-%m-%d")
-    table = Table(
-        title=f"dispatch {row.id} · {row.spec.get('name', '')} · {day} (local time)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    table.add_column("time", no_wrap=True)
-    table.add_column("trigger", no_wrap=True)
-    table.add_column("to", style="cyan", no_wrap=True)
+    columns = [Column("time", min_width=None), Column("trigger", min_width=None), Column("to", min_width=None)]
     if several:
-        table.add_column("cluster", no_wrap=True)
-    table.add_column("QoS", no_wrap=True)
-    table.add_column("job", no_wrap=True)
-    table.add_column("reason, note", min_width=20, ratio=1, overflow="fold")
+        columns.append(Column("cluster", min_width=None))
+    columns += [
+        Column("QoS", min_width=None),
+        Column("job", min_width=None),
+        Column("reason, note", min_width=24, below=True),  # wrapped in its column, or under the row: never cut
+    ]
+    rows: list[tuple[Cell, ...]] = []
     for entry in entries:
-        reason = Text()
-        if entry.reason:
-            reason.append(entry.reason)
-            if entry.trigger == "park":
-                reason.append(f": {explain_reason(entry.reason, entry.qos)}", style="dim")
+        reason: Cell = ""
         if entry.trigger == Trigger.BUDGET_WAIT:
             # Its note is why it waits: said as a reason, with what happens meanwhile.
-            reason.append(entry.note or "budget", style="yellow")
             where = f" on {entry.qos}" if entry.qos else ""
-            reason.append(f"  (its job waits{where} until the budget has room)", style="dim")
+            reason = (f"{entry.note or 'budget'}  (its job waits{where} until the budget has room)", "yellow")
+        elif entry.reason:
+            said = entry.reason
+            if entry.trigger == "park":
+                said += f": {explain_reason(entry.reason, entry.qos)}"
+            reason = said + (f"  {entry.note}" if entry.note else "")
         elif entry.note:
-            reason.append(("  " if entry.reason else "") + entry.note, style="italic dim")
+            reason = (entry.note, "italic dim")
         # The state's parentheses repeat the QoS (and cluster) the next columns show: left out there.
-        said = {f"({entry.qos})", f"({entry.qos}@{entry.cluster})"} if several else {f"({entry.qos})"}
-        to = entry.dest.split("(", 1)[0] if entry.qos and any(s in entry.dest for s in said) else entry.dest
-        cells = [clock(entry.at), entry.trigger, to]
+        shown = {f"({entry.qos})", f"({entry.qos}@{entry.cluster})"} if several else {f"({entry.qos})"}
+        to = entry.dest.split("(", 1)[0] if entry.qos and any(s in entry.dest for s in shown) else entry.dest
+        cells: list[Cell] = [clock(entry.at), entry.trigger, (to, "cyan")]
         if several:
             cells.append(entry.cluster or "")
-        table.add_row(*cells, entry.qos or "", entry.slurm_job_id or "", reason)
+        rows.append((*cells, entry.qos or "", entry.slurm_job_id or "", reason))
+    caption = None
     if paid is not None:
-        table.caption = (
+        caption = (
             f"paid run on {paid.lane} ({row.label}, {paid.status}): "
             f"{paid_words(paid, time.time() if now is None else now)}"
             + (f" at {paid.price_per_gpu_hour:g} per GPU-hour" if paid.price_per_gpu_hour is not None else "")
         )
-        table.caption_justify = "left"
-    return table
+    return FixedTable(
+        columns, rows, title=f"dispatch {row.id} · {row.spec.get('name', '')} · {day} (local time)", caption=caption
+    )

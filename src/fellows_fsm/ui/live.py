@@ -18,6 +18,7 @@ from fellows_fsm.core.vocab import PaidStatus, State
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.ui.paid import cost_words, hours_words, paid_words
 from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
+from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
 
 __all__ = ["dispatch_panel", "watch_table"]
@@ -176,10 +177,19 @@ def _steps_tail(entries: Sequence[HistoryEntry], keep: int = 6) -> RenderableTyp
 
 
 def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None = None) -> RenderableType:
-    """Every dispatch a watch drives, one row each, with its countdowns."""
-    table = Table(title=f"live dispatches ({len(snaps)})", title_justify="left", expand=False)
-    for header in ("dispatch", "name", "state", "QoS", "job", "waiting", "parks in", f"{next_lane or 'next'} in"):
-        table.add_column(header, no_wrap=header != "waiting")
+    """Every dispatch a watch drives, one row each, with its countdowns; at 80 columns the ids stay whole, the QoS
+    (which the state repeats) gives way and what it waits for goes under its row (ui/table.py)."""
+    columns = (
+        Column("dispatch", min_width=None),
+        Column("name", max_width=24, min_width=8),
+        Column("state", min_width=None),
+        Column("QoS", min_width=8, drop=3),
+        Column("job", min_width=None),
+        Column("waiting", min_width=20, below=True),
+        Column("parks in", min_width=None, drop=1, below=True, labelled=True),
+        Column(f"{next_lane or 'next'} in", min_width=None, drop=2, below=True, labelled=True),
+    )
+    rows: list[tuple[Cell, ...]] = []
     for snap in snaps:
         waiting = explain_reason(snap.reason, snap.qos, snap.job_id) if snap.job_state == "PENDING" else ""
         if snap.budget is not None:
@@ -190,14 +200,7 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
         worst = span(snap.worst_case - now) if snap.worst_case is not None and next_lane else ""
         if snap.budget is not None:
             parks, worst = "budget", "budget"
-        table.add_row(
-            snap.dispatch_id,
-            snap.name,
-            Text(shown_state(snap), style=state_style(shown_state(snap))),
-            _qos_words(snap),
-            snap.job_id or "-",
-            waiting,
-            parks,
-            worst,
-        )
-    return table
+        state = shown_state(snap)
+        styled = (state, state_style(state))
+        rows.append((snap.dispatch_id, snap.name, styled, _qos_words(snap), snap.job_id or "-", waiting, parks, worst))
+    return FixedTable(columns, rows, title=f"live dispatches ({len(snaps)})")

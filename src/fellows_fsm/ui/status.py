@@ -25,15 +25,16 @@ from fellows_fsm.ui.words import short_when
 __all__ = ["STATUS_COLUMNS", "status_table"]
 
 STATUS_COLUMNS = (
-    Column("dispatch"),
-    Column("name", max_width=24),
-    Column("state"),
-    Column("job"),
-    Column("updated"),
+    Column("dispatch", min_width=None),  # the id a user copies: never cut
+    Column("name", max_width=24, min_width=8),
+    Column("state", min_width=None),
+    Column("job", min_width=None),
+    Column("updated", min_width=5, drop=1),
 )
-CLUSTER_COLUMN = Column("cluster", max_width=16)
-"""Shown after ``state`` once a listed dispatch is on another cluster than fellows (one cluster: as before)."""
-PAID_COLUMN = Column("GPU-h·cost")
+CLUSTER_COLUMN = Column("cluster", max_width=16, min_width=7, drop=2)
+"""Shown after ``state`` once a listed dispatch is on another cluster than fellows (one cluster: as before); on a
+narrow console it gives way first, since the state and the job id name a cluster other than fellows too."""
+PAID_COLUMN = Column("GPU-h·cost", min_width=None)
 """Shown after ``job`` once a listed dispatch has a paid run (none: as before)."""
 
 
