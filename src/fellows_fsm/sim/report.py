@@ -6,6 +6,7 @@ It formats values only: it never runs a simulation and never prints.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 
 from fellows_fsm.sim.results import GCP, RunResult
@@ -82,22 +83,33 @@ def _cell(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def format_table(results: Sequence[RunResult]) -> str:
+_LONG = ("park cap s", "free share", "vs oracle", "p50 start s", "p95 start s", "GCP GPU-h", "rung changes")
+_SHORT = ("cap s", "free", "vs orc", "p50 s", "p95 s", "GCP GPU-h", "rungs")
+_LEGEND = (
+    "cap s: park cap in seconds · free: free share · vs orc: free share over the oracle's · p50 s, p95 s: seconds "
+    "to start · rungs: rung changes"
+)
+
+
+def format_table(results: Sequence[RunResult], *, width: int | None = None) -> str:
     """A plain-text table, one row per result; ``vs oracle`` is the free share over the oracle's. With more free
-    clusters than fellows, a column per cluster, then GCP, counts my jobs started there."""
+    clusters than fellows, a column per cluster, then GCP, counts my jobs started there. Wider than ``width`` (a
+    terminal's columns), the headers are short and a legend under the table spells them out."""
+    wide = _format(results, short=False)
+    if width is None or max(len(line) for line in wide.splitlines()) <= width:
+        return wide
+    return _format(results, short=True) + "\n".join(textwrap.wrap(_LEGEND, width)) + "\n"
+
+
+def _format(results: Sequence[RunResult], *, short: bool) -> str:
     lanes = max((r.clusters for r in results), key=len, default=())
     split = len(lanes) > 1
+    on = "" if short else "on "
     header = (
         "strategy",
-        "park cap s",
-        "free share",
-        "vs oracle",
-        "p50 start s",
-        "p95 start s",
-        "GCP GPU-h",
-        "rung changes",
-        *((f"on {lane}" for lane in lanes) if split else ()),
-        *(("on GCP",) if split else ()),
+        *(_SHORT if short else _LONG),
+        *((f"{on}{lane}" for lane in lanes) if split else ()),
+        *((f"{on}GCP",) if split else ()),
     )
     rows = [header]
     for r in results:

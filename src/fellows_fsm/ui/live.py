@@ -183,7 +183,7 @@ def watch_table(snaps: Sequence[Snapshot], *, now: float, next_lane: str | None 
         Column("dispatch", min_width=None),
         Column("name", max_width=24, min_width=8),
         Column("state", min_width=None),
-        Column("QoS", min_width=8, drop=3),
+        Column("QoS", min_width=None, drop=3),
         Column("job", min_width=None),
         Column("waiting", min_width=20, below=True),
         Column("parks in", min_width=None, drop=1, below=True, labelled=True),

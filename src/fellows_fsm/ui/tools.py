@@ -4,6 +4,7 @@ simulator. (The live demo is ui/demo.py.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,7 +120,7 @@ def _config_view(config: Config) -> RenderableType:
     fellows = config.fellows
     whole = config.ladder_for("prod")  # every SLURM lane's rungs, in the order walked
     several = len(config.slurm_lanes) > 1
-    rungs = Table(title=f"ladder ({config.source})", title_justify="left")
+    rungs = Table(title="ladder", title_justify="left")  # the file on a line of its own: a path is never cut
     for header in ("rung", "cluster", "QoS", "park cap", "state") if several else ("rung", "QoS", "park cap", "state"):
         rungs.add_column(header, no_wrap=True)
     for rung in whole.rungs:
@@ -127,7 +128,7 @@ def _config_view(config: Config) -> RenderableType:
         rungs.add_row(str(rung.index + 1), *where, rung.qos, span(rung.park_cap_seconds), rung.label)
     lanes = Table(title="lanes", title_justify="left")
     for header in ("lane", "command", "probe", "manual only", "timeout"):
-        lanes.add_column(header)
+        lanes.add_column(header, overflow="fold")  # a long path folds onto the next line, never cut
     rungs_of = {name: ": rungs {}-{}".format(*(i + 1 for i in _lane_rungs(whole, name))) for name in whole.lanes}
     lanes.add_row(fellows.name, f"(the SLURM ladder above{rungs_of[fellows.name] if several else ''})", "", "no", "")
     for lane in config.lanes:
@@ -149,7 +150,7 @@ def _config_view(config: Config) -> RenderableType:
     )
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="dim")
-    facts.add_column()
+    facts.add_column(overflow="fold")
     caps = " (the sum of every cluster's park caps)" if several else ""
     worst = f"{span(whole.worst_case_seconds)} on the ladder before {next_lane_of(config) or '-'}{caps}"
     facts.add_row("worst case", worst)
@@ -168,7 +169,7 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_row("budget", _budget_fact(config))
     for lane in config.slurm_lanes:
         facts.add_row(f"cluster {lane.name}" if several else "cluster", _cluster_fact(lane))
-    return Group(rungs, lanes, facts, Text("config OK", style="bold green"))
+    return Group(Text(f"config {config.source}"), rungs, lanes, facts, Text("config OK", style="bold green"))
 
 
 def _journal_fact(config: Config) -> str:
@@ -345,7 +346,8 @@ def simulate(
         park_caps=sim.parse_park_caps(park_caps),
         params=params,
     )
-    click.echo(sim.to_json(results) if as_json else sim.format_table(results))
+    width = shutil.get_terminal_size((200, 24)).columns  # $COLUMNS, else the terminal's, else wide (a pipe)
+    click.echo(sim.to_json(results) if as_json else sim.format_table(results, width=width))
 
 
 if __name__ == "__main__":  # pragma: no cover
