@@ -16,6 +16,7 @@ from fellows_fsm.core.vocab import FELLOWS, Trigger
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.ui.paid import paid_words
+from fellows_fsm.ui.snapshot import shown_label
 from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import clock, explain_reason
 
@@ -56,7 +57,7 @@ def history_table(
         # The state's parentheses repeat the QoS (and cluster) the next columns show: left out there.
         shown = {f"({entry.qos})", f"({entry.qos}@{entry.cluster})"} if several else {f"({entry.qos})"}
         to = entry.dest.split("(", 1)[0] if entry.qos and any(s in entry.dest for s in shown) else entry.dest
-        cells: list[Cell] = [clock(entry.at), entry.trigger, (to, "cyan")]
+        cells: list[Cell] = [clock(entry.at), entry.trigger, (shown_label(to), "cyan")]
         if several:
             cells.append(entry.cluster or "")
         rows.append((*cells, entry.qos or "", entry.slurm_job_id or "", reason))

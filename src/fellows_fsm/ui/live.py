@@ -17,7 +17,7 @@ from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import PaidStatus, State
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.ui.paid import cost_words, hours_words, paid_words
-from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_state, state_style
+from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_label, shown_state, state_style
 from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
 
@@ -54,6 +54,8 @@ def _qos_words(snap: Snapshot) -> str:
 
 
 def _job_words(snap: Snapshot) -> Text:
+    if snap.job_id is None and not snap.ladder:  # pinned to a lane: no SLURM job is ever queued for it
+        return Text(f"none: lane {snap.lane} runs it", style="dim")
     if snap.job_id is None:
         return Text("not queued yet", style="dim")
     text = Text(snap.job_id, style="bold")
@@ -172,7 +174,7 @@ def _steps_tail(entries: Sequence[HistoryEntry], keep: int = 6) -> RenderableTyp
     table.add_column(style="cyan", no_wrap=True)
     table.add_column(style="dim")
     for entry in entries[-keep:]:
-        table.add_row(clock(entry.at), entry.trigger, f"→ {entry.dest}", entry.detail())
+        table.add_row(clock(entry.at), entry.trigger, f"→ {shown_label(entry.dest)}", entry.detail())
     return table
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "journaled",
     "left_ladder",
     "paid_facts",
+    "shown_label",
     "shown_state",
     "state_style",
     "status_words",
@@ -264,8 +265,19 @@ def dispatch_json(
 
 def shown_state(snap: Listed) -> str:
     """The state as a user reads it: the journal's, as the last step left it (``HANDED_OFF``, ``REFUSED``, ...);
-    every state a dispatch reaches is a row of the table, so nothing is rebuilt from the outcome."""
-    return snap.label
+    every state a dispatch reaches is a row of the table, so nothing is rebuilt from the outcome. The seed's
+    ``FAILED_TO_GCP`` reads ``FREE_LANES_DONE`` (``shown_label``): the paid lane next may be any lane."""
+    return shown_label(snap.label)
+
+
+SHOWN_LABELS: dict[str, str] = {State.FAILED_TO_GCP.value: "FREE_LANES_DONE"}
+"""A state's name in the views where the table's would say what is not so: the seed's ``FAILED_TO_GCP`` keeps its
+name in the table, the diagram and every ``--json``, but the lane after the free ones may be named anything."""
+
+
+def shown_label(label: str) -> str:
+    """The words a view shows for a state label (``FAILED_TO_GCP`` reads ``FREE_LANES_DONE``, the rest as they are)."""
+    return SHOWN_LABELS.get(label, label)
 
 
 _PAST_LADDER = frozenset(
