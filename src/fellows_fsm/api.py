@@ -20,11 +20,12 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend, Windows, spend
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
+from fellows_fsm.driver.budget import never_paid_words
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, NoBudget, SchedulerUnreachable
 from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, select
@@ -225,9 +226,15 @@ class Fellows:
         """
         check_spec(spec)
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
-        return check_request(
+        checked = check_request(
             self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
         )
+        refusal, note = never_paid_words(self.config, spec, pin)  # the [budget] can never pay for it
+        if checked.refused is None and refusal is not None:
+            return attrs.evolve(checked, refused=NoBudget(refusal))
+        if checked.refused is None and note is not None:
+            return attrs.evolve(checked, notes=(*checked.notes, note))
+        return checked
 
     @serialized
     def submit(

@@ -21,7 +21,7 @@ import pytest
 
 from fellows_fsm.core.vocab import State
 
-from .cli_harness import cli, json_of, ledger_config, read_journal, start_cli, stop_background_driver
+from .cli_harness import cli, final_row, json_of, ledger_config, read_journal, start_cli, stop_background_driver
 from .conftest import Cluster
 from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
 
@@ -304,3 +304,26 @@ def test_a_paid_job_its_lane_does_not_stop_is_deleted_within_the_bound_it_was_ha
         "its SLURM job cancelled",
         timeout=30,
     )
+
+
+@pytest.mark.usefixtures("stopped")
+def test_a_job_the_budget_can_never_pay_is_told_at_submit_and_walks_free_only(slurm: Cluster, tmp_path: Path) -> None:
+    """Under ``on_budget = "wait"`` and 4 GPU-hours a job, an 8-GPU x 1 h job: submit notes at once that it can never
+    be handed to gcp (naming the key) and walks the free cluster, where it runs; pinned to gcp it is refused with
+    exit 12 and nothing journaled; the ledger stays empty."""
+    config = _config(tmp_path, 'max_paid_gpu_hours_per_job = 4\non_budget = "wait"\n')
+    script = slurm.script(60)
+    walked = cli(config, "submit", "--detach", "--gpus", "8", "--time", "1:00:00", script, "--", *slurm.job_args())
+    assert walked.returncode == 0, walked.stderr
+    dispatch_id = walked.stdout.strip()
+    notes = [line for line in walked.stderr.splitlines() if "can never be handed to lane gcp" in line]
+    assert len(notes) == 1, walked.stderr
+    assert "max_paid_gpu_hours_per_job = 4" in notes[0]
+    pinned = cli(config, *_pin(slurm, limit="1:00:00"))
+    assert pinned.returncode == 12, f"exit {pinned.returncode}: {pinned.stderr}"
+    assert "lane gcp can never run it" in pinned.stderr
+    assert _ids(tmp_path) == [dispatch_id]  # the pin journaled nothing
+    assert final_row(slurm, tmp_path, dispatch_id).state == State.RUNNING  # the free cluster has room: it runs
+    with read_journal(tmp_path) as journal:
+        assert_settled(slurm, journal, tmp_path, [dispatch_id])
+    assert ledger(tmp_path) == []

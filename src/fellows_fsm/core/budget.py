@@ -34,6 +34,7 @@ __all__ = [
     "Tally",
     "Windows",
     "bucket_of",
+    "never_paid",
     "spend",
 ]
 
@@ -420,24 +421,6 @@ class BudgetGate:
                 )
         return None
 
-    def never_fits(self, spec: JobSpec) -> bool:
-        """Would this job pass the budget even with nothing else spent (no time limit, over the per-job cap, or its
-        worst case alone over a day's GPU-hours or a month's cost)? Waiting cannot help it until the [budget]
-        changes."""
-        budget = self._config
-        need = worst_gpu_hours(spec.gpus, spec.time_limit_seconds)
-        if not budget.limited or not need:
-            return False
-        cost = None if self._price is None else self._price * need
-        return (
-            math.isinf(need)
-            or any(
-                cap is not None and _over(need, cap)
-                for cap in (budget.max_paid_gpu_hours_per_job, budget.paid_gpu_hours_per_day)
-            )
-            or (budget.paid_cost_per_month is not None and (cost is None or _over(cost, budget.paid_cost_per_month)))
-        )
-
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve this dispatch's worst case (it leaves its last free rung for the paid lane); a second take of the
         same dispatch reserves nothing more."""
@@ -449,3 +432,11 @@ class BudgetGate:
             return
         self._reserved[dispatch_id] = (spec.gpus, spec.time_limit_seconds, price)
         self._add(worst_gpu_hours(spec.gpus, spec.time_limit_seconds), price)
+
+
+def never_paid(config: Limits, spec: JobSpec, price: float | None) -> str | None:
+    """Why a paid run of ``spec`` on a lane of this ``price`` would pass the ``[budget]`` even with nothing else
+    spent (the gate's own words, naming the key), or None if it can be paid once the windows have room. Waiting cannot
+    help such a job: ``submit`` says so at once, and it walks the free rungs only."""
+    gate = BudgetGate(config, (), 0.0, {}, price)
+    return gate.refusal_at("", spec, price)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.core.budget import BudgetGate, Reservation, Spend, Tally, Windows, spend
+from fellows_fsm.core.budget import BudgetGate, Reservation, Spend, Tally, Windows, never_paid, spend
 from fellows_fsm.core.paid import Gate, PaidRun
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.scheduler.port import JobSpec
@@ -433,8 +433,9 @@ def test_spend_and_the_gate_agree_with_a_date_per_run(runs: list[PaidRun], zone:
          "no-limit"],
 )  # fmt: skip
 def test_a_job_that_can_never_fit_is_told_apart(spec: JobSpec, limits: dict[str, float], never: bool) -> None:
-    """``never_fits`` is True only for a job the budget refuses even with nothing spent (no time limit, over the
-    per-job cap, its worst case alone over a day's GPU-hours or a month's cost at 4 a GPU-hour), whatever is spent
-    today: waiting cannot let it through."""
-    runs = [paid("a", "2026-12-02 08:00:00", ran_hours=100.0)]
-    assert gate(runs, "2026-12-02 12:00:00", **limits).never_fits(spec) is never
+    """``never_paid`` names a reason only for a job the budget refuses even with nothing spent (no time limit, over
+    the per-job cap, its worst case alone over a day's GPU-hours or a month's cost at 4 a GPU-hour): waiting cannot
+    let it through; one that fits an empty day gets None."""
+    why = never_paid(BudgetConfig(**limits), spec, 4.0)  # type: ignore[arg-type]
+    assert (why is not None) is never
+    assert why is None or why.startswith("budget: ")
