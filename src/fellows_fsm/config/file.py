@@ -3,9 +3,9 @@
 Every bad value is refused when the config is built, with a ConfigError naming the key and the value.
 This module reads the environment only for defaults, at build time, and never touches the cluster. It holds the
 whole ``Config`` (the ``[router]`` table, where the journal lives, loading the TOML file, the warnings of
-``config check``); the ``[fellows]`` table is config/fellows.py, ``[budget]`` config/budget.py, and each
+``config check``); the ``[fellows]`` table is lanes/slurm/config.py, ``[budget]`` config/budget.py, and each
 ``[lanes.<name>]`` table is parsed by the kind it names (lanes/registry.py; the command kind's table is
-config/lanes.py).
+lanes/command/config.py).
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.fellows import (
-    FellowsConfig,
-    positive_seconds,
-    refuse_unknown_keys,
-)
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.registry import lane_table, parse_lane
-from fellows_fsm.lanes.slurm import SLURM
+from fellows_fsm.lanes.slurm.config import (
+    FellowsConfig,
+    positive_seconds,
+    refuse_unknown_keys,
+)
+from fellows_fsm.lanes.slurm.lane import SLURM
 
 __all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 

@@ -35,13 +35,13 @@ from fellows_fsm.core.effects import (
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import State, Trigger
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
+    from fellows_fsm.driver.handoffs import Handoffs
     from fellows_fsm.lanes.base import HandoffLane
-    from fellows_fsm.lanes.handoffs import Handoffs
 
 __all__ = ["Executor", "NullRecorder", "Recorder", "TickOutcome"]
 

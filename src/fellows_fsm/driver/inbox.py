@@ -25,7 +25,6 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -47,6 +46,7 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [

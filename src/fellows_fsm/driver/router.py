@@ -24,7 +24,9 @@ from fellows_fsm.core.paid import PaidMark, pin_budget_fits
 from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES
 from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.executor import Executor
+from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.paid import PaidFollower
 from fellows_fsm.driver.reports import Handle, TickReport
@@ -41,9 +43,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
-from fellows_fsm.lanes.clusters import Clusters
-from fellows_fsm.lanes.command import Handoff
-from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
+from fellows_fsm.lanes.command.lane import Handoff
 from fellows_fsm.lanes.registry import build_lanes
 from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 
@@ -75,7 +75,7 @@ class Router:
         """The SLURM lanes (fellows' port: ``scheduler``) and the lanes a dispatch is handed to, built by kind."""
         self.scheduler = self.lanes.ladder.scheduler
         self.clusters = Clusters({name: lane.scheduler for name, lane in self.lanes.slurm.items()})
-        """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (lanes/clusters.py)."""
+        """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (driver/clusters.py)."""
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
         self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)

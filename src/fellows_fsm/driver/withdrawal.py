@@ -19,6 +19,7 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import dispatch_token
 from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import CancelLater
 from fellows_fsm.driver.roster import Roster
@@ -33,7 +34,6 @@ from fellows_fsm.errors import (
 from fellows_fsm.journal.queries import pending_delete, refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import Phase
 
 __all__ = ["INTERRUPT_LOOKUPS", "Withdrawal"]

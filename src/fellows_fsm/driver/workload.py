@@ -17,7 +17,7 @@ from fellows_fsm.errors import SchedulerError
 from fellows_fsm.scheduler.port import Workload
 
 if TYPE_CHECKING:
-    from fellows_fsm.lanes.slurm import SlurmLane
+    from fellows_fsm.lanes.slurm.lane import SlurmLane
 
 __all__ = ["WORKLOAD_REFRESH_SECONDS", "WORKLOAD_SPAN_SECONDS", "WorkloadCache"]
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.command import Handoff
-    from fellows_fsm.lanes.process import HandoffFiles
+    from fellows_fsm.lanes.command.lane import Handoff
+    from fellows_fsm.lanes.command.process import HandoffFiles
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
@@ -60,7 +60,7 @@ class Lane(LaneSettings, Protocol):
 
 @runtime_checkable
 class HandoffLane(Lane, Protocol):
-    """A lane a dispatch is handed to by one command started once (lanes/handoffs.py runs it)."""
+    """A lane a dispatch is handed to by one command started once (driver/handoffs.py runs it)."""
 
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
         """The handoff argv for one dispatch."""

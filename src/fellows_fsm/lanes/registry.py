@@ -14,9 +14,9 @@ import attrs
 
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import HandoffLane, LaneKind, LaneSettings
-from fellows_fsm.lanes.command import COMMAND
-from fellows_fsm.lanes.gcp_batch import GCP_BATCH
-from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
+from fellows_fsm.lanes.command.lane import COMMAND
+from fellows_fsm.lanes.gcp_batch.lane import GCP_BATCH
+from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -73,7 +73,7 @@ class Lanes:
     handoff: dict[str, HandoffLane]
     """The lanes a dispatch is handed to (or pinned to), by name."""
     slurm: dict[str, SlurmLane] = attrs.field(factory=dict)
-    """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (lanes/clusters.py)."""
+    """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (driver/clusters.py)."""
 
 
 def build_lanes(

@@ -18,15 +18,15 @@ from typing import Any
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.vocab import FELLOWS, State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster

@@ -17,8 +17,8 @@ from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import LocalTransport, SshTransport, Transport
 
 if TYPE_CHECKING:
-    from fellows_fsm.config.fellows import FellowsConfig
     from fellows_fsm.config.file import Config
+    from fellows_fsm.lanes.slurm.config import FellowsConfig
 
 
 def slurm_scheduler(config: Config) -> SlurmScheduler:

@@ -14,15 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm import sim
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_warnings
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds

@@ -1,4 +1,4 @@
-"""The fellows ladder's table (config/fellows.py): the ladder and its worst case, the park caps (and their environment
+"""The fellows ladder's table (lanes/slurm/config.py): the ladder and its worst case, the park caps (and their environment
 default), every bad value refused naming it, the ssh settings."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from fellows_fsm import ConfigError, FellowsConfig
-from fellows_fsm.config.fellows import PARK_CAP_ENV
 from fellows_fsm.config.file import Config
+from fellows_fsm.lanes.slurm.config import PARK_CAP_ENV
 
 
 def test_default_ladder_and_worst_case() -> None:

@@ -2,7 +2,7 @@
 through, and the read of what that cluster grants (for the check before the first sbatch).
 
 ``[fellows]`` is the first SLURM lane, its table unchanged; a ``[lanes.<name>]`` table of this kind is another
-cluster, with its own ladder, walked after fellows in ``[router] order`` (lanes/clusters.py holds every SLURM lane's
+cluster, with its own ladder, walked after fellows in ``[router] order`` (driver/clusters.py holds every SLURM lane's
 port for the driver). Nothing here submits: the port is built, never called.
 """
 
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from fellows_fsm.config.fellows import FELLOWS_ONLY, FellowsConfig
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.lanes.slurm.config import FELLOWS_ONLY, FellowsConfig
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.accounting import Grants, discover, read_partitions

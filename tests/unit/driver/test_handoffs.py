@@ -14,7 +14,6 @@ import pytest
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.vocab import HandoffStatus, Trigger
 from fellows_fsm.driver.router import Router
@@ -23,8 +22,9 @@ from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane
-from fellows_fsm.lanes.process import HandoffFiles
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.command.process import HandoffFiles
 from tests.processes import processes_with
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)

@@ -1,4 +1,4 @@
-"""lanes/batch_machines.py and the naming rules of lanes/batch_client.py: the VM a job's GPU count maps to, the
+"""lanes/gcp_batch/machines.py and the naming rules of lanes/gcp_batch/client.py: the VM a job's GPU count maps to, the
 counts and accelerators refused in plain words, a job id and labels the API accepts; none of it needs the [gcp]
 extra, and importing the lane's modules never loads Google's library."""
 
@@ -14,8 +14,8 @@ import pytest
 
 import fellows_fsm
 from fellows_fsm.errors import MachineRefused
-from fellows_fsm.lanes.batch_client import job_id_for, label_value
-from fellows_fsm.lanes.batch_machines import Machine, machine_for
+from fellows_fsm.lanes.gcp_batch.client import job_id_for, label_value
+from fellows_fsm.lanes.gcp_batch.machines import Machine, machine_for
 
 JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -112,11 +112,11 @@ def test_the_lanes_modules_import_without_googles_library(tmp_path: Path) -> Non
     src = Path(fellows_fsm.__file__).parents[1]
     code = (
         f"import sys\nsys.path.insert(0, {str(src)!r})\nsys.modules['google'] = None\n"
-        "import fellows_fsm, fellows_fsm.lanes.batch_client, fellows_fsm.lanes.batch_machines\n"
-        "import fellows_fsm.testing_batch\n"
+        "import fellows_fsm, fellows_fsm.lanes.gcp_batch.client, fellows_fsm.lanes.gcp_batch.machines\n"
+        "import fellows_fsm.lanes.gcp_batch.fake\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'google' and sys.modules[m] is not None))\n"
         "from fellows_fsm.errors import BatchError\n"
-        "from fellows_fsm.lanes.batch_client import BatchClient, BatchLocation\n"
+        "from fellows_fsm.lanes.gcp_batch.client import BatchClient, BatchLocation\n"
         "try:\n    BatchClient.connect(BatchLocation('p', 'r'))\nexcept BatchError as error:\n    print(error)\n"
     )
     result = subprocess.run(

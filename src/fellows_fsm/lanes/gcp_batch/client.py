@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import attrs
 
 from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
-from fellows_fsm.lanes.batch_machines import Machine
+from fellows_fsm.lanes.gcp_batch.machines import Machine
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [

@@ -9,10 +9,10 @@ import pytest
 
 from fellows_fsm import FakeScheduler, FellowsConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.transport import SshTransport
 

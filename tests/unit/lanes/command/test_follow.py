@@ -1,5 +1,5 @@
 """A command lane followed to its end (issue 27 item 2): its ``status`` and ``cancel`` templates run as real tiny
-scripts (never a mocked subprocess), their contract read (lanes/follow.py), and their keys checked at load.
+scripts (never a mocked subprocess), their contract read (lanes/command/follow.py), and their keys checked at load.
 
 The contract: ``status`` exits 0 and its first line starts with queued, running, succeeded, failed or cancelled
 (any case; the rest of the line is the note); anything else is "could not tell" (PaidStatus.UNKNOWN, never an
@@ -23,14 +23,14 @@ import pytest
 
 from fellows_fsm import ConfigError, JobSpec
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command import COMMAND, HANDOFFS, CommandLane, lane_environment
-from fellows_fsm.lanes.follow import look_all
-from fellows_fsm.lanes.process import HandoffFiles
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.follow import look_all
+from fellows_fsm.lanes.command.lane import COMMAND, HANDOFFS, CommandLane, lane_environment
+from fellows_fsm.lanes.command.process import HandoffFiles
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
 
@@ -441,7 +441,7 @@ def test_a_bad_follow_key_is_one_line_naming_lane_key_and_value(keys: dict[str, 
 
 
 # ------------------------------------------------------------------------------ the documented SkyPilot lane
-DOCS = Path(__file__).parents[3] / "docs" / "configuration.md"
+DOCS = Path(__file__).parents[4] / "docs" / "configuration.md"
 SKY_QUEUE = """\
 Fetching managed job statuses...
 Managed jobs

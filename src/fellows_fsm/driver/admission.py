@@ -31,7 +31,7 @@ from fellows_fsm.errors import (
     SubmitRejected,
 )
 from fellows_fsm.lanes.base import LadderLane
-from fellows_fsm.lanes.gcp_batch import GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.lane import GcpBatchSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
 

@@ -12,9 +12,9 @@ import pytest
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.driver.admission import Check, check_request
 from fellows_fsm.errors import ConfigError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.lanes.preflight import Check, check_request
-from fellows_fsm.lanes.slurm import SlurmLane
+from fellows_fsm.lanes.slurm.lane import SlurmLane
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
 
 FELLOWS_QOS = ("high-eur", "normal-eur", "low-eur")

@@ -2,7 +2,7 @@
 environment every value of a job reaches a lane command through.
 
 A template is checked when the config is built, so it fills for every dispatch; a value the job's user controls
-is refused as a placeholder (it could be code to the program that gets it). lanes/command.py (the command kind)
+is refused as a placeholder (it could be code to the program that gets it). lanes/command/lane.py (the command kind)
 fills and runs them; lanes/registry.py finds the kind of each ``[lanes.<name>]`` table.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from fellows_fsm.config.fellows import positive_seconds, refuse_unknown_keys
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.slurm.config import positive_seconds, refuse_unknown_keys
 
 __all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig", "gpu_hour_price"]
 
@@ -112,7 +112,7 @@ class LaneConfig:
     timeout_seconds: float = 600.0
     """How long the command, the probe or the cancel may run before its process group is killed."""
     status: tuple[str, ...] | None = None
-    """Optional argv template that says where the dispatch's paid job stands (lanes/follow.py: its contract); a
+    """Optional argv template that says where the dispatch's paid job stands (lanes/command/follow.py: its contract); a
     lane with it is followed after the handoff until the job ends."""
     cancel: tuple[str, ...] | None = None
     """Optional argv template that cancels the dispatch's paid job (exit 0: cancelled or already gone)."""

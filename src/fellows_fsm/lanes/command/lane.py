@@ -9,8 +9,8 @@ it instead of running it twice. It knows nothing of the lifecycle machine; the r
 
 This module is the kind (its table, its lane: ``COMMAND``, the registry's entry): it fills the templates and gives
 the command its environment; running it as a process (the wrapper, its group, the timeout, adoption) is
-lanes/process.py. A lane with a ``status`` template is a paid lane followed to its end (``look``, ``delete``): the
-contract of its answer, and the runs side by side, are lanes/follow.py.
+lanes/command/process.py. A lane with a ``status`` template is a paid lane followed to its end (``look``, ``delete``): the
+contract of its answer, and the runs side by side, are lanes/command/follow.py.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from fellows_fsm.config.lanes import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
-from fellows_fsm.lanes.follow import last_line, look_all, read_status
-from fellows_fsm.lanes.process import (
+from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
+from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
+from fellows_fsm.lanes.command.process import (
     HandoffFiles,
     HandoffResult,
     adopt_handoff,
@@ -136,7 +136,7 @@ def environment_of(values: Mapping[str, str]) -> dict[str, str]:
 
 
 HANDOFFS = "handoffs"
-"""The folder of the state dir where each dispatch's handoff files live (lanes/handoffs.py makes them there)."""
+"""The folder of the state dir where each dispatch's handoff files live (driver/handoffs.py makes them there)."""
 
 
 def kept_values(files: HandoffFiles) -> dict[str, str] | None:

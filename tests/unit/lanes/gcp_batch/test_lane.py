@@ -1,4 +1,4 @@
-"""lanes/gcp_batch.py, the gcp-batch lane kind, against the loopback fake of the Batch API (testing_batch.py)
+"""lanes/gcp_batch/lane.py, the gcp-batch lane kind, against the loopback fake of the Batch API (lanes/gcp_batch/fake.py)
 through Google's own client library: one Batch job per dispatch whatever crashes or is retried, the create never
 blocking the driver, one list call a poll for every paid job of the lane, one delete, and every refusal one line."""
 
@@ -20,12 +20,12 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.batch_client import LABEL_DISPATCH, Backoff, BatchClient, BatchJobRequest
-from fellows_fsm.lanes.batch_machines import machine_for
-from fellows_fsm.lanes.gcp_batch import CreateHandoff, GcpBatchLane, GcpBatchSettings
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.gcp_batch.client import LABEL_DISPATCH, Backoff, BatchClient, BatchJobRequest
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
+from fellows_fsm.lanes.gcp_batch.lane import CreateHandoff, GcpBatchLane, GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.machines import machine_for
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.testing_batch import FakeBatchApi, Fault
 from tests.unit.cli_helpers import SchedulingFake, refused, run, world
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fellows_fsm.testing_batch import FakeBatchApi, Fault
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 
 PARENT = "/v1/projects/p/locations/us-central1"
 JOB = {"taskGroups": [{"taskSpec": {"runnables": [{"script": {"text": "true"}}]}}], "labels": {"lane": "gcp"}}

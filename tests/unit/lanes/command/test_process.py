@@ -1,4 +1,4 @@
-"""The lane command's process (lanes/process.py: the wrapper): a lane command that fails leaves nothing behind (its
+"""The lane command's process (lanes/command/process.py: the wrapper): a lane command that fails leaves nothing behind (its
 group and every descendant ended before the failure is recorded); one that succeeds may leave its own daemon."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config.lanes import LaneConfig
-from fellows_fsm.lanes.command import CommandLane
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from tests.processes import processes_with
 
 

@@ -1,4 +1,4 @@
-"""The command lane (lanes/command.py): every value of the job reaches its command in the environment (``FSM_*``).
+"""The command lane (lanes/command/lane.py): every value of the job reaches its command in the environment (``FSM_*``).
 
 The values it refuses in an argv are the lanes' tables' (test_cli_hostile.py, config/test_lanes.py)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import ConfigError, JobSpec
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.command import COMMAND
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import COMMAND
 from tests.unit.cli_helpers import SchedulingFake, _toml, run
 
 

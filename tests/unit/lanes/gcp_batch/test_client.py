@@ -1,4 +1,4 @@
-"""lanes/batch_client.py against the loopback fake of the Batch API (testing_batch.py), through Google's own client
+"""lanes/gcp_batch/client.py against the loopback fake of the Batch API (lanes/gcp_batch/fake.py), through Google's own client
 library: one job per dispatch whatever is retried, the lane's jobs in one list call, faults retried or not, and
 every failure one plain line."""
 
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not installed")
 
 from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
-from fellows_fsm.lanes.batch_client import (
+from fellows_fsm.lanes.gcp_batch.client import (
     LABEL_DISPATCH,
     LABEL_LANE,
     Backoff,
@@ -21,9 +21,9 @@ from fellows_fsm.lanes.batch_client import (
     BatchLocation,
     check_credentials,
 )
-from fellows_fsm.lanes.batch_machines import Machine, machine_for
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
+from fellows_fsm.lanes.gcp_batch.machines import Machine, machine_for
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.testing_batch import FakeBatchApi, Fault
 
 WHERE = BatchLocation("proj-1", "us-central1", zone="us-central1-a")
 H100x8 = machine_for(8, "nvidia-h100-80gb")

@@ -134,7 +134,7 @@ def _ladder_tuple(value: object) -> tuple[str, ...]:
 @attrs.frozen(kw_only=True)
 class FellowsConfig:
     """The ``[fellows]`` table: which QoS to try, in which order, and for how long each. The first SLURM lane
-    (lanes/slurm.py): its table keeps its name, its kind is ``slurm``."""
+    (lanes/slurm/lane.py): its table keeps its name, its kind is ``slurm``."""
 
     name: str = FELLOWS
     """The lane's name: ``fellows`` for the ``[fellows]`` table, else its ``[lanes.<name>]``."""

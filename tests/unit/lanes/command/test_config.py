@@ -1,11 +1,11 @@
-"""The lanes' tables (config/lanes.py): a lane command is an argv list whose placeholders exist."""
+"""The lanes' tables (lanes/command/config.py): a lane command is an argv list whose placeholders exist."""
 
 from __future__ import annotations
 
 import pytest
 
 from fellows_fsm import ConfigError
-from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.lanes.command.config import LaneConfig
 
 
 def test_lane_command_with_unknown_placeholder_is_refused() -> None:

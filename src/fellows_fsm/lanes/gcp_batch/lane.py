@@ -1,5 +1,5 @@
 """The GCP Batch lane kind (``kind = "gcp-batch"``): a dispatch handed to it becomes ONE Batch job named from its
-dispatch id (lanes/batch_client.py), followed by one list call a poll for all of the lane's jobs, and deleted on
+dispatch id (lanes/gcp_batch/client.py), followed by one list call a poll for all of the lane's jobs, and deleted on
 ``cancel``. Its table, its lane (``GcpBatchLane``, a ``PaidLane``) and its kind (``GCP_BATCH``, the registry's entry).
 
 It never blocks the driver's poll loop: the create runs in a thread of its own (the handoff), a look or a delete is
@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from fellows_fsm.config.fellows import positive_seconds, refuse_unknown_keys
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import FELLOWS, PaidStatus
 from fellows_fsm.errors import (
@@ -29,7 +28,8 @@ from fellows_fsm.errors import (
     LaneError,
     PaidLaneError,
 )
-from fellows_fsm.lanes.batch_client import (
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.gcp_batch.client import (
     LABEL_DISPATCH,
     Backoff,
     BatchClient,
@@ -39,8 +39,8 @@ from fellows_fsm.lanes.batch_client import (
     job_id_for,
     label_value,
 )
-from fellows_fsm.lanes.batch_machines import ATTACHED, BUNDLED, machine_for
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.gcp_batch.machines import ATTACHED, BUNDLED, machine_for
+from fellows_fsm.lanes.slurm.config import positive_seconds, refuse_unknown_keys
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -108,7 +108,7 @@ class GcpBatchSettings:
     project: str
     region: str
     accelerator: str
-    """The GPU type (``nvidia-h100-80gb``): with the job's GPU count it names the VM (lanes/batch_machines.py)."""
+    """The GPU type (``nvidia-h100-80gb``): with the job's GPU count it names the VM (lanes/gcp_batch/machines.py)."""
     price_per_gpu_hour: float
     """What one GPU-hour costs on this lane, in the user's currency (required: no price is guessed)."""
     zone: str | None = None

@@ -4,7 +4,7 @@ many dispatches side by side, each bounded, so one poll is never held up longer 
 The contract: ``status`` exits 0 and its first line starts with one of queued, running, succeeded, failed,
 cancelled (any case); the rest of that line is the note shown to the user. Any other exit or word is "could not
 tell" (``PaidStatus.UNKNOWN``: asked again next poll, never read as an end). What to run, and its environment, is
-lanes/command.py's; running one command is ``run_once`` there. Nothing here goes through a shell.
+lanes/command/lane.py's; running one command is ``run_once`` there. Nothing here goes through a shell.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
-from fellows_fsm.lanes.process import HandoffResult
+from fellows_fsm.lanes.command.process import HandoffResult
 
 __all__ = ["STATUS_WORDS", "STATUS_WORKERS", "last_line", "look_all", "read_status"]
 

@@ -178,7 +178,7 @@ class HandoffFiles:
     @property
     def job(self) -> Path:
         """The job's values (JSON, by placeholder name) as the handoff got them in its environment, kept so its
-        paid job can be followed and cancelled with them after a restart (lanes/command.py)."""
+        paid job can be followed and cancelled with them after a restart (lanes/command/lane.py)."""
         return self.directory / f"{self.dispatch_id}.job.json"
 
     @property
