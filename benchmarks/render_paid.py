@@ -98,7 +98,8 @@ def _follow(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> l
     poll = r["runs"][0]["poll_interval_seconds"]
     lines = [
         "The real Router on the shipped FakeScheduler (nothing starts, so every dispatch walks the whole ladder) with "
-        'a `kind = "gcp-batch"` lane whose `api_endpoint` is the loopback fake of the Batch API (lanes/gcp_batch/fake.py, '
+        'a `kind = "gcp-batch"` lane whose `api_endpoint` is the loopback fake of the Batch API '
+        "(lanes/gcp_batch/fake.py, "
         "reached through Google's own client library, as the lane's unit tests do), on a simulated clock. N "
         "dispatches are handed to the lane (N creates); once all are PAID_QUEUED the fake moves every other job to "
         f"RUNNING, and the router polls {r['runs'][0]['polls']} times one poll interval ({poll:g} s) apart, with a "

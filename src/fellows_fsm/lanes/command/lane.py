@@ -9,8 +9,8 @@ it instead of running it twice. It knows nothing of the lifecycle machine; the r
 
 This module is the kind (its table, its lane: ``COMMAND``, the registry's entry): it fills the templates and gives
 the command its environment; running it as a process (the wrapper, its group, the timeout, adoption) is
-lanes/command/process.py. A lane with a ``status`` template is a paid lane followed to its end (``look``, ``delete``): the
-contract of its answer, and the runs side by side, are lanes/command/follow.py.
+lanes/command/process.py. A lane with a ``status`` template is a paid lane followed to its end (``look``, ``delete``):
+the contract of its answer, and the runs side by side, are lanes/command/follow.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The lane command's process (lanes/command/process.py: the wrapper): a lane command that fails leaves nothing behind (its
-group and every descendant ended before the failure is recorded); one that succeeds may leave its own daemon."""
+"""The lane command's process (lanes/command/process.py: the wrapper): a lane command that fails leaves nothing behind
+(its group and every descendant ended before the failure is recorded); one that succeeds may leave its own daemon."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""lanes/gcp_batch/client.py against the loopback fake of the Batch API (lanes/gcp_batch/fake.py), through Google's own client
-library: one job per dispatch whatever is retried, the lane's jobs in one list call, faults retried or not, and
-every failure one plain line."""
+"""lanes/gcp_batch/client.py against the loopback fake of the Batch API (lanes/gcp_batch/fake.py), through Google's own
+client library: one job per dispatch whatever is retried, the lane's jobs in one list call, faults retried or not,
+and every failure one plain line."""
 
 from __future__ import annotations
 

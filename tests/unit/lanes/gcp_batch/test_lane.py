@@ -1,6 +1,7 @@
-"""lanes/gcp_batch/lane.py, the gcp-batch lane kind, against the loopback fake of the Batch API (lanes/gcp_batch/fake.py)
-through Google's own client library: one Batch job per dispatch whatever crashes or is retried, the create never
-blocking the driver, one list call a poll for every paid job of the lane, one delete, and every refusal one line."""
+"""lanes/gcp_batch/lane.py, the gcp-batch lane kind, against the loopback fake of the Batch API
+(lanes/gcp_batch/fake.py) through Google's own client library: one Batch job per dispatch whatever crashes or is
+retried, the create never blocking the driver, one list call a poll for every paid job of the lane, one delete, and
+every refusal one line."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The fellows ladder's table (lanes/slurm/config.py): the ladder and its worst case, the park caps (and their environment
-default), every bad value refused naming it, the ssh settings."""
+"""The fellows ladder's table (lanes/slurm/config.py): the ladder and its worst case, the park caps (and their
+environment default), every bad value refused naming it, the ssh settings."""
 
 from __future__ import annotations
 
