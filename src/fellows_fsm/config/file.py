@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import tomllib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -26,7 +25,6 @@ from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import FELLOWS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.lanes.slurm.config import (
     FellowsConfig,
@@ -183,13 +181,14 @@ class Config:
     def slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """The SLURM lanes a dispatch walks, in order: fellows, then each ``kind = "slurm"`` lane of the order."""
         later = [self.lane(n) for n in self.auto_order[1:] if self.lane(n).walks_ladder]
-        return (self.fellows, *(lane for lane in later if isinstance(lane, FellowsConfig)))
+        return (self.fellows, *cast("list[FellowsConfig]", later))  # a lane that walks a ladder is a SLURM lane
 
     @cached_property
     def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """Every SLURM lane but fellows: the order's, then any the order leaves out (reached only by ``--pin``)."""
         walked = self.slurm_lanes[1:]
-        return (*walked, *(x for x in self.lanes if isinstance(x, FellowsConfig) and x not in walked))
+        rest = [x for x in self.lanes if x.walks_ladder and x not in walked]
+        return (*walked, *cast("list[FellowsConfig]", rest))
 
     @cached_property
     def after_ladder(self) -> str | None:
@@ -339,16 +338,7 @@ def config_warnings(config: Config) -> tuple[str, ...]:
     park cap shorter than two polls."""
     warnings: list[str] = []
     for lane in config.lanes:
-        if not isinstance(lane, LaneConfig):
-            continue  # only a command lane runs a program of its own here
-        for what, argv in (("command", lane.command), ("probe", lane.probe)):
-            if argv is None or "{" in argv[0]:
-                continue
-            if shutil.which(argv[0]) is None:
-                warnings.append(
-                    f"[lanes.{lane.name}] {what}: {argv[0]!r} is not found on PATH here; the handoff fails "
-                    "unless it exists where fellows-fsm runs the dispatch"
-                )
+        warnings.extend(lane.warnings())
     if config.fellows.poll_interval_seconds < 1:
         warnings.append(
             f"[fellows] poll_interval_seconds={config.fellows.poll_interval_seconds:g} asks SLURM more than once "

@@ -31,7 +31,6 @@ from fellows_fsm.errors import (
     SubmitRejected,
 )
 from fellows_fsm.lanes.base import LadderLane
-from fellows_fsm.lanes.gcp_batch.lane import GcpBatchSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
 
@@ -175,13 +174,13 @@ def check_request(
 def _missing_credentials(config: Config, pin: str | None) -> LaneError | None:
     """Why the paid lane this dispatch may be handed to (the one it is pinned to, else the one after the ladder)
     cannot be reached: a gcp-batch lane with no Google credentials (CredentialsMissing, exit 11), or without the
-    [gcp] extra; None when it can (or there is none)."""
+    [gcp] extra; None when it can (or there is none): the lane's own ``check_reachable``."""
     name = pin if pin is not None else config.after_ladder
     lane = config.lane_named(name) if name is not None else None
-    if not isinstance(lane, GcpBatchSettings):
+    if lane is None:
         return None
     try:
-        lane.check_credentials()
+        lane.check_reachable()
     except LaneError as exc:
         return exc
     return None

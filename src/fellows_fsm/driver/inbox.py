@@ -46,7 +46,6 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
-from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -146,8 +145,7 @@ def pin_ladder(config: Config, pin: str, intent: str) -> Ladder:
     (numbered from 0, so its first rung is where the pinned job stays)."""
     if pin == config.fellows.name:
         return config.fellows.ladder_for(intent)
-    lane = config.lane_named(pin)
-    assert isinstance(lane, FellowsConfig), f"{pin!r} walks no ladder"
+    lane = next(x for x in config.slurm_lanes + config.other_slurm_lanes if x.name == pin)  # walks a ladder
     return Ladder.joined((lane.ladder,))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -123,6 +124,32 @@ class LaneConfig:
     bound)."""
     status_timeout_seconds: float = 30.0
     """How long one run of ``status`` may take before its process group is killed (could not tell, this poll)."""
+
+    @property
+    def follows(self) -> bool:
+        """Its paid job is followed to its end only when the lane says how to ask (``status``)."""
+        return self.status is not None
+
+    def check_reachable(self) -> None:
+        """Nothing to check before a submit: a missing program is a warning (``warnings``), the handoff says the
+        rest."""
+
+    def shown(self) -> tuple[str, str, float | None]:
+        """Its command, its probe ("-" for none) and its timeout."""
+        return (" ".join(self.command), " ".join(self.probe) if self.probe else "-", self.timeout_seconds)
+
+    def warnings(self) -> tuple[str, ...]:
+        """A program of its command or probe that is not on PATH here."""
+        found: list[str] = []
+        for what, argv in (("command", self.command), ("probe", self.probe)):
+            if argv is None or "{" in argv[0]:
+                continue
+            if shutil.which(argv[0]) is None:
+                found.append(
+                    f"[lanes.{self.name}] {what}: {argv[0]!r} is not found on PATH here; the handoff fails "
+                    "unless it exists where fellows-fsm runs the dispatch"
+                )
+        return tuple(found)
 
     def __attrs_post_init__(self) -> None:
         where = f"[lanes.{self.name}]"

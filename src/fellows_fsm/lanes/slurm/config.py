@@ -142,6 +142,12 @@ class FellowsConfig:
     manual_only: ClassVar[bool] = False
     walks_ladder: ClassVar[bool] = True
     """A dispatch walks this lane's rungs (``lanes/base.py``: ``LaneSettings``)."""
+    follows: ClassVar[bool] = True
+    """Its jobs are observed to their end (squeue, sacct)."""
+    price_per_gpu_hour: ClassVar[float | None] = None
+    """A SLURM lane is free."""
+    queue_timeout_seconds: ClassVar[float | None] = None
+    """Its rungs' park caps bound the queueing, not a timeout."""
 
     qos: str = attrs.field(default=DEFAULT_QOS)
     """The preferred QoS: every non-debug dispatch is submitted on it first."""
@@ -195,6 +201,17 @@ class FellowsConfig:
     (default 'gpu:{gpus}')."""
     gpus_per_node: str | None = None
     """Instead of ``gres``: a ``--gpus-per-node`` template with ``{gpus}``, e.g. '{gpus}' or 'h200:{gpus}'."""
+
+    def check_reachable(self) -> None:
+        """Nothing to check before a submit: the ladder's own check reads the cluster's grants."""
+
+    def shown(self) -> tuple[str, str, float | None]:
+        """The config view shows a SLURM lane as its ladder."""
+        return ("(a SLURM ladder)", "", None)
+
+    def warnings(self) -> tuple[str, ...]:
+        """A SLURM lane runs no program of its own here."""
+        return ()
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not _QOS_NAME.match(self.name):
