@@ -32,8 +32,9 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi
-from fellows_fsm.lanes.gcp_batch.lane import GcpBatchLane, GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.lane import GcpBatchLane
 from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec

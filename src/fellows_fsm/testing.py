@@ -68,7 +68,7 @@ class Driven:
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
         outcome = self.executor.tick(
-            [self.d], observations, 1 if may_change_rung else 0, park_budget=1, workload=workload
+            [self.d], observations, 1 if may_change_rung else 0, max_parks=1, workload=workload
         )
         if outcome.rejected:
             raise outcome.rejected[0][1]

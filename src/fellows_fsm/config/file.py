@@ -36,7 +36,7 @@ from fellows_fsm.lanes.slurm.lane import SLURM
 __all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
 RUNG_CHANGES_PER_SECOND = 20.0
-"""The default budget of rung changes (one sbatch each) per second of poll interval."""
+"""The default bound on rung changes (one sbatch each) per second of poll interval."""
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
 CONFIG_ENV = "FELLOWS_FSM_CONFIG"
@@ -222,7 +222,7 @@ class Config:
 
     @property
     def rung_changes_per_tick(self) -> int:
-        """The per-poll budget of rung changes: ``[router] max_rung_changes_per_tick``, else derived from the poll
+        """The per-poll bound on rung changes: ``[router] max_rung_changes_per_tick``, else derived from the poll
         interval (``RUNG_CHANGES_PER_SECOND`` per second of it, at least 1)."""
         if self.router.max_rung_changes_per_tick is not None:
             return self.router.max_rung_changes_per_tick

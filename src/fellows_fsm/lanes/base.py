@@ -1,9 +1,9 @@
 """The lane seam: what the driver asks of any lane, and what a lane kind gives the registry (registry.py).
 
 A lane is a place a job can run, one ``[lanes.<name>]`` table (``[fellows]`` for the first SLURM ladder), of one
-kind: one module in lanes/ (slurm.py: a ladder on a SLURM cluster; command.py: one command run once). Code that
-asks "is this the ladder?" or "which lane comes next?" asks the lane (``walks_ladder``) and the config's order,
-never a lane's name. Nothing here does I/O.
+kind: one folder in lanes/ (slurm/: a ladder on a SLURM cluster; command/: one command run once; gcp_batch/: a
+GCP Batch job). Code that asks "is this the ladder?", "is it followed?" or "what does it cost?" asks the lane's
+table what it can do (``LaneSettings``) and the config's order, never a lane's name or kind. Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The lane kinds by ``kind``, and the lanes of one config built through them.
 
 A ``[lanes.<name>]`` table names its kind (``kind = "command"`` when it says none, so every config written before
-kinds loads unchanged); the kind parses the rest of the table and builds the lane. A new kind is one module in
-lanes/ and one line in ``KINDS``. ``[fellows]`` is the first SLURM lane. Nothing here does I/O.
+kinds loads unchanged); the kind parses the rest of the table and builds the lane. A new kind is one folder in
+lanes/ and two lines here (its import and its entry in ``KINDS``). ``[fellows]`` is the first SLURM lane. Nothing
+here does I/O.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ without blocking until it ends, times out, or is found after a restart.
 
 A tiny wrapper (``_WRAPPER``) runs the command and writes its exit status to a file, so a router restarted while
 it runs adopts it instead of running it twice; after a failure the wrapper ends everything the command started
-before it writes the status. A timeout kills the whole process group. lanes.py decides what to run; this module
+before it writes the status. A timeout kills the whole process group. lane.py decides what to run; this module
 only runs it.
 """
 

@@ -46,7 +46,6 @@ __all__ = [
     "CreateHandoff",
     "GcpBatchKind",
     "GcpBatchLane",
-    "GcpBatchSettings",
 ]
 
 log = logging.getLogger(__name__)
