@@ -22,7 +22,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
@@ -81,7 +81,7 @@ class RouterConfig:
         positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
-        if self.order is not None and (not self.order or self.order[0] != FELLOWS):
+        if self.order is not None and (not self.order or self.order[0] != LADDER_LANE):
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
             )
@@ -244,7 +244,7 @@ class Config:
             if key not in known:
                 raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
         try:
-            fellows = SLURM.parse(FELLOWS, _table(data, "fellows", source))
+            fellows = SLURM.parse(LADDER_LANE, _table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
             router_table = _table(data, "router", source)
             refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))

@@ -21,7 +21,7 @@ from typing import TypeVar
 import attrs
 
 from fellows_fsm.core.ladder import qualified_job_id, split_job_id
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
@@ -44,7 +44,7 @@ class Clusters:
     @classmethod
     def of(cls, scheduler: Scheduler | Clusters) -> Clusters:
         """``scheduler`` if it is one already, else the one fellows port as Clusters."""
-        return scheduler if isinstance(scheduler, Clusters) else cls({FELLOWS: scheduler})
+        return scheduler if isinstance(scheduler, Clusters) else cls({LADDER_LANE: scheduler})
 
     def port(self, lane: str) -> Scheduler:
         """The port of ``lane``'s cluster; ConfigError if this driver has none by that name (a journal written
@@ -87,7 +87,7 @@ class Clusters:
 
     @staticmethod
     def _named(lane: str, seen: Mapping[str, Observation]) -> dict[str, Observation]:
-        if lane == FELLOWS:
+        if lane == LADDER_LANE:
             return dict(seen)
         return {
             qualified_job_id(lane, raw): attrs.evolve(o, job_id=qualified_job_id(lane, o.job_id))
@@ -130,11 +130,13 @@ class Clusters:
         self._raise_first(failed)
         return seen
 
-    def submit(self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None, lane: str = FELLOWS) -> str:
+    def submit(
+        self, spec: JobSpec, *, qos: str, token: str, deadline: float | None = None, lane: str = LADDER_LANE
+    ) -> str:
         """sbatch on ``lane``'s cluster; the job id that names it."""
         return qualified_job_id(lane, self.port(lane).submit(spec, qos=qos, token=token, deadline=deadline))
 
-    def find_by_token(self, token: str, lane: str = FELLOWS) -> Observation | None:
+    def find_by_token(self, token: str, lane: str = LADDER_LANE) -> Observation | None:
         """The job carrying ``token`` on ``lane``'s cluster, or None."""
         found = self.port(lane).find_by_token(token)
         return None if found is None else self._named(lane, {found.job_id: found})[qualified_job_id(lane, found.job_id)]

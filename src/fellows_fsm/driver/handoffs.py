@@ -19,7 +19,7 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import PaidMark
-from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, PaidStatus, Trigger
+from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
@@ -76,7 +76,7 @@ class Handoffs:
         """A dispatch pinned straight to a command lane, where its journaled steps leave it (the model its lane
         command's rows are fired on)."""
         row = self.journal.dispatch(dispatch_id)
-        if row is None or row.lane == FELLOWS:  # a ladder dispatch hands off from the router's own Dispatch
+        if row is None or row.lane == LADDER_LANE:  # a ladder dispatch hands off from the router's own Dispatch
             raise JournalError(f"dispatch {dispatch_id!r} is not pinned to a command lane in {self.journal.path}")
         return LaneDispatch.restore(row.id, row.lane, state=row.state, history=self.journal.steps(row.id))
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from fellows_fsm import sim
 from fellows_fsm.config.file import Config, config_warnings
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
@@ -254,7 +254,7 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 def diagram_title(row: DispatchRow, entries: Sequence[HistoryEntry]) -> str:
     """The title of a dispatch's path: its id, and once its ladder spans several clusters, the clusters its steps
     were on, in order (``dispatch d1 · fellows → inst``)."""
-    if len({str(r.get("lane", FELLOWS)) for r in row.ladder}) < 2:
+    if len({str(r.get("lane", LADDER_LANE)) for r in row.ladder}) < 2:
         return f"dispatch {row.id}"
     crossed = dict.fromkeys(e.cluster for e in entries if e.cluster is not None)
     return f"dispatch {row.id} · {' → '.join(crossed)}"

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.slurm.config import positive_seconds, refuse_unknown_keys
 
@@ -174,7 +174,7 @@ class LaneConfig:
                 "queued is cancelled at that timeout, and this lane has no cancel; add status and cancel, or remove "
                 "queue_timeout_seconds"
             )
-        if self.name == FELLOWS:
+        if self.name == LADDER_LANE:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
 
     @classmethod

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.gcp_batch.client import BatchLocation, check_credentials
 from fellows_fsm.lanes.gcp_batch.machines import ATTACHED, BUNDLED
@@ -72,7 +72,7 @@ class GcpBatchSettings:
 
     def __attrs_post_init__(self) -> None:
         where = f"[lanes.{self.name}]"
-        if self.name == FELLOWS:
+        if self.name == LADDER_LANE:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
         for key, pattern, example in (
             ("project", _PROJECT, "'my-project-123'"),

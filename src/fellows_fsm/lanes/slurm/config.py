@@ -19,7 +19,7 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.driver.workload import WORKLOAD_SPAN_SECONDS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.slurm.render import DEFAULT_GRES, LaneOptions
@@ -136,7 +136,7 @@ class FellowsConfig:
     """The ``[fellows]`` table: which QoS to try, in which order, and for how long each. The first SLURM lane
     (lanes/slurm/lane.py): its table keeps its name, its kind is ``slurm``."""
 
-    name: str = FELLOWS
+    name: str = LADDER_LANE
     """The lane's name: ``fellows`` for the ``[fellows]`` table, else its ``[lanes.<name>]``."""
     kind: ClassVar[str] = "slurm"
     manual_only: ClassVar[bool] = False
@@ -322,7 +322,7 @@ class FellowsConfig:
     @cached_property
     def ladder(self) -> Ladder:
         """The production ladder: ``qos`` then ``qos_ladder``, with their caps (built once, shared by dispatches)."""
-        own = None if self.name == FELLOWS else self.park_early  # (fellows' is the dispatch's: settings)
+        own = None if self.name == LADDER_LANE else self.park_early  # (fellows' is the dispatch's: settings)
         return Ladder(tuple(Rung(i, qos, self.cap_for(i), self.name, own) for i, qos in enumerate(self.rung_names)))
 
     def ladder_for(self, intent: str) -> Ladder:
@@ -348,13 +348,15 @@ class FellowsConfig:
         return self.ladder.worst_case_seconds
 
     @classmethod
-    def from_mapping(cls, table: Mapping[str, Any], *, where: str = "[fellows]", name: str = FELLOWS) -> FellowsConfig:
+    def from_mapping(
+        cls, table: Mapping[str, Any], *, where: str = "[fellows]", name: str = LADDER_LANE
+    ) -> FellowsConfig:
         """Build from a TOML table; unknown keys and bad values are refused, naming ``where`` and the key.
 
         A lane after fellows (``name``) must say its ``qos`` (its ladder is its own: ``qos_ladder`` defaults to
         none), how it is reached (``host``, or ``slurm_conf``), and takes no key of ``FELLOWS_ONLY``."""
         known = {a.name for a in attrs.fields(cls)} - {"name"}
-        if name != FELLOWS:
+        if name != LADDER_LANE:
             known -= set(FELLOWS_ONLY)
         for key in table:
             if key not in known:
@@ -365,7 +367,7 @@ class FellowsConfig:
                 )
                 raise ConfigError(f"{where}: unknown key {key!r}{why}; known keys are {', '.join(sorted(known))}")
         values = dict(table)
-        if name != FELLOWS:
+        if name != LADDER_LANE:
             if "qos" not in values:
                 raise ConfigError(
                     f"{where}: qos is missing; give the QoS this cluster's jobs are submitted under first "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.lanes.slurm.config import FELLOWS_ONLY, FellowsConfig
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm import slurm_port
@@ -104,7 +104,9 @@ class SlurmKind:
 
     def parse(self, name: str, table: Mapping[str, Any]) -> FellowsConfig:
         """The ``[fellows]`` table, or a ``[lanes.<name>]`` of this kind: another SLURM cluster with its own ladder."""
-        return FellowsConfig.from_mapping(table, where="[fellows]" if name == FELLOWS else f"[lanes.{name}]", name=name)
+        return FellowsConfig.from_mapping(
+            table, where="[fellows]" if name == LADDER_LANE else f"[lanes.{name}]", name=name
+        )
 
     def table(self, settings: FellowsConfig) -> dict[str, Any]:
         """Every key of the lane's table (None values left out; its name is the table's)."""
@@ -112,7 +114,7 @@ class SlurmKind:
             f.name: list(value) if isinstance(value, tuple) else value
             for f in attrs.fields(FellowsConfig)
             if f.name != "name"
-            and (settings.name == FELLOWS or f.name not in FELLOWS_ONLY)
+            and (settings.name == LADDER_LANE or f.name not in FELLOWS_ONLY)
             and (value := getattr(settings, f.name)) is not None
         }
 
