@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.slurm.config import refuse_unknown_keys
+from fellows_fsm.tables import refuse_unknown_keys
 
 __all__ = ["ON_BUDGET", "BudgetConfig"]
 

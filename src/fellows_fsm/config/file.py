@@ -28,10 +28,9 @@ from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.lanes.slurm.config import (
     FellowsConfig,
-    positive_seconds,
-    refuse_unknown_keys,
 )
 from fellows_fsm.lanes.slurm.lane import SLURM
+from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
 __all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 

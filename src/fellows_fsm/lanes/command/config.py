@@ -18,7 +18,7 @@ import attrs
 
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.slurm.config import positive_seconds, refuse_unknown_keys
+from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
 __all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig", "gpu_hour_price"]
 

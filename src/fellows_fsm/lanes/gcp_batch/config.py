@@ -16,7 +16,7 @@ from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.gcp_batch.client import BatchLocation, check_credentials
 from fellows_fsm.lanes.gcp_batch.machines import ATTACHED, BUNDLED
-from fellows_fsm.lanes.slurm.config import positive_seconds, refuse_unknown_keys
+from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
 __all__ = ["KEYS", "KIND", "GcpBatchSettings"]
 

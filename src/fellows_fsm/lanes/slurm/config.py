@@ -1,43 +1,44 @@
 """A SLURM lane's table (``[fellows]``, or ``[lanes.<name>] kind = "slurm"``): which QoS to try, in which order,
 for how long each, where SLURM answers, and how a job is written there (partition, account, the GPU request).
 
-Its values are checked when it is built (a ConfigError names the key and the value); the seconds check here,
-``positive_seconds``, is shared by the other tables. The park cap's default is read from the environment at
+Its values are checked when it is built (a ConfigError names the key and the value; the checks every table shares
+are tables.py's). The park cap's default is read from the environment at
 build time.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, ClassVar
 
 import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.policy import DEFAULT_PARK_EARLY, DEFAULT_PARK_EARLY_LAST_RUNG, PARK_EARLY_POLICIES
+from fellows_fsm.core.policy import (
+    DEFAULT_PARK_EARLY,
+    DEFAULT_PARK_EARLY_LAST_RUNG,
+    PARK_EARLY_POLICIES,
+    WORKLOAD_SPAN_SECONDS,
+)
 from fellows_fsm.core.vocab import LADDER_LANE
-from fellows_fsm.driver.workload import WORKLOAD_SPAN_SECONDS
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.slurm.render import DEFAULT_GRES, LaneOptions
 from fellows_fsm.slurm.transport import check_destination
+from fellows_fsm.tables import positive_seconds
 
 __all__ = [
     "DEFAULT_LADDER",
     "DEFAULT_LATER_RUNGS",
     "DEFAULT_PARK_CAP_SECONDS",
     "DEFAULT_QOS",
-    "MAX_CAP_SECONDS",
     "MAX_POLL_SECONDS",
     "MIN_POLL_SECONDS",
     "PARK_CAP_ENV",
     "FellowsConfig",
     "default_park_cap",
-    "positive_seconds",
-    "refuse_unknown_keys",
 ]
 
 PARK_CAP_ENV = "EPS_FELLOWS_QUEUE_WAIT_SECONDS"
@@ -45,7 +46,6 @@ DEFAULT_PARK_CAP_SECONDS = 600.0
 DEFAULT_QOS = "high-eur"
 DEFAULT_LATER_RUNGS = ("normal-eur", "low-eur")
 DEFAULT_LADDER = (DEFAULT_QOS, *DEFAULT_LATER_RUNGS)
-MAX_CAP_SECONDS = 30 * 86_400.0
 """The longest park cap (or lane timeout) accepted: 30 days; beyond it deadlines stop being dates sbatch takes."""
 MIN_POLL_SECONDS = 0.05
 MAX_POLL_SECONDS = 3600.0
@@ -73,27 +73,6 @@ def _template_fault(value: object) -> str:
     if count > 1:
         return f"has the placeholder {{gpus}} {count} times; the GPU count is written once"
     return "may hold only letters, digits, ':', '_', '.' and '-' around {gpus}"
-
-
-def positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
-    """Return ``value`` as seconds, or raise a ConfigError naming ``key`` and the value (every table's check)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{key}={value!r} is not a number of seconds; give a positive number such as 600")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"{key}={value!r} must be a positive, finite number of seconds, such as 600")
-    if seconds > most:
-        raise ConfigError(f"{key}={value!r} is over the maximum of {most:g} seconds; give at most {most:g}")
-    return seconds
-
-
-def refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
-    """Raise a ConfigError naming the first key of ``table`` (``where``: ``[lanes.gcp]``, ``[budget]``) that is not
-    one of ``known``, and every key that is (every table's check)."""
-    allowed = set(known)
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
 
 
 def default_park_cap() -> float:
