@@ -9,7 +9,7 @@ here does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -22,7 +22,7 @@ from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from fellows_fsm.config.file import Config
+    from fellows_fsm.lanes.slurm.config import FellowsConfig
     from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kind_of", "lane_table", "parse_lane"]
@@ -77,8 +77,25 @@ class Lanes:
     """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (driver/clusters.py)."""
 
 
+class LanesConfig(Protocol):
+    """What the lanes are built from (a Config has it all): the tables, the first SLURM lane's and every other's,
+    and the state dir."""
+
+    @property
+    def lanes(self) -> tuple[LaneSettings, ...]: ...
+
+    @property
+    def fellows(self) -> FellowsConfig: ...
+
+    @property
+    def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+
 def build_lanes(
-    config: Config,
+    config: LanesConfig,
     *,
     scheduler: Scheduler | None = None,
     handoff: Mapping[str, HandoffLane] | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -25,7 +25,6 @@ from fellows_fsm.slurm.port import SlurmScheduler
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from fellows_fsm.config.file import Config
 
 __all__ = ["SLURM", "SlurmKind", "SlurmLane", "default_grants", "ladder_lane"]
 
@@ -89,7 +88,17 @@ class SlurmLane:
         return self.config.account
 
 
-def ladder_lane(config: Config, scheduler: Scheduler | None = None) -> SlurmLane:
+class LadderConfig(Protocol):
+    """What the first SLURM lane is built from: its table and the state dir (a Config has both)."""
+
+    @property
+    def fellows(self) -> FellowsConfig: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+
+def ladder_lane(config: LadderConfig, scheduler: Scheduler | None = None) -> SlurmLane:
     """The first SLURM lane (``[fellows]``), on ``scheduler`` when given (a fake, in tests), else the real port
     (here, or over ssh to ``[fellows] host``)."""
     return SlurmLane(
