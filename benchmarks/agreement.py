@@ -21,13 +21,13 @@ import attrs
 
 from benchmarks import realslurm
 from benchmarks.common import write_result
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.sim.results import GCP, JobOutcome, RunResult
 from fellows_fsm.sim.run import InProcessLane, minutes_limit, simulate
 from fellows_fsm.sim.strategies import SimParams

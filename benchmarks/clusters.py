@@ -30,13 +30,13 @@ from typing import Any
 
 from benchmarks import realslurm
 from benchmarks.common import percentiles, spread, write_result
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.lifecycle import window_deadline
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import rss_mb, spread, write_result
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Record, Step
 from fellows_fsm.core.machine import build_machine
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec, Observation
 from fellows_fsm.sim.clock import SimClock

@@ -28,16 +28,17 @@ from typing import Any
 from urllib.parse import quote
 
 from benchmarks.common import spread, write_result
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.gcp_batch import GcpBatchLane, GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi
+from fellows_fsm.lanes.gcp_batch.lane import GcpBatchLane
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
-from fellows_fsm.testing_batch import FakeBatchApi
 
 POLL = 10.0
 """The poll interval (seconds of the simulated clock)."""

@@ -21,11 +21,11 @@ from typing import Any
 
 from benchmarks.common import percentiles, write_result
 from benchmarks.fakectld import FakeCtld
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane

@@ -496,7 +496,7 @@ COST_PROFILE = (
     "once): 200 dispatches park (the budget); the other 9,800 are refused only by the budget "
     "(`may_leave_rung=False`). Their memo, taken with both permits, now holds past its time: every row of their state "
     "that waits on the clock also needs `may_leave_rung` (`machine.clock_gates`), so while the tick refuses it no row "
-    "can hold, and the look returns at once with `waits_for_budget` set, as the old fast path did. The previous "
+    "can hold, and the look returns at once with `waits_for_room` set, as the old fast path did. The previous "
     "run's 11,000 full looks in this tick (350 ms of its 736 ms under cProfile) are now 1,200, those of the 200 that "
     "park and change rung (18 ms): 243,885 calls in the tick against the old code's 241,955. Later moving ticks: the "
     "dispatches still waiting for the budget match their memo; 200 park, and the 200 whose cancel is answered "

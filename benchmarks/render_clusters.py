@@ -122,7 +122,7 @@ def section(results: list[dict[str, Any]]) -> list[str]:
     )
     lines.append("")
     lines.append(
-        "The two clusters are read side by side (lanes/clusters.py: one thread per cluster), so the two-cluster poll "
+        "The two clusters are read side by side (driver/clusters.py: one thread per cluster), so the two-cluster poll "
         "is the slower round trip (inst's, through ssh) plus the router's own work on twice the dispatches, not the "
         "sum of the two round trips.\n"
     )

@@ -11,7 +11,7 @@ from benchmarks import render_issue25
 VS_BEFORE = "controller_cost_issue26_vs_ffb2f59"
 """``benchmarks.controller_cost --sizes 10000 --repeats 2 --baseline ffb2f59`` (main before issue 26), renamed."""
 INTRO = (
-    "Issue 26 put every SLURM call of the driver behind `lanes/clusters.py`: `Clusters` (with one cluster it hands "
+    "Issue 26 put every SLURM call of the driver behind `driver/clusters.py`: `Clusters` (with one cluster it hands "
     "each call straight to the port) and gave each rung its lane. With one cluster the tick must cost what it did. "
     "One run, old = main before the issue, new = every branch of it merged; two fresh processes a side (this "
     "shared machine was loaded by other test runs, so the ranges, not one median, are the comparison):\n"

@@ -98,7 +98,8 @@ def _follow(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> l
     poll = r["runs"][0]["poll_interval_seconds"]
     lines = [
         "The real Router on the shipped FakeScheduler (nothing starts, so every dispatch walks the whole ladder) with "
-        'a `kind = "gcp-batch"` lane whose `api_endpoint` is the loopback fake of the Batch API (testing_batch.py, '
+        'a `kind = "gcp-batch"` lane whose `api_endpoint` is the loopback fake of the Batch API '
+        "(lanes/gcp_batch/fake.py, "
         "reached through Google's own client library, as the lane's unit tests do), on a simulated clock. N "
         "dispatches are handed to the lane (N creates); once all are PAID_QUEUED the fake moves every other job to "
         f"RUNNING, and the router polls {r['runs'][0]['polls']} times one poll interval ({poll:g} s) apart, with a "
@@ -127,7 +128,7 @@ def _follow(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> l
     lines.append("")
     lines.append(
         "One look is one `list_jobs` call of the client library, filtered on the lane's label, in pages of "
-        "`lanes/batch_client.py: PAGE_SIZE` = 1,000 jobs: so up to 1,000 paid jobs of a lane are one request per "
+        "`lanes/gcp_batch/client.py: PAGE_SIZE` = 1,000 jobs: so up to 1,000 paid jobs of a lane are one request per "
         "poll interval whatever their number, and 1,001 are two (the row above: the one call's second page). The "
         "look's time grows with the jobs listed (each job's JSON is written by the fake and parsed into the "
         "library's message types in this same process, on this shared 2-core machine): it is the one per-job "

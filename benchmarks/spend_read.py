@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import spread, write_result
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.budget import spend
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock

@@ -20,8 +20,8 @@ from typing import Any
 from benchmarks import realslurm
 from benchmarks.common import spread, write_result
 from benchmarks.decision_overhead import scenario
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm import slurm_scheduler
 from fellows_fsm.slurm.port import SlurmScheduler

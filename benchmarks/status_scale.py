@@ -52,9 +52,9 @@ def dispatch_ids(count: int) -> list[str]:
 def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
     """A journal of ``dispatches`` dispatches, the oldest ``live`` of them still pending on high-eur; their ids."""
     # Imported here, in the child that builds: the parent stays small (see the module docstring).
-    from fellows_fsm.config.fellows import FellowsConfig  # noqa: PLC0415
     from fellows_fsm.core.dispatch import Dispatch  # noqa: PLC0415
     from fellows_fsm.journal.store import Journal  # noqa: PLC0415
+    from fellows_fsm.lanes.slurm.config import FellowsConfig  # noqa: PLC0415
     from fellows_fsm.scheduler.fake import FakeScheduler  # noqa: PLC0415
     from fellows_fsm.scheduler.port import JobSpec  # noqa: PLC0415
     from fellows_fsm.sim.clock import SimClock  # noqa: PLC0415

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from fellows_fsm.api import Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, load_config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Decision, Step
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import State
+from fellows_fsm.driver.admission import Check
 from fellows_fsm.driver.executor import Executor, Recorder
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.errors import (
@@ -32,7 +31,8 @@ from fellows_fsm.errors import (
     UsageError,
 )
 from fellows_fsm.journal.history import HistoryEntry
-from fellows_fsm.lanes.preflight import Check
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
 

@@ -20,6 +20,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend, Windows, spend
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
+from fellows_fsm.driver.admission import Check, check_request
 from fellows_fsm.driver.budget import never_paid_words
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
@@ -31,8 +32,7 @@ from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, select
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.preflight import Check, check_request
-from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
+from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants

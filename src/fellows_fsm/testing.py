@@ -28,8 +28,8 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.command import CompletedHandoff, Handoff
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import CompletedHandoff, Handoff
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
 __all__ = ["Driven", "FakePaidLane", "ThreadedDriver"]
@@ -68,7 +68,7 @@ class Driven:
         job_id = self.d.job_id
         observations = {job_id: observation} if observation is not None and job_id is not None else {}
         outcome = self.executor.tick(
-            [self.d], observations, 1 if may_change_rung else 0, park_budget=1, workload=workload
+            [self.d], observations, 1 if may_change_rung else 0, max_parks=1, workload=workload
         )
         if outcome.rejected:
             raise outcome.rejected[0][1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.testing_batch import FakeBatchApi
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi
 
 from .cli_harness import ledger_config, read_journal, stop_background_driver
 from .conftest import Cluster

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from tests.integration.conftest import Cluster
 from tests.integration.test_calibrated_real import WORKLOAD_GAP_SECONDS, _sbatch, build_history, fill_node
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
-from fellows_fsm.lanes.command import CommandLane, lane_environment
-from fellows_fsm.lanes.process import HandoffFiles
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane, lane_environment
+from fellows_fsm.lanes.command.process import HandoffFiles
 from fellows_fsm.scheduler.port import JobSpec
 
 from .cli_harness import ctld_pid

@@ -1,5 +1,5 @@
 # ruff: noqa: F811 - the fixtures imported from paid_batch.py are parameters here
-"""The gcp-batch lane on the real local SLURM, its Batch API the loopback fake (testing_batch.py) in this test's
+"""The gcp-batch lane on the real local SLURM, its Batch API the loopback fake (lanes/gcp_batch/fake.py) in this test's
 process: a job that parks out of every rung of the real ladder is handed to GCP Batch as ONE Batch job made from
 the dispatch, by the real background driver, followed QUEUED -> RUNNING -> SUCCEEDED to its end with its cost; a
 driver killed with SIGKILL after its create was made but before it heard of it leaves, once the next driver adopted
@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not installed")
 
 from fellows_fsm.core.vocab import HandoffStatus
-from fellows_fsm.testing_batch import FakeBatchApi, Fault
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 
 from .cli_harness import cli, driver_pid, read_journal, submit_args
 from .conftest import Cluster

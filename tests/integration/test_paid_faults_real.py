@@ -1,7 +1,7 @@
 # ruff: noqa: F811 - the fixtures imported from paid_batch.py are parameters here
 """The paid lane's faults and the [budget] on the real local SLURM, the GCP Batch API the loopback fake
-(testing_batch.py) in this test's process, through the real CLI and the real background driver: a budget that holds a
-job pending on low-eur until a later submit raises it; ``on_budget = "refuse"`` (NO_BUDGET, exit 12); list calls
+(lanes/gcp_batch/fake.py) in this test's process, through the real CLI and the real background driver: a budget that
+holds a job pending on low-eur until a later submit raises it; ``on_budget = "refuse"`` (NO_BUDGET, exit 12); list calls
 answered 500 or left hanging while a paid job runs; a job stuck QUEUED past ``queue_timeout_seconds``; a job
 deleted outside; the driver stopped, resumed and killed while a paid job runs; a cancel while the create's reply is
 held. Each test ends with every dispatch settled: one SLURM job that ran or one Batch job (at most one create per
@@ -24,7 +24,7 @@ pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not inst
 
 from fellows_fsm.core.vocab import HandoffStatus
 from fellows_fsm.errors import LaneError, NoBudget
-from fellows_fsm.testing_batch import FakeBatchApi, Fault
+from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 
 from .cli_harness import (
     cli,

@@ -16,12 +16,12 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.reports import TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow
 

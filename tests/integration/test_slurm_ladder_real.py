@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase
 from fellows_fsm.slurm.accounting import check_ladder, discover
 from fellows_fsm.slurm.port import SlurmScheduler

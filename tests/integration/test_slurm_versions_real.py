@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import Phase
 from fellows_fsm.testing import Driven
 from fellows_fsm.ui.history import history_table

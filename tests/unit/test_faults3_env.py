@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from fellows_fsm.cli import main
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import admit
 from fellows_fsm.errors import SubmitRejected, UsageError
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_utc, utc_stamp
 from fellows_fsm.slurm.mock import MockRunner, MockTransport

@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-from fellows_fsm.config.fellows import refuse_unknown_keys
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.tables import refuse_unknown_keys
 
 __all__ = ["ON_BUDGET", "BudgetConfig"]
 

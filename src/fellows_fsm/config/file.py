@@ -3,42 +3,39 @@
 Every bad value is refused when the config is built, with a ConfigError naming the key and the value.
 This module reads the environment only for defaults, at build time, and never touches the cluster. It holds the
 whole ``Config`` (the ``[router]`` table, where the journal lives, loading the TOML file, the warnings of
-``config check``); the ``[fellows]`` table is config/fellows.py, ``[budget]`` config/budget.py, and each
+``config check``); the ``[fellows]`` table is lanes/slurm/config.py, ``[budget]`` config/budget.py, and each
 ``[lanes.<name>]`` table is parsed by the kind it names (lanes/registry.py; the command kind's table is
-config/lanes.py).
+lanes/command/config.py).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import shutil
 import tomllib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.fellows import (
-    FellowsConfig,
-    positive_seconds,
-    refuse_unknown_keys,
-)
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
-from fellows_fsm.lanes.slurm import SLURM
+from fellows_fsm.lanes.slurm.config import (
+    FellowsConfig,
+)
+from fellows_fsm.lanes.slurm.lane import SLURM
+from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
 __all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
 RUNG_CHANGES_PER_SECOND = 20.0
-"""The default budget of rung changes (one sbatch each) per second of poll interval."""
+"""The default bound on rung changes (one sbatch each) per second of poll interval."""
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
 CONFIG_ENV = "FELLOWS_FSM_CONFIG"
@@ -83,7 +80,7 @@ class RouterConfig:
         positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
-        if self.order is not None and (not self.order or self.order[0] != FELLOWS):
+        if self.order is not None and (not self.order or self.order[0] != LADDER_LANE):
             raise ConfigError(
                 f"[router] order={list(self.order)!r} must start with 'fellows': the free cluster goes first"
             )
@@ -183,13 +180,14 @@ class Config:
     def slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """The SLURM lanes a dispatch walks, in order: fellows, then each ``kind = "slurm"`` lane of the order."""
         later = [self.lane(n) for n in self.auto_order[1:] if self.lane(n).walks_ladder]
-        return (self.fellows, *(lane for lane in later if isinstance(lane, FellowsConfig)))
+        return (self.fellows, *cast("list[FellowsConfig]", later))  # a lane that walks a ladder is a SLURM lane
 
     @cached_property
     def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]:
         """Every SLURM lane but fellows: the order's, then any the order leaves out (reached only by ``--pin``)."""
         walked = self.slurm_lanes[1:]
-        return (*walked, *(x for x in self.lanes if isinstance(x, FellowsConfig) and x not in walked))
+        rest = [x for x in self.lanes if x.walks_ladder and x not in walked]
+        return (*walked, *cast("list[FellowsConfig]", rest))
 
     @cached_property
     def after_ladder(self) -> str | None:
@@ -223,7 +221,7 @@ class Config:
 
     @property
     def rung_changes_per_tick(self) -> int:
-        """The per-poll budget of rung changes: ``[router] max_rung_changes_per_tick``, else derived from the poll
+        """The per-poll bound on rung changes: ``[router] max_rung_changes_per_tick``, else derived from the poll
         interval (``RUNG_CHANGES_PER_SECOND`` per second of it, at least 1)."""
         if self.router.max_rung_changes_per_tick is not None:
             return self.router.max_rung_changes_per_tick
@@ -245,7 +243,7 @@ class Config:
             if key not in known:
                 raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
         try:
-            fellows = SLURM.parse(FELLOWS, _table(data, "fellows", source))
+            fellows = SLURM.parse(LADDER_LANE, _table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
             router_table = _table(data, "router", source)
             refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))
@@ -339,16 +337,7 @@ def config_warnings(config: Config) -> tuple[str, ...]:
     park cap shorter than two polls."""
     warnings: list[str] = []
     for lane in config.lanes:
-        if not isinstance(lane, LaneConfig):
-            continue  # only a command lane runs a program of its own here
-        for what, argv in (("command", lane.command), ("probe", lane.probe)):
-            if argv is None or "{" in argv[0]:
-                continue
-            if shutil.which(argv[0]) is None:
-                warnings.append(
-                    f"[lanes.{lane.name}] {what}: {argv[0]!r} is not found on PATH here; the handoff fails "
-                    "unless it exists where fellows-fsm runs the dispatch"
-                )
+        warnings.extend(lane.warnings())
     if config.fellows.poll_interval_seconds < 1:
         warnings.append(
             f"[fellows] poll_interval_seconds={config.fellows.poll_interval_seconds:g} asks SLURM more than once "

@@ -103,8 +103,9 @@ class Dispatch:
     """This event may change rung (the driver's per-tick bound on resubmits and moves)."""
     may_leave_rung: bool = attrs.field(init=False, default=True)
     """This event may park the dispatch (the driver's per-tick bound on rung changes begun)."""
-    waits_for_budget: bool = attrs.field(init=False, default=False)
-    """The last look found a row refused only by the tick's budget: it changes rung on a tick with room."""
+    waits_for_room: bool = attrs.field(init=False, default=False)
+    """The last look found a row refused only by the tick's bound on rung changes: it changes rung on a tick with
+    room."""
     recalled: tuple[str, ...] = attrs.field(init=False, default=())  # what a recall's CancelJobs scancels
     paid_gate: Gate | None = attrs.field(init=False, default=None)
     """The budget its last free rung asks before the paid lane (set by the driver; None: no paid lane after its
@@ -203,7 +204,7 @@ class Dispatch:
         workload: Workload | None = None,
     ) -> Decision:
         """Take one (answered) look at the current job and take every step the table allows now. The two permits
-        are the driver's per-tick bounds (a row refused only by one waits for a tick with room: waits_for_budget);
+        are the driver's per-tick bounds (a row refused only by one waits for a tick with room: waits_for_room);
         ``workload``: the cluster's jobs and GPUs (``park_early = "calibrated"``)."""
         if workload is not None:
             self.cluster_workload = workload
@@ -218,7 +219,7 @@ class Dispatch:
                 return q[4]
             leave_gated, change_gated = self._gates.get(self.state, (False, False))
             if (leave_gated and not may_leave_rung) or (change_gated and not may_change_rung):
-                self.waits_for_budget = True  # its clock's time came, and the tick's budget holds it back
+                self.waits_for_room = True  # its clock's time came, and the tick's bound on rung changes holds it back
                 return q[4]  # (its wake time is q[3], which the clock reached: finite)
         self._begin(now, may_change_rung)
         self.may_leave_rung = may_leave_rung
@@ -363,7 +364,7 @@ class Dispatch:
         """Take the first step of the current state whose guards hold, then look again, until none holds; return
         until when no row can hold with nothing new (lifecycle.first_row)."""
         for _ in range(3 * len(self.ladder.rungs) + 4):
-            trigger, until, self.waits_for_budget = machine.first_row(self)
+            trigger, until, self.waits_for_room = machine.first_row(self)
             if trigger is None:
                 if self.look is not None and self.look.phase is _UNKNOWN and self.unknown_since is not None:
                     until = min(until, self.unknown_since + LOST_AFTER_SECONDS)
@@ -399,7 +400,7 @@ class Dispatch:
                 if self.may_change_rung:
                     out.append(MoveQos(self.id, self.job_id, self.ladder.rungs[self.rung_index + 1].qos))
                 else:
-                    self.waits_for_budget = True
+                    self.waits_for_room = True
             else:
                 out.append(CancelIfPending(self.id, self.job_id))
         return self._done(Decision(tuple(out), self._wake_at(until)))

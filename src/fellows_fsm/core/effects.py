@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from fellows_fsm.core.paid import PaidMark
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -97,7 +97,7 @@ class Submit:
     qos: str
     token: str
     deadline: float | None
-    lane: str = FELLOWS
+    lane: str = LADDER_LANE
     """The SLURM lane (cluster) of the rung: the port the sbatch goes through."""
 
 
@@ -107,7 +107,7 @@ class FindByToken:
 
     dispatch_id: str
     token: str
-    lane: str = FELLOWS
+    lane: str = LADDER_LANE
     """The SLURM lane (cluster) the lost submit went to: where the token is looked up."""
 
 

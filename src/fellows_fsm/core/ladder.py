@@ -13,7 +13,7 @@ from functools import cached_property
 
 import attrs
 
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 
 __all__ = ["Ladder", "Rung", "dispatch_token", "qualified_job_id", "split_job_id", "state_label"]
@@ -26,7 +26,7 @@ class Rung:
     index: int
     qos: str
     park_cap_seconds: float
-    lane: str = FELLOWS
+    lane: str = LADDER_LANE
     """The SLURM lane (cluster) the rung's job is queued on: ``fellows``, or a ``[lanes.<name>] kind = "slurm"``."""
     park_early: str | None = None
     """Another lane's own ``park_early`` on its rungs; None (fellows' rungs): the dispatch's."""
@@ -36,7 +36,7 @@ class Rung:
         """The identifier-safe state name, e.g. ``SUBMITTED_high_eur``, ``RESUBMITTED_normal_eur``, or on another
         lane ``RESUBMITTED_inst__inst_high`` (the lane, two underscores, the QoS)."""
         verb = "SUBMITTED" if self.index == 0 else "RESUBMITTED"
-        on = "" if self.lane == FELLOWS else f"{re.sub(r'[^A-Za-z0-9]', '_', self.lane)}__"
+        on = "" if self.lane == LADDER_LANE else f"{re.sub(r'[^A-Za-z0-9]', '_', self.lane)}__"
         return f"{verb}_{on}{re.sub(r'[^A-Za-z0-9]', '_', self.qos)}"
 
     @cached_property
@@ -48,7 +48,7 @@ class Rung:
     @cached_property
     def where(self) -> str:
         """The QoS, and the lane when it is not fellows: ``normal-eur``, ``inst-high@inst``."""
-        return self.qos if self.lane == FELLOWS else f"{self.qos}@{self.lane}"
+        return self.qos if self.lane == LADDER_LANE else f"{self.qos}@{self.lane}"
 
 
 @attrs.frozen
@@ -95,7 +95,7 @@ class Ladder:
     def token_of(self, dispatch_id: str, index: int) -> str:
         """The dispatch token of the rung at ``index``, numbered within its own lane (``dispatch_token``)."""
         rung = self.rungs[index]
-        if rung.lane == FELLOWS:
+        if rung.lane == LADDER_LANE:
             return dispatch_token(dispatch_id, index)
         first = next(r.index for r in self.rungs if r.lane == rung.lane)
         return dispatch_token(dispatch_id, index - first, rung.lane)
@@ -111,23 +111,23 @@ class Ladder:
         return math.fsum(r.park_cap_seconds for r in self.rungs)
 
 
-def dispatch_token(dispatch_id: str, rung_index: int, lane: str = FELLOWS) -> str:
+def dispatch_token(dispatch_id: str, rung_index: int, lane: str = LADDER_LANE) -> str:
     """The tag (sbatch --comment) of a dispatch's job on one rung: ``fsm-<dispatch id>-r<rung index>`` on fellows,
     ``fsm-<dispatch id>-r<place among the lane's rungs>@<lane>`` on another lane (so a lane's tokens never change
     when a rung or a lane is added before it: ``Ladder.token_of``)."""
-    return f"fsm-{dispatch_id}-r{rung_index}" if lane == FELLOWS else f"fsm-{dispatch_id}-r{rung_index}@{lane}"
+    return f"fsm-{dispatch_id}-r{rung_index}" if lane == LADDER_LANE else f"fsm-{dispatch_id}-r{rung_index}@{lane}"
 
 
 def qualified_job_id(lane: str, job_id: str) -> str:
     """A job id that names its cluster: as SLURM gave it on fellows, ``<id>@<lane>`` on another lane (the same
     number on two clusters is two jobs: the journal, the views and ``cancel`` keep them apart by this)."""
-    return job_id if lane == FELLOWS else f"{job_id}@{lane}"
+    return job_id if lane == LADDER_LANE else f"{job_id}@{lane}"
 
 
 def split_job_id(job_id: str) -> tuple[str, str]:
     """The lane and SLURM's own id of a ``qualified_job_id``."""
     raw, at, lane = job_id.partition("@")
-    return (lane, raw) if at else (FELLOWS, job_id)
+    return (lane, raw) if at else (LADDER_LANE, job_id)
 
 
 def state_label(ladder: Ladder, state: str) -> str:

@@ -187,7 +187,7 @@ def clock_gates(ladder: Ladder) -> dict[str, tuple[bool, bool]]:
 def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
     """The trigger of the first row of ``d``'s state, in table order, whose guards all hold (None if none), when a
     row could next start to hold with nothing else new (a clock guard's time; inf: never), and whether a row was
-    refused only by the tick's budget."""
+    refused only by the tick's bound on rung changes."""
     quiet, waits = _NEVER, False
     for trigger, first, rest, marks in d.rows.get(d.state, ()):
         refused = first
@@ -206,7 +206,7 @@ def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
                 at = until(d)
                 if at < quiet:  # noqa: PLR1730 - a branch, not a call: this loop runs for every dispatch each tick
                     quiet = at
-            elif all(g(d) for g in after):  # the tick's budget alone refused it: a tick with room takes it
+            elif all(g(d) for g in after):  # the tick's bound alone refused it: a tick with room takes it
                 waits = True
     return None, quiet, waits
 

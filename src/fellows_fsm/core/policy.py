@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_PARK_EARLY",
     "DEFAULT_PARK_EARLY_LAST_RUNG",
     "PARK_EARLY_POLICIES",
+    "WORKLOAD_SPAN_SECONDS",
     "StartChance",
     "calibrates",
     "park_early_reason",
@@ -39,6 +40,9 @@ estimate: leave once SLURM's start estimate lies past the window's end. calibrat
 (the last one for the paid lane) when the cluster's own workload says the job is unlikely to start there within
 the rung's window. calibrated-last: the same, on the last rung only (own-cap on the others; issue 21's policy)."""
 CALIBRATED = ("calibrated", "calibrated-last")
+WORKLOAD_SPAN_SECONDS = 2 * 86_400.0
+"""How far back the finished jobs are read for a calibrated policy, by default (``[fellows]
+calibrated_history_seconds``)."""
 """The policies that read the cluster's workload."""
 CALIBRATED_MIN_FINISHED = 20
 """With fewer finished jobs in the workload, ``calibrated`` behaves exactly as ``own-cap``."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
-    "FELLOWS",
     "FINAL_STATES",
     "FIXED_STATES",
+    "LADDER_LANE",
     "LANE_STATES",
     "MEANING",
     "PAID_LIVE_STATES",
@@ -27,8 +27,10 @@ __all__ = [
     "is_final_state",
 ]
 
-FELLOWS = "fellows"
-"""The lane name of the SLURM ladder (every other lane is a command lane, e.g. gcp)."""
+LADDER_LANE = "fellows"
+"""The lane of a dispatch that walks the ladder, as the journal and the ports name it: the first SLURM lane's
+(``[fellows]``); every rung carries its own lane, and a dispatch pinned to another lane is journaled under that
+lane's name."""
 
 
 class State(StrEnum):

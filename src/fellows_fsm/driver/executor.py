@@ -2,7 +2,7 @@
 
 Each dispatch's journal effects are committed before the port call they announce (write-ahead); the answer goes
 back to the dispatch, whose next decision follows. Per tick: the steps taken on the fresh observation share one
-journal transaction, at most ``budget`` dispatches change rung, and every parked job of the tick is cancelled in
+journal transaction, at most ``max_changes`` dispatches change rung, and every parked job of the tick is cancelled in
 ONE call (the only cancel path: a cancel the port proves lets its dispatch resubmit in the same tick; any other
 is read back by the next tick's observe). It decides nothing itself and prints nothing.
 """
@@ -35,13 +35,13 @@ from fellows_fsm.core.effects import (
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import State, Trigger
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
+    from fellows_fsm.driver.handoffs import Handoffs
     from fellows_fsm.lanes.base import HandoffLane
-    from fellows_fsm.lanes.handoffs import Handoffs
 
 __all__ = ["Executor", "NullRecorder", "Recorder", "TickOutcome"]
 
@@ -81,7 +81,8 @@ class TickOutcome:
 
     rung_changes: int
     deferred: int
-    """Dispatches that wanted to change rung (or have their parked job cancelled) but waited for the budget."""
+    """Dispatches that wanted to change rung (or have their parked job cancelled) but waited for a tick with room
+    (the per-tick bound on rung changes)."""
     handoffs: tuple[str, ...]
     """Dispatches that parked out of the whole ladder this tick: hand them to their fallback lane."""
     rejected: tuple[tuple[str, SubmitRejected], ...]
@@ -215,27 +216,27 @@ class Executor:
         self,
         dispatches: Iterable[Dispatch],
         observations: Mapping[str, Observation],
-        budget: int,
+        max_changes: int,
         *,
-        park_budget: int | None = None,
+        max_parks: int | None = None,
         workload: Workload | Mapping[str, Workload] | None = None,
     ) -> TickOutcome:
         """Advance every dispatch on this tick's observations and run what they need, batched.
 
         1. Every dispatch with a job moves on its fresh observation (starts, withdrawals, holds, parks, confirmed
-           cancels), in one journal transaction: none of these announces a port call. At most ``park_budget``
-           (default: ``budget``) dispatches park (a rung change begun); the others wait on their rung for a tick
-           whose budget has room, at no cost to this one. ``workload`` (the cluster's, for ``park_early =
+           cancels), in one journal transaction: none of these announces a port call. At most ``max_parks``
+           (default: ``max_changes``) dispatches park (a rung change begun); the others wait on their rung for a tick
+           with room, at no cost to this one. ``workload`` (the cluster's, for ``park_early =
            "calibrated"``; read by the caller every few minutes, never here) is handed to each of them.
         2. A rung without a job gets one (submit, or a lost submit looked up by token).
-        3. At most ``budget`` dispatches resubmit (or move in place).
-        4. At most ``budget`` parked jobs are cancelled, in ONE call; those the cancel proves gone (and that were
-           seen pending this tick) resubmit now, within what is left of the budget.
+        3. At most ``max_changes`` dispatches resubmit (or move in place).
+        4. At most ``max_changes`` parked jobs are cancelled, in ONE call; those the cancel proves gone (and that were
+           seen pending this tick) resubmit now, within what is left of the tick's room.
         """
         self._handoffs, self._rejected, self._failures, self._cancels, self._changes = [], [], [], {}, 0
         self._attaches = []
         try:
-            return self._tick(dispatches, observations, budget, park_budget, workload)
+            return self._tick(dispatches, observations, max_changes, max_parks, workload)
         finally:
             attaches, self._attaches = self._attaches, None
             if attaches:
@@ -245,15 +246,15 @@ class Executor:
         self,
         dispatches: Iterable[Dispatch],
         observations: Mapping[str, Observation],
-        budget: int,
-        park_budget: int | None,
+        max_changes: int,
+        max_parks: int | None,
         workload: Workload | Mapping[str, Workload] | None = None,
     ) -> TickOutcome:
         live = [d for d in dispatches if not d.is_final]
         now = self.clock.now()
         later: list[tuple[Dispatch, Decision]] = []
         jobless: list[Dispatch] = []
-        parks, waiting, park_budget = 0, 0, budget if park_budget is None else park_budget
+        parks, waiting, max_parks = 0, 0, max_changes if max_parks is None else max_parks
         per_lane = workload if isinstance(workload, Mapping) else None  # several clusters: each one's own
         one = None if isinstance(workload, Mapping) else workload
         with self.recorder.batch():
@@ -261,14 +262,14 @@ class Executor:
                 if d.job_id is None:
                     jobless.append(d)
                     continue
-                may_leave = parks < park_budget
+                may_leave = parks < max_parks
                 seen = one if per_lane is None else per_lane.get(d.rung.lane)
                 decision = d.advance(
                     observations.get(d.job_id), now, may_change_rung=False, may_leave_rung=may_leave, workload=seen
                 )
                 if not decision.effects:
-                    if not may_leave and d.waits_for_budget:
-                        waiting += 1  # its window closed, and this tick's budget is spent: it parks on a later one
+                    if not may_leave and d.waits_for_room:
+                        waiting += 1  # its window closed, and this tick has no room left: it parks on a later one
                     continue
                 if d.state == State.PARKED and _parked_now(decision):
                     parks += 1
@@ -279,19 +280,19 @@ class Executor:
         for d in jobless:
             if not d.is_final:
                 self._advance(d, None, False)
-        movers = [d for d in live if d.waits_for_budget and d.state in _CHANGING]
-        for d in movers[:budget]:
+        movers = [d for d in live if d.waits_for_room and d.state in _CHANGING]
+        for d in movers[:max_changes]:
             self._advance(d, None, True)
         parked = [(d, e) for d, e in self._cancels.values() if d.state == State.PARKED and d.job_id == e.job_id]
-        deferred = waiting + max(0, len(movers) - budget) + max(0, len(parked) - budget)
-        to_cancel = parked[:budget]
+        deferred = waiting + max(0, len(movers) - max_changes) + max(0, len(parked) - max_changes)
+        to_cancel = parked[:max_changes]
         gone: Mapping[str, Observation] = {}
         try:
             if to_cancel:
                 gone = self.clusters.cancel_if_pending([e.job_id for _, e in to_cancel], read_back=False)
         except SchedulerUnreachable as exc:
             log.warning("cancels deferred to the next tick: %s", exc)
-        room = budget - self._changes
+        room = max_changes - self._changes
         for d, e in to_cancel:
             seen_pending = d.look is not None and d.look.phase is Phase.PENDING
             if room > 0 and e.job_id in gone and seen_pending:

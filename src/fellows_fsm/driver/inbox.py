@@ -25,7 +25,6 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -146,8 +145,7 @@ def pin_ladder(config: Config, pin: str, intent: str) -> Ladder:
     (numbered from 0, so its first rung is where the pinned job stays)."""
     if pin == config.fellows.name:
         return config.fellows.ladder_for(intent)
-    lane = config.lane_named(pin)
-    assert isinstance(lane, FellowsConfig), f"{pin!r} walks no ladder"
+    lane = next(x for x in config.slurm_lanes + config.other_slurm_lanes if x.name == pin)  # walks a ladder
     return Ladder.joined((lane.ladder,))
 
 

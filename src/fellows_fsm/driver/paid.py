@@ -26,8 +26,8 @@ from fellows_fsm.core.vocab import PAID_LIVE_STATES, PaidStatus, State, Trigger
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command import HANDOFFS
-from fellows_fsm.lanes.process import HandoffFiles
+from fellows_fsm.lanes.command.lane import HANDOFFS
+from fellows_fsm.lanes.command.process import HandoffFiles
 
 __all__ = ["PaidFollower"]
 

@@ -34,7 +34,7 @@ from fellows_fsm.journal.lock import DriverOwner, lock_held
 from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.slurm import ladder_lane
+from fellows_fsm.lanes.slurm.lane import ladder_lane
 from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["LOG_BYTES", "DriverStatus", "ensure_driver", "log_path", "main", "serve", "spawn", "status", "stop"]

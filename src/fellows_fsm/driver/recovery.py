@@ -10,7 +10,7 @@ from __future__ import annotations
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, PaidStatus, State
+from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, PaidStatus, State
 from fellows_fsm.driver.inbox import enqueued, lane_from_json
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.errors import ConfigError
@@ -60,7 +60,7 @@ def _paid_lane(roster: Roster, row: DispatchRow) -> PaidLane | None:
     lane: HandoffLane | None = None
     if fallback is not None:
         lane = roster.handoffs.lane_for(lane_from_json(fallback))
-    elif row.lane != FELLOWS:
+    elif row.lane != LADDER_LANE:
         lane = roster.handoffs.lanes.get(row.lane)
     return lane if isinstance(lane, PaidLane) and lane.follows else None
 
@@ -82,11 +82,11 @@ def load(roster: Roster, journal: Journal, config: Config, rows: list[DispatchRo
         if row.id in roster.running:
             continue
         settings = row.settings
-        if row.state in PAID_LIVE_STATES and row.lane != FELLOWS:  # pinned to a followed lane: its job is followed
+        if row.state in PAID_LIVE_STATES and row.lane != LADDER_LANE:  # pinned to a followed lane: its job is followed
             if _follow(roster, journal, row, roster.handoffs.lane_dispatch(row.id)):
                 recovered.append(row.id)
             continue
-        if row.lane != FELLOWS:
+        if row.lane != LADDER_LANE:
             fallback = settings.get("fallback")
             created_with = None
             if fallback is not None:

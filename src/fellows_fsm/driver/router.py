@@ -21,10 +21,12 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.paid import PaidMark, pin_budget_fits
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES
+from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES
 from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.executor import Executor
+from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.paid import PaidFollower
 from fellows_fsm.driver.reports import Handle, TickReport
@@ -41,9 +43,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
-from fellows_fsm.lanes.clusters import Clusters
-from fellows_fsm.lanes.command import Handoff
-from fellows_fsm.lanes.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
+from fellows_fsm.lanes.command.lane import Handoff
 from fellows_fsm.lanes.registry import build_lanes
 from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 
@@ -75,7 +75,7 @@ class Router:
         """The SLURM lanes (fellows' port: ``scheduler``) and the lanes a dispatch is handed to, built by kind."""
         self.scheduler = self.lanes.ladder.scheduler
         self.clusters = Clusters({name: lane.scheduler for name, lane in self.lanes.slurm.items()})
-        """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (lanes/clusters.py)."""
+        """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (driver/clusters.py)."""
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
         self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)
@@ -96,7 +96,7 @@ class Router:
         """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
         """The fellows cluster's workload for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
-        self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != FELLOWS}
+        self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != LADDER_LANE}
         """Each other SLURM lane's workload, the same way."""
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
@@ -218,7 +218,7 @@ class Router:
     def _interrupted(self, dispatch_id: str) -> Interrupted:
         """Ctrl-C while a dispatch was being journaled or adopted, before its first submit."""
         row = self.journal.dispatch(dispatch_id)
-        if row is not None and row.lane == FELLOWS and dispatch_id not in self.roster:
+        if row is not None and row.lane == LADDER_LANE and dispatch_id not in self.roster:
             self.adopt()
         d = self.roster.live.get(dispatch_id)
         if d is not None:
@@ -317,8 +317,8 @@ class Router:
         """The workload each calibrating dispatch reads: fellows' (one cluster), else each cluster's by lane."""
         if not self.workloads:
             return self.cluster_workload.get(walking, now)
-        fellows = self.cluster_workload.get([d for d in walking if d.rung.lane == FELLOWS], now)
-        out = {} if fellows is None else {FELLOWS: fellows}
+        fellows = self.cluster_workload.get([d for d in walking if d.rung.lane == LADDER_LANE], now)
+        out = {} if fellows is None else {LADDER_LANE: fellows}
         for lane, cache in self.workloads.items():
             seen = cache.get([d for d in walking if d.rung.lane == lane], now)
             if seen is not None:

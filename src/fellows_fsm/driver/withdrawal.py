@@ -18,7 +18,8 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import dispatch_token
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State
+from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.driver.inbox import CancelLater
 from fellows_fsm.driver.roster import Roster
@@ -33,7 +34,6 @@ from fellows_fsm.errors import (
 from fellows_fsm.journal.queries import pending_delete, refuse_handed_off, restore
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import Phase
 
 __all__ = ["INTERRUPT_LOOKUPS", "Withdrawal"]
@@ -135,7 +135,7 @@ class Withdrawal:
                 j for j in job_ids if (obs := seen.get(j)) is None or obs.token is None or obs.token.startswith(prefix)
             ]
             live = [j for j in job_ids if (obs := seen.get(j)) is not None and obs.live]
-            if row.lane == FELLOWS:  # every live job with its token, on any rung: a lost submit's reply included
+            if row.lane == LADDER_LANE:  # every live job with its token, on any rung: a lost submit's reply included
                 found = [o.job_id for o in scheduler.find_tokens(prefix) if o.job_id not in job_ids]
                 job_ids.extend(found)
                 live.extend(found)
@@ -148,7 +148,7 @@ class Withdrawal:
         # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
         # a failed scancel is safe to re-run.
         driven = self.roster.withdrawn(row.id)
-        if row.lane != FELLOWS and row.outcome != Outcome.WITHDRAWN:  # its command never ran: nothing to scancel
+        if row.lane != LADDER_LANE and row.outcome != Outcome.WITHDRAWN:  # its command never ran: nothing to scancel
             self.executor.recall(self.roster.handoffs.lane_dispatch(row.id), job_ids)  # the recall row, HANDING_OFF
         elif row.outcome == Outcome.WITHDRAWN:
             self.executor.cancel_strays(job_ids)  # withdrawn already: its cancel runs again

@@ -17,16 +17,14 @@ from fellows_fsm.errors import SchedulerError
 from fellows_fsm.scheduler.port import Workload
 
 if TYPE_CHECKING:
-    from fellows_fsm.lanes.slurm import SlurmLane
+    from fellows_fsm.lanes.slurm.lane import SlurmLane
 
-__all__ = ["WORKLOAD_REFRESH_SECONDS", "WORKLOAD_SPAN_SECONDS", "WorkloadCache"]
+__all__ = ["WORKLOAD_REFRESH_SECONDS", "WorkloadCache"]
 
 log = logging.getLogger(__name__)
 
 WORKLOAD_REFRESH_SECONDS = 300.0
 """How long one read of the history serves (five minutes: never per poll)."""
-WORKLOAD_SPAN_SECONDS = 2 * 86_400.0
-"""How far back the finished jobs are read, by default (``[fellows] calibrated_history_seconds``)."""
 
 
 class WorkloadCache:

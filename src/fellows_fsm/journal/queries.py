@@ -10,7 +10,8 @@ import sys
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, PaidStatus, State
+from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, PaidStatus, State
+from fellows_fsm.driver.handoffs import unknown_note
 from fellows_fsm.errors import (
     FellowsError,
     HandoffUnknown,
@@ -25,7 +26,6 @@ from fellows_fsm.errors import (
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.statefs import full_words
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.handoffs import unknown_note
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -122,7 +122,9 @@ def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
         output = journal.path.parent / "handoffs" / f"{row.id}.out"
         return HandoffUnknown(f"dispatch {row.id}: {unknown_note(handoff.lane, row.id, output)}")
     if row.outcome == Outcome.NO_FALLBACK:
-        last = str(row.ladder[-1].get("lane", FELLOWS)) if row.ladder else FELLOWS  # its ladder's last SLURM lane
+        last = (
+            str(row.ladder[-1].get("lane", LADDER_LANE)) if row.ladder else LADDER_LANE
+        )  # its ladder's last SLURM lane
         return LaneError(
             f"dispatch {row.id} parked out of every rung and [router] order has no lane after {last!r}; "
             "add a [lanes.gcp] table and put 'gcp' in the order"

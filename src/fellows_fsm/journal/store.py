@@ -24,7 +24,7 @@ from fellows_fsm.core.effects import Attach, Command, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidMark, PaidRun
-from fellows_fsm.core.vocab import FELLOWS, HandoffStatus, PaidStatus
+from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
@@ -90,7 +90,7 @@ class Journal(JournalFile, DriverLock):
                     dispatch_id,
                     at,
                     intent,
-                    FELLOWS,
+                    LADDER_LANE,
                     int(pinned),
                     json.dumps(attrs.asdict(spec)),
                     json.dumps([_rung_json(r) for r in ladder.rungs]),
@@ -408,7 +408,7 @@ def _rung_json(rung: Rung) -> dict[str, object]:
     """A rung as the journal keeps it: its lane and its own ``park_early`` only when it is not fellows' (a journal of
     one cluster reads as before, and every rung written before lanes is fellows')."""
     kept = attrs.asdict(rung)
-    if rung.lane == FELLOWS:
+    if rung.lane == LADDER_LANE:
         del kept["lane"]
     if rung.park_early is None:
         del kept["park_early"]

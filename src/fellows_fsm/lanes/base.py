@@ -1,9 +1,9 @@
 """The lane seam: what the driver asks of any lane, and what a lane kind gives the registry (registry.py).
 
 A lane is a place a job can run, one ``[lanes.<name>]`` table (``[fellows]`` for the first SLURM ladder), of one
-kind: one module in lanes/ (slurm.py: a ladder on a SLURM cluster; command.py: one command run once). Code that
-asks "is this the ladder?" or "which lane comes next?" asks the lane (``walks_ladder``) and the config's order,
-never a lane's name. Nothing here does I/O.
+kind: one folder in lanes/ (slurm/: a ladder on a SLURM cluster; command/: one command run once; gcp_batch/: a
+GCP Batch job). Code that asks "is this the ladder?", "is it followed?" or "what does it cost?" asks the lane's
+table what it can do (``LaneSettings``) and the config's order, never a lane's name or kind. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.command import Handoff
-    from fellows_fsm.lanes.process import HandoffFiles
+    from fellows_fsm.lanes.command.lane import Handoff
+    from fellows_fsm.lanes.command.process import HandoffFiles
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
-__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneKind", "LaneSettings", "PaidLane"]
+__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneFace", "LaneKind", "LaneSettings", "PaidLane"]
 
 
-class LaneSettings(Protocol):
-    """A lane's table as its kind parsed it (a frozen value): enough for the config to check the order."""
+class LaneFace(Protocol):
+    """What a lane's table and its built lane both say: its name, its kind, and whether a dispatch walks it."""
 
     @property
     def name(self) -> str:
@@ -49,7 +49,42 @@ class LaneSettings(Protocol):
         ...
 
 
-class Lane(LaneSettings, Protocol):
+class LaneSettings(LaneFace, Protocol):
+    """A lane's table as its kind parsed it (a frozen value), and what it can do, as plain values: enough for the
+    config to check the order, the admission to check a submit, and the views to show it."""
+
+    @property
+    def follows(self) -> bool:
+        """True if the lane's jobs are followed to their end (a SLURM lane, a paid lane); False for a lane whose
+        handoff is final (a command lane without ``status``)."""
+        ...
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        """What one GPU-hour costs on this lane, in the user's currency (None: free, or no price configured)."""
+        ...
+
+    @property
+    def queue_timeout_seconds(self) -> float | None:
+        """How long a handed-off job may sit queued before it is deleted (None: no bound, or not handed off)."""
+        ...
+
+    def check_reachable(self) -> None:
+        """Raise a LaneError (one line, saying how to fix it) when this lane cannot be used from here (no
+        credentials, a library missing); nothing is sent anywhere."""
+        ...
+
+    def shown(self) -> tuple[str, str, float | None]:
+        """What ``fellows-fsm config`` shows of a lane a dispatch is handed to: what it runs, how it is probed
+        ("" for nothing to show), and how long its handoff may take (None: not shown)."""
+        ...
+
+    def warnings(self) -> tuple[str, ...]:
+        """What is allowed in the table but probably wrong here (a program not on PATH), one line each."""
+        ...
+
+
+class Lane(LaneFace, Protocol):
     """What the driver needs to know of any lane, built from its settings."""
 
     @property
@@ -60,7 +95,7 @@ class Lane(LaneSettings, Protocol):
 
 @runtime_checkable
 class HandoffLane(Lane, Protocol):
-    """A lane a dispatch is handed to by one command started once (lanes/handoffs.py runs it)."""
+    """A lane a dispatch is handed to by one command started once (driver/handoffs.py runs it)."""
 
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
         """The handoff argv for one dispatch."""

@@ -1,27 +1,28 @@
 """The lane kinds by ``kind``, and the lanes of one config built through them.
 
 A ``[lanes.<name>]`` table names its kind (``kind = "command"`` when it says none, so every config written before
-kinds loads unchanged); the kind parses the rest of the table and builds the lane. A new kind is one module in
-lanes/ and one line in ``KINDS``. ``[fellows]`` is the first SLURM lane. Nothing here does I/O.
+kinds loads unchanged); the kind parses the rest of the table and builds the lane. A new kind is one folder in
+lanes/ and two lines here (its import and its entry in ``KINDS``). ``[fellows]`` is the first SLURM lane. Nothing
+here does I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import HandoffLane, LaneKind, LaneSettings
-from fellows_fsm.lanes.command import COMMAND
-from fellows_fsm.lanes.gcp_batch import GCP_BATCH
-from fellows_fsm.lanes.slurm import SLURM, SlurmLane, ladder_lane
+from fellows_fsm.lanes.command.lane import COMMAND
+from fellows_fsm.lanes.gcp_batch.lane import GCP_BATCH
+from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from fellows_fsm.config.file import Config
+    from fellows_fsm.lanes.slurm.config import FellowsConfig
     from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kind_of", "lane_table", "parse_lane"]
@@ -73,11 +74,28 @@ class Lanes:
     handoff: dict[str, HandoffLane]
     """The lanes a dispatch is handed to (or pinned to), by name."""
     slurm: dict[str, SlurmLane] = attrs.field(factory=dict)
-    """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (lanes/clusters.py)."""
+    """Every SLURM lane, fellows first, by name: their ports are the driver's Clusters (driver/clusters.py)."""
+
+
+class LanesConfig(Protocol):
+    """What the lanes are built from (a Config has it all): the tables, the first SLURM lane's and every other's,
+    and the state dir."""
+
+    @property
+    def lanes(self) -> tuple[LaneSettings, ...]: ...
+
+    @property
+    def fellows(self) -> FellowsConfig: ...
+
+    @property
+    def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]: ...
+
+    @property
+    def state_dir(self) -> Path: ...
 
 
 def build_lanes(
-    config: Config,
+    config: LanesConfig,
     *,
     scheduler: Scheduler | None = None,
     handoff: Mapping[str, HandoffLane] | None = None,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.sim.jobs import Tier, parse_tier
 from fellows_fsm.sim.trace import TraceJob, synthetic_trace
@@ -30,7 +30,7 @@ __all__ = [
 DEFAULT_TIER = Tier("normal", 1)
 """The one tier of a cluster given no ``--tier NAME/...``: no per-user GPU cap, no MaxWall (one rung)."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_RESERVED = (FELLOWS, "gcp")
+_RESERVED = (LADDER_LANE, "gcp")
 _BACKGROUND_RANK = {"high-eur": 0, "normal-eur": 1, "low-eur": 2}
 """Others' jobs keep their place in the synthetic QoS mix: high-eur's on the first tier, normal-eur's on the second,
 low-eur's on the third (each on the last tier when the cluster has fewer)."""

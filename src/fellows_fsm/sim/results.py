@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 
 __all__ = ["GCP", "JobOutcome", "RunResult", "by_index"]
 
@@ -57,7 +57,7 @@ class RunResult:
     strategy: str
     park_cap_seconds: float
     outcomes: tuple[JobOutcome, ...]
-    clusters: tuple[str, ...] = (FELLOWS,)
+    clusters: tuple[str, ...] = (LADDER_LANE,)
     """The free clusters of the run, in the order a dispatch walks them (fellows first)."""
 
     @property

@@ -18,15 +18,15 @@ from typing import Any
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import split_job_id
-from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.core.vocab import LADDER_LANE, State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
@@ -98,7 +98,7 @@ class _Feeder:
     ) -> None:
         self.jobs = sorted(jobs, key=lambda j: (j.submit_at, j.index))
         self.clusters = clusters
-        self.cluster = clusters[FELLOWS]
+        self.cluster = clusters[LADDER_LANE]
         self.origin = origin
         self.router = router
         self.next = 0
@@ -143,7 +143,7 @@ def _clusters(trace: Sequence[TraceJob], params: SimParams, clock: SimClock) -> 
     origin = clock.now()
     fellows = SimCluster(clock, gpus=params.gpus, tiers=params.tiers)
     fellows.set_arrivals(trace, origin=origin)
-    out = {FELLOWS: fellows}
+    out = {LADDER_LANE: fellows}
     hours = max((j.submit_at for j in trace), default=0.0) / 3600.0
     for c in params.clusters:
         other = SimCluster(SimClock(origin), gpus=c.gpus, tiers=c.tiers)
@@ -157,7 +157,7 @@ def _config(strategy: str, cap: float, params: SimParams, state_dir: str) -> Con
     more = tuple(cluster_config(strategy, cap, c, params) for c in params.clusters)
     table: dict[str, Any] = {"max_rung_changes_per_tick": params.max_rung_changes_per_tick}
     if more:  # as [router] order reads from the file (its converter's type is lost on mypy)
-        table["order"] = (FELLOWS, *(c.name for c in more), GCP)
+        table["order"] = (LADDER_LANE, *(c.name for c in more), GCP)
     router = RouterConfig(**table)
     return Config(
         fellows=strategy_config(strategy, cap, params), lanes=(*more, _GCP_LANE), router=router, state_dir=state_dir
@@ -175,9 +175,9 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
         journal = Journal(config.journal_path)
         try:
             lane = InProcessLane(_GCP_LANE, clock)
-            ports = {name: c for name, c in clusters.items() if name != FELLOWS}
+            ports = {name: c for name, c in clusters.items() if name != LADDER_LANE}
             router = Router(
-                config, clusters[FELLOWS], journal, clock=clock, lanes={GCP: lane}, ports=ports or None
+                config, clusters[LADDER_LANE], journal, clock=clock, lanes={GCP: lane}, ports=ports or None
             ).start()
             feeder = _Feeder(mine, clusters, origin, router)
             while clock.now() < limit:

@@ -11,8 +11,8 @@ import math
 
 import attrs
 
-from fellows_fsm.config.fellows import DEFAULT_LADDER, FellowsConfig
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.slurm.config import DEFAULT_LADDER, FellowsConfig
 from fellows_fsm.sim.clusters import ClusterParams
 from fellows_fsm.sim.jobs import FELLOWS_TIERS, Tier
 

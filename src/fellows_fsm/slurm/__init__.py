@@ -7,7 +7,7 @@ and errors; it never knows the lifecycle's states and never decides a transition
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fellows_fsm.slurm.accounting import Association, Grants, LadderCheck, QosInfo, SkippedRung, check_ladder, discover
 from fellows_fsm.slurm.observe import Observer
@@ -17,11 +17,20 @@ from fellows_fsm.slurm.runner import CommandResult, CommandRunner, RetryPolicy
 from fellows_fsm.slurm.transport import LocalTransport, SshTransport, Transport
 
 if TYPE_CHECKING:
-    from fellows_fsm.config.fellows import FellowsConfig
-    from fellows_fsm.config.file import Config
+    from fellows_fsm.lanes.slurm.config import FellowsConfig
 
 
-def slurm_scheduler(config: Config) -> SlurmScheduler:
+class _Where(Protocol):
+    """What the port is built from: the first SLURM lane's table and the state dir (a Config has both)."""
+
+    @property
+    def fellows(self) -> FellowsConfig: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+
+def slurm_scheduler(config: _Where) -> SlurmScheduler:
     """The SLURM port for ``config``: the commands here, or on ``[fellows] host`` over one shared ssh master
     connection whose socket lives under ``<state_dir>/ssh``."""
     return slurm_port(config.fellows, config.state_dir)

@@ -127,7 +127,7 @@ class CommandRunner:
     """Runs SLURM client commands; ``calls`` counts runs (attempts) per command name, ``seconds`` their time.
 
     Commands go through ``transport`` (default: here, ``LocalTransport(env)``; ``SshTransport`` runs them on the
-    cluster's login host; ``fellows_fsm.testing.MockTransport`` answers from a function). ``env`` (default: the
+    cluster's login host; ``fellows_fsm.slurm.mock.MockTransport`` answers from a function). ``env`` (default: the
     process environment, read at each call) is filtered as ``slurm_env`` says; ``sleep`` is injectable so tests
     of the back-off do not wait.
     """

@@ -1,5 +1,5 @@
 """Where a command runs: here (``LocalTransport``), or on the cluster's login host over ONE shared ssh master
-connection (``SshTransport``). ``MockTransport(handler)`` in fellows_fsm.testing answers from a function.
+connection (``SshTransport``). ``MockTransport(handler)`` in slurm/mock.py answers from a function.
 
 A transport runs an argv list (never a local shell) and tells its own failures apart from the command's: no
 answer (and whether the command may have run anyway), a login ssh refuses, a program that is not there. It

@@ -21,7 +21,6 @@ import click
 from rich.console import Console
 
 from fellows_fsm.api import Fellows
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, load_config
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.errors import FellowsError, SchedulerError
@@ -29,6 +28,7 @@ from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import find
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm import slurm_port, slurm_scheduler
 from fellows_fsm.slurm.accounting import Grants, discover

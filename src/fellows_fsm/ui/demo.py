@@ -19,12 +19,12 @@ import click
 from rich.console import Console
 
 from fellows_fsm.api import Fellows
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec, Phase
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.script import job_spec

@@ -12,12 +12,12 @@ from typing import Any, Literal
 from transitions import State
 from transitions.extensions import GraphMachine
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.lifecycle import TABLE
 from fellows_fsm.core.machine import machine_definition
 from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, MEANING
 from fellows_fsm.core.vocab import State as LifecycleState
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 
 __all__ = ["DiagramMachine", "graph_machine", "guard_names", "mermaid", "state_diagram_page"]
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from fellows_fsm.api import Fellows, Progress
 from fellows_fsm.core.effects import Step
-from fellows_fsm.core.vocab import FELLOWS, PAID_LIVE_STATES, Outcome, State, Trigger
+from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State, Trigger
 from fellows_fsm.journal.history import budget_reason, history_entries
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
@@ -35,10 +35,12 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     row = journal.dispatch(dispatch_id)
     assert row is not None
     handoff = journal.handoff(dispatch_id)
-    last = str(row.ladder[-1].get("lane", FELLOWS)) if row.ladder else FELLOWS  # the last SLURM lane of its ladder
+    last = (
+        str(row.ladder[-1].get("lane", LADDER_LANE)) if row.ladder else LADDER_LANE
+    )  # the last SLURM lane of its ladder
     if row.label == "RUNNING":
-        cluster = cluster_of(row.job_id) or FELLOWS
-        where = row.qos if cluster == FELLOWS else f"{row.qos}@{cluster}"  # as the rung's label says it
+        cluster = cluster_of(row.job_id) or LADDER_LANE
+        where = row.qos if cluster == LADDER_LANE else f"{row.qos}@{cluster}"  # as the rung's label says it
         return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}"
     if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"

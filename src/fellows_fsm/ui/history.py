@@ -12,7 +12,7 @@ from datetime import datetime
 from rich.console import RenderableType
 
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import FELLOWS, Trigger
+from fellows_fsm.core.vocab import LADDER_LANE, Trigger
 from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.ui.paid import paid_words
@@ -30,7 +30,7 @@ def history_table(
     ``cluster`` column (each step's SLURM lane) when its ladder walks several clusters. A budget_wait step reads as
     the reason it waits; with a paid run, a line under the table says its lane, GPU-hours and cost (as of ``now``,
     default the wall clock) and, while it may still spend, its bound."""
-    several = len({str(r.get("lane", FELLOWS)) for r in row.ladder}) > 1
+    several = len({str(r.get("lane", LADDER_LANE)) for r in row.ladder}) > 1
     day = datetime.fromtimestamp(entries[0].at if entries else row.created_at).strftime("%Y-%m-%d")
     columns = [Column("time", min_width=None), Column("trigger", min_width=None), Column("to", min_width=None)]
     if several:

@@ -13,9 +13,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Grants, QosInfo, check_ladder
 from fellows_fsm.ui.words import gpu_words, span

@@ -16,7 +16,7 @@ from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import FELLOWS, State
+from fellows_fsm.core.vocab import LADDER_LANE, State
 from fellows_fsm.journal.history import budget_reason, waits_for_budget
 from fellows_fsm.journal.queries import restore
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow
@@ -93,7 +93,7 @@ class Snapshot:
     @property
     def clusters(self) -> tuple[str, ...]:
         """The cluster of each rung of ``ladder``."""
-        return self.rung_lanes or (FELLOWS,) * len(self.ladder)
+        return self.rung_lanes or (LADDER_LANE,) * len(self.ladder)
 
     @property
     def cluster(self) -> str | None:
@@ -112,7 +112,7 @@ class Snapshot:
         """Rung ``i`` as a user reads it: its QoS, and its cluster off fellows (``inst-high@inst``), as the rung's
         state label says it (core/ladder.py: ``Rung.where``)."""
         lane = self.clusters[i]
-        return self.ladder[i] if lane == FELLOWS else f"{self.ladder[i]}@{lane}"
+        return self.ladder[i] if lane == LADDER_LANE else f"{self.ladder[i]}@{lane}"
 
     @classmethod
     def of_dispatch(cls, d: Dispatch, *, lane: str | None = None) -> Snapshot:
@@ -152,7 +152,7 @@ class Snapshot:
         """A dispatch as the journal has it (no live observation, no deadlines); ``paid`` and ``budget`` as
         ``paid_facts`` reads them."""
         ladder = tuple(str(r["qos"]) for r in row.ladder)
-        lanes = tuple(str(r.get("lane", FELLOWS)) for r in row.ladder)  # a journal older than clusters: fellows
+        lanes = tuple(str(r.get("lane", LADDER_LANE)) for r in row.ladder)  # a journal older than clusters: fellows
         rung_index = _rung_of(row, ladder, lanes)
         return cls(
             dispatch_id=row.id,
@@ -342,7 +342,7 @@ def status_words(snap: Listed) -> str:
     state = shown_state(snap)
     if state == State.RUNNING and snap.qos:
         cluster = cluster_of(snap.job_id)
-        return f"{State.RUNNING}({snap.qos if cluster in (None, FELLOWS) else f'{snap.qos}@{cluster}'})"
-    if state in _LANE_WORDS and snap.lane != FELLOWS:
+        return f"{State.RUNNING}({snap.qos if cluster in (None, LADDER_LANE) else f'{snap.qos}@{cluster}'})"
+    if state in _LANE_WORDS and snap.lane != LADDER_LANE:
         return f"{state}({snap.lane})"
     return state

@@ -16,7 +16,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import FELLOWS, PaidStatus
+from fellows_fsm.core.vocab import LADDER_LANE, PaidStatus
 from fellows_fsm.ui.paid import paid_cell, paid_words
 from fellows_fsm.ui.snapshot import Listed, cluster_of, shown_state, state_style, status_words
 from fellows_fsm.ui.table import Cell, Column, FixedTable
@@ -83,8 +83,8 @@ def _table(
 ) -> RenderableType:
     today = datetime.now().strftime("%Y-%m-%d")
     styles: dict[str, str] = {}  # a style per shown state, looked up once
-    clusters = [cluster_of(snap.job_id, snap.label) or (FELLOWS if snap.qos else None) for snap in rows]
-    several = any(c not in (None, FELLOWS) for c in clusters)
+    clusters = [cluster_of(snap.job_id, snap.label) or (LADDER_LANE if snap.qos else None) for snap in rows]
+    several = any(c not in (None, LADDER_LANE) for c in clusters)
 
     def row(snap: Listed) -> tuple[str, str, tuple[str, str], str, str]:
         at = updated.get(snap.dispatch_id)

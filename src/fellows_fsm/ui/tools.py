@@ -15,15 +15,14 @@ from rich.table import Table
 from rich.text import Text
 
 from fellows_fsm import sim
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, config_warnings
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.core.vocab import FELLOWS
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.script import job_spec, time_seconds
@@ -90,9 +89,9 @@ def config_check(ctx: click.Context) -> None:
 
 def _paid_fact(lane: LaneSettings) -> str:
     """How a lane after the ladder is paid for and followed."""
-    price = getattr(lane, "price_per_gpu_hour", None)
-    follows = lane.kind != "command" or getattr(lane, "status", None) is not None
-    timeout = getattr(lane, "queue_timeout_seconds", None)
+    price = lane.price_per_gpu_hour
+    follows = lane.follows
+    timeout = lane.queue_timeout_seconds
     parts = [
         f"{price:g} a GPU-hour" if price is not None else "no price_per_gpu_hour (its cost is not counted)",
         "followed to its end, cancel deletes it" if follows else "not followed (no status): handed off is final",
@@ -132,16 +131,12 @@ def _config_view(config: Config) -> RenderableType:
     rungs_of = {name: ": rungs {}-{}".format(*(i + 1 for i in _lane_rungs(whole, name))) for name in whole.lanes}
     lanes.add_row(fellows.name, f"(the SLURM ladder above{rungs_of[fellows.name] if several else ''})", "", "no", "")
     for lane in config.lanes:
-        if isinstance(lane, FellowsConfig) and lane in config.slurm_lanes:
+        if lane.walks_ladder and lane in config.slurm_lanes:
             lanes.add_row(lane.name, f"(the SLURM ladder above{rungs_of[lane.name]})", "", "no", "")
             continue
-        if not isinstance(lane, LaneConfig):
-            lanes.add_row(lane.name, f"(a {lane.kind} lane)", "", "yes" if lane.manual_only else "no", "")
-            continue
-        probe = " ".join(lane.probe) if lane.probe else "-"
-        lanes.add_row(
-            lane.name, " ".join(lane.command), probe, "yes" if lane.manual_only else "no", span(lane.timeout_seconds)
-        )
+        runs, probe, timeout = lane.shown()
+        shown_timeout = span(timeout) if timeout is not None else ""
+        lanes.add_row(lane.name, runs, probe, "yes" if lane.manual_only else "no", shown_timeout)
     debug = (
         f"{fellows.debug_qos} (cap {span(fellows.debug_park_cap_seconds or fellows.park_cap_seconds)}, "
         f"name prefix {fellows.debug_name_prefix!r})"
@@ -260,7 +255,7 @@ def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path 
 def diagram_title(row: DispatchRow, entries: Sequence[HistoryEntry]) -> str:
     """The title of a dispatch's path: its id, and once its ladder spans several clusters, the clusters its steps
     were on, in order (``dispatch d1 · fellows → inst``)."""
-    if len({str(r.get("lane", FELLOWS)) for r in row.ladder}) < 2:
+    if len({str(r.get("lane", LADDER_LANE)) for r in row.ladder}) < 2:
         return f"dispatch {row.id}"
     crossed = dict.fromkeys(e.cluster for e in entries if e.cluster is not None)
     return f"dispatch {row.id} · {' → '.join(crossed)}"

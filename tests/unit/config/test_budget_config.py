@@ -14,7 +14,7 @@ import pytest
 from fellows_fsm import ConfigError
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig, config_mapping, load_config
-from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.lanes.command.config import LaneConfig
 
 GCP = {"command": ["gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"]}
 

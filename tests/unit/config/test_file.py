@@ -10,7 +10,7 @@ import pytest
 
 from fellows_fsm import ConfigError
 from fellows_fsm.config.file import Config, load_config
-from fellows_fsm.config.lanes import LaneConfig
+from fellows_fsm.lanes.command.config import LaneConfig
 
 
 def test_default_auto_order_includes_gcp_only_when_configured(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import PARKED, FakeScheduler, FellowsConfig, JobSpec, Observation, Phase
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.policy import CALIBRATED_LEAVE_BELOW, CALIBRATED_MIN_FINISHED, park_early_reason, start_chance
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.testing import Driven
 from tests.unit.conftest import CAP, DispatchFactory, poll

@@ -8,12 +8,12 @@ from pathlib import Path
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import PARKED, FakeScheduler, JobSpec
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.policy import CALIBRATED_MIN_FINISHED, PARK_EARLY_POLICIES, start_chance
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.sim.results import by_index
 from fellows_fsm.sim.run import simulate

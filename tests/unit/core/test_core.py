@@ -78,13 +78,13 @@ def test_the_pure_modules_the_core_may_import_do_no_io() -> None:
 
 def test_one_cancel_path_in_the_code() -> None:
     """Only the driver calls the port's cancels (cancel_if_pending for a parked job, cancel for a user's cancel, a
-    Ctrl-C and a stray): the core asks, it never calls. lanes/clusters.py is the port over several clusters (it only
+    Ctrl-C and a stray): the core asks, it never calls. driver/clusters.py is the port over several clusters (it only
     routes each id to its cluster's port, for the driver). The demo's cleanup of its own filler jobs is not the
     lifecycle and is the one other caller."""
     pattern = re.compile(r"(?<!fellows)\.cancel(_if_pending)?\(")  # fellows.cancel: the CLI calls the API
     sources = {str(p.relative_to(SRC)): p.read_text(encoding="utf-8") for p in SRC.rglob("*.py")}
     callers = sorted(name for name, text in sources.items() if pattern.search(text))
-    assert callers == ["driver/executor.py", "lanes/clusters.py", "ui/demo.py"]
+    assert callers == ["driver/clusters.py", "driver/executor.py", "ui/demo.py"]
     demo = [line for line in sources["ui/demo.py"].splitlines() if pattern.search(line)]
     assert demo == ["            scheduler.cancel([job_id])"]
 
@@ -261,4 +261,4 @@ def test_the_driver_is_the_one_that_starts_a_lane_command() -> None:
     lane_starts = re.compile(r"\blane\.start\(")
     assert sorted(
         str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if lane_starts.search(p.read_text(encoding="utf-8"))
-    ) == ["lanes/handoffs.py"]
+    ) == ["driver/handoffs.py"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Record
 from fellows_fsm.core.lane import LaneDispatch
@@ -13,6 +12,7 @@ from fellows_fsm.core.lifecycle import TABLE
 from fellows_fsm.core.machine import build_machine
 from fellows_fsm.core.vocab import HandoffStatus, Outcome, State, Trigger
 from fellows_fsm.errors import TransitionNotAllowed
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 
 LADDER = FellowsConfig(park_cap_seconds=60).ladder

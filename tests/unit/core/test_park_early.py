@@ -20,10 +20,10 @@ from fellows_fsm import (
     Phase,
 )
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.policy import park_early_reason
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
 HIGH, NORMAL = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur"

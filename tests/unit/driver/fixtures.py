@@ -15,9 +15,9 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.testing import FakePaidLane
 
 CAP = 60.0

@@ -14,11 +14,11 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.file import Config, RouterConfig, config_mapping
+from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.strays import dispatch_of
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.clusters import Clusters
 from fellows_fsm.scheduler.port import Phase
 from tests.unit.driver.fixtures import PRIORITY, frozen, ledger, ledger_lane  # noqa: F401 (frozen: a fixture)
 

@@ -14,11 +14,11 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, FellowsError, JobSpec, JournalError, SubmitRejected
 from fellows_fsm.config.file import Config, RouterConfig
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.inbox import enqueue
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.lock import lock_held
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.scheduler.port import Observation
 
 from .fixtures import CAP, PRIORITY, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, ledger_lane, make_router  # noqa: F401

@@ -15,13 +15,13 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import ConfigError, FakeScheduler, JobSpec
 from fellows_fsm.config.file import Config, config_mapping
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.driver.inbox import lane_from_json, lane_json
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes import registry
-from fellows_fsm.lanes.command import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import Scheduler
 from tests.unit.cli_helpers import SchedulingFake, refused, run
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.errors import ConfigError, SchedulerError
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover, parse_assoc, parse_qos
 from fellows_fsm.slurm.fields import gpu_count, parse_duration

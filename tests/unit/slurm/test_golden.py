@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.lanes.command import CommandLane, job_values
+from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.lane import CommandLane, job_values
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.mock import MockRunner

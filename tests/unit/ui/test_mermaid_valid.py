@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from fellows_fsm import cli
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.journal.history import HistoryEntry
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui.diagram import mermaid, state_diagram_page

@@ -20,12 +20,12 @@ from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.lanes import LaneConfig
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.scheduler.port import JobSpec as Spec
 from fellows_fsm.testing import FakePaidLane
 from fellows_fsm.ui import app as ui_app

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.config.fellows import FellowsConfig
 from fellows_fsm.config.file import load_config
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.ui.diagram import mermaid, state_diagram_page
 from tests.unit.cli_helpers import SchedulingFake, _toml, one_error_line, refused, run, world
 

@@ -1,0 +1,316 @@
+"""Check a dispatch against what the cluster grants before its first sbatch: refuse it, or say which rungs it skips.
+
+The judgement (``preflight``) is pure; the grants it judges come through a small cache file beside the journal
+(``GrantsCache``), so a burst of submits costs one sacctmgr round per few minutes. ``check_request`` is the
+whole check of one request as ``Fellows.check`` makes it (intent, grants read through the cache, judgement) and
+its answer a ``Check``. Nothing here submits, changes accounting or writes the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fellows_fsm.clock import Clock
+from fellows_fsm.config.file import Config
+from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.driver.inbox import check_intent
+from fellows_fsm.errors import (
+    ConfigError,
+    FellowsError,
+    LaneError,
+    SchedulerError,
+    SshLoginRefused,
+    SubmitRejected,
+)
+from fellows_fsm.lanes.base import LadderLane
+from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
+
+__all__ = [
+    "GRANTS_TTL_SECONDS",
+    "Check",
+    "GrantsCache",
+    "Preflight",
+    "check_request",
+    "grants_from_json",
+    "grants_to_json",
+    "preflight",
+]
+
+log = logging.getLogger(__name__)
+
+GRANTS_TTL_SECONDS = 300.0
+"""How long read grants are trusted: a burst of submits makes at most one sacctmgr round per this long."""
+
+
+@attrs.frozen
+class Preflight:
+    """What the check decided for one dispatch: the rungs it walks, and what to tell the user."""
+
+    ladder: Ladder
+    """The rungs the job can start on, first to last (never-fitting rungs left out)."""
+    note: str = ""
+    """Why rungs were skipped; journaled on the dispatch's first step, before anything is queued."""
+    warnings: tuple[str, ...] = ()
+
+
+def preflight(ladder: Ladder, grants: Grants, spec: JobSpec, *, pinned: bool, next_lane: str | None) -> Preflight:
+    """Judge ``spec`` on ``ladder`` against ``grants``.
+
+    Raises ConfigError (exit 3) for a QoS of the config that the cluster does not know or does not grant,
+    and SubmitRejected (exit 5) when no rung can ever start the job, or a pinned dispatch's rung cannot.
+    """
+    check = check_ladder(ladder, grants, spec)
+    if not check.rungs or (pinned and check.skipped and check.skipped[0].rung.index == 0):
+        why = "; ".join(s.why.removeprefix("skipping ") for s in check.skipped)
+        if pinned:
+            raise SubmitRejected(
+                f"--pin fellows keeps the job on {ladder.first.qos}, which can never start it ({why}); "
+                "change --gpus/--time, or drop --pin to walk the ladder"
+            )
+        instead = f"; to run it on {next_lane}, submit it with --pin {next_lane}" if next_lane else ""
+        raise SubmitRejected(
+            f"no rung of the ladder {list(ladder.qos_names)!r} can ever start this job ({why}); nothing was "
+            f"queued and nothing handed to a paid lane: change --gpus/--time{instead}"
+        )
+    note = "; ".join(s.why for s in check.skipped)
+    return Preflight(check.ladder, note, check.warnings)
+
+
+# --------------------------------------------------------------------------- the check of a request
+@attrs.frozen
+class Check:
+    """What the check before the first sbatch decided for one request (``Fellows.check``)."""
+
+    ladder: Ladder | None = None
+    """The rungs the job can start on, first to last (never-fitting ones left out); None when not checked."""
+    note: str = ""
+    """Why rungs were skipped; journaled on the dispatch's first step."""
+    notes: tuple[str, ...] = ()
+    """One line per skipped rung and per remark of the check, for the user."""
+    warnings: tuple[str, ...] = ()
+    """Why the request goes ahead other than asked: unchecked (grants unreadable), or a debug intent without
+    ``debug_qos``."""
+    refused: FellowsError | None = None
+    """Why the cluster can never take the request (``submit`` raises it): a QoS it does not have or grant
+    (ConfigError), or a job no rung can start (SubmitRejected). None when the request may go ahead."""
+
+
+def check_request(
+    config: Config,
+    lane: LadderLane,
+    clock: Clock,
+    read: Callable[[], Grants] | None,
+    spec: JobSpec,
+    *,
+    intent: str = "prod",
+    pin: str | None = None,
+    others: Sequence[tuple[LadderLane, Callable[[], Grants] | None]] = (),
+) -> Check:
+    """Check a request against what each cluster grants (``read()`` for the fellows ``lane``, each of ``others``'
+    for the next SLURM lanes of the order; cached beside the journal), before anything is journaled or queued:
+    ``Fellows.check``.
+
+    A QoS of the config that its cluster does not have or grant, or a lane's partition or account that its
+    cluster does not have (ConfigError, exit 3), or a job no rung of any cluster can ever start (SubmitRejected,
+    exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
+    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
+    unknown intent raises UsageError. With no ``read`` (a port with nothing to read them from) or a command lane
+    pinned, no grants are checked. A gcp-batch lane the dispatch may be handed to with no Google credentials is
+    ``refused`` first (CredentialsMissing, exit 11: nothing is queued).
+    """
+    check_intent(intent)
+    fellows = config.fellows
+    warnings: list[str] = []
+    if intent == "debug" and fellows.debug_qos is None:
+        warnings.append(
+            "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
+            f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
+            "debug jobs there"
+        )
+    missing = _missing_credentials(config, pin)
+    if missing is not None:
+        return Check(warnings=tuple(warnings), refused=missing)
+    pinned = config.lane_named(pin) if pin is not None else None
+    if pin is not None and (pinned is None or not pinned.walks_ladder):
+        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM
+    lanes = [(lane, read), *others]
+    if pin is not None:
+        lanes = [(each, r) for each, r in lanes if each.name == pin]
+    elif len(lanes) > 1:
+        return _check_lanes(config, clock, lanes, spec, intent=intent, warnings=warnings)
+    lane, read = lanes[0]
+    if read is None:
+        return Check(warnings=tuple(warnings))  # a fake has no grants
+    cache = GrantsCache(_cache_path(config, lane), key=lane.grants_key)
+    try:
+        grants = cache.get(clock.now(), read)
+    except SshLoginRefused:
+        raise  # nothing will work until someone acts: stop before anything is journaled or queued
+    except SchedulerError as exc:
+        warnings.append(
+            f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "
+            "still skipped when sbatch refuses it)"
+        )
+        return Check(warnings=tuple(warnings))
+    ladder = lane.ladder_for(intent) if lane.name == fellows.name else Ladder.joined((lane.ladder_for(intent),))
+    try:
+        check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
+        checked = preflight(ladder, grants, spec, pinned=pin is not None, next_lane=config.after_ladder)
+    except (ConfigError, SubmitRejected) as exc:
+        return Check(warnings=tuple(warnings), refused=exc)
+    notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
+    return Check(checked.ladder, checked.note, notes, tuple(warnings))
+
+
+def _missing_credentials(config: Config, pin: str | None) -> LaneError | None:
+    """Why the paid lane this dispatch may be handed to (the one it is pinned to, else the one after the ladder)
+    cannot be reached: a gcp-batch lane with no Google credentials (CredentialsMissing, exit 11), or without the
+    [gcp] extra; None when it can (or there is none): the lane's own ``check_reachable``."""
+    name = pin if pin is not None else config.after_ladder
+    lane = config.lane_named(name) if name is not None else None
+    if lane is None:
+        return None
+    try:
+        lane.check_reachable()
+    except LaneError as exc:
+        return exc
+    return None
+
+
+def _check_lanes(
+    config: Config,
+    clock: Clock,
+    lanes: Sequence[tuple[LadderLane, Callable[[], Grants] | None]],
+    spec: JobSpec,
+    *,
+    intent: str,
+    warnings: list[str],
+) -> Check:
+    """The check of a walk across several SLURM lanes: each cluster's rungs against its own grants (read side by
+    side would save little: the cache answers most submits), the kept rungs joined in order."""
+    ladder = config.ladder_for(intent)
+    kept: list[Rung] = []
+    skipped: list[str] = []
+    remarks: list[str] = []
+    for lane, read in lanes:
+        part = Ladder.numbered(r for r in ladder.rungs if r.lane == lane.name)
+        if read is None:
+            kept.extend(part.rungs)
+            continue
+        try:
+            grants = GrantsCache(_cache_path(config, lane), key=lane.grants_key).get(clock.now(), read)
+        except SshLoginRefused:
+            raise
+        except SchedulerError as exc:
+            warnings.append(
+                f"could not read what {_table(lane)}'s cluster grants ({exc}); its rungs go ahead unchecked (a "
+                "refused rung is still skipped when sbatch refuses it)"
+            )
+            kept.extend(part.rungs)
+            continue
+        try:
+            check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
+            checked = check_ladder(part, grants, spec, where=_table(lane))
+        except ConfigError as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
+        kept.extend(checked.rungs)
+        on = "" if lane.name == config.fellows.name else f" on {lane.name}"
+        skipped.extend(f"{s.why}{on}" for s in checked.skipped)
+        remarks.extend(checked.warnings)
+    if not kept:
+        why = "; ".join(w.removeprefix("skipping ") for w in skipped)
+        paid = config.after_ladder
+        instead = f"; to run it on {paid}, submit it with --pin {paid}" if paid else ""
+        return Check(
+            warnings=tuple(warnings),
+            refused=SubmitRejected(
+                f"no rung of any cluster ({', '.join(r.where for r in ladder.rungs)}) can ever start this job "
+                f"({why}); nothing was queued and nothing handed to a paid lane: change --gpus/--time{instead}"
+            ),
+        )
+    return Check(Ladder.numbered(kept), "; ".join(skipped), (*skipped, *remarks), tuple(warnings))
+
+
+def _table(lane: LadderLane) -> str:
+    return "[fellows]" if lane.name == "fellows" else f"[lanes.{lane.name}]"
+
+
+def _cache_path(config: Config, lane: LadderLane) -> Path:
+    """Each cluster's grants in a file of its own (fellows' keeps its old name)."""
+    return config.state_dir / ("grants.json" if lane.name == config.fellows.name else f"grants-{lane.name}.json")
+
+
+# --------------------------------------------------------------------------- the grants cache
+def grants_to_json(grants: Grants) -> dict[str, Any]:
+    """``grants`` as plain JSON values (sets become sorted lists)."""
+    return {
+        "user": grants.user,
+        "associations": [{**attrs.asdict(a, recurse=False), "qos": sorted(a.qos)} for a in grants.associations],
+        "qos": [{**attrs.asdict(q, recurse=False), "flags": sorted(q.flags)} for q in grants.qos.values()],
+        **({} if grants.partitions is None else {"partitions": sorted(grants.partitions)}),
+    }
+
+
+def grants_from_json(data: dict[str, Any]) -> Grants:
+    """The inverse of ``grants_to_json``; KeyError, TypeError or ValueError on a malformed value."""
+    associations = tuple(Association(**{**a, "qos": frozenset(a["qos"])}) for a in data["associations"])
+    qos = {q["name"]: QosInfo(**{**q, "flags": frozenset(q["flags"])}) for q in data["qos"]}
+    partitions = data.get("partitions")
+    return Grants(
+        user=str(data["user"]),
+        associations=associations,
+        qos=qos,
+        partitions=None if partitions is None else frozenset(partitions),
+    )
+
+
+@attrs.frozen
+class GrantsCache:
+    """Grants read from the cluster, kept in one JSON file for ``ttl_seconds`` per user and cluster."""
+
+    path: Path
+    key: str
+    """Whose grants on which cluster (user and SLURM_CONF): a cache for another never answers."""
+    ttl_seconds: float = GRANTS_TTL_SECONDS
+
+    def get(self, now: float, read: Callable[[], Grants]) -> Grants:
+        """The cached grants if fresh, else ``read()`` (stored for the next caller)."""
+        cached = self._load(now)
+        if cached is not None:
+            return cached
+        grants = read()
+        self._store(now, grants)
+        return grants
+
+    def _load(self, now: float) -> Grants | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            at = float(data["at"])
+            if data["key"] != self.key or not math.isfinite(at) or not 0 <= now - at < self.ttl_seconds:
+                return None
+            return grants_from_json(data["grants"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.info("grants cache %s unreadable (%s); reading the cluster again", self.path, exc)
+            return None
+
+    def _store(self, now: float, grants: Grants) -> None:
+        data = {"key": self.key, "at": now, "grants": grants_to_json(grants)}
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            os.replace(tmp, self.path)  # atomic: a concurrent submit reads the old file or the new, never half
+        except OSError as exc:
+            log.info("could not write the grants cache %s: %s", self.path, exc)
+            tmp.unlink(missing_ok=True)

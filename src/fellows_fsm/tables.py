@@ -1,0 +1,37 @@
+"""The checks every TOML table shares (``[fellows]``, each ``[lanes.<name>]`` of every kind, ``[budget]``): unknown
+keys refused, and seconds that must be positive and bounded. Below both config/ and lanes/, so neither imports the
+other for them. Nothing here does I/O."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fellows_fsm.errors import ConfigError
+
+__all__ = ["MAX_CAP_SECONDS", "positive_seconds", "refuse_unknown_keys"]
+
+MAX_CAP_SECONDS = 30 * 86_400.0
+"""The longest span a table may give in seconds (a park cap, a timeout): 30 days."""
+
+
+def positive_seconds(key: str, value: object, *, most: float = MAX_CAP_SECONDS) -> float:
+    """Return ``value`` as seconds, or raise a ConfigError naming ``key`` and the value (every table's check)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{key}={value!r} is not a number of seconds; give a positive number such as 600")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{key}={value!r} must be a positive, finite number of seconds, such as 600")
+    if seconds > most:
+        raise ConfigError(f"{key}={value!r} is over the maximum of {most:g} seconds; give at most {most:g}")
+    return seconds
+
+
+def refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    """Raise a ConfigError naming the first key of ``table`` (``where``: ``[lanes.gcp]``, ``[budget]``) that is not
+    one of ``known``, and every key that is (every table's check)."""
+    allowed = set(known)
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")

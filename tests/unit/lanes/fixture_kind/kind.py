@@ -1,0 +1,132 @@
+"""The ledger kind: a paid lane whose "cloud" is a dict (``CLOUD``), so a test can walk a dispatch to it through the
+real router and follow and cancel its job. It is what a new kind writes, and nothing more: its table, its lane,
+and the kind the registry knows; no src file names it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+
+from fellows_fsm.core.paid import PaidLook
+from fellows_fsm.core.vocab import PaidStatus
+from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.base import LaneSettings
+from fellows_fsm.lanes.command.lane import CompletedHandoff, Handoff
+from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.scheduler.port import JobSpec
+
+KIND = "ledger"
+CLOUD: dict[str, PaidLook] = {}
+"""The ledger's jobs by dispatch id, as the lane would report them (a dispatch missing here is GONE)."""
+DELETED: list[str] = []
+"""Every delete the lane was asked, in order."""
+
+
+@attrs.frozen(kw_only=True)
+class LedgerSettings:
+    """``[lanes.<name>] kind = "ledger"``: a price, nothing else."""
+
+    kind: ClassVar[str] = KIND
+    walks_ladder: ClassVar[bool] = False
+    follows: ClassVar[bool] = True
+    queue_timeout_seconds: ClassVar[float | None] = None
+
+    name: str
+    price_per_gpu_hour: float
+    manual_only: bool = False
+
+    def check_reachable(self) -> None:
+        """A dict is always reachable."""
+
+    def shown(self) -> tuple[str, str, float | None]:
+        """What the config view shows of it."""
+        return ("(a ledger lane)", "", None)
+
+    def warnings(self) -> tuple[str, ...]:
+        """Nothing is ever wrong with a ledger."""
+        return ()
+
+
+@attrs.define
+class LedgerLane:
+    """The ledger lane: create / look / delete over ``CLOUD``."""
+
+    settings: LedgerSettings
+    kind: ClassVar[str] = KIND
+    walks_ladder: ClassVar[bool] = False
+    follows: ClassVar[bool] = True
+    stops_at_limit: ClassVar[bool] = False
+
+    @property
+    def name(self) -> str:
+        """The lane's name."""
+        return self.settings.name
+
+    @property
+    def manual_only(self) -> bool:
+        """Whether it runs only when pinned."""
+        return self.settings.manual_only
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        """Its table's price."""
+        return self.settings.price_per_gpu_hour
+
+    @property
+    def queue_timeout_seconds(self) -> float | None:
+        """No bound."""
+        return None
+
+    def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
+        """What the handoff is, as journaled: the create of the dispatch's entry."""
+        return ("ledger", "create", dispatch_id)
+
+    def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
+        """True once its entry exists."""
+        return dispatch_id in CLOUD
+
+    def start(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
+    ) -> Handoff:
+        """Create the entry (once per dispatch, like a create by name), QUEUED."""
+        CLOUD.setdefault(argv[-1], PaidLook(PaidStatus.QUEUED))
+        return CompletedHandoff(HandoffResult(argv, 0, argv[-1], ""))
+
+    def adopt(
+        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+    ) -> Handoff | None:
+        """After a restart: the create again, which finds the entry."""
+        return self.start(argv, files, now=started_at)
+
+    def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
+        """Where each entry stands, in one call."""
+        return {i: CLOUD.get(i, PaidLook(PaidStatus.GONE)) for i in dispatch_ids}
+
+    def delete(self, dispatch_id: str) -> None:
+        """Delete the entry."""
+        DELETED.append(dispatch_id)
+        CLOUD.pop(dispatch_id, None)
+
+
+class LedgerKind:
+    """The ledger kind as the registry knows it."""
+
+    name = KIND
+
+    def parse(self, name: str, table: Mapping[str, Any]) -> LaneSettings:
+        """``price_per_gpu_hour`` (required), ``manual_only``."""
+        price = table.get("price_per_gpu_hour")
+        if not isinstance(price, int | float) or price <= 0:
+            raise ConfigError(f"[lanes.{name}] price_per_gpu_hour={price!r} must be a number above 0")
+        return LedgerSettings(name=name, price_per_gpu_hour=float(price), manual_only=table.get("manual_only", False))
+
+    def table(self, settings: LedgerSettings) -> dict[str, Any]:
+        """The table back."""
+        return {"price_per_gpu_hour": settings.price_per_gpu_hour, "manual_only": settings.manual_only}
+
+    def build(self, settings: LedgerSettings, *, state_dir: Path) -> LedgerLane:
+        """The lane (no I/O)."""
+        return LedgerLane(settings)
