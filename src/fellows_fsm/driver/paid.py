@@ -36,7 +36,6 @@ __all__ = ["PaidFollower"]
 log = logging.getLogger(__name__)
 
 Model = Dispatch | LaneDispatch
-_ENDS = (Trigger.PAID_END, Trigger.PAID_FAIL, Trigger.PAID_GONE)  # (a run's end: its length is journaled)
 
 
 class PaidFollower:
@@ -134,7 +133,7 @@ class PaidFollower:
             return
         run_seconds = look.run_seconds if look is not None else None
         note = look.note if look is not None else ""
-        ended = trigger in _ENDS
+        ended = trigger in (Trigger.PAID_END, Trigger.PAID_FAIL, Trigger.PAID_GONE)  # (its length is journaled)
         lost = lost_since(d)
         if ended and run_seconds is None and lost is not None:
             run_seconds = now - lost  # its lost command may have made it at once: counted from the command's start
