@@ -6,12 +6,13 @@ Each row (row.py) is a trigger, a source, a destination, its guards (questions: 
 reading only its own state, what the driver told it it heard (``news``) and ``d.now``) and what the step keeps.
 
 On every look a dispatch asks its state's rows in table order and fires the first whose guards all hold, then looks
-again, until none holds; what the driver heard of a lane command's end or of a paid job is asked the same way.
-transitions fires every step (machine.py runs it): it checks the row's guards again, journals it (a Record effect,
-before anything it announces is done) and runs its bookkeeping. Told rows (``told``) are never asked: an event fires
-them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C, the lane command's start and re-run). A
-dispatch pinned straight to a command lane (``submit --pin gcp``) has no ladder: ``pin``, then the paid tail's rows,
-fired by the same engine on a LaneDispatch.
+again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again,
+journals it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``)
+are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C, the
+lane command's start and re-run), or what the driver heard of a lane command's end or of a paid job asks them, in
+table order, the way a look asks (machine.py: ``heard``; paid_tail.py: the guards on ``news``). A dispatch pinned
+straight to a command lane (``submit --pin gcp``) has no ladder: ``pin``, then the paid tail's rows, fired by the
+same engine on a LaneDispatch.
 
 A rung's park deadline is decided here: ``window_deadline`` opens each window, ``rung_expired`` closes it, the
 hold and pause steps move it; a paid job's timers are guards with ``until`` the same way (``queued_too_long``,
