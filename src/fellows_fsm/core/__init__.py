@@ -21,9 +21,10 @@ from fellows_fsm.core.effects import (
     Submit,
 )
 from fellows_fsm.core.ladder import Ladder, Rung, dispatch_token, state_label
-from fellows_fsm.core.lifecycle import EARLY_PARK, TABLE, TRIGGERS, Row, window_deadline
+from fellows_fsm.core.lifecycle import EARLY_PARK, TABLE, TRIGGERS, window_deadline
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.machine import build_machine, machine_definition
+from fellows_fsm.core.row import Row
 
 __all__ = [
     "EARLY_PARK",

@@ -15,10 +15,21 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from fellows_fsm.core import lifecycle, looks, machine, policy
-from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, Effect, FindByToken, MoveQos, Step, Submit
+from fellows_fsm.core.effects import (
+    Attach,
+    CancelIfPending,
+    CommandEnd,
+    Decision,
+    Effect,
+    FindByToken,
+    MoveQos,
+    Step,
+    Submit,
+)
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.paid import Gate
+from fellows_fsm.core.paid_tail import LaneSaid
 from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
@@ -112,6 +123,8 @@ class Dispatch:
     ladder, or no budget)."""
     budget_note: str = attrs.field(init=False, default="")
     """The budget's last journaled reason to keep it on its last free rung (a new reason is journaled again)."""
+    news: CommandEnd | LaneSaid | None = attrs.field(init=False, default=None)
+    """What the driver heard of its lane command's end or its paid job, while the row it asks is found and fired."""
     effects: list[Effect] = attrs.field(init=False, factory=lambda: _IDLE)
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)
@@ -259,6 +272,11 @@ class Dispatch:
             self.effects = _IDLE
             raise
         return self._decide()
+
+    def hear(self, news: CommandEnd | LaneSaid, now: float) -> str | None:
+        """The row what the driver heard asks (how its lane command ended, what its paid lane said: the paid tail's
+        rows, asked in table order like a look), kept for ``fire``; None: nothing new."""
+        return machine.heard(self, news, now)
 
     def recall(self, job_ids: Sequence[str], now: float, *, trigger: str = Trigger.RECALL) -> Decision:
         """A user's cancel (``recall``), or Ctrl-C while the first job was queued (``interrupt``): journal WITHDRAWN,

@@ -19,6 +19,7 @@ __all__ = [
     "CancelIfPending",
     "CancelJobs",
     "Command",
+    "CommandEnd",
     "Decision",
     "DeletePaid",
     "Effect",
@@ -59,6 +60,15 @@ class Command:
     exit_status: int | None = None
     stdout: str = ""
     stderr: str = ""
+
+
+@attrs.frozen
+class CommandEnd:
+    """How a dispatch's lane command ended, as the driver tells its dispatch (whose table picks the row: handed_off,
+    handoff_failed, handoff_unknown, paid, paid_unknown): its status, and whether its lane follows the job it made."""
+
+    status: str
+    followed: bool
 
 
 @attrs.frozen

@@ -10,9 +10,11 @@ from typing import ClassVar
 
 import attrs
 
-from fellows_fsm.core import lifecycle, machine
-from fellows_fsm.core.effects import Decision, Effect, Step
+from fellows_fsm.core import machine
+from fellows_fsm.core.effects import CommandEnd, Decision, Effect, Step
 from fellows_fsm.core.paid import Gate
+from fellows_fsm.core.paid_tail import LaneSaid
+from fellows_fsm.core.row import INITIAL
 from fellows_fsm.core.vocab import FINAL_STATES, Trigger
 from fellows_fsm.errors import TransitionNotAllowed
 from fellows_fsm.scheduler.port import JobSpec, Observation
@@ -27,7 +29,7 @@ class LaneDispatch:
 
     id: str
     lane: str
-    state: str = lifecycle.INITIAL
+    state: str = INITIAL
     history: list[Step] = attrs.field(factory=list)
     """The steps taken (what the journal holds); a restored one replays them."""
     now: float = attrs.field(init=False, default=0.0)
@@ -38,6 +40,8 @@ class LaneDispatch:
     """Its job, as the budget reads it (set by the driver before its command starts)."""
     paid_gate: Gate | None = attrs.field(init=False, default=None)
     """The [budget] its paid lane's run asks before its command starts (None: no budget, or asked already)."""
+    news: CommandEnd | LaneSaid | None = attrs.field(init=False, default=None)
+    """What the driver heard of its lane command's end or its paid job, while the row it asks is found and fired."""
     budget_note: str = attrs.field(init=False, default="")
     """The reason of its last ``budget_wait`` step (the step is journaled once per reason)."""
 
@@ -80,6 +84,11 @@ class LaneDispatch:
             if first(self) and all(guard(self) for guard in rest):  # type: ignore[arg-type]  # (no rung read)
                 return self.fire(trigger, now)
         return Decision((), None)
+
+    def hear(self, news: CommandEnd | LaneSaid, now: float) -> str | None:
+        """The row what the driver heard asks (how its lane command ended, what its paid lane said), kept for
+        ``fire``; None: nothing new."""
+        return machine.heard(self, news, now)
 
     def fire(self, trigger: str, now: float, *, note: str = "") -> Decision:
         """Fire one told row (its command started, run again, ended); TransitionNotAllowed names what refused it."""

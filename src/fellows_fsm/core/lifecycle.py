@@ -1,18 +1,22 @@
-"""The lifecycle: every transition a dispatch can take, and everything that decides one, in this one file.
+"""The lifecycle: every transition a dispatch can take, and everything that decides one, in this one table.
 
-``TABLE`` is read top to bottom the way a dispatch lives it. Each row is a trigger, a source, a destination, its
-guards (questions: plain functions of the dispatch, reading only its own state and ``d.now``, the time of the event
-being handled) and what the step keeps (its note, written on the journaled step, and its bookkeeping after it).
+``TABLE`` is read top to bottom the way a dispatch lives it: the ladder's rows here, then the paid tail's
+(paid_tail.py: a pinned dispatch's budget, the lane command, the paid run and its timers), then a paid job's cancel.
+Each row (row.py) is a trigger, a source, a destination, its guards (questions: plain functions of the dispatch,
+reading only its own state, what the driver told it it heard (``news``) and ``d.now``) and what the step keeps.
 
 On every look a dispatch asks its state's rows in table order and fires the first whose guards all hold, then looks
-again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again, journals
-it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``) are never
-asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C, the lane
-command's start, re-run and end). A dispatch pinned straight to a command lane (``submit --pin gcp``) has no ladder:
-``pin``, the [budget]'s rows from HANDING_OFF, then the lane command's rows, fired by the same engine on a LaneDispatch.
+again, until none holds. transitions fires every step (machine.py runs it): it checks the row's guards again,
+journals it (a Record effect, before anything it announces is done) and runs its bookkeeping. Told rows (``told``)
+are never asked on a look: an event fires them (the first submit, an outage, a refusal, a user's cancel, Ctrl-C, the
+lane command's start and re-run), or what the driver heard of a lane command's end or of a paid job asks them, in
+table order, the way a look asks (machine.py: ``heard``; paid_tail.py: the guards on ``news``). A dispatch pinned
+straight to a command lane (``submit --pin gcp``) has no ladder: ``pin``, then the paid tail's rows, fired by the
+same engine on a LaneDispatch.
 
 A rung's park deadline is decided here: ``window_deadline`` opens each window, ``rung_expired`` closes it, the
-hold and pause steps move it. What a user's cancel does is the ``recall`` row: journaled WITHDRAWN first, then every
+hold and pause steps move it; a paid job's timers are guards with ``until`` the same way (``queued_too_long``,
+``past_time_limit``). What a user's cancel does is the ``recall`` row: journaled WITHDRAWN first, then every
 job the dispatch got is scancelled (the CancelJobs effect, run by the driver).
 """
 
@@ -20,9 +24,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from fellows_fsm.core import paid_tail
 from fellows_fsm.core.effects import Attach, CancelJobs, DeletePaid, HandOff
 from fellows_fsm.core.ladder import Rung
 from fellows_fsm.core.paid import (
@@ -33,47 +37,21 @@ from fellows_fsm.core.paid import (
     budget_refused,
     keep_budget_wait,
     keep_leave_last_rung,
-    pin_budget_newly_refused,
-    pin_budget_refused,
 )
+from fellows_fsm.core.paid_tail import command_not_started
 from fellows_fsm.core.policy import CALIBRATED, park_early_reason
-from fellows_fsm.core.vocab import PAID_LIVE_STATES, HandoffStatus, Outcome, PaidStatus, State, Trigger
+from fellows_fsm.core.row import INITIAL, LIVE, NEXT_RUNG, PAID, RUNG, SAME, Row
+from fellows_fsm.core.vocab import PAID_LIVE_STATES, Outcome, PaidStatus, State, Trigger
 from fellows_fsm.scheduler.port import Phase, ReasonGroup
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
     from fellows_fsm.core.lane import LaneDispatch
 
-__all__ = [
-    "EARLY_PARK",
-    "INITIAL",
-    "NEXT_RUNG",
-    "PAID",
-    "RUNG",
-    "SAME",
-    "TABLE",
-    "TRIGGERS",
-    "Row",
-    "row_of",
-    "window_deadline",
-]
+__all__ = ["EARLY_PARK", "RECALLABLE", "TABLE", "TRIGGERS", "row_of", "window_deadline"]
 
 EARLY_PARK = "park_early="
 """How the note of a park step decided by the ``park_early`` policy begins (the journal's mark of an early park)."""
-RUNG = "ANY_RUNG"
-"""In a row's source: every rung state (SUBMITTED(<first>), RESUBMITTED(<later>))."""
-NEXT_RUNG = "NEXT_RUNG"
-"""In a row's destination: the rung after the one being left (one transition per rung, guarded left_<qos>)."""
-SAME = "SAME"
-"""In a row's destination: stay in the state (a step that is journaled but moves nowhere)."""
-LIVE = "ANY_LIVE"
-"""In a row's source: every state of a dispatch on the ladder or past it, except a command lane's handoff."""
-PAID = "ANY_PAID"
-"""In a row's source: every state of a paid job its lane has, or may have (``PAID_LIVE_STATES``)."""
-INITIAL = ""
-"""In a row's source: none (the dispatch's first step: ``submit`` onto the ladder, or ``pin`` to a command lane)."""
-
-Guard = Callable[["Dispatch"], bool]
 
 
 def window_deadline(previous_deadline: float, entered_at: float, rung: Rung, *, carried: bool = False) -> float:
@@ -226,14 +204,6 @@ def moved_in_place(d: Dispatch) -> bool:
     return d.moved
 
 
-def command_not_started(d: Dispatch | LaneDispatch) -> bool:
-    """Has no lane command been started for it (no hand_off step: pinned to a lane, its command not yet run)?"""
-    return not any(step.trigger in _COMMAND_STARTS for step in d.history)
-
-
-_COMMAND_STARTS = frozenset({Trigger.HAND_OFF, Trigger.RE_RUN})
-
-
 def job_gone(d: Dispatch) -> bool:
     """Is the rung's job confirmed gone without starting (or was none queued: refused, or parked before one)?"""
     if d.job_id is None:
@@ -374,45 +344,15 @@ def _keep_recall(d: Dispatch | LaneDispatch) -> None:
         d.effects.append(CancelJobs(d.id, d.recalled))
 
 
-def _keep_delete_paid(d: Dispatch | LaneDispatch) -> None:
-    d.effects.append(DeletePaid(d.id))
-
-
-class Row(NamedTuple):
-    """One row of the table: ``trigger`` takes a dispatch from ``source`` to ``dest`` when every guard holds."""
-
-    trigger: Trigger
-    source: str
-    dest: str
-    guards: tuple[Guard, ...] = ()
-    note: Callable[[Dispatch], str] | None = None
-    """The step's note (why it is taken), computed before it is journaled."""
-    keep: Callable[[Dispatch], None] | None = None
-    """The step's bookkeeping, run after it is journaled (and again when the journal is replayed)."""
-    told: bool = False
-    """Fired by an event, never asked on a look."""
-    outcome: str = ""
-    """The outcome a final step ends the dispatch with (the journal's outcome column)."""
-    command: str = ""
-    """A lane command's step: the command's state it leaves (the journal's handoffs ``status``), written with it."""
-    paid: str = ""
-    """A paid run's step: the run's status it leaves (the journal's paid_runs ``status``), written with it."""
-
-
 T = Trigger
-_RUN_CMD, _DONE_CMD = HandoffStatus.STARTED, HandoffStatus.DONE
-_FAILED_CMD, _UNKNOWN_CMD = HandoffStatus.FAILED, HandoffStatus.UNKNOWN
-_FAILED, _UNKNOWN, _WITHDRAWN = Outcome.HANDOFF_FAILED, Outcome.HANDOFF_UNKNOWN, Outcome.WITHDRAWN
+_WITHDRAWN = Outcome.WITHDRAWN
 _PARK_GUARDS = (walks_ladder, may_leave_rung, job_not_moved)
 _BUDGET = budget_allows  # last of a park's guards: the budget is asked only of a rung that would be left
 _FREE_TO_LEAVE = (job_known, job_not_held, _BUDGET)
 _S = State
 _CHANGE = (walks_ladder, may_change_rung)
 _WAIT_STEP = (budget_note, keep_budget_wait)
-_WAITS, _NO_BUDGET, _PAID_OUT = Outcome.BUDGET, Outcome.NO_BUDGET, Outcome.WITHDRAWN_OUTSIDE
-_HO, _PQ, _PR, _PU = _S.HANDING_OFF, _S.PAID_QUEUED, _S.PAID_RUNNING, _S.PAID_UNKNOWN
-_P = PaidStatus
-_UNF, _DEL = PaidStatus.UNFOLLOWED, PaidStatus.CANCELLING
+_WAITS, _NO_BUDGET = Outcome.BUDGET, Outcome.NO_BUDGET
 _PARK_STEP = (_park_note, _keep_park)
 _RECALL_STEP = (_recall_note, _keep_recall)
 TABLE: tuple[Row, ...] = (
@@ -450,38 +390,9 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
-    # Pinned straight to a lane: the [budget] a walk asks on its last free rung is asked before its command starts.
-    Row(T.NO_BUDGET, _HO, State.NO_BUDGET, (command_not_started, pin_budget_refused), budget_note, outcome=_NO_BUDGET),
-    Row(T.BUDGET_WAIT, _HO, SAME, (command_not_started, pin_budget_newly_refused), *_WAIT_STEP, outcome=_WAITS),
-    # After the ladder (or pinned straight to a lane): the lane's command starts once, journaled first with its
-    # argv, and run by the driver; a lost one the lane's probe finds no job of runs again; then how it ended.
-    Row(T.HAND_OFF, State.FAILED_TO_GCP, _HO, told=True, command=_RUN_CMD, paid=_P.STARTING),
-    Row(T.HAND_OFF, _HO, SAME, told=True, command=_RUN_CMD, paid=_P.STARTING),  # pinned, or none journaled yet
-    Row(T.RE_RUN, _HO, SAME, told=True, command=_RUN_CMD, paid=_P.STARTING),
-    Row(T.NO_LANE, State.FAILED_TO_GCP, State.NO_LANE_LEFT, told=True, outcome=Outcome.NO_FALLBACK),
-    # A lane with no status to follow its job by: handed off is final (its run counted at its worst case).
-    Row(T.HANDED_OFF, _HO, State.HANDED_OFF, told=True, outcome=Outcome.HANDED_OFF, command=_DONE_CMD, paid=_UNF),
-    Row(T.HANDOFF_FAILED, _HO, State.HANDOFF_FAILED, told=True, outcome=_FAILED, command=_FAILED_CMD, paid=_P.FAILED),
-    Row(T.HANDOFF_UNKNOWN, _HO, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, command=_UNKNOWN_CMD, paid=_UNF),
-    # A lost command on a lane with status: followed by it (counted at its worst case till it tells; cancellable).
-    Row(T.PAID_UNKNOWN, _HO, _PU, told=True, command=_UNKNOWN_CMD, paid=_P.STARTING),
-    # A followed paid lane has the job: it is live until the lane says it ended (each poll's one look per lane).
-    Row(T.PAID, _HO, _PQ, told=True, command=_DONE_CMD, paid=_P.QUEUED),
-    Row(T.PAID_FOUND, _PU, _PQ, told=True, paid=_P.QUEUED),
-    Row(T.PAID_START, _PQ, _PR, told=True, paid=_P.RUNNING),
-    Row(T.PAID_START, _PU, _PR, told=True, paid=_P.RUNNING),
-    Row(T.PAID_END, PAID, State.PAID_DONE, told=True, outcome=Outcome.PAID_DONE, paid=_P.SUCCEEDED),
-    Row(T.PAID_FAIL, PAID, State.PAID_FAILED, told=True, outcome=Outcome.PAID_FAILED, paid=_P.FAILED),
-    # Deleted outside: never made again. A lost command's job its status does not find: unknown for ever.
-    Row(T.PAID_GONE, PAID, State.WITHDRAWN, told=True, outcome=_PAID_OUT, paid=_P.CANCELLED),
-    Row(T.HANDOFF_UNKNOWN, _PU, State.HANDOFF_UNKNOWN, told=True, outcome=_UNKNOWN, paid=_UNF),
-    # Queued past its lane's queue_timeout_seconds: deleted (journaled first), never a second paid job.
-    Row(T.PAID_STUCK, _PQ, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_STUCK, paid=_DEL),
-    # Running past its time limit on a lane that does not stop it, or unseen (its lane cannot be looked at) for
-    # longer than its limit: deleted (a delete by name needs no look), so no run passes its bound.
-    Row(T.PAID_OVERRUN, PAID, State.PAID_FAILED, (), None, _keep_delete_paid, True, Outcome.PAID_OVERRUN, paid=_DEL),
+    *paid_tail.ROWS,  # the paid tail: a pinned dispatch's budget, the lane command, the paid run, its timers
     # A user's cancel of a paid job: WITHDRAWN journaled first, then its one delete (DeletePaid).
-    Row(T.RECALL, PAID, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=_DEL),
+    Row(T.RECALL, PAID, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=PaidStatus.CANCELLING),
     # A command lane's dispatch is that lane's to cancel once its command started; before, a cancel withdraws it.
     Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from transitions import Machine, MachineError
 
 from fellows_fsm.core import lifecycle
-from fellows_fsm.core.effects import Command, Record, Step
+from fellows_fsm.core.effects import Command, CommandEnd, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
-from fellows_fsm.core.lifecycle import INITIAL, LIVE, NEXT_RUNG, PAID, RECALLABLE, RUNG, SAME, TABLE, Guard, Row, row_of
+from fellows_fsm.core.lifecycle import RECALLABLE, TABLE, row_of
 from fellows_fsm.core.paid import PaidMark
+from fellows_fsm.core.paid_tail import LaneSaid
+from fellows_fsm.core.row import INITIAL, LIVE, NEXT_RUNG, PAID, RUNG, SAME, Guard, Row
 from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, PAID_LIVE_STATES, Outcome, State, Trigger, is_final_state
 from fellows_fsm.errors import TransitionNotAllowed
 
@@ -31,7 +33,17 @@ if TYPE_CHECKING:
 
     Model: TypeAlias = Dispatch | LaneDispatch
 
-__all__ = ["build_machine", "clock_gates", "fire", "first_row", "machine_definition", "replay", "rows_by_state"]
+__all__ = [
+    "build_machine",
+    "clock_gates",
+    "fire",
+    "first_row",
+    "heard",
+    "heard_rows",
+    "machine_definition",
+    "replay",
+    "rows_by_state",
+]
 
 T = Trigger
 
@@ -184,12 +196,35 @@ def clock_gates(ladder: Ladder) -> dict[str, tuple[bool, bool]]:
     return gates
 
 
-def first_row(d: Dispatch) -> tuple[str | None, float, bool]:
+@cache
+def heard_rows(ladder: Ladder | None) -> Rows:
+    """The told rows what the driver hears asks, per state, in table order: those with a guard on what was heard
+    (``heard``: how a lane command ended, what a paid lane said of its job, and the paid timers)."""
+    rows: dict[str, list[Any]] = {}
+    for row, source, _, guards in _expand(ladder):
+        if row.told and any(hasattr(g, "heard") for g in guards):
+            marks: Marks = {g: (g.until, ()) for g in guards if hasattr(g, "until")}
+            rows.setdefault(source, []).append((str(row.trigger), guards[0], guards[1:], marks or None))
+    return {state: tuple(r) for state, r in rows.items()}
+
+
+def heard(d: Model, news: CommandEnd | LaneSaid, now: float) -> str | None:
+    """What the driver heard of ``d``'s lane command or paid job, asked the way a look asks (``first_row``, over the
+    state's rows with a guard on what was heard): the trigger of the first whose guards hold (None: nothing new).
+    The news stays on ``d`` for that row's firing (``fire`` checks its guards again), and is dropped by it."""
+    d.now, d.news = now, news
+    trigger = first_row(d, heard_rows(d.ladder))[0]  # type: ignore[arg-type]  # (a lane-pinned one: no rung read)
+    if trigger is None:
+        d.news = None
+    return trigger
+
+
+def first_row(d: Dispatch, rows: Rows | None = None) -> tuple[str | None, float, bool]:
     """The trigger of the first row of ``d``'s state, in table order, whose guards all hold (None if none), when a
     row could next start to hold with nothing else new (a clock guard's time; inf: never), and whether a row was
-    refused only by the tick's bound on rung changes."""
+    refused only by the tick's bound on rung changes. ``rows``: the rows to ask (default: a look's, ``d.rows``)."""
     quiet, waits = _NEVER, False
-    for trigger, first, rest, marks in d.rows.get(d.state, ()):
+    for trigger, first, rest, marks in (d.rows if rows is None else rows).get(d.state, ()):
         refused = first
         if first(d):  # most rows are refused by their first guard: the rest is asked only past it
             for refused in rest:
@@ -249,9 +284,11 @@ def fire(d: Model, trigger: str) -> None:
             raise MachineError(trigger)
         moved = event.trigger(d, d)
     except MachineError:
+        d.news = None
         raise TransitionNotAllowed(
             f"dispatch {d.id}: trigger {str(trigger)!r} is not allowed from state {d.label}"
         ) from None
+    d.news = None  # (heard once: a later look never answers it again)
     if not moved:
         edges = event.transitions.get(d.state, [])
         guards = " or ".join(" & ".join(getattr(c.func, "__name__", str(c.func)) for c in e.conditions) for e in edges)

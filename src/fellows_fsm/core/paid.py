@@ -1,6 +1,6 @@
 """A dispatch's paid run, sans I/O: what a paid lane says of its job at one poll (``PaidLook``), what the journal
 keeps of it (``PaidRun``: its GPU-hours and cost, so far and at worst), what a step journals of it (``PaidMark``),
-which row a look fires (``paid_trigger``), and the budget check the ladder's last rung asks (``Gate``).
+and the budget check the ladder's last rung asks (``Gate``). Which row a look fires is the table's (paid_tail.py).
 
 A paid run's GPU-hours are its GPUs times the time it was followed running (from the first poll that saw it
 running, or the lane's own run time when it reports one, to the poll that saw it end); its worst case is its GPUs
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from fellows_fsm.core.vocab import PaidStatus, State, Trigger
+from fellows_fsm.core.vocab import PaidStatus
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
@@ -35,7 +35,6 @@ __all__ = [
     "budget_refused",
     "keep_budget_wait",
     "keep_leave_last_rung",
-    "paid_trigger",
     "pin_budget_fits",
     "pin_budget_newly_refused",
     "pin_budget_refused",
@@ -155,33 +154,6 @@ class Gate(Protocol):
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve its worst case (it is leaving its last free rung for the paid lane)."""
         ...
-
-
-_TRIGGERS: dict[tuple[str, str], Trigger] = {
-    (State.PAID_QUEUED, PaidStatus.RUNNING): Trigger.PAID_START,
-    (State.PAID_QUEUED, PaidStatus.SUCCEEDED): Trigger.PAID_END,
-    (State.PAID_RUNNING, PaidStatus.SUCCEEDED): Trigger.PAID_END,
-    (State.PAID_QUEUED, PaidStatus.FAILED): Trigger.PAID_FAIL,
-    (State.PAID_RUNNING, PaidStatus.FAILED): Trigger.PAID_FAIL,
-    (State.PAID_QUEUED, PaidStatus.CANCELLED): Trigger.PAID_GONE,
-    (State.PAID_RUNNING, PaidStatus.CANCELLED): Trigger.PAID_GONE,
-    (State.PAID_QUEUED, PaidStatus.GONE): Trigger.PAID_GONE,
-    (State.PAID_RUNNING, PaidStatus.GONE): Trigger.PAID_GONE,
-    # A lost command's job (PAID_UNKNOWN): found where its status says, or not found (unknown for ever).
-    (State.PAID_UNKNOWN, PaidStatus.QUEUED): Trigger.PAID_FOUND,
-    (State.PAID_UNKNOWN, PaidStatus.RUNNING): Trigger.PAID_START,
-    (State.PAID_UNKNOWN, PaidStatus.SUCCEEDED): Trigger.PAID_END,
-    (State.PAID_UNKNOWN, PaidStatus.FAILED): Trigger.PAID_FAIL,
-    (State.PAID_UNKNOWN, PaidStatus.CANCELLED): Trigger.PAID_GONE,
-    (State.PAID_UNKNOWN, PaidStatus.GONE): Trigger.HANDOFF_UNKNOWN,
-}
-
-
-def paid_trigger(state: str, status: PaidStatus) -> Trigger | None:
-    """The row a paid dispatch in ``state`` takes when its lane says ``status`` (None: nothing new, or could not
-    tell). A job someone else cancelled or deleted is withdrawn (``paid_gone``), never made again; a lost command's
-    job its lane has no trace of stays unknown (``handoff_unknown``: counted at its worst case)."""
-    return _TRIGGERS.get((state, status))
 
 
 # ----------------------------------------------------------------- the budget's guards (rows of lifecycle.py)

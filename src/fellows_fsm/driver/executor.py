@@ -23,6 +23,7 @@ from fellows_fsm.core.effects import (
     CancelIfPending,
     CancelJobs,
     Command,
+    CommandEnd,
     Decision,
     DeletePaid,
     Effect,
@@ -177,12 +178,21 @@ class Executor:
         self.start_lane(d.id, lane_name, d.spec, lane)
 
     def command_step(
-        self, d: Dispatch | LaneDispatch, trigger: str, note: str, command: Command, paid: PaidMark | None = None
+        self,
+        d: Dispatch | LaneDispatch,
+        trigger: str | CommandEnd,
+        note: str,
+        command: Command,
+        paid: PaidMark | None = None,
     ) -> None:
-        """A lane command's step (hand_off, re_run, or how it ended: handed_off, handoff_failed, handoff_unknown,
-        paid): fire its row on the dispatch and journal it with the command's argv or end (and its paid run's
-        facts), in one transaction, before the command is started (again)."""
-        decision = d.fire(trigger, self.clock.now(), note=note)
+        """A lane command's step (hand_off, re_run, or how it ended: the row its dispatch's table picks for the
+        CommandEnd, handed_off, handoff_failed, handoff_unknown, paid or paid_unknown): fire its row on the dispatch
+        and journal it with the command's argv or end (and its paid run's facts), in one transaction, before the
+        command is started (again)."""
+        now = self.clock.now()
+        if isinstance(trigger, CommandEnd):
+            trigger = d.hear(trigger, now) or f"no row for a command that ended {trigger.status}"
+        decision = d.fire(trigger, now, note=note)
         effects = tuple(_with_paid(_with_command(e, command), paid) for e in decision.effects)
         if isinstance(d, LaneDispatch):
             self._lane_effects(effects)

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.clock import Clock
-from fellows_fsm.core.effects import Command
+from fellows_fsm.core.effects import Command, CommandEnd
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus, Trigger
@@ -29,18 +29,12 @@ from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["END_TRIGGER", "HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
+__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
 
 log = logging.getLogger(__name__)
 
 HANDOFF_CHECK_SECONDS = 0.05
 """Between polls, how often a running handoff command is looked at (a waitpid and a file read)."""
-END_TRIGGER = {
-    HandoffStatus.DONE: Trigger.HANDED_OFF,
-    HandoffStatus.FAILED: Trigger.HANDOFF_FAILED,
-    HandoffStatus.UNKNOWN: Trigger.HANDOFF_UNKNOWN,
-}
-"""The step a dispatch takes when its lane's command ended so."""
 
 
 class Handoffs:
@@ -57,11 +51,11 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_step: Callable[[str, str, str, Command, PaidMark | None], None] | None = None
-        """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, handed_off, handoff_failed
-        or handoff_unknown, a one-line note, the command's argv or end): the router fires that row on the dispatch,
-        which journals it with the command (and what its paid run is: its lane, GPUs, limit, price), before the
-        command is started (again)."""
+        self.on_step: Callable[[str, str | CommandEnd, str, Command, PaidMark | None], None] | None = None
+        """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, or how it ended, a CommandEnd
+        its dispatch's table picks the row for; a one-line note, the command's argv or end): the router fires that
+        row on the dispatch, which journals it with the command (and what its paid run is: its lane, GPUs, limit,
+        price), before the command is started (again)."""
         self.context: dict[str, tuple[HandoffLane, JobSpec]] = {}
         """The lane and job of each command under way (to probe, or start again, one that was lost)."""
         self.ended: list[str] = []
@@ -80,7 +74,9 @@ class Handoffs:
             raise JournalError(f"dispatch {dispatch_id!r} is not pinned to a command lane in {self.journal.path}")
         return LaneDispatch.restore(row.id, row.lane, state=row.state, history=self.journal.steps(row.id))
 
-    def _step(self, dispatch_id: str, trigger: str, note: str, command: Command, paid: PaidMark | None = None) -> None:
+    def _step(
+        self, dispatch_id: str, trigger: str | CommandEnd, note: str, command: Command, paid: PaidMark | None = None
+    ) -> None:
         assert self.on_step is not None, "a router's handoffs journal every command step through it"
         self.on_step(dispatch_id, trigger, note, command, paid)
 
@@ -199,20 +195,16 @@ class Handoffs:
             )
             note = self._note(dispatch_id, lane_name, result)
             end = Command(status, exit_status=result.exit_status, stdout=result.stdout, stderr=result.stderr)
-            trigger = END_TRIGGER[status]
             lane = self.context[dispatch_id][0]
-            followed = isinstance(lane, PaidLane) and lane.follows
-            if trigger is Trigger.HANDED_OFF and followed:
-                trigger = Trigger.PAID  # the lane has the job: followed until it ends (PAID_QUEUED)
-            elif trigger is Trigger.HANDOFF_UNKNOWN and followed:
-                trigger = Trigger.PAID_UNKNOWN  # its status may tell: asked each poll (PAID_UNKNOWN)
+            followed = isinstance(lane, PaidLane) and lane.follows  # (its table's rows: paid, paid_unknown)
+            if status is HandoffStatus.UNKNOWN and followed:  # its status may tell: asked each poll (PAID_UNKNOWN)
                 note = (
                     f"{lane_name} command's wrapper was killed before it could record how the command ended, and the "
                     f"lane has no probe: never run again; {lane_name}'s status is asked each poll until it tells "
                     "(counted at its worst case till then; cancel deletes it)"
                 )
-            self._step(dispatch_id, trigger, note, end)  # its end and the dispatch's step, together
-            followed = trigger is Trigger.PAID or trigger is Trigger.PAID_UNKNOWN
+            self._step(dispatch_id, CommandEnd(status, followed), note, end)  # its end and its step, together
+            followed = followed and status is not HandoffStatus.FAILED  # (the lane has, or may have, its job)
             self.files(dispatch_id).remove(keep_output=result.lost, keep_job=followed)  # (its end is journaled)
             del self.running[dispatch_id]
             self.context.pop(dispatch_id, None)

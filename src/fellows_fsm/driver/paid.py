@@ -1,14 +1,15 @@
 """The paid jobs one driver follows: after a handoff to a followed lane (PAID_QUEUED), each lane is asked ONCE per
-poll interval where all of its paid jobs stand (``PaidLane.look``: one list call), and the row each answer asks
-(core/paid.py: ``paid_trigger``) is fired on its dispatch through the executor, journaled with what the journal
-keeps of the run (its times, its run length). A job queued past its lane's ``queue_timeout_seconds`` is deleted
-(the ``paid_stuck`` row, journaled first). Every delete (a user's cancel, a stuck queue) is asked once, after its
-step is journaled, and asked again each poll until the lane takes it (its run stays counted at its worst case till
-then); a driver restarted in between asks it again (the run's status is ``cancelling`` in the journal). A job its
-lane cannot be looked at for (the list call fails, or says nothing of it) is deleted by name once the longest it may
-have run passes its time limit (the ``paid_overrun`` row): a delete needs no look.
+poll interval where all of its paid jobs stand (``PaidLane.look``: one list call); each answer is told to its
+dispatch (``LaneSaid``), whose table picks the row (core/paid_tail.py), fired through the executor and journaled
+with what the journal keeps of the run (its times, its run length). A job queued past its lane's
+``queue_timeout_seconds`` is deleted (the ``paid_stuck`` row, its guard ``queued_too_long``, journaled first).
+Every delete (a user's cancel, a stuck queue) is asked once, after its step is journaled, and asked again each poll
+until the lane takes it (its run stays counted at its worst case till then); a driver restarted in between asks it
+again (the run's status is ``cancelling`` in the journal). A job its lane cannot be looked at for (the list call
+fails, or says nothing of it) is deleted by name once the longest it may have run passes its time limit (the
+``paid_overrun`` row, its guard ``past_time_limit``): a delete needs no look.
 
-It decides nothing the table does not say, and prints nothing.
+It decides nothing the table does not say (it writes each step's words), and prints nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Callable, Mapping
 from fellows_fsm.clock import Clock
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.paid import PaidLook, PaidMark, paid_trigger
+from fellows_fsm.core.paid import PaidLook, PaidMark
+from fellows_fsm.core.paid_tail import LaneSaid, lost_since, overrun
 from fellows_fsm.core.vocab import PAID_LIVE_STATES, PaidStatus, State, Trigger
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
@@ -117,42 +119,45 @@ class PaidFollower:
     def _answer(
         self, dispatch_id: str, look: PaidLook | None, now: float, *, since: float, blind: bool = False
     ) -> None:
-        """Fire the row a look asks; ``blind``: the lane could not be looked at (only a passed bound is acted on)."""
+        """Fire the row a look asks (the table's: core/paid_tail.py); ``blind``: the lane could not be looked at (only
+        a passed bound is acted on)."""
         lane_name, lane, d = self.following[dispatch_id]
         if look is not None and look.status != PaidStatus.UNKNOWN:
             self._seen[dispatch_id] = now
-        trigger = paid_trigger(d.state, look.status) if look is not None else None
-        run_seconds = look.run_seconds if look is not None else None
-        note = look.note if look is not None else ""
-        ended = trigger is Trigger.PAID_END or trigger is Trigger.PAID_FAIL or trigger is Trigger.PAID_GONE
-        lost = _lost_since(d)
-        if ended and run_seconds is None and lost is not None:
-            run_seconds = now - lost  # its lost command may have made it at once: counted from the command's start
-        elif ended and d.state == State.PAID_QUEUED and run_seconds is None and trigger is not Trigger.PAID_GONE:
-            run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
-        if trigger is None and d.state == State.PAID_QUEUED and not blind:
-            timeout = lane.queue_timeout_seconds
-            queued_at = d.history[-1].at if d.history else now
-            if timeout is not None and now - queued_at >= timeout:
-                trigger = Trigger.PAID_STUCK
-                note = (
-                    f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
-                    f"{timeout:g}: deleted; no second paid job is made (submit it again to try once more)"
-                )
-        if trigger is None and d.state in PAID_LIVE_STATES:
-            trigger, note = self._overrun(d, lane_name, lane, look, now) or (None, note)
+        limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
+        said = LaneSaid(
+            look, blind, lane.queue_timeout_seconds, lane.stops_at_limit, self.interval, limit, self._seen.get(d.id)
+        )
+        trigger = d.hear(said, now)
         if trigger is None:
             return
-        if trigger is Trigger.HANDOFF_UNKNOWN:
+        run_seconds = look.run_seconds if look is not None else None
+        note = look.note if look is not None else ""
+        ended = trigger in (Trigger.PAID_END, Trigger.PAID_FAIL, Trigger.PAID_GONE)  # (its length is journaled)
+        lost = lost_since(d)
+        if ended and run_seconds is None and lost is not None:
+            run_seconds = now - lost  # its lost command may have made it at once: counted from the command's start
+        elif ended and d.state == State.PAID_QUEUED and run_seconds is None and trigger != Trigger.PAID_GONE:
+            run_seconds = now - since  # it ran between two looks: counted from the look that saw it queued
+        if trigger == Trigger.PAID_STUCK:
+            queued_at = d.history[-1].at if d.history else now
+            note = (
+                f"queued on {lane_name} for {now - queued_at:.0f} s, past its queue_timeout_seconds = "
+                f"{lane.queue_timeout_seconds:g}: deleted; no second paid job is made (submit it again to try once "
+                "more)"
+            )
+        elif trigger == Trigger.PAID_OVERRUN:
+            note = self._overrun_note(d, lane_name, lane)
+        elif trigger == Trigger.HANDOFF_UNKNOWN:
             note = (
                 f"{lane_name}'s status finds no job of it: how its lost command ended stays unknown (counted at its "
                 "worst case); never run again"
             )
-        elif trigger is Trigger.PAID_GONE:
+        elif trigger == Trigger.PAID_GONE:
             word = look.status if look is not None else PaidStatus.GONE
             how = "deleted" if word == PaidStatus.GONE else str(word)
-            said = f": {note}" if note else ""
-            note = f"its paid job on {lane_name} was {how} outside fellows-fsm{said}; never made again"
+            said_note = f": {note}" if note else ""
+            note = f"its paid job on {lane_name} was {how} outside fellows-fsm{said_note}; never made again"
         elif not note:
             note = f"{lane_name} says {look.status if look is not None else 'nothing'}"
         assert self.step is not None, "a router's follower journals every paid step through its executor"
@@ -163,40 +168,23 @@ class PaidFollower:
             if dispatch_id not in self.deleting:
                 self._forget(dispatch_id)
 
-    def _overrun(
-        self, d: Model, lane_name: str, lane: PaidLane, look: PaidLook | None, now: float
-    ) -> tuple[Trigger, str] | None:
-        """A paid job about to run past its time limit: deleted, so no run passes the bound it was let in by. On a
-        lane that does not stop it itself, at the last poll before its limit (one poll interval early: the next
-        poll would be past it); on a lane that does (Batch's maxRunDuration), only if it still runs two poll
-        intervals after it (the lane has stopped it by then). One not seen (its lane could not be looked at, or
-        could not tell) counts as running from the earliest it may have started: the first look that saw it
-        running, else the last look that saw it queued (a lost command's job: the command's start)."""
-        limit = d.spec.time_limit_seconds if isinstance(d, Dispatch) else self._limit(d.id)
-        started = next((s.at for s in reversed(d.history) if s.trigger == Trigger.PAID_START), None)
-        unseen = look is None or look.status == PaidStatus.UNKNOWN
-        if started is None and unseen and d.history:  # (queued when last seen: it may have started at once)
-            started = max(d.history[-1].at, self._seen.get(d.id, d.history[-1].at))
-        lost = _lost_since(d)
-        started = lost if lost is not None else started  # (a lost command's job may have started with it)
-        if limit is None or started is None:
-            return None
-        ran = look.run_seconds if look is not None and look.run_seconds is not None else now - started
+    def _overrun_note(self, d: Model, lane_name: str, lane: PaidLane) -> str:
+        """Why a paid job about to run past its time limit is deleted (the ``paid_overrun`` row, its guard
+        ``past_time_limit``), and the limit it is counted at if the delete lands just past it."""
+        facts = overrun(d)
+        assert facts is not None, "past_time_limit held: the run has a limit and a start"
+        limit, started, ran, unseen = facts
+        self._bounds[d.id] = (limit, started)
         if lane.stops_at_limit:
-            if ran <= limit + 2 * self.interval:
-                return None
             why = f"past its time limit of {limit:g} s"
         else:
-            if ran + self.interval < limit:
-                return None
             why = f"within a poll ({self.interval:g} s) of its time limit of {limit:g} s, which the lane does not stop"
-        self._bounds[d.id] = (limit, started)
         bound = "so it never costs more than the bound it was handed off with"
         if not unseen:
-            return Trigger.PAID_OVERRUN, f"ran {ran:.0f} s on {lane_name}, {why}: deleted, {bound}"
+            return f"ran {ran:.0f} s on {lane_name}, {why}: deleted, {bound}"
         seen = "first seen running" if d.state == State.PAID_RUNNING else "last seen queued"
-        seen = "its lost command started" if lost is not None else seen
-        return Trigger.PAID_OVERRUN, (
+        seen = "its lost command started" if lost_since(d) is not None else seen
+        return (
             f"{lane_name} could not be looked at: {seen} {ran:.0f} s ago, so it may have run {why}: deleted by name "
             f"(a delete needs no look), {bound}"
         )
@@ -258,13 +246,3 @@ class PaidFollower:
     def _fail(self, line: str) -> None:
         log.warning("%s", line)
         self.failures.append(line)
-
-
-def _lost_since(d: Model) -> float | None:
-    """When the lost command of a dispatch found by its lane's status (PAID_UNKNOWN, never seen queued since)
-    started: the earliest its job may have started running; None for any other."""
-    if not any(s.trigger == Trigger.PAID_UNKNOWN for s in d.history) or any(
-        s.trigger == Trigger.PAID_FOUND for s in d.history
-    ):
-        return None
-    return next((s.at for s in reversed(d.history) if s.trigger in (Trigger.HAND_OFF, Trigger.RE_RUN)), None)

@@ -18,7 +18,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Reservation
 from fellows_fsm.core.dispatch import Dispatch
-from fellows_fsm.core.effects import Command
+from fellows_fsm.core.effects import Command, CommandEnd
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.paid import PaidMark, pin_budget_fits
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES
@@ -460,7 +460,7 @@ class Router:
         self.executor.hand_off(d, lane.name, self.handoffs.lane_for(lane))
 
     def _command_step(
-        self, dispatch_id: str, trigger: str, note: str, command: Command, paid: PaidMark | None = None
+        self, dispatch_id: str, trigger: str | CommandEnd, note: str, command: Command, paid: PaidMark | None = None
     ) -> None:
         """A lane command's step (started, run again, ended): its row, fired on the dispatch (a ladder one handing
         off, or one pinned straight to the lane), journaled with the command; a followed lane that has the job

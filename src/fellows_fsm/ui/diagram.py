@@ -1,7 +1,8 @@
 """State diagrams drawn from the live machine definition (transitions' GraphMachine), never by hand.
 
-Renders mermaid (no graphviz needed) and the generated page docs/state-diagram.md. It reads the
-machine definition and the guards' docstrings; it never runs a dispatch or touches the cluster.
+Renders mermaid (no graphviz needed) and the generated page docs/state-diagram.md: the spine by default (the seed's
+states, their park/cancel/resubmit/give-up loop and the paid tail, labelled by trigger only), every row on request.
+It reads the machine definition and the guards' docstrings; it never runs a dispatch or touches the cluster.
 """
 
 from __future__ import annotations
@@ -19,7 +20,26 @@ from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, MEANING
 from fellows_fsm.core.vocab import State as LifecycleState
 from fellows_fsm.lanes.slurm.config import FellowsConfig
 
-__all__ = ["DiagramMachine", "graph_machine", "guard_names", "mermaid", "state_diagram_page"]
+__all__ = [
+    "SPINE_TAIL",
+    "DiagramMachine",
+    "graph_machine",
+    "guard_names",
+    "mermaid",
+    "spine_definition",
+    "spine_mermaid",
+    "state_diagram_page",
+]
+
+SPINE_TAIL = (
+    LifecycleState.HANDING_OFF,
+    LifecycleState.PAID_QUEUED,
+    LifecycleState.PAID_RUNNING,
+    LifecycleState.PAID_DONE,
+    LifecycleState.PAID_FAILED,
+)
+"""The paid tail the spine draws after FAILED_TO_GCP: handed to a followed paid lane, to its end."""
+_SEED = (LifecycleState.PARKED, LifecycleState.CANCELLED, LifecycleState.RUNNING, LifecycleState.FAILED_TO_GCP)
 
 
 def guards() -> tuple[Any, ...]:
@@ -77,9 +97,38 @@ def graph_machine(
 
 
 def mermaid(ladder: Ladder | None, *, title: str = "dispatch lifecycle") -> str:
-    """The mermaid ``stateDiagram-v2`` of the machine for ``ladder`` (None: a lane-pinned dispatch's), guards on
-    the edges."""
-    _, model = graph_machine(ladder, title=title)
+    """The mermaid ``stateDiagram-v2`` of the machine for ``ladder`` (None: a lane-pinned dispatch's), every row,
+    guards on the edges."""
+    return _draw(ladder, title)
+
+
+def spine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The spine of ``ladder``'s machine: the seed's states (its rungs, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP) and
+    the paid tail, with every row between two of them that moves (one edge per trigger, no guards: a chart for a
+    person; ``mermaid`` draws every row)."""
+    states, transitions = machine_definition(ladder)
+    names = {r.state_name for r in ladder.rungs} | set(_SEED) | set(SPINE_TAIL)
+    kept: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for t in transitions:
+        if t["source"] in names and t["dest"] in names and t["dest"] != t["source"]:
+            key = (t["trigger"], t["source"], t["dest"])
+            kept.setdefault(key, {"trigger": t["trigger"], "source": t["source"], "dest": t["dest"]})
+    return [s for s in states if s["name"] in names], list(kept.values())
+
+
+def spine_mermaid(ladder: Ladder, *, title: str = "dispatch lifecycle (spine)") -> str:
+    """The mermaid ``stateDiagram-v2`` of ``ladder``'s spine (``spine_definition``), labelled by trigger only."""
+    states, transitions = spine_definition(ladder)
+    return _draw(ladder, title, states, transitions)
+
+
+def _draw(
+    ladder: Ladder | None,
+    title: str,
+    states: list[dict[str, Any]] | None = None,
+    transitions: list[dict[str, Any]] | None = None,
+) -> str:
+    _, model = graph_machine(ladder, title=title, states=states, transitions=transitions)
     raw: str = model.get_graph().draw(None)  # get_graph is bound onto the model by GraphMachine
     lines = []
     for line in raw.splitlines():
@@ -110,6 +159,19 @@ def state_diagram_page(config: FellowsConfig | None = None) -> str:
         f"The default fellows ladder ({' -> '.join(ladder.qos_names)}), each rung with its own park cap "
         f"(worst case before GCP: the sum of the caps, {config.worst_case_seconds:g} s at the default "
         "600 s).",
+        "",
+        "## The spine",
+        "",
+        "The seed's states, their park/cancel/resubmit/give-up loop and the paid tail, one edge per trigger "
+        "(`fellows-fsm diagram`):",
+        "",
+        "```mermaid",
+        spine_mermaid(ladder).rstrip("\n"),
+        "```",
+        "",
+        "## Every row",
+        "",
+        "Every row of the table with its guards (`fellows-fsm diagram --full`):",
         "",
         "```mermaid",
         mermaid(ladder).rstrip("\n"),

@@ -87,14 +87,25 @@ GRAPHVIZ_MISSING = (
 DOT_MISSING = "--format svg needs Graphviz's dot program: apt-get install graphviz (Debian/Ubuntu)"
 
 
-def dot_source(ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: str = "dispatch lifecycle") -> str:
-    """The Graphviz DOT of ``ladder`` (transitions' GraphMachine, graphviz engine), a dispatch's path marked.
+def dot_source(
+    ladder: Ladder, entries: Sequence[HistoryEntry] = (), *, title: str = "dispatch lifecycle", spine: bool = False
+) -> str:
+    """The Graphviz DOT of ``ladder`` (transitions' GraphMachine, graphviz engine), a dispatch's path marked;
+    ``spine``: only its spine (diagram.py: ``spine_definition``), no path.
 
     Raises FellowsError naming what to install when the graphviz Python package is missing.
     """
     if find_spec("graphviz") is None:
         raise FellowsError(GRAPHVIZ_MISSING)
-    from fellows_fsm.ui.diagram import graph_machine  # noqa: PLC0415 - only diagrams need transitions' graphs
+    from fellows_fsm.ui.diagram import graph_machine, spine_definition  # noqa: PLC0415 - only diagrams need graphs
+
+    if spine:
+        spine_states, spine_transitions = spine_definition(ladder)
+        _, drawing = graph_machine(
+            ladder, title=title, engine="graphviz", states=spine_states, transitions=spine_transitions
+        )
+        spine_source: str = drawing.get_graph().source  # get_graph is bound onto the model by GraphMachine
+        return spine_source
 
     _, transitions = machine_definition(ladder)
     visits, edges = _visits(entries)

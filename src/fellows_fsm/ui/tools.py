@@ -208,20 +208,24 @@ def _cluster_fact(fellows: FellowsConfig) -> str:
     help="mermaid: the diagram; markdown: the docs/state-diagram.md page; dot/svg need the [graphviz] extra.",
 )
 @click.option("--dispatch", "dispatch_id", metavar="ID", help="Draw the path this dispatch took, with times.")
+@click.option(
+    "--full", is_flag=True, help="Every row of the table with its guards, not the spine (the seed's states and loop)."
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
 @config_option
 @click.pass_context
-def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, output: Path | None) -> None:
-    """Draw the dispatch state diagram from the machine definition (optionally one dispatch's path on it)."""
+def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, full: bool, output: Path | None) -> None:
+    """Draw the dispatch state diagram from the machine definition: its spine (the seed's states, their
+    park/cancel/resubmit/give-up loop and the paid tail), every row with --full, or one dispatch's path on it."""
     reference = FellowsConfig(park_cap_seconds=600.0)
     text: str | bytes
     if dispatch_id is None:
         if fmt == "markdown":
             text = diagrams.state_diagram_page(reference)
         elif fmt == "mermaid":
-            text = diagrams.mermaid(reference.ladder)
+            text = diagrams.mermaid(reference.ladder) if full else diagrams.spine_mermaid(reference.ladder)
         else:
-            dot = dot_source(reference.ladder)
+            dot = dot_source(reference.ladder, spine=not full)
             text = dot if fmt == "dot" else svg(dot)
     else:
         if fmt == "markdown":

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from fellows_fsm import FellowsConfig
-from fellows_fsm.ui.diagram import mermaid, state_diagram_page
+from fellows_fsm.ui.diagram import SPINE_TAIL, mermaid, spine_mermaid, state_diagram_page
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "state-diagram.md"
 
@@ -65,3 +65,29 @@ def test_mermaid_edges_show_guards() -> None:
     rest = text.replace("[*] --> SUBMITTED_high_eur", "").replace("SUBMITTED_high_eur --> SUBMITTED_high_eur", "")
     assert "--> SUBMITTED_high_eur" not in rest
     assert text.startswith("---\ntitle: dispatch lifecycle\n---\nstateDiagram-v2\n")
+
+
+def test_the_spine_holds_the_seeds_states_and_the_paid_tail() -> None:
+    """`fellows-fsm diagram`'s spine draws exactly the seed's seven states and the paid tail, their loop (park,
+    cancel, resubmit, move, give_up, start) and the tail's steps, each edge labelled by its triggers only."""
+    text = spine_mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    states = [label for label, _ in re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)]
+    seed = ["SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)", "PARKED", "CANCELLED"]
+    assert states == [*seed, "RUNNING", "FAILED_TO_GCP", *SPINE_TAIL]
+    edges = re.findall(r"^\s*(\S+) --> (\S+): (.*)$", text, flags=re.MULTILINE)
+    assert all("[" not in label and len(label) <= 40 for _, _, label in edges), edges
+    assert all(src != dst for src, dst, _ in edges)  # no step that stays (hold, pause, ...): those are --full's
+    triggers = {t for _, _, label in edges for t in label.split(" | ")}
+    loop = {"park", "cancel", "resubmit", "move", "give_up", "start", "drop", "hand_off", "paid", "paid_start"}
+    assert loop | {"paid_end", "paid_fail", "paid_stuck", "paid_overrun"} == triggers
+    assert ("CANCELLED", "FAILED_TO_GCP", "give_up") in edges
+    assert "[*] --> SUBMITTED_high_eur" in text
+
+
+def test_the_page_holds_the_spine_and_every_row() -> None:
+    """docs/state-diagram.md carries the spine first, then every row with its guards."""
+    page = state_diagram_page()
+    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    assert spine_mermaid(ladder).rstrip("\n") in page
+    assert mermaid(ladder).rstrip("\n") in page
+    assert page.index("## The spine") < page.index("## Every row")

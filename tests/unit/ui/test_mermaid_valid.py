@@ -21,7 +21,7 @@ from fellows_fsm.journal.history import HistoryEntry
 from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
-from fellows_fsm.ui.diagram import mermaid, state_diagram_page
+from fellows_fsm.ui.diagram import mermaid, spine_mermaid, state_diagram_page
 from fellows_fsm.ui.paths import path_mermaid
 from tests.unit.cli_helpers import CAPS, GRANTS, PRIORITY, SchedulingFake, fill
 
@@ -146,9 +146,9 @@ def _dispatch_path_from_cli(fake: SchedulingFake) -> str:
 
 
 def _page_blocks() -> dict[str, str]:
-    """The fenced mermaid blocks of docs/state-diagram.md as generated (the machine, then the handoff)."""
+    """The fenced mermaid blocks of docs/state-diagram.md as generated (the spine, every row, then the handoff)."""
     blocks = re.findall(r"^```mermaid\n(.*?)^```$", state_diagram_page(), flags=re.MULTILINE | re.DOTALL)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     return {f"docs page block {i}": str(block) for i, block in enumerate(blocks, 1)}
 
 
@@ -158,6 +158,8 @@ def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
     ladder = FellowsConfig(park_cap_seconds=600).ladder
     texts = {
         "reference ladder": mermaid(ladder),
+        "reference spine": spine_mermaid(ladder),
+        "one-rung spine": spine_mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
         "debug ladder": mermaid(FellowsConfig(park_cap_seconds=600, debug_qos="dev-eur").ladder_for("debug")),
         "one-rung ladder": mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
         **_page_blocks(),
