@@ -288,6 +288,7 @@ class Fellows:
         on_tick: Callable[[Progress], None] | None = None,
         until: Callable[[Progress], bool] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        read_every: float | None = None,
     ) -> Handle:
         """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn), its paid job runs
         (PAID_RUNNING: started, as RUNNING is on a free rung; the driver follows it on to its end), or ``until``
@@ -298,6 +299,7 @@ class Fellows:
         stops (or dies), this one drives, and then also waits for every walking dispatch it took over (so a
         dispatch whose submitter died is finished). ``on_change`` gets the dispatch's handle at the first poll
         (or read) and whenever it changes after; ``on_tick`` every poll or read; ``sleep`` waits between them.
+        ``read_every`` reads the journal that often instead (a short wait: the driver wakes for a new dispatch).
         """
         last: list[Handle] = []
 
@@ -310,7 +312,8 @@ class Fellows:
                 on_tick(progress)
             return until is not None and until(progress)
 
-        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, self.serial.sleeping(sleep))
+        pace = self.serial.sleeping(sleep if read_every is None else lambda _: sleep(read_every))
+        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, pace)
         return self.handle(dispatch_id)
 
     @serialized

@@ -241,7 +241,8 @@ def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
             )
         return False
 
-    fellows.follow(dispatch_id, until=queued)
+    # Read the journal often: the driver woke for this dispatch, its job is queued well before the next poll.
+    fellows.follow(dispatch_id, until=queued, read_every=min(0.1, fellows.config.fellows.poll_interval_seconds))
 
 
 # --------------------------------------------------------------------------- watch

@@ -30,6 +30,7 @@ from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
+from fellows_fsm.driver.wake import wake
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -193,6 +194,7 @@ def enqueue(
         if journal.dispatch(dispatch_id) is None:
             drop_script(journal.path.parent, dispatch_id)  # no row uses it
         raise
+    wake(journal.path)  # the driver submits it now, not at its next poll (driver/wake.py)
     return dispatch_id
 
 
@@ -263,6 +265,7 @@ def request_cancel(
     refuse_handed_off(journal, row, handing=True)  # a handoff to a followed lane is the driver's to tell
     journal.drop_meta(CANCEL_ANSWER + row.id)
     journal.put_meta(CANCEL_REQUEST + row.id, {"at": at})
+    wake(journal.path)
     for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
         ensure_driver()
         answer = journal.get_meta(CANCEL_ANSWER + row.id)

@@ -1,0 +1,99 @@
+"""The driver's wake-up on the real local SLURM: a submit's first sbatch and a cancel's scancel happen at once, not at
+the next poll (a 120 s poll here), and a deleted wake-up FIFO leaves the poll driving, said by `driver status`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .cli_harness import (
+    FELLOWS_FSM,
+    check_settled,
+    cli,
+    final_row,
+    ledger_config,
+    read_journal,
+    stop_background_driver,
+    submit_args,
+)
+from .conftest import Cluster
+from .settled import jobs_of
+
+pytestmark = pytest.mark.slurm
+
+LONG_POLL = 120.0
+"""Longer than any wait below: what happens within them did not need the poll."""
+WAIT = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _stop_drivers(tmp_path: Path) -> Iterator[None]:
+    """Every background driver a test started is gone after it."""
+    yield
+    stop_background_driver(tmp_path, (signal.SIGTERM,))
+
+
+def _submit_detached(config: Path, slurm: Cluster) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *submit_args(slurm, "--detach")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_submit_and_a_cancel_wake_the_driver_instead_of_waiting_for_its_poll(slurm: Cluster, tmp_path: Path) -> None:
+    """With a 120 s poll and a driver already past its first poll, two submits racing each other are queued in
+    SLURM and `cancel` withdraws each dispatch, all within 30 s: one driver, one job per dispatch, none ran."""
+    slurm.occupy("high-eur", 8, count=2)  # our jobs stay pending: a cancel withdraws them before they run
+    config = ledger_config(tmp_path, cap=600, poll=LONG_POLL, router="driver_idle_seconds = 600\n")
+    first = cli(config, *submit_args(slurm, "--detach"), timeout=WAIT)
+    assert first.returncode == 0, first.stderr
+    procs = [_submit_detached(config, slurm) for _ in range(2)]
+    results = [p.communicate(timeout=WAIT) for p in procs]  # --detach returns once the first job is queued
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in results]
+    ids = [first.stdout.strip(), *(out.strip() for out, _ in results)]
+    for dispatch_id in ids:
+        [job] = jobs_of(slurm, dispatch_id)
+        assert job.state == "PENDING"
+    log = (tmp_path / "state" / "driver.log").read_text()
+    assert log.count(" starting for ") == 1, log
+    assert json.loads(cli(config, "driver", "status", "--json").stdout)["wake"] is None
+    for dispatch_id in ids:
+        cancelled = cli(config, "cancel", dispatch_id, timeout=WAIT)
+        assert cancelled.returncode == 0, cancelled.stderr
+    with read_journal(tmp_path) as j:
+        assert [j.dispatch(i).state for i in ids] == ["WITHDRAWN"] * 3  # type: ignore[union-attr]
+    slurm.wait_for(
+        lambda: all(j.state != "PENDING" for i in ids for j in jobs_of(slurm, i)), "the jobs to go", timeout=WAIT
+    )
+    check_settled(slurm, tmp_path, ids)
+
+
+def test_a_deleted_wake_up_fifo_leaves_the_poll_driving_and_driver_status_says_so(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """The wake-up FIFO removed under a running driver: a submit is still walked (by the 1 s poll) and runs, and
+    `driver status` says in one line that the driver reads new messages at its next poll."""
+    config = ledger_config(tmp_path, cap=5, poll=1.0, router="driver_idle_seconds = 60\n")
+    first = cli(config, *submit_args(slurm, "--detach"))
+    assert first.returncode == 0, first.stderr
+    fifo = tmp_path / "state" / "journal.sqlite3.wake"
+    assert fifo.is_fifo()
+    fifo.unlink()
+    said = cli(config, "driver", "status")
+    assert said.returncode == 0, said.stderr
+    [line] = [line for line in said.stdout.splitlines() if line.startswith("wake-up:")]
+    assert "missing" in line
+    assert "every 1 s" in line
+    second = cli(config, *submit_args(slurm, "--detach"))
+    assert second.returncode == 0, second.stderr
+    ids = [first.stdout.strip(), second.stdout.strip()]
+    for dispatch_id in ids:
+        assert final_row(slurm, tmp_path, dispatch_id).label == "RUNNING"
+    check_settled(slurm, tmp_path, ids)
