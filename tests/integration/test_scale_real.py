@@ -1,9 +1,11 @@
-"""The driver's wake-up on the real local SLURM: a submit's first sbatch and a cancel's scancel happen at once, not at
-the next poll (a 120 s poll here), and a deleted wake-up FIFO leaves the poll driving, said by `driver status`."""
+"""An agent's loop on the real local SLURM: the driver's wake-up (a submit's first sbatch and a cancel's scancel at
+once, not at the next poll; a deleted wake-up FIFO leaves the poll driving, said by `driver status`), and a submit of
+several scripts (one dispatch each, one job each, even with the driver killed in the middle)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -15,8 +17,10 @@ from .cli_harness import (
     FELLOWS_FSM,
     check_settled,
     cli,
+    driver_pid,
     final_row,
     ledger_config,
+    process_alive,
     read_journal,
     stop_background_driver,
     submit_args,
@@ -96,4 +100,61 @@ def test_a_deleted_wake_up_fifo_leaves_the_poll_driving_and_driver_status_says_s
     ids = [first.stdout.strip(), second.stdout.strip()]
     for dispatch_id in ids:
         assert final_row(slurm, tmp_path, dispatch_id).label == "RUNNING"
+    check_settled(slurm, tmp_path, ids)
+
+
+def _several(slurm: Cluster, count: int, *flags: str) -> list[str]:
+    """A submit of ``count`` 1-GPU scripts that sleep 2 s (each its own file), with the job options after --."""
+    scripts = [slurm.script(2) for _ in range(count)]
+    return ["submit", *flags, "--gpus", "1", "--time", "10:00", *scripts, "--", *slurm.job_args()]
+
+
+def test_several_scripts_make_one_dispatch_each_with_one_job(slurm: Cluster, tmp_path: Path) -> None:
+    """`submit a b c --json` prints a list of three dispatches, each with its SLURM job queued; each runs once."""
+    config = ledger_config(tmp_path, cap=60, poll=1.0, router="driver_idle_seconds = 30\n")
+    result = cli(config, *_several(slurm, 3, "--json"))
+    assert result.returncode == 0, result.stderr
+    objects = json.loads(result.stdout)
+    assert [o["slurm_job_id"] is not None for o in objects] == [True] * 3
+    ids = [o["dispatch_id"] for o in objects]
+    assert len(set(ids)) == 3
+    for dispatch_id in ids:
+        assert final_row(slurm, tmp_path, dispatch_id).label == "RUNNING"
+        assert len(jobs_of(slurm, dispatch_id)) == 1
+    check_settled(slurm, tmp_path, ids)
+
+
+def test_a_driver_killed_in_the_middle_of_a_multi_submit_loses_none_and_queues_none_twice(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """Twelve scripts paced at 2 sbatch a second; the driver SIGKILLed after its first sbatch: the command
+    starts a new one, returns 0 once every job is queued, and each printed dispatch has exactly one job, which ran."""
+    config = ledger_config(
+        tmp_path, cap=60, poll=1.0, fellows="max_submits_per_second = 2\n", router="driver_idle_seconds = 30\n"
+    )
+    proc = subprocess.Popen(
+        [str(FELLOWS_FSM), "--config", str(config), *_several(slurm, 12)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def submitted() -> int:
+        """How many dispatches have their first submit journaled (written ahead of each sbatch)."""
+        with read_journal(tmp_path) as j:
+            return sum(bool(j.steps(r.id)) for r in j.dispatches())
+
+    slurm.wait_for(lambda: submitted() > 0, "the first sbatch", timeout=WAIT, tick=0.05)
+    assert submitted() < 12  # the kill lands in the middle of the paced sbatch calls
+    first = driver_pid(tmp_path)
+    os.kill(first, signal.SIGKILL)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err + (tmp_path / "state" / "driver.log").read_text()
+    ids = out.split()
+    assert len(ids) == 12
+    assert driver_pid(tmp_path) != first
+    assert not process_alive(first)
+    for dispatch_id in ids:
+        assert final_row(slurm, tmp_path, dispatch_id).label == "RUNNING"
+        assert len(jobs_of(slurm, dispatch_id)) == 1, jobs_of(slurm, dispatch_id)
     check_settled(slurm, tmp_path, ids)
