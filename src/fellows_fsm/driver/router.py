@@ -415,7 +415,7 @@ class Router:
         A rung is tried only while a driver watches it, so a free rung is never passed over for time nobody
         watched. Returns True if it paused anything (driver/cadence.py)."""
         interval = self.config.fellows.poll_interval_seconds
-        return unwatched(list(self.live.values()), self.executor, now=self.clock.now(), interval=interval, due=due)
+        return unwatched(self.live.values(), self.executor, now=self.clock.now(), interval=interval, due=due)
 
     def _paid_price(self) -> float | None:
         after = self.config.after_ladder
