@@ -168,13 +168,16 @@ def main() -> None:
     parser.add_argument("--shells", type=int, default=4)
     parser.add_argument("--each", type=int, default=250)
     parser.add_argument("--skip-burst", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
-    result: dict[str, Any] = {"latency": latency(args.runs, args.cancels)}
-    print(json.dumps(result["latency"], indent=2), flush=True)
+    result: dict[str, Any] = {}
+    if not args.skip_latency:
+        result["latency"] = latency(args.runs, args.cancels)
+        print(json.dumps(result["latency"], indent=2), flush=True)
     if not args.skip_burst:
         result["burst"] = burst(args.shells, args.each)
         print(json.dumps(result["burst"], indent=2), flush=True)
-    print(write_result("agent_loop", result))
+    print(write_result("agent_loop_burst" if args.skip_latency else "agent_loop", result, module="agent_loop"))
 
 
 if __name__ == "__main__":

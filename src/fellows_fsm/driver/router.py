@@ -310,8 +310,8 @@ class Router:
     def nudge(self) -> None:
         """On a wake-up between polls: the inbox now (cancels, new dispatches' first submits, batched), no squeue."""
         self.take_requests()
-        new = [self.live[i] for i in self.adopt() if i in self.live and self.live[i].job_id is None]
-        self._settle(self.executor.tick(new, {}, 0))
+        self.adopt()  # then every dispatch never submitted (those a busy turn left too: ``Executor.unsent``)
+        self._settle(self.executor.tick([d for d in self.live.values() if d.job_id is None and not d.history], {}, 0))
 
     def _settle(self, outcome: TickOutcome) -> None:
         self._failed.extend(outcome.failures)
@@ -379,7 +379,7 @@ class Router:
                 next_poll = started + backoff
                 if not report.unreachable:
                     next_poll = max(started + interval, min(next_poll, self._next_window_close(next_poll)))
-            elif woken is not None and woken():
+            elif self.executor.unsent or (woken is not None and woken()):
                 self.nudge()  # the handoffs it starts are reaped from the next turn
             elif self.handoffs.running:
                 before = len(self.handoffs.running)

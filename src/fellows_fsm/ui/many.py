@@ -25,7 +25,8 @@ from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 __all__ = ["split_scripts", "submit_scripts"]
 
 QUEUED_WAIT_SECONDS = 30.0
-"""How long past the pace's own time (scripts / ``max_submits_per_second``) the command waits for the last job."""
+"""How long the command waits with no job of the journal queued meanwhile before it says SLURM has not queued
+them (a burst from several shells is queued at the driver's pace: each job queued restarts the wait)."""
 READ_SECONDS = 0.2
 """How often it reads the journal while it waits (one query); the driver is asked to run every second."""
 
@@ -79,15 +80,18 @@ def submit_scripts(
         if not as_json:
             click.echo("\n".join(ids))  # journaled: each is walked from here on, whatever becomes of this command
         journal = fellows.journal
-        rate = config.fellows.max_submits_per_second
-        end = time.monotonic() + QUEUED_WAIT_SECONDS + len(ids) / rate
-        asked = 0.0
+        end = time.monotonic() + QUEUED_WAIT_SECONDS
+        asked, before = 0.0, len(ids)
         waiting = set(ids)
         while waiting:
             live = {r.id: r for r in journal.dispatches(live_only=True)}
             waiting = {i for i in waiting if i in live and live[i].job_id is None and not live[i].pinned}
             if not waiting:
                 break
+            unqueued = sum(r.job_id is None for r in live.values())  # other commands' dispatches may go first
+            if unqueued < before:
+                end = time.monotonic() + QUEUED_WAIT_SECONDS  # the driver is queueing: wait on
+            before = min(before, unqueued)
             if time.monotonic() > end:
                 raise SchedulerUnreachable(
                     f"{len(waiting)} of the {len(ids)} dispatches have no job queued yet; they stay journaled and "
