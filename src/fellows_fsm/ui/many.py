@@ -27,8 +27,9 @@ __all__ = ["split_scripts", "submit_scripts"]
 QUEUED_WAIT_SECONDS = 30.0
 """How long the command waits with no job of the journal queued meanwhile before it says SLURM has not queued
 them (a burst from several shells is queued at the driver's pace: each job queued restarts the wait)."""
-READ_SECONDS = 0.2
-"""How often it reads the journal while it waits (one query); the driver is asked to run every second."""
+READ_SECONDS = 1.0
+"""How often it reads the journal while it waits (one query, every live row: several such commands at once must
+leave the driver the CPU); the driver is asked to run at each read."""
 
 
 def split_scripts(first: Path, rest: Sequence[str]) -> tuple[list[Path], tuple[str, ...]]:
@@ -81,7 +82,7 @@ def submit_scripts(
             click.echo("\n".join(ids))  # journaled: each is walked from here on, whatever becomes of this command
         journal = fellows.journal
         end = time.monotonic() + QUEUED_WAIT_SECONDS
-        asked, before = 0.0, len(ids)
+        asked, before = 0.0, None
         waiting = set(ids)
         while waiting:
             live = {r.id: r for r in journal.dispatches(live_only=True)}
@@ -89,15 +90,15 @@ def submit_scripts(
             if not waiting:
                 break
             unqueued = sum(r.job_id is None for r in live.values())  # other commands' dispatches may go first
-            if unqueued < before:
+            if before is not None and unqueued < before:
                 end = time.monotonic() + QUEUED_WAIT_SECONDS  # the driver is queueing: wait on
-            before = min(before, unqueued)
+            before = unqueued if before is None else min(before, unqueued)
             if time.monotonic() > end:
                 raise SchedulerUnreachable(
                     f"{len(waiting)} of the {len(ids)} dispatches have no job queued yet; they stay journaled and "
                     "the background driver keeps trying (never twice); `fellows-fsm status` shows them"
                 )
-            if time.monotonic() - asked >= 1.0:
+            if time.monotonic() - asked >= READ_SECONDS:
                 # A driver that died is started again (the journal has every dispatch); one slow to start (a loaded
                 # machine) is found running at a later round: until the deadline, that is no failure.
                 with contextlib.suppress(FellowsError):
