@@ -395,7 +395,7 @@ class Router:
             wait = next_poll - clock.now()
             if self.handoffs.running:
                 wait = min(wait, HANDOFF_CHECK_SECONDS)
-            sleep(max(0.0, wait))
+            sleep(0.0 if self.executor.unsent else max(0.0, wait))  # a burst's next turn at once
 
     def _next_window_close(self, default: float) -> float:
         """When the first running window of a walking dispatch closes (``default`` if none runs)."""
