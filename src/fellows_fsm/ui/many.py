@@ -82,17 +82,17 @@ def submit_scripts(
             click.echo("\n".join(ids))  # journaled: each is walked from here on, whatever becomes of this command
         journal = fellows.journal
         end = time.monotonic() + QUEUED_WAIT_SECONDS
-        asked, before = 0.0, None
+        asked, before = 0.0, set[str]()
         waiting = set(ids)
         while waiting:
             live = {r.id: r for r in journal.dispatches(live_only=True)}
             waiting = {i for i in waiting if i in live and live[i].job_id is None and not live[i].pinned}
             if not waiting:
                 break
-            unqueued = sum(r.job_id is None for r in live.values())  # other commands' dispatches may go first
-            if before is not None and unqueued < before:
+            unqueued = {i for i, r in live.items() if r.job_id is None}  # other commands' dispatches may go first
+            if before - unqueued:
                 end = time.monotonic() + QUEUED_WAIT_SECONDS  # the driver is queueing: wait on
-            before = unqueued if before is None else min(before, unqueued)
+            before = unqueued
             if time.monotonic() > end:
                 raise SchedulerUnreachable(
                     f"{len(waiting)} of the {len(ids)} dispatches have no job queued yet; they stay journaled and "
