@@ -9,27 +9,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.budget import Spend, Windows, spend
-from fellows_fsm.core.paid import LIVE_PAID, PaidRun
+from fellows_fsm.core.budget import Spend
+from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.admission import Check, check_request
 from fellows_fsm.driver.budget import never_paid_words
-from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config, request_cancel
+from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, NoBudget, SchedulerUnreachable
 from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
-from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, select
+from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, read_spend, select
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
@@ -39,7 +38,7 @@ from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.script import check_spec
 
-__all__ = ["Fellows", "Progress", "Submitted", "read_spend"]
+__all__ = ["Fellows", "Progress", "Submitted"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class Submitted:
     """The dispatch as journaled right after the submit."""
     driving: bool
     """True if this process drives the journal (it queued the first job itself); False if the dispatch was
-    enqueued for the process that drives it, which submits it on its next poll."""
+    enqueued for the process that drives it, which submits it at once (woken: driver/wake.py)."""
     check: Check
     notes: tuple[str, ...] = ()
     """What sbatch's rendering said besides the job id (e.g. an ``#SBATCH --qos`` line overridden)."""
@@ -298,6 +297,7 @@ class Fellows:
         on_tick: Callable[[Progress], None] | None = None,
         until: Callable[[Progress], bool] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        read_every: float | None = None,
     ) -> Handle:
         """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn), its paid job runs
         (PAID_RUNNING: started, as RUNNING is on a free rung; the driver follows it on to its end), or ``until``
@@ -308,6 +308,7 @@ class Fellows:
         stops (or dies), this one drives, and then also waits for every walking dispatch it took over (so a
         dispatch whose submitter died is finished). ``on_change`` gets the dispatch's handle at the first poll
         (or read) and whenever it changes after; ``on_tick`` every poll or read; ``sleep`` waits between them.
+        ``read_every`` reads the journal that often instead (a short wait: the driver wakes for a new dispatch).
         """
         last: list[Handle] = []
 
@@ -320,7 +321,8 @@ class Fellows:
                 on_tick(progress)
             return until is not None and until(progress)
 
-        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, self.serial.sleeping(sleep))
+        pace = self.serial.sleeping(sleep if read_every is None else lambda _: sleep(read_every))
+        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, pace)
         return self.handle(dispatch_id)
 
     @serialized
@@ -445,6 +447,22 @@ class Fellows:
         left the queue), or None if it is RUNNING, handed off, or still live."""
         return outcome_error(self.journal, find(self.journal, dispatch_id).id)
 
+    @serialized
+    def submit_many(self, specs: Sequence[JobSpec], *, intent: str = "prod", pin: str | None = None) -> list[Handle]:
+        """Dispatch every spec, each checked first as ``submit`` checks it (one refused is raised, none journaled),
+        in ONE inbox transaction; return their handles at once. The journal's driver (woken: driver/wake.py) makes
+        their first submits in one batch, paced per cluster (``max_submits_per_second``)."""
+        checks = [self.check(spec, intent=intent, pin=pin) for spec in specs]
+        if refused := next((c.refused for c in checks if c.refused is not None), None):
+            raise refused
+        if self.background:
+            remember_config(self.config, self.journal)
+        requests = [(spec, c.ladder, c.note) for spec, c in zip(specs, checks, strict=True)]
+        ids = enqueue_many(self.config, self.journal, requests, intent=intent, pin=pin, at=self.clock.now())
+        if self.drive() and self._router is not None:
+            self._router.nudge()  # this process drives: it makes the first submits now
+        return [self.handle(i) for i in ids]
+
     # ----------------------------------------------------------------- cancelling
     @serialized
     def cancel(self, dispatch_id: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> list[str]:
@@ -487,14 +505,3 @@ def _final(journal: Journal, dispatch_id: str) -> bool:
 def _started_or_final(handle: Handle) -> bool:
     """Has the dispatch's job started (on a free rung, or paid), or has it ended?"""
     return handle.final or handle.state == State.PAID_RUNNING
-
-
-def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:
-    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the ended runs
-    handed since the earliest window began summed in ONE query (journal/store.py: ``paid_sums``), the live ones read
-    as runs, counted by core/budget.py's ``spend``."""
-    at = time.time() if now is None else now
-    zone = budget.zone
-    windows = Windows.at(at, zone)
-    live = journal.paid_runs(since=windows.earliest, status=sorted(LIVE_PAID))
-    return spend(live, at, zone, ended=journal.paid_sums(windows, at))

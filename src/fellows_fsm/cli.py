@@ -49,6 +49,7 @@ from fellows_fsm.ui.app import (
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
+from fellows_fsm.ui.many import split_scripts, submit_scripts
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 @main.command(context_settings={"show_default": True}, short_help="Dispatch an sbatch script and follow it.")
 # The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
 @click.argument("script", type=click.Path(path_type=Path))
-@click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
+@click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[MORE_SCRIPTS...] [-- SBATCH_ARGS...]")
 # --intent is any word here: another than prod or debug is refused by the check the Python API makes too.
 @click.option("--intent", default="prod", metavar="prod|debug", help="debug starts on debug_qos.")
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
@@ -77,7 +78,7 @@ log = logging.getLogger(__name__)
 @click.option("--name", help="Job name (default: #SBATCH --job-name, else the script's name).")
 @config_option
 @click.pass_context
-def submit(  # noqa: PLR0917 - click passes every option as an argument
+def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument; several scripts: ui/many.py
     ctx: click.Context,
     script: Path,
     sbatch_args: tuple[str, ...],
@@ -97,8 +98,23 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     ladder is checked against what the cluster grants. The journal's background driver walks the dispatch
     (started here if none runs): this command only follows it, so Ctrl-C, a closed terminal or a dropped ssh
     session never stops the walk. `--detach` returns once the first job is queued; `--pin fellows` too (add
-    --follow to stay).
+    --follow to stay). Several scripts make one dispatch each (journaled together): their ids are printed one a
+    line (--json: a list, once every job is queued) and the command returns once every first job is queued.
     """
+    scripts, sbatch_args = split_scripts(script, sbatch_args)
+    if len(scripts) > 1:  # ui/many.py
+        submit_scripts(
+            config_of(ctx),
+            scripts,
+            sbatch_args,
+            intent=intent,
+            pin=pin,
+            as_json=as_json,
+            gpus=gpus,
+            time_limit=time_limit,
+            name=name,
+        )
+        return
     defaults = read_script_defaults(script)
     limit = time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
     spec = job_spec(
@@ -241,7 +257,8 @@ def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
             )
         return False
 
-    fellows.follow(dispatch_id, until=queued)
+    # Read the journal often: the driver woke for this dispatch, its job is queued well before the next poll.
+    fellows.follow(dispatch_id, until=queued, read_every=min(0.1, fellows.config.fellows.poll_interval_seconds))
 
 
 # --------------------------------------------------------------------------- watch

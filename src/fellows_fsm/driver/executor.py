@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from fellows_fsm.driver.handoffs import Handoffs
     from fellows_fsm.lanes.base import HandoffLane
 
-__all__ = ["Executor", "NullRecorder", "Recorder", "TickOutcome"]
+__all__ = ["FIRST_SUBMITS_PER_TICK", "Executor", "NullRecorder", "Recorder", "TickOutcome"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,12 @@ class NullRecorder:
     def batch(self) -> Iterator[None]:
         """No transaction to group."""
         yield
+
+
+FIRST_SUBMITS_PER_TICK = 20
+"""At most this many first submits of new dispatches a tick (or a wake-up's turn): 2 s of sbatch calls at the
+default pace (slurm/pace.py), so a burst of 1,000 submits never holds a poll (or a cancel) up for long; the rest
+follow in the next turns, at once (``Executor.unsent``)."""
 
 
 @attrs.frozen
@@ -116,6 +122,8 @@ class Executor:
         self._changes = 0
         self.looked_up: set[str] = set()
         """Dispatches whose lost submit was looked up by token: a late job may carry it (swept when they end)."""
+        self.unsent = 0
+        """New dispatches the last tick left for the next turn (``FIRST_SUBMITS_PER_TICK``): taken at once."""
         self.delete_paid: Callable[[str], None] | None = None
         """Deletes a dispatch's paid job (the router's paid follower), after the step that asks it is journaled."""
         self._attaches: list[Attach] | None = None
@@ -287,8 +295,11 @@ class Executor:
                     later.append((d, decision))  # a port call: run after the batch is committed
         for d, decision in later:
             self._guarded(d, decision, journaled=True)
+        unsent = [d for d in jobless if not d.history]
+        later_ids = {d.id for d in unsent[FIRST_SUBMITS_PER_TICK:]}  # a burst never holds a tick up for long
+        self.unsent = len(later_ids)
         for d in jobless:
-            if not d.is_final:
+            if not d.is_final and d.id not in later_ids:
                 self._advance(d, None, False)
         movers = [d for d in live if d.waits_for_room and d.state in _CHANGING]
         for d in movers[:max_changes]:

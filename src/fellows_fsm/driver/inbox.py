@@ -18,7 +18,7 @@ import itertools
 import os
 import time
 import uuid
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
+from fellows_fsm.driver.wake import wake
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -191,7 +192,47 @@ def enqueue(
         if journal.dispatch(dispatch_id) is None:
             drop_script(journal.path.parent, dispatch_id)  # no row uses it
         raise
+    path = journal.path
+
+    def woken() -> None:
+        wake(path)
+
+    journal.after_commit(woken)  # once committed, the driver submits it at once, not at its next poll (driver/wake.py)
     return dispatch_id
+
+
+def enqueue_many(
+    config: Config,
+    journal: Journal,
+    requests: Sequence[tuple[JobSpec, Ladder | None, str]],
+    *,
+    intent: str,
+    pin: str | None,
+    at: float,
+) -> list[str]:
+    """Journal one dispatch per ``(spec, ladder, note)`` in ONE transaction (all or none) and wake the driver once;
+    return their ids in order."""
+    ids = [new_id() for _ in requests]
+    try:
+        with journal.batch():
+            for dispatch_id, (spec, ladder, note) in zip(ids, requests, strict=True):
+                enqueue(
+                    config,
+                    journal,
+                    spec,
+                    intent=intent,
+                    pin=pin,
+                    ladder=ladder,
+                    note=note,
+                    at=at,
+                    dispatch_id=dispatch_id,
+                )
+    except BaseException:
+        for dispatch_id in ids:
+            if journal.dispatch(dispatch_id) is None:
+                drop_script(journal.path.parent, dispatch_id)  # none of the batch was kept
+        raise
+    return ids
 
 
 def new_id() -> str:
@@ -261,6 +302,7 @@ def request_cancel(
     refuse_handed_off(journal, row, handing=True)  # a handoff to a followed lane is the driver's to tell
     journal.drop_meta(CANCEL_ANSWER + row.id)
     journal.put_meta(CANCEL_REQUEST + row.id, {"at": at})
+    wake(journal.path)
     for attempt in itertools.count():  # counted, not timed: a frozen test clock must not make it wait forever
         ensure_driver()
         answer = journal.get_meta(CANCEL_ANSWER + row.id)

@@ -29,6 +29,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
 from fellows_fsm.driver.router import Router
+from fellows_fsm.driver.wake import WakeChannel, wake_problem
 from fellows_fsm.errors import FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
 from fellows_fsm.journal.statefs import check_room
@@ -147,18 +148,21 @@ def serve(
     stop_event = stop_event or threading.Event()
     clock = clock or SystemClock()
     journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
+    channel = WakeChannel(config.journal_path, stop_event)
     try:
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
+        channel.open()  # before the first poll: a message journaled after it wakes this driver, one before it is read
         while True:
             router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
-            _run(router, config, clock, stop_event)
+            _run(router, config, clock, channel)
             journal.release_driver()
             if stop_event.is_set() or not has_work(journal):
                 return True
             if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
                 return True  # another driver took over the work in between
     finally:
+        channel.close()
         journal.close()
 
 
@@ -174,7 +178,8 @@ def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bo
     return False
 
 
-def _run(router: Router, config: Config, clock: Clock, stop_event: threading.Event) -> None:
+def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> None:
+    stop_event = channel.stop
     grace = config.router.driver_idle_seconds
     idle_since: list[float] = []
 
@@ -188,10 +193,8 @@ def _run(router: Router, config: Config, clock: Clock, stop_event: threading.Eve
             idle_since.append(clock.now())
         return clock.now() - idle_since[0] >= grace
 
-    def sleep(seconds: float) -> None:
-        stop_event.wait(seconds)  # a stop (SIGTERM) ends the wait at once; the tick in hand was finished
-
-    router.run(until=until, sleep=sleep, linger=True)
+    # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished.
+    router.run(until=until, sleep=channel.sleep, linger=True, woken=channel.woken)
 
 
 # --------------------------------------------------------------------------- status and stop, for the CLI
@@ -205,6 +208,8 @@ class DriverStatus:
     running: bool
     live: int
     log: Path
+    wake: str | None = None
+    """Why a command cannot wake the driver (the poll still drives), or None."""
 
 
 def status(config: Config) -> DriverStatus:
@@ -216,7 +221,9 @@ def status(config: Config) -> DriverStatus:
     if path.exists():
         with contextlib.closing(Journal(path, readonly=True)) as journal:
             live = len(journal.dispatches(live_only=True))
-    return DriverStatus(path, _owner(lock), running, live, log_path(path))
+    owner = _owner(lock)
+    background = running and owner is not None and owner.kind == "background"  # the one that listens (wake.py)
+    return DriverStatus(path, owner, running, live, log_path(path), wake_problem(path) if background else None)
 
 
 def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> DriverOwner | None:

@@ -24,8 +24,9 @@ from fellows_fsm.core.paid import PaidMark, pin_budget_fits
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES
 from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
+from fellows_fsm.driver.cadence import unwatched
 from fellows_fsm.driver.clusters import Clusters
-from fellows_fsm.driver.executor import Executor
+from fellows_fsm.driver.executor import Executor, TickOutcome
 from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
 from fellows_fsm.driver.paid import PaidFollower
@@ -50,9 +51,6 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 __all__ = ["Router"]
 
 log = logging.getLogger(__name__)
-
-UNWATCHED_SLACK_SECONDS = 1.0
-"""A tick later than two poll intervals and this many seconds past its time means nobody watched the journal."""
 
 
 class Router:
@@ -297,14 +295,10 @@ class Router:
         workload = self._workloads(walking, now)
         rungs = {i: self.live[i].rung_index for i in self.executor.looked_up if i in self.live}
         outcome = self.executor.tick(walking, observations, self.config.rung_changes_per_tick, workload=workload)
-        self._failed.extend(outcome.failures)
         # A lost submit's job may land later: looked for as it changes rung or ends (strays.py), never two jobs.
         moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
         strays.sweep(self.clusters, self.executor, moved)
-        for dispatch_id, refusal in outcome.rejected:
-            self._reject(self.live[dispatch_id], refusal)
-        for dispatch_id in outcome.handoffs:
-            self._hand_off_after_ladder(self.live[dispatch_id])
+        self._settle(outcome)
         for d in list(self.live.values()):
             if d.is_final:
                 self.executor.looked_up.discard(d.id)
@@ -312,6 +306,19 @@ class Router:
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
         return self._report(now, len(job_ids), outcome.rung_changes, outcome.deferred, unreachable=False)
+
+    def nudge(self) -> None:
+        """On a wake-up between polls: the inbox now (cancels, new dispatches' first submits, batched), no squeue."""
+        self.take_requests()
+        self.adopt()  # then every dispatch never submitted (those a busy turn left too: ``Executor.unsent``)
+        self._settle(self.executor.tick([d for d in self.live.values() if d.job_id is None and not d.history], {}, 0))
+
+    def _settle(self, outcome: TickOutcome) -> None:
+        self._failed.extend(outcome.failures)
+        for dispatch_id, refusal in outcome.rejected:
+            self._reject(self.live[dispatch_id], refusal)
+        for dispatch_id in outcome.handoffs:
+            self._hand_off_after_ladder(self.live[dispatch_id])
 
     def _workloads(self, walking: list[Dispatch], now: float) -> Workload | dict[str, Workload] | None:
         """The workload each calibrating dispatch reads: fellows' (one cluster), else each cluster's by lane."""
@@ -342,6 +349,7 @@ class Router:
         on_tick: Callable[[TickReport], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         linger: bool = False,
+        woken: Callable[[], bool] | None = None,
     ) -> TickReport:
         """Poll until every dispatch is final (or ``until`` says stop): ONE poll per poll interval.
 
@@ -353,7 +361,7 @@ class Router:
         call per interval, whatever the number of dispatches or the spread of their deadlines; a window
         that closes between polls is acted on at the next one (so within one interval). A slow or
         unreachable controller stretches the interval (doubling, up to 8 polls). Between polls only
-        running handoff commands are looked at (no SLURM call), so a slow GCP command blocks nothing.
+        running handoff commands are looked at (no SLURM call) and a wake-up (``woken``) is answered (``nudge``).
         """
         interval = self.config.fellows.poll_interval_seconds
         backoff = interval
@@ -371,6 +379,8 @@ class Router:
                 next_poll = started + backoff
                 if not report.unreachable:
                     next_poll = max(started + interval, min(next_poll, self._next_window_close(next_poll)))
+            elif self.executor.unsent or (woken is not None and woken()):
+                self.nudge()  # the handoffs it starts are reaped from the next turn
             elif self.handoffs.running:
                 before = len(self.handoffs.running)
                 self.reap_handoffs()
@@ -385,7 +395,7 @@ class Router:
             wait = next_poll - clock.now()
             if self.handoffs.running:
                 wait = min(wait, HANDOFF_CHECK_SECONDS)
-            sleep(max(0.0, wait))
+            sleep(0.0 if self.executor.unsent else max(0.0, wait))  # a burst's next turn at once
 
     def _next_window_close(self, default: float) -> float:
         """When the first running window of a walking dispatch closes (``default`` if none runs)."""
@@ -403,16 +413,9 @@ class Router:
         """A tick was due at ``due``; if it comes much later (no driver ran, or this one was stopped), stop every
         walking dispatch's clock from ``due``: the next answered tick resumes it, every window later by the gap.
         A rung is tried only while a driver watches it, so a free rung is never passed over for time nobody
-        watched. Returns True if it paused anything."""
-        now = self.clock.now()
+        watched. Returns True if it paused anything (driver/cadence.py)."""
         interval = self.config.fellows.poll_interval_seconds
-        if now - due <= max(2 * interval, UNWATCHED_SLACK_SECONDS) or not self.live:
-            return False
-        since = time.strftime("%H:%M:%S", time.localtime(due))
-        why = f"no driver watched from {since} for {now - due:.0f} s; the windows wait for that time"
-        log.warning("no tick since %s (%.0f s): every window moves later by that time", since, now - due)
-        self.executor.pause(self.live.values(), due, why=why)
-        return True
+        return unwatched(self.live.values(), self.executor, now=self.clock.now(), interval=interval, due=due)
 
     def _paid_price(self) -> float | None:
         after = self.config.after_ladder
@@ -494,7 +497,3 @@ class Router:
     def adopt(self) -> list[str]:
         """Take on the live dispatches journaled since the last look (through the inbox); return their ids."""
         return recovery.adopt(self.roster, self.journal, self.config)
-
-    def is_done(self, dispatch_id: str) -> bool:
-        """True once the dispatch is final (RUNNING, handed off, rejected, or ended while pinned)."""
-        return self.handle(dispatch_id).final

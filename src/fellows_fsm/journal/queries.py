@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 
+from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.core.budget import Spend, Windows, spend
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.core.paid import LIVE_PAID
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, PaidStatus, State
 from fellows_fsm.driver.handoffs import unknown_note
 from fellows_fsm.errors import (
@@ -34,6 +38,7 @@ __all__ = [
     "journaled_failure",
     "outcome_error",
     "pending_delete",
+    "read_spend",
     "refuse_handed_off",
     "restore",
     "select",
@@ -216,3 +221,14 @@ def spec_of(row: DispatchRow) -> JobSpec:
     values = dict(row.spec)
     values["extra_args"] = tuple(values.get("extra_args", ()))
     return JobSpec(**values)
+
+
+def read_spend(journal: Journal, budget: BudgetConfig, now: float | None = None) -> Spend:
+    """What the journal's paid runs spent in the windows ``now`` (default: the wall clock) falls in: the ended runs
+    handed since the earliest window began summed in ONE query (journal/store.py: ``paid_sums``), the live ones read
+    as runs, counted by core/budget.py's ``spend``."""
+    at = time.time() if now is None else now
+    zone = budget.zone
+    windows = Windows.at(at, zone)
+    live = journal.paid_runs(since=windows.earliest, status=sorted(LIVE_PAID))
+    return spend(live, at, zone, ended=journal.paid_sums(windows, at))

@@ -41,7 +41,7 @@ def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
     connection whose socket lives under ``<state_dir>/ssh``."""
     if fellows.host is None:
         runner = CommandRunner(transport=LocalTransport(slurm_conf=fellows.slurm_conf))
-        return SlurmScheduler(runner, options=fellows.render_options)
+        return SlurmScheduler(runner, options=fellows.render_options, submits_per_second=fellows.max_submits_per_second)
     transport = SshTransport(
         fellows.host,
         options=fellows.ssh_options,
@@ -49,7 +49,10 @@ def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
         connect_timeout_seconds=fellows.ssh_connect_timeout_seconds,
     )
     return SlurmScheduler(
-        CommandRunner(transport=transport), remote_workdir=fellows.remote_workdir, options=fellows.render_options
+        CommandRunner(transport=transport),
+        remote_workdir=fellows.remote_workdir,
+        options=fellows.render_options,
+        submits_per_second=fellows.max_submits_per_second,
     )
 
 

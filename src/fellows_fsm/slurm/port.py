@@ -18,6 +18,7 @@ from pathlib import Path
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
+from fellows_fsm.slurm.pace import SubmitPace
 from fellows_fsm.slurm.render import LaneOptions, render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 from fellows_fsm.slurm.script import read_script_defaults
@@ -85,8 +86,11 @@ class SlurmScheduler:
         observer: Observer | None = None,
         remote_workdir: str | None = None,
         options: LaneOptions | None = None,
+        submits_per_second: float | None = None,
     ) -> None:
         self.runner = runner or CommandRunner()
+        self.pace = SubmitPace(submits_per_second) if submits_per_second else None
+        """sbatch calls paced to the lane's ``max_submits_per_second`` (slurm/pace.py); None: not paced."""
         self.options = options or LaneOptions()
         """What this cluster's lane sets on every sbatch: partition, account, how GPUs are asked for."""
         self._user = user
@@ -131,6 +135,8 @@ class SlurmScheduler:
                 f"job {spec.name!r} was submitted from {cwd}, which is no longer a directory here; sbatch runs "
                 "there (a job with no --chdir runs in it): restore it, or cancel the dispatch and submit again"
             )
+        if self.pace is not None:
+            self.pace.wait()
         result = self.runner.run(argv, idempotent=False, stdin=stdin, cwd=cwd)
         if result.ok:
             return parse_sbatch_id(result.stdout)

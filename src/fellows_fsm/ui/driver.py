@@ -38,6 +38,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 "live": found.live,
                 "journal": str(found.journal),
                 "log": str(found.log),
+                "wake": found.wake,
             }
         )
         return
@@ -49,6 +50,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"driver {owner.describe()} ({owner.kind}) since {iso_utc(owner.since)}, last tick {tick}; "
         f"{found.live} live dispatch(es) in {found.journal}; log {owner.log or found.log}"
     )
+    if found.wake is not None:
+        poll = config.fellows.poll_interval_seconds
+        click.echo(f"wake-up: {found.wake}; the driver reads new messages at its next poll (every {poll:g} s)")
 
 
 @driver.command("stop", short_help="Stop the driver (the dispatches stay journaled).")

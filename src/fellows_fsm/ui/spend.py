@@ -1,8 +1,8 @@
 """``fellows-fsm spend``: what the paid runs spent today, this week and this month (GPU-hours, cost; per lane), what
 the live ones may still add at worst, and the ``[budget]`` limits if set.
 
-The arithmetic is core/budget.py's (``spend``); the runs are read in one query (api.py: ``read_spend``). Here are
-only the table and the JSON object.
+The arithmetic is core/budget.py's (``spend``); the runs are read in one query (journal/queries.py:
+``read_spend``). Here are only the table and the JSON object.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from fellows_fsm.api import read_spend
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
@@ -26,6 +25,7 @@ from fellows_fsm.core.budget import Period, Spend, Tally
 from fellows_fsm.driver.budget import journaled_budget, remember_budget
 from fellows_fsm.driver.inbox import driver_budget
 from fellows_fsm.errors import FellowsError
+from fellows_fsm.journal.queries import read_spend
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 from fellows_fsm.ui.paid import cost_words, hours_words
 

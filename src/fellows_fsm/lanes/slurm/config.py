@@ -49,6 +49,10 @@ DEFAULT_LADDER = (DEFAULT_QOS, *DEFAULT_LATER_RUNGS)
 """The longest park cap (or lane timeout) accepted: 30 days; beyond it deadlines stop being dates sbatch takes."""
 MIN_POLL_SECONDS = 0.05
 MAX_POLL_SECONDS = 3600.0
+DEFAULT_SUBMITS_PER_SECOND = 10.0
+"""sbatch calls a second to one cluster: 1,000 dispatches queued in under two minutes, while a controller that
+answers each in about 5 ms spends a twentieth of its time on them (SLURM's own limiter, when on, allows 2/s)."""
+MAX_SUBMITS_PER_SECOND = 1000.0
 _QOS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a partition or an account
 _GPU_TEMPLATE = re.compile(r"^[A-Za-z0-9_.:-]*\{gpus\}[A-Za-z0-9_.:-]*$")
@@ -138,6 +142,8 @@ class FellowsConfig:
     """An optional shorter cap for rungs 2 and later."""
     poll_interval_seconds: float = 10.0
     """How often the router asks SLURM about every live job (one squeue per poll)."""
+    max_submits_per_second: float = DEFAULT_SUBMITS_PER_SECOND
+    """The most sbatch calls a second the driver makes to this cluster (bursts of as many): slurm/pace.py."""
     debug_qos: str | None = None
     """A QoS for debug-intent dispatches (e.g. 'dev-eur'), tried before the ladder; off when None."""
     debug_park_cap_seconds: float | None = None
@@ -214,6 +220,12 @@ class FellowsConfig:
         for i, name in enumerate(self.qos_ladder):
             _check_qos_name(f"qos_ladder[{i}]", name)
         positive_seconds("park_cap_seconds", self.park_cap_seconds)
+        rate = self.max_submits_per_second
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_SUBMITS_PER_SECOND:
+            raise ConfigError(
+                f"max_submits_per_second={rate!r} must be a number above 0 and at most {MAX_SUBMITS_PER_SECOND:g}; "
+                f"give {DEFAULT_SUBMITS_PER_SECOND:g} (the default)"
+            )
         positive_seconds("poll_interval_seconds", self.poll_interval_seconds, most=MAX_POLL_SECONDS)
         if self.poll_interval_seconds < MIN_POLL_SECONDS:
             raise ConfigError(
