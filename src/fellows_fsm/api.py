@@ -20,12 +20,12 @@ from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.admission import Check, check_request
-from fellows_fsm.driver.budget import never_paid_words
+from fellows_fsm.driver.budget import with_never_paid
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, NoBudget, SchedulerUnreachable
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
 from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, read_spend, select
@@ -228,12 +228,7 @@ class Fellows:
         checked = check_request(
             self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
         )
-        refusal, note = never_paid_words(self.config, spec, pin)  # the [budget] can never pay for it
-        if checked.refused is None and refusal is not None:
-            return attrs.evolve(checked, refused=NoBudget(refusal))
-        if checked.refused is None and note is not None:
-            return attrs.evolve(checked, notes=(*checked.notes, note))
-        return checked
+        return with_never_paid(self.config, checked, spec, pin)  # what the [budget] can never pay for
 
     @serialized
     def submit(
@@ -468,13 +463,10 @@ class Fellows:
     def cancel(self, dispatch_id: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> list[str]:
         """Withdraw a dispatch: journal it final (``withdrawn``) first, then scancel every job it got, whatever its
         state; return their ids (``Router.withdraw``). A dispatch handed to a command lane cannot be taken back
-        (FellowsError): cancel it in that lane.
-
-        The journal's driver does it, always through the inbox (driver/inbox.py): the cancel is journaled as a
-        request and this waits up to ``wait`` seconds for the driver's answer. The driver is this process when it
-        drives or can take the lock (and is not in background mode: it answers at once), else the process that
-        holds the lock (the background driver is started if none runs).
-        """
+        (FellowsError): cancel it in that lane. The journal's driver does it, always through the inbox
+        (driver/inbox.py): the cancel is journaled as a request and this waits up to ``wait`` seconds for the
+        driver's answer; the driver is this process when it drives or can take the lock (not in background mode),
+        else the process that holds the lock (the background driver is started if none runs)."""
         row = find(self.journal, dispatch_id)
         step = min(0.1, self.config.fellows.poll_interval_seconds)
         return request_cancel(
