@@ -325,7 +325,7 @@ def load_config(path: Path | str | None = None) -> Config:
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-            "point it at a TOML file such as examples/fellows.toml"
+            "point it at a TOML file (`fellows-fsm init` writes one)"
         ) from None
     except OSError as exc:
         raise ConfigError(f"{where} cannot be read ({exc.strerror}); fix its permissions or pass --config") from None

@@ -140,8 +140,8 @@ def _demo_check_cluster(scheduler: SlurmScheduler, console: Console) -> None:
     ping = scheduler.runner.run(("scontrol", "ping"))
     if not ping.ok or "UP" not in ping.stdout:
         raise SchedulerUnreachable(
-            f"SLURM does not answer ({where}: {ping.message}); start the local one with "
-            '`scripts/dev-slurm up && eval "$(scripts/dev-slurm env)"`'
+            f"SLURM does not answer ({where}: {ping.message}); start it, or point "
+            "SLURM_CONF (or [fellows] host) at a cluster with the fellows QoS tiers"
         )
     console.print(f"SLURM answers ({ping.stdout.strip()}; {where})")
 
