@@ -32,6 +32,7 @@ from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults,
 from fellows_fsm.ui import app
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
+from fellows_fsm.ui import init as _init_commands
 from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
 from fellows_fsm.ui.app import (
@@ -55,7 +56,8 @@ from fellows_fsm.ui.status import status_table
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-_ = _driver_commands, _demo_command, _tool_commands, _spend_command  # register driver, demo, spend, the tools
+# register driver, demo, spend, the tools, init and config path
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands
 
 log = logging.getLogger(__name__)
 

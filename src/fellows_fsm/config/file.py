@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.discover import find_config
 from fellows_fsm.config.fellows import (
     FellowsConfig,
     positive_seconds,
@@ -35,13 +36,12 @@ from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.lanes.slurm import SLURM
 
-__all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
+__all__ = ["STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
 RUNG_CHANGES_PER_SECOND = 20.0
 """The default budget of rung changes (one sbatch each) per second of poll interval."""
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
-CONFIG_ENV = "FELLOWS_FSM_CONFIG"
 
 
 @attrs.frozen(kw_only=True)
@@ -304,18 +304,12 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
 
 
 def load_config(path: Path | str | None = None) -> Config:
-    """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the defaults."""
-    candidate = Path(path) if path is not None else None
-    where = f"config file {candidate}"
-    if candidate is None and os.environ.get(CONFIG_ENV):
-        candidate = Path(os.environ[CONFIG_ENV])
-        where = f"{CONFIG_ENV}={str(candidate)!r}"
+    """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the user's own
+    (config/discover.py: ``find_config``), else the defaults."""
+    found = find_config(path)
+    candidate, where = found.path, found.where
     if candidate is None:
-        default = Path("fellows.toml")
-        if not default.exists():
-            return Config()
-        candidate = default
-        where = f"config file {candidate}"
+        return Config()
     try:
         data = tomllib.loads(candidate.read_text(encoding="utf-8"))
     except FileNotFoundError:
