@@ -13,7 +13,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -50,6 +50,7 @@ from fellows_fsm.ui.app import (
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
+from fellows_fsm.ui.init import config_header, none_in, where_config
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
@@ -274,7 +275,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             if as_json:
                 echo_json([])
             else:
-                click.echo(f"no live dispatches in {journal.path}")
+                click.echo(none_in(config, live=True))
             return
         console = make_console(stderr=as_json, quiet=_quiet(as_json))
         next_lane = next_lane_of(config)
@@ -289,6 +290,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             if report is not None and report.unreachable:
                 raise SchedulerUnreachable("SLURM did not answer this poll; the dispatches are unchanged")
         else:
+            console.print(config_header(where_config(config)), style="dim", highlight=False)
             state = LiveState()
             try:
                 handles = live(
@@ -302,7 +304,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
                 ctx.exit(INTERRUPTED)
             ids = list(dict.fromkeys([*ids, *(h.dispatch_id for h in handles)]))
         rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
-        _print_rows(journal, rows, as_json=as_json, console=console)
+        _print_rows(journal, rows, as_json=as_json, console=console, where=where_config(config))
         errors = [e for i in ids if (e := outcome_error(journal, i)) is not None]
     for extra in errors[1:]:
         click.echo(f"fellows-fsm: error: {extra}", err=True)
@@ -353,19 +355,20 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
                     if waits_for_budget(r.outcome) and (why := budget_reason(journal.steps(r.dispatch_id)))
                 }
                 updated = {r.dispatch_id: r.updated_at for r in listed}
+                make_console().print(config_header(where_config(config)), style="dim", highlight=False)
                 make_console().print(status_table(listed, updated=updated, paid=paid, budget=budget))
             else:
-                click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+                click.echo(none_in(config, live=live_only))
             return
         try:
             rows = select(journal, dispatch_id, live_only=live_only, last=None if show_all else last)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
         if not rows and not as_json:
-            click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+            click.echo(none_in(config, live=live_only))
             return
         console = make_console()
-        _print_rows(journal, rows, as_json=as_json, console=console)
+        _print_rows(journal, rows, as_json=as_json, console=console, where=where_config(config))
         if as_json:
             return
         if not dispatch_id and not show_all and len(rows) < total:
@@ -373,15 +376,32 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
             console.print(f"{len(rows)} of {total:,} dispatches shown ({which}); --all shows every one", style="dim")
 
 
-def _print_rows(journal: Journal, rows: Sequence[DispatchRow], *, as_json: bool, console: Console) -> None:
+def _print_rows(
+    journal: Journal,
+    rows: Sequence[DispatchRow],
+    *,
+    as_json: bool,
+    console: Console,
+    where: Mapping[str, str] | None = None,
+) -> None:
     """The dispatches as status shows them (the table, or a JSON list), each with its paid run and its budget
-    reason when it has one."""
+    reason when it has one; ``where`` (the config and journal in use) heads the table and is in each JSON object."""
     now = time.time()
     handoffs = {r.id: journal.handoff(r.id) for r in rows}
     facts = {r.id: paid_facts(journal, r, handoffs[r.id]) for r in rows}
     if as_json:
-        echo_json([dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now) for r in rows])
+        echo_json(
+            [
+                {
+                    **dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now),
+                    **(where or {}),
+                }
+                for r in rows
+            ]
+        )
         return
+    if where is not None:
+        console.print(config_header(where), style="dim", highlight=False)
     snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
     paid = {i: run for i, (run, _) in facts.items() if run is not None}
     budget = {i: why for i, (_, why) in facts.items() if why is not None}

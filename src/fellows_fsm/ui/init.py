@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -25,7 +26,7 @@ from fellows_fsm.ui import app
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main
 from fellows_fsm.ui.tools import config_group
 
-__all__ = ["config_path", "init", "where_config"]
+__all__ = ["config_header", "config_path", "init", "none_in", "where_config"]
 
 
 @main.command(short_help="Write a first config from what the cluster grants you.")
@@ -85,6 +86,17 @@ def where_config(config: Config) -> dict[str, str]:
     """The config a command uses and its journal, for headers and JSON: ``config`` is an absolute path or 'defaults'."""
     source = config.source if config.source == "defaults" else str(Path(config.source).absolute())
     return {"config": source, "journal": str(config.journal_path.absolute())}
+
+
+def config_header(where: Mapping[str, str]) -> str:
+    """The line that heads status and watch: the config in use and its journal."""
+    return f"config {where['config']} · journal {where['journal']}"
+
+
+def none_in(config: Config, *, live: bool) -> str:
+    """What status and watch say when there is nothing to show: the journal they read and the config naming it."""
+    where = where_config(config)
+    return f"no {'live ' if live else ''}dispatches in {where['journal']} ({config_header(where)})"
 
 
 @config_group.command("path", short_help="Which config is in use, and its journal.")

@@ -127,3 +127,22 @@ def test_init_writes_the_user_config_once_and_config_path_names_it(
     assert where.exit_code == 0, where.output
     assert f"config: {written} (the user config)" in where.stdout
     assert f"journal: {tmp_path / 'state' / 'journal.sqlite3'}" in where.stdout
+
+
+def test_status_from_another_directory_names_the_user_config_and_its_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a directory without fellows.toml, status reads the user's config and names it and its journal."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("FELLOWS_FSM_CONFIG", raising=False)
+    monkeypatch.delenv("FELLOWS_FSM_STATE_DIR", raising=False)
+    user = user_config_path()
+    user.parent.mkdir(parents=True)
+    user.write_text(f'state_dir = "{tmp_path / "mine"}"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    said = run("status")
+    assert said.exit_code == 0, said.output
+    journal = tmp_path / "mine" / "journal.sqlite3"
+    assert f"no dispatches in {journal} (config {user} · journal {journal})" in said.stdout
