@@ -41,11 +41,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail(f"{WHEELHOUSE} is missing: scripts/test fetches the dependencies' wheels there", pytrace=False)
     base = tmp_path_factory.mktemp("pip")
     source = base / "source"  # a copy: two versions' shards build at once, and a build writes into its tree
-    listed = _run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO).split("\n")
-    for name in filter(None, listed):
-        if (REPO / name).is_file() and not name.startswith(("build/", "dist/")):
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     dist = base / "dist"
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)], cwd=base)
     _run([sys.executable, "-m", "twine", "check", "--strict", *map(str, sorted(dist.iterdir()))], cwd=base)

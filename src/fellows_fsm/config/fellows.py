@@ -8,6 +8,7 @@ build time.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -36,6 +37,7 @@ __all__ = [
     "PARK_CAP_ENV",
     "FellowsConfig",
     "default_park_cap",
+    "did_you_mean",
     "positive_seconds",
     "refuse_unknown_keys",
 ]
@@ -93,7 +95,15 @@ def refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[st
     allowed = set(known)
     for key in table:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}{did_you_mean(key, allowed)}; known keys are {', '.join(sorted(allowed))}"
+            )
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for the closest of ``known`` to a mistyped ``word``, or '' when none is close."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def default_park_cap() -> float:
@@ -344,7 +354,7 @@ class FellowsConfig:
                 why = (
                     " (it is [fellows]' alone: one cadence and one debug rung per router)"
                     if key in FELLOWS_ONLY
-                    else ""
+                    else did_you_mean(key, known)
                 )
                 raise ConfigError(f"{where}: unknown key {key!r}{why}; known keys are {', '.join(sorted(known))}")
         values = dict(table)

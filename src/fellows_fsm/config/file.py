@@ -25,6 +25,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
 from fellows_fsm.config.fellows import (
     FellowsConfig,
+    did_you_mean,
     positive_seconds,
     refuse_unknown_keys,
 )
@@ -209,8 +210,10 @@ class Config:
         for lane in self.lanes:
             if lane.name == name:
                 return lane
-        known = ", ".join([self.fellows.name, *(lane.name for lane in self.lanes)])
-        raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
+        names = [self.fellows.name, *(lane.name for lane in self.lanes)]
+        raise ConfigError(
+            f"lane {name!r} is not configured{did_you_mean(name, names)}; known lanes: {', '.join(names)}"
+        )
 
     def lane_named(self, name: str) -> LaneSettings | None:
         """Any lane called ``name`` (``[fellows]`` included), or None if the config has none by that name."""
@@ -243,7 +246,8 @@ class Config:
         known = {"fellows", "lanes", "router", "budget", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
-                raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
+                guess = did_you_mean(key, known)
+                raise ConfigError(f"{source}: unknown table or key {key!r}{guess}; known: {', '.join(sorted(known))}")
         try:
             fellows = SLURM.parse(FELLOWS, _table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]

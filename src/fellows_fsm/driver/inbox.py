@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
-from fellows_fsm.config.fellows import FellowsConfig
+from fellows_fsm.config.fellows import FellowsConfig, did_you_mean
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -126,7 +126,8 @@ def admit(
     pinned = config.lane_named(pin) if pin is not None else None
     if pin is not None and pinned is None:
         known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
-        raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
+        guess = did_you_mean(pin, [config.fellows.name, *(lane.name for lane in config.lanes)])
+        raise ConfigError(f"--pin {pin!r} is not a configured lane{guess}; known lanes: {known}")
     if pinned is not None and not pinned.walks_ladder:
         return Admission(spec, pinned.name, None, True, _settings(config, pinned.name, note))
     fellows = config.fellows

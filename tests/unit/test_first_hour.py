@@ -1,0 +1,59 @@
+"""What a pip user meets in the first hour besides init (issue 41): "did you mean" for a mistyped config key, table,
+lane or command, and a library that never prints its warnings on the stderr of a program that embeds it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fellows_fsm.config.file import Config, load_config
+from fellows_fsm.errors import ConfigError
+from tests.unit.cli_helpers import run
+
+
+@pytest.mark.parametrize(
+    ("toml", "guess"),
+    [
+        ("[fellows]\npark_cap_second = 5\n", "did you mean 'park_cap_seconds'?"),
+        ("[budgett]\n", "did you mean 'budget'?"),
+        ("[budget]\npaid_gpu_hours_per_dy = 5\n", "did you mean 'paid_gpu_hours_per_day'?"),
+        ("[router]\norder = ['fellows', 'gcp']\n[lanes.gcp]\ncomand = ['true']\n", "did you mean 'command'?"),
+    ],
+    ids=["fellows-key", "table", "budget-key", "lane-key"],
+)
+def test_a_mistyped_key_names_the_closest_known_one(tmp_path: Path, toml: str, guess: str) -> None:
+    """A config key or table one typo away from a known one is refused naming the one meant."""
+    path = tmp_path / "fellows.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=guess):
+        load_config(path)
+
+
+def test_an_unknown_lane_names_the_closest() -> None:
+    """Asking for a lane one typo away from a configured one names it."""
+    config = Config.from_mapping({"lanes": {"gcp": {"command": ["true"]}}})
+    with pytest.raises(ConfigError, match=r"lane 'gpc' is not configured \(did you mean 'gcp'\?\)"):
+        config.lane("gpc")
+
+
+def test_a_mistyped_command_names_the_closest() -> None:
+    """An unknown command exits 2 with one line naming the command meant."""
+    result = run("stauts")
+    assert result.exit_code == 2
+    assert "Did you mean 'status'?" in result.stderr
+
+
+def test_the_library_prints_nothing_where_its_embedder_configured_no_logging() -> None:
+    """A warning of the library reaches no stderr of a program that configured no logging (a NullHandler on
+    'fellows_fsm'), and the library's records go to its own loggers, never the root logger."""
+    code = (
+        "import logging, fellows_fsm.driver.router as r\n"
+        "r.log.warning('no tick since then')\n"
+        "assert r.log.name == 'fellows_fsm.driver.router'\n"
+        "assert not logging.getLogger().handlers\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
