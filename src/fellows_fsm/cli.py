@@ -30,6 +30,7 @@ from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app
+from fellows_fsm.ui import completion as _completion_command
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui import init as _init_commands
@@ -57,8 +58,8 @@ from fellows_fsm.ui.status import status_table
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-# register driver, demo, spend, the tools, init and config path
-_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands
+# register driver, demo, spend, the tools, init and config path, completion
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command
 
 log = logging.getLogger(__name__)
 

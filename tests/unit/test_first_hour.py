@@ -57,3 +57,41 @@ def test_the_library_prints_nothing_where_its_embedder_configured_no_logging() -
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_a_script_for_each_shell(shell: str) -> None:
+    """completion SHELL prints click's completion script for fellows-fsm in that shell."""
+    result = run("completion", shell)
+    assert result.exit_code == 0, result.output
+    assert "_FELLOWS_FSM_COMPLETE" in result.stdout
+    assert f"{shell}_complete" in result.stdout
+
+
+def test_the_completion_script_completes_a_command() -> None:
+    """The script's callback completes 'sta' to status (as the shell would ask it)."""
+    from click.testing import CliRunner  # noqa: PLC0415 - only this test drives the completion protocol
+
+    from fellows_fsm import cli  # noqa: PLC0415
+
+    env = {"_FELLOWS_FSM_COMPLETE": "bash_complete", "COMP_WORDS": "fellows-fsm sta", "COMP_CWORD": "1"}
+    result = CliRunner().invoke(cli.main, [], env=env, prog_name="fellows-fsm")
+    assert "plain,status" in result.output.split()
+
+
+def test_spend_and_config_check_name_the_budget_currency(tmp_path: Path) -> None:
+    """[budget] currency is shown beside every cost by spend (its column and limit line, and in --json) and by
+    config check; a currency with a space is refused naming the key."""
+    config = tmp_path / "fellows.toml"
+    config.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n[router]\norder = ["fellows", "gcp"]\n[lanes.gcp]\ncommand = ["true"]\n'
+        'price_per_gpu_hour = 2.5\n[budget]\npaid_cost_per_month = 2000\ncurrency = "EUR"\n'
+    )
+    spend = run("--config", str(config), "spend")
+    assert spend.exit_code == 0, spend.output
+    assert "cost (EUR)" in spend.stdout
+    assert "paid_cost_per_month = 2000.00 EUR: 0.00 EUR counted this month" in spend.stdout
+    assert '"currency": "EUR"' in run("--config", str(config), "spend", "--json").stdout
+    assert "2000 EUR a month" in run("--config", str(config), "config", "check").stdout
+    with pytest.raises(ConfigError, match=r"\[budget\] currency='US dollar'"):
+        Config.from_mapping({"budget": {"currency": "US dollar"}})

@@ -444,7 +444,7 @@ def test_spend_totals_today_this_week_and_this_month_across_a_day_boundary(
     frozen.move_to("2026-11-25 12:00:00")  # Wednesday
     live = running_an_hour(router, lane, frozen)
     out = json.loads(cli("spend", "--json"))
-    assert list(out) == ["now", "timezone", "day", "week", "month", "budget"]
+    assert list(out) == ["now", "timezone", "currency", "day", "week", "month", "budget"]
     day, week, month = out["day"], out["week"], out["month"]
     assert (day["start"], week["start"], month["start"]) == (
         "2026-11-25T00:00:00+00:00",
