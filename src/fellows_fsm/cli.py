@@ -55,6 +55,7 @@ from fellows_fsm.ui.init import config_header, none_in, where_config
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
+from fellows_fsm.ui.wrap import wrapped
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- submit
 @main.command(context_settings={"show_default": True}, short_help="Dispatch an sbatch script and follow it.")
 # The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
-@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script", type=click.Path(path_type=Path), required=False)
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- SBATCH_ARGS...]")
 # --intent is any word here: another than prod or debug is refused by the check the Python API makes too.
 @click.option("--intent", default="prod", metavar="prod|debug", help="debug starts on debug_qos.")
@@ -79,11 +80,12 @@ log = logging.getLogger(__name__)
 @click.option("--gpus", type=int, metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N).")
 @click.option("--time", "time_limit", metavar="LIMIT", help="Wall time, e.g. 4:00:00 (default: #SBATCH --time).")
 @click.option("--name", help="Job name (default: #SBATCH --job-name, else the script's name).")
+@click.option("--wrap", metavar="CMD", help="Run CMD as the job instead of a SCRIPT (sbatch's --wrap: one sh line).")
 @config_option
 @click.pass_context
 def submit(  # noqa: PLR0917 - click passes every option as an argument
     ctx: click.Context,
-    script: Path,
+    script: Path | None,
     sbatch_args: tuple[str, ...],
     intent: str,
     pin: str | None,
@@ -93,8 +95,9 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     gpus: int | None,
     time_limit: str | None,
     name: str | None,
+    wrap: str | None,
 ) -> None:
-    """Dispatch an sbatch SCRIPT and follow it until it runs or reaches GCP.
+    """Dispatch an sbatch SCRIPT (or --wrap "CMD") and follow it until it runs or reaches GCP.
 
     Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
     --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before anything is queued the
@@ -103,6 +106,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument
     session never stops the walk. `--detach` returns once the first job is queued; `--pin fellows` too (add
     --follow to stay).
     """
+    script, sbatch_args, name = wrapped(script, sbatch_args, wrap, name, lambda: config_of(ctx).state_dir)
     defaults = read_script_defaults(script)
     limit = time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
     spec = job_spec(

@@ -3,6 +3,7 @@ lane or command, and a library that never prints its warnings on the stderr of a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from fellows_fsm.config.file import Config, load_config
 from fellows_fsm.errors import ConfigError
-from tests.unit.cli_helpers import run
+from tests.unit.cli_helpers import SchedulingFake, run
 
 
 @pytest.mark.parametrize(
@@ -95,3 +96,22 @@ def test_spend_and_config_check_name_the_budget_currency(tmp_path: Path) -> None
     assert "2000 EUR a month" in run("--config", str(config), "config", "check").stdout
     with pytest.raises(ConfigError, match=r"\[budget\] currency='US dollar'"):
         Config.from_mapping({"budget": {"currency": "US dollar"}})
+
+
+def test_submit_wrap_dispatches_the_command_as_a_one_line_sh_script(env: Path, scheduling_fake: SchedulingFake) -> None:
+    """submit --wrap "CMD" -- OPTS dispatches a sh script running CMD (job name 'wrap', as sbatch's), its sbatch
+    options kept; SCRIPT and --wrap together, or neither, exit 2 with nothing journaled."""
+    scheduling_fake.scheduling = False
+    result = run("submit", "--detach", "--gpus", "8", "--wrap", "python train.py --lr 3e-4", "--", "--mem=64G")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(run("status", result.stdout.strip(), "--json").stdout)
+    assert row["name"] == "wrap"
+    [job] = scheduling_fake.jobs.values()
+    assert "--mem=64G" in job.spec.extra_args
+    assert Path(job.spec.script_file).read_text().endswith("\npython train.py --lr 3e-4\n")
+    both = run("submit", "--wrap", "true", str(env / "train.sbatch"))
+    neither = run("submit")
+    assert (both.exit_code, neither.exit_code) == (2, 2)
+    assert "either SCRIPT" in both.stderr
+    assert "--wrap" in neither.stderr
+    assert len(json.loads(run("status", "--json").stdout)) == 1
