@@ -98,7 +98,9 @@ def _q(value: str) -> str:
     return json.dumps(value)
 
 
-def starter_toml(chosen: Starter, grants: Grants, *, host: str | None, written_by: str) -> str:
+def starter_toml(
+    chosen: Starter, grants: Grants, *, host: str | None, written_by: str, ssh_options: Sequence[str] = ()
+) -> str:
     """The commented config text for ``chosen`` (it loads with ``Config.from_mapping``; init checks that)."""
     first, later = chosen.ladder[0], chosen.ladder[1:]
 
@@ -125,6 +127,8 @@ def starter_toml(chosen: Starter, grants: Grants, *, host: str | None, written_b
 
     if host is not None:
         lines.append(line(f"host = {_q(host)}", "every SLURM command runs there over one ssh connection"))
+        if ssh_options:
+            lines.append(f"ssh_options = [{', '.join(_q(o) for o in ssh_options)}]")
     lines.append(line(f"qos = {_q(first)}", f"every production dispatch starts here ({limits(first)})"))
     lines.append(line(f"qos_ladder = [{', '.join(_q(n) for n in later)}]", "the rungs tried after qos, best first"))
     lines += [f"#   {name}: {limits(name)}" for name in later]

@@ -31,6 +31,13 @@ __all__ = ["config_header", "config_path", "init", "none_in", "where_config"]
 
 @main.command(short_help="Write a first config from what the cluster grants you.")
 @click.option("--host", metavar="HOST", help="Read the grants on this login node over ssh (and write host = HOST).")
+@click.option(
+    "--ssh-option",
+    "ssh_options",
+    multiple=True,
+    metavar="OPT",
+    help="With --host: one more ssh argument, e.g. --ssh-option=-F --ssh-option=~/.ssh/cluster (written too).",
+)
 @click.option("--qos", "first", metavar="QOS", help="The first rung (default: your best granted non-debug QoS).")
 @click.option("--partition", metavar="NAME", help="The partition (default: the one your account or cluster has).")
 @click.option(
@@ -40,6 +47,7 @@ __all__ = ["config_header", "config_path", "init", "none_in", "where_config"]
 @click.option("--print", "to_stdout", is_flag=True, help="Print the config instead of writing it.")
 def init(  # noqa: PLR0917 - click passes every option as an argument
     host: str | None,
+    ssh_options: tuple[str, ...],
     first: str | None,
     partition: str | None,
     output: Path | None,
@@ -58,13 +66,13 @@ def init(  # noqa: PLR0917 - click passes every option as an argument
     if not to_stdout and target.exists() and not force:
         raise ConfigError(f"{target} exists; `fellows-fsm init --force` writes over it, or -o FILE writes elsewhere")
     base = Config()
-    lane = FellowsConfig(host=host)
+    lane = FellowsConfig(host=host, ssh_options=ssh_options)
     port = app.make_lane_scheduler(base, lane)
     grants = app.read_grants(port)
     if isinstance(port, SlurmScheduler):
         grants = attrs.evolve(grants, partitions=read_partitions(port.runner))
     chosen = starter(grants, first=first, partition=partition)
-    text = starter_toml(chosen, grants, host=host, written_by="fellows-fsm init")
+    text = starter_toml(chosen, grants, host=host, ssh_options=ssh_options, written_by="fellows-fsm init")
     Config.from_mapping(tomllib.loads(text), source=str(target))  # what is written always loads
     if to_stdout:
         click.echo(text, nl=False)
