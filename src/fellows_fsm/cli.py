@@ -295,7 +295,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             if report is not None and report.unreachable:
                 raise SchedulerUnreachable("SLURM did not answer this poll; the dispatches are unchanged")
         else:
-            console.print(config_header(where_config(config)), style="dim", highlight=False, soft_wrap=True)
+            console.print(config_header(where_config(config), sep="\n"), style="dim", highlight=False)
             state = LiveState()
             try:
                 handles = live(
@@ -360,7 +360,7 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
                     if waits_for_budget(r.outcome) and (why := budget_reason(journal.steps(r.dispatch_id)))
                 }
                 updated = {r.dispatch_id: r.updated_at for r in listed}
-                make_console().print(config_header(where_config(config)), style="dim", highlight=False, soft_wrap=True)
+                make_console().print(config_header(where_config(config), sep="\n"), style="dim", highlight=False)
                 make_console().print(status_table(listed, updated=updated, paid=paid, budget=budget))
             else:
                 click.echo(none_in(config, live=live_only))
@@ -406,7 +406,7 @@ def _print_rows(
         )
         return
     if where is not None:
-        console.print(config_header(where), style="dim", highlight=False, soft_wrap=True)
+        console.print(config_header(where, sep="\n"), style="dim", highlight=False)
     snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
     paid = {i: run for i, (run, _) in facts.items() if run is not None}
     budget = {i: why for i, (_, why) in facts.items() if why is not None}

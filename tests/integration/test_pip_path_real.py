@@ -132,7 +132,7 @@ def test_a_pip_user_inits_checks_submits_and_reads_status_from_anywhere(
         assert (row["dispatch_id"], row["qos"], row["slurm_job_id"] is not None) == (dispatch_id, "high-eur", True)
         assert (row["config"], row["journal"]) == (str(written), str(journal))
         table = fsm("status", cwd=elsewhere).stdout
-        assert f"config {written} · journal {journal}" in table
+        assert f"config {written}\njournal {journal}\n" in table
         assert dispatch_id in table
     finally:
         fsm("cancel", dispatch_id)

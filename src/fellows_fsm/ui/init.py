@@ -96,9 +96,10 @@ def where_config(config: Config) -> dict[str, str]:
     return {"config": source, "journal": str(config.journal_path.absolute())}
 
 
-def config_header(where: Mapping[str, str]) -> str:
-    """The line that heads status and watch: the config in use and its journal."""
-    return f"config {where['config']} · journal {where['journal']}"
+def config_header(where: Mapping[str, str], *, sep: str = " · ") -> str:
+    """What heads status and watch: the config in use and its journal (on two lines with ``sep="\\n"``, so each
+    path folds within the width rather than being cut)."""
+    return f"config {where['config']}{sep}journal {where['journal']}"
 
 
 def none_in(config: Config, *, live: bool) -> str:
