@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 _REPORT_ENV = "FELLOWS_TEST_REPORT"
 _results: dict[str, dict[str, object]] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every command a test runs finds no user config of whoever runs the tests (config/discover.py looks in
+    $XDG_CONFIG_HOME last): an empty directory of the run's own; a test that wants one sets its own."""
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="fellows-tests-xdg-config-")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

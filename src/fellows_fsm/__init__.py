@@ -5,6 +5,8 @@ The Python API (docs/python-api.md): ``Fellows(load_config()).submit(JobSpec(...
 
 from __future__ import annotations
 
+import logging
+
 from fellows_fsm.api import Fellows, Progress, Submitted
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config, load_config
@@ -92,3 +94,7 @@ __all__ = [
     "classify_reason",
     "load_config",
 ]
+
+# A library logs to its own logger and never decides what reaches a terminal: without this, Python's last-resort
+# handler would print the library's warnings on the stderr of a program that embeds it and configured no logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())

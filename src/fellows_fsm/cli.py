@@ -1,11 +1,7 @@
 """The ``fellows-fsm`` command line: the dispatch commands (submit, watch, status, history, cancel), thin over the
-Python API (api.py).
-
-The group, the seams to the cluster (``make_scheduler``, ``read_grants``) and what every command shares live in
-ui/app.py; the live views in ui/follow.py; the other commands (ladder, config, diagram, simulate) in
-ui/tools.py, and demo in ui/demo.py. Every FellowsError becomes one line on stderr and its own exit code
-(errors.py); ``--debug`` shows tracebacks.
-"""
+Python API (api.py). The group, the seams to the cluster and what every command shares live in ui/app.py; the live
+views in ui/follow.py; the other commands in ui/ (tools.py, demo.py, init.py, many.py). Every FellowsError becomes
+one line on stderr and its own exit code (errors.py); ``--debug`` shows tracebacks."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -30,8 +26,10 @@ from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app
+from fellows_fsm.ui import completion as _completion_command
 from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
+from fellows_fsm.ui import init as _init_commands
 from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
 from fellows_fsm.ui.app import (
@@ -49,14 +47,17 @@ from fellows_fsm.ui.app import (
 )
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
+from fellows_fsm.ui.init import config_header, none_in, where_config
 from fellows_fsm.ui.many import split_scripts, submit_scripts
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
+from fellows_fsm.ui.wrap import wrapped
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-_ = _driver_commands, _demo_command, _tool_commands, _spend_command  # register driver, demo, spend, the tools
+# register driver, demo, spend, the tools, init and config path, completion
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- submit
 @main.command(context_settings={"show_default": True}, short_help="Dispatch an sbatch script and follow it.")
 # The script is checked by read_script_defaults (one line; a FIFO is refused unopened), not by click.
-@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script", type=click.Path(path_type=Path), required=False)
 @click.argument("sbatch_args", nargs=-1, type=click.UNPROCESSED, metavar="[MORE_SCRIPTS...] [-- SBATCH_ARGS...]")
 # --intent is any word here: another than prod or debug is refused by the check the Python API makes too.
 @click.option("--intent", default="prod", metavar="prod|debug", help="debug starts on debug_qos.")
@@ -76,11 +77,12 @@ log = logging.getLogger(__name__)
 @click.option("--gpus", type=int, metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N).")
 @click.option("--time", "time_limit", metavar="LIMIT", help="Wall time, e.g. 4:00:00 (default: #SBATCH --time).")
 @click.option("--name", help="Job name (default: #SBATCH --job-name, else the script's name).")
+@click.option("--wrap", metavar="CMD", help="Run CMD as the job instead of a SCRIPT (sbatch's --wrap: one sh line).")
 @config_option
 @click.pass_context
 def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument; several scripts: ui/many.py
     ctx: click.Context,
-    script: Path,
+    script: Path | None,
     sbatch_args: tuple[str, ...],
     intent: str,
     pin: str | None,
@@ -90,8 +92,9 @@ def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument
     gpus: int | None,
     time_limit: str | None,
     name: str | None,
+    wrap: str | None,
 ) -> None:
-    """Dispatch an sbatch SCRIPT and follow it until it runs or reaches GCP.
+    """Dispatch an sbatch SCRIPT (or --wrap "CMD") and follow it until it runs or reaches GCP.
 
     Options after `--` go to sbatch unchanged, except those fellows-fsm sets itself (--qos, --comment,
     --deadline, --job-name, --gres, --gpus, --time, ...), which are refused. Before anything is queued the
@@ -101,6 +104,7 @@ def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument
     --follow to stay). Several scripts make one dispatch each (journaled together): their ids are printed one a
     line (--json: a list, once every job is queued) and the command returns once every first job is queued.
     """
+    script, sbatch_args, name = wrapped(script, sbatch_args, wrap, name, lambda: config_of(ctx).state_dir)
     scripts, sbatch_args = split_scripts(script, sbatch_args)
     if len(scripts) > 1:  # ui/many.py
         submit_scripts(
@@ -289,7 +293,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             if as_json:
                 echo_json([])
             else:
-                click.echo(f"no live dispatches in {journal.path}")
+                click.echo(none_in(config, live=True))
             return
         console = make_console(stderr=as_json, quiet=_quiet(as_json))
         next_lane = next_lane_of(config)
@@ -304,6 +308,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             if report is not None and report.unreachable:
                 raise SchedulerUnreachable("SLURM did not answer this poll; the dispatches are unchanged")
         else:
+            console.print(config_header(where_config(config), sep="\n"), style="dim", highlight=False)
             state = LiveState()
             try:
                 handles = live(
@@ -317,7 +322,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
                 ctx.exit(INTERRUPTED)
             ids = list(dict.fromkeys([*ids, *(h.dispatch_id for h in handles)]))
         rows = [row for i in ids if (row := journal.dispatch(i)) is not None]
-        _print_rows(journal, rows, as_json=as_json, console=console)
+        _print_rows(journal, rows, as_json=as_json, console=console, where=where_config(config))
         errors = [e for i in ids if (e := outcome_error(journal, i)) is not None]
     for extra in errors[1:]:
         click.echo(f"fellows-fsm: error: {extra}", err=True)
@@ -368,19 +373,20 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
                     if waits_for_budget(r.outcome) and (why := budget_reason(journal.steps(r.dispatch_id)))
                 }
                 updated = {r.dispatch_id: r.updated_at for r in listed}
+                make_console().print(config_header(where_config(config), sep="\n"), style="dim", highlight=False)
                 make_console().print(status_table(listed, updated=updated, paid=paid, budget=budget))
             else:
-                click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+                click.echo(none_in(config, live=live_only))
             return
         try:
             rows = select(journal, dispatch_id, live_only=live_only, last=None if show_all else last)
         except UsageError as exc:
             raise click.BadParameter(str(exc)) from None
         if not rows and not as_json:
-            click.echo(f"no {'live ' if live_only else ''}dispatches in {journal.path}")
+            click.echo(none_in(config, live=live_only))
             return
         console = make_console()
-        _print_rows(journal, rows, as_json=as_json, console=console)
+        _print_rows(journal, rows, as_json=as_json, console=console, where=where_config(config))
         if as_json:
             return
         if not dispatch_id and not show_all and len(rows) < total:
@@ -388,15 +394,32 @@ def status(  # noqa: PLR0917 - click passes every option as an argument
             console.print(f"{len(rows)} of {total:,} dispatches shown ({which}); --all shows every one", style="dim")
 
 
-def _print_rows(journal: Journal, rows: Sequence[DispatchRow], *, as_json: bool, console: Console) -> None:
+def _print_rows(
+    journal: Journal,
+    rows: Sequence[DispatchRow],
+    *,
+    as_json: bool,
+    console: Console,
+    where: Mapping[str, str] | None = None,
+) -> None:
     """The dispatches as status shows them (the table, or a JSON list), each with its paid run and its budget
-    reason when it has one."""
+    reason when it has one; ``where`` (the config and journal in use) heads the table and is in each JSON object."""
     now = time.time()
     handoffs = {r.id: journal.handoff(r.id) for r in rows}
     facts = {r.id: paid_facts(journal, r, handoffs[r.id]) for r in rows}
     if as_json:
-        echo_json([dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now) for r in rows])
+        echo_json(
+            [
+                {
+                    **dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now),
+                    **(where or {}),
+                }
+                for r in rows
+            ]
+        )
         return
+    if where is not None:
+        console.print(config_header(where, sep="\n"), style="dim", highlight=False)
     snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
     paid = {i: run for i, (run, _) in facts.items() if run is not None}
     budget = {i: why for i, (_, why) in facts.items() if why is not None}

@@ -4,13 +4,14 @@ other for them. Nothing here does I/O."""
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fellows_fsm.errors import ConfigError
 
-__all__ = ["MAX_CAP_SECONDS", "positive_seconds", "refuse_unknown_keys"]
+__all__ = ["MAX_CAP_SECONDS", "did_you_mean", "positive_seconds", "refuse_unknown_keys"]
 
 MAX_CAP_SECONDS = 30 * 86_400.0
 """The longest span a table may give in seconds (a park cap, a timeout): 30 days."""
@@ -34,4 +35,12 @@ def refuse_unknown_keys(where: str, table: Mapping[str, Any], known: Iterable[st
     allowed = set(known)
     for key in table:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {key!r}; known keys are {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}{did_you_mean(key, allowed)}; known keys are {', '.join(sorted(allowed))}"
+            )
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a mistyped ``word``, or '' when none is close."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

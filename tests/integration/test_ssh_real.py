@@ -213,6 +213,26 @@ def test_an_ungranted_qos_is_refused_over_ssh_before_anything_is_queued(remote: 
         subprocess.run(["sacctmgr", "-i", "delete", "qos", name], capture_output=True, timeout=30, check=False)
 
 
+def test_init_over_ssh_writes_a_config_from_the_remote_grants(remote: Remote, slurm: Cluster) -> None:
+    """init --host reads the grants on the login node over ssh (nothing runs here) and writes a config with that
+    host, its ssh options and the remote ladder, which then loads and checks."""
+    written = remote.tmp_path / "init.toml"
+    cfg = str(remote.sshd.ssh_config)
+    argv = [str(FELLOWS_FSM), "init", "--host", HOST, "--ssh-option=-F", f"--ssh-option={cfg}", "-o", str(written)]
+    # The state dir of the fixture's config: init's ssh master is the one the fixture ends.
+    env = {**remote.env, "FELLOWS_FSM_STATE_DIR": str(remote.tmp_path / "state")}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {written}: ladder high-eur -> normal-eur -> low-eur; debug QoS dev-eur" in done.stdout
+    text = written.read_text(encoding="utf-8")
+    assert f'host = "{HOST}"' in text
+    assert f'ssh_options = ["-F", "{cfg}"]' in text
+    assert remote.local_calls() == []
+    check = remote.cli("config", "check", config=written)
+    assert check.returncode == 0, check.stderr
+    assert "config OK" in check.stdout
+
+
 def test_sshd_gone_for_15_s_mid_rung_stops_the_clock_and_runs_on_normal_eur(
     remote: Remote, slurm: Cluster, tmp_path: Path
 ) -> None:

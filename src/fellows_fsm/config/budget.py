@@ -45,6 +45,9 @@ class BudgetConfig:
     """No one paid run may need more than this many GPU-hours (its GPUs times its time limit)."""
     on_budget: str = "wait"
     """'wait': the dispatch waits on its last free rung until the budget has room; 'refuse': it ends NO_BUDGET."""
+    currency: str | None = None
+    """What the lanes' ``price_per_gpu_hour`` and ``paid_cost_per_month`` are counted in (``EUR``, ``USD``, ``€``),
+    shown beside every cost by ``spend`` and ``config check``; None: costs are bare numbers."""
     timezone: str | None = None
     """The IANA zone whose calendar days, weeks (from Monday) and months the budget counts in; None: this
     machine's local time."""
@@ -54,7 +57,22 @@ class BudgetConfig:
             _limit(key, getattr(self, key))
         if self.on_budget not in ON_BUDGET:
             raise ConfigError(f"[budget] on_budget={self.on_budget!r} is not known; use 'wait' or 'refuse'")
+        if self.currency is not None and (
+            not isinstance(self.currency, str)
+            or not self.currency.strip()
+            or len(self.currency) > 12
+            or not self.currency.isprintable()
+            or any(c.isspace() for c in self.currency)
+        ):
+            raise ConfigError(
+                f"[budget] currency={self.currency!r} must be a short word such as 'EUR', 'USD' or '€' (at most 12 "
+                "characters, no spaces), or left out"
+            )
         self.zone  # noqa: B018  (refuse an unknown zone when the config is built, not at the first handoff)
+
+    def money(self, words: str) -> str:
+        """``words`` (an amount as the views write it) with the currency after it, when one is set."""
+        return f"{words} {self.currency}" if self.currency else words
 
     @property
     def limited(self) -> bool:

@@ -30,15 +30,15 @@ from fellows_fsm.lanes.slurm.config import (
     FellowsConfig,
 )
 from fellows_fsm.lanes.slurm.lane import SLURM
-from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
+from fellows_fsm.config.discover import find_config
+from fellows_fsm.tables import did_you_mean, positive_seconds, refuse_unknown_keys
 
-__all__ = ["CONFIG_ENV", "STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
+__all__ = ["STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
 
 RUNG_CHANGES_PER_SECOND = 20.0
 """The default bound on rung changes (one sbatch each) per second of poll interval."""
 
 STATE_DIR_ENV = "FELLOWS_FSM_STATE_DIR"
-CONFIG_ENV = "FELLOWS_FSM_CONFIG"
 
 
 @attrs.frozen(kw_only=True)
@@ -207,8 +207,10 @@ class Config:
         for lane in self.lanes:
             if lane.name == name:
                 return lane
-        known = ", ".join([self.fellows.name, *(lane.name for lane in self.lanes)])
-        raise ConfigError(f"lane {name!r} is not configured; known lanes: {known}")
+        names = [self.fellows.name, *(lane.name for lane in self.lanes)]
+        raise ConfigError(
+            f"lane {name!r} is not configured{did_you_mean(name, names)}; known lanes: {', '.join(names)}"
+        )
 
     def lane_named(self, name: str) -> LaneSettings | None:
         """Any lane called ``name`` (``[fellows]`` included), or None if the config has none by that name."""
@@ -241,7 +243,8 @@ class Config:
         known = {"fellows", "lanes", "router", "budget", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
-                raise ConfigError(f"{source}: unknown table or key {key!r}; known: {', '.join(sorted(known))}")
+                guess = did_you_mean(key, known)
+                raise ConfigError(f"{source}: unknown table or key {key!r}{guess}; known: {', '.join(sorted(known))}")
         try:
             fellows = SLURM.parse(LADDER_LANE, _table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
@@ -302,18 +305,12 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
 
 
 def load_config(path: Path | str | None = None) -> Config:
-    """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the defaults."""
-    candidate = Path(path) if path is not None else None
-    where = f"config file {candidate}"
-    if candidate is None and os.environ.get(CONFIG_ENV):
-        candidate = Path(os.environ[CONFIG_ENV])
-        where = f"{CONFIG_ENV}={str(candidate)!r}"
+    """Load the TOML config: ``path``, else $FELLOWS_FSM_CONFIG, else ./fellows.toml, else the user's own
+    (config/discover.py: ``find_config``), else the defaults."""
+    found = find_config(path)
+    candidate, where = found.path, found.where
     if candidate is None:
-        default = Path("fellows.toml")
-        if not default.exists():
-            return Config()
-        candidate = default
-        where = f"config file {candidate}"
+        return Config()
     try:
         data = tomllib.loads(candidate.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -323,7 +320,7 @@ def load_config(path: Path | str | None = None) -> Config:
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-            "point it at a TOML file such as examples/fellows.toml"
+            "point it at a TOML file (`fellows-fsm init` writes one)"
         ) from None
     except OSError as exc:
         raise ConfigError(f"{where} cannot be read ({exc.strerror}); fix its permissions or pass --config") from None

@@ -47,6 +47,7 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
+from fellows_fsm.tables import did_you_mean
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -126,7 +127,8 @@ def admit(
     pinned = config.lane_named(pin) if pin is not None else None
     if pin is not None and pinned is None:
         known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
-        raise ConfigError(f"--pin {pin!r} is not a configured lane; known lanes: {known}")
+        guess = did_you_mean(pin, [config.fellows.name, *(lane.name for lane in config.lanes)])
+        raise ConfigError(f"--pin {pin!r} is not a configured lane{guess}; known lanes: {known}")
     if pinned is not None and not pinned.walks_ladder:
         return Admission(spec, pinned.name, None, True, _settings(config, pinned.name, note))
     fellows = config.fellows

@@ -229,8 +229,9 @@ class CommandRunner:
             reply = self.transport.run(request)
         except CommandMissing as exc:
             raise SchedulerError(
-                f"the SLURM command {name!r} cannot run: {exc}; install slurm-client "
-                "(Debian: apt-get install slurm-client) or run `scripts/dev-slurm up`"
+                f"the SLURM command {name!r} cannot run: {exc}; install SLURM's client "
+                "commands (Debian: apt-get install slurm-client) or load them (e.g. `module load slurm`), or set "
+                "[fellows] host to run them on a login node over ssh"
             ) from None
         except NoAnswer as exc:
             self.seconds[name] += self._now() - t0

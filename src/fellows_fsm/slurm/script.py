@@ -134,7 +134,7 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
         if (owned := owned_option(words, in_script=True)) is not None:
             raise UsageError(
                 f"{script.name}:{number}: '#SBATCH {owned[0]}' is refused by fellows-fsm: {owned[1]}; "
-                "remove the line (docs/usage.md lists these options)"
+                "remove the line (`fellows-fsm submit --help` names these options)"
             )
         i = 0
         while i < len(words):

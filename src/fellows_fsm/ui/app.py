@@ -175,7 +175,9 @@ def _remember_config(ctx: click.Context, param: click.Parameter, value: Path | N
     return value
 
 
-_CONFIG_HELP = "The TOML config (default: $FELLOWS_FSM_CONFIG, else ./fellows.toml)."
+_CONFIG_HELP = (
+    "The TOML config (default: $FELLOWS_FSM_CONFIG, else ./fellows.toml, else ~/.config/fellows-fsm/config.toml)."
+)
 
 
 def config_option(func: Callable[..., Any]) -> Callable[..., Any]:

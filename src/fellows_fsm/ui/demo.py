@@ -47,7 +47,7 @@ _DEMO_LADDER = ("high-eur", "normal-eur", "low-eur")
 def demo(ctx: click.Context, cap: float, keep: bool) -> None:
     """Walk the ladder live on the real SLURM: fill your high-eur GPU cap, submit 8 GPUs, watch it move on.
 
-    Needs a reachable SLURM with the fellows QoS tiers (scripts/dev-slurm up), here or on the config's [fellows]
+    Needs a reachable SLURM with the fellows QoS tiers (high-eur, normal-eur), here or on the config's [fellows]
     host over ssh. It cancels its own jobs at the end.
     """
     user = config_of(ctx).fellows
@@ -140,8 +140,8 @@ def _demo_check_cluster(scheduler: SlurmScheduler, console: Console) -> None:
     ping = scheduler.runner.run(("scontrol", "ping"))
     if not ping.ok or "UP" not in ping.stdout:
         raise SchedulerUnreachable(
-            f"SLURM does not answer ({where}: {ping.message}); start the local one with "
-            '`scripts/dev-slurm up && eval "$(scripts/dev-slurm env)"`'
+            f"SLURM does not answer ({where}: {ping.message}); start it, or point "
+            "SLURM_CONF (or [fellows] host) at a cluster with the fellows QoS tiers"
         )
     console.print(f"SLURM answers ({ping.stdout.strip()}; {where})")
 

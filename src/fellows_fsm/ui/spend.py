@@ -63,7 +63,7 @@ def spend_json(s: Spend, budget: BudgetConfig) -> dict[str, Any]:
     run of it has a price), ``unpriced_gpu_hours``, ``open_gpu_hours`` and ``open_cost``, what its live runs may
     still add at worst (null: unbounded, a live run has no time limit; or no price)), and ``budget``: the
     ``[budget]`` limits (null when none is set)."""
-    out: dict[str, Any] = {"now": iso_utc(s.now), "timezone": budget.timezone}
+    out: dict[str, Any] = {"now": iso_utc(s.now), "timezone": budget.timezone, "currency": budget.currency}
     for key, _, period in _periods(s):
         out[key] = {
             "start": iso_utc(period.start),
@@ -123,11 +123,12 @@ def _limit_lines(s: Spend, budget: BudgetConfig) -> list[Text]:
     if budget.paid_cost_per_month is not None:
         limit = budget.paid_cost_per_month
         worst = month.worst_cost or 0.0
-        left = "none left" if worst >= limit else f"{cost_words(limit - worst)} left"
+        left = "none left" if worst >= limit else f"{budget.money(cost_words(limit - worst))} left"
         lines.append(
             Text(
-                f"[budget] paid_cost_per_month = {cost_words(limit)}: {cost_words(worst)} counted this month "
-                f"({cost_words(month.cost or 0.0)} spent{_still_open(month)}); {left}"
+                f"[budget] paid_cost_per_month = {budget.money(cost_words(limit))}: {budget.money(cost_words(worst))} "
+                f"counted this month ({budget.money(cost_words(month.cost or 0.0))} spent{_still_open(month)}); "
+                f"{left}"
             )
         )
     if budget.max_paid_gpu_hours_per_job is not None:
@@ -144,8 +145,9 @@ def spend_table(s: Spend, budget: BudgetConfig) -> RenderableType:
     live runs' worst case), and all lanes' together when there are several; when each window began; then the
     ``[budget]`` limits, if set. Fits 80 columns."""
     table = Table(title="paid runs, by when their handoff began", title_justify="left", box=None, padding=(0, 1))
-    for header in ("window", "lane", "runs", "live", "GPU-h", "cost", "still open, at worst"):
-        table.add_column(header, no_wrap=header not in ("cost", "still open, at worst"))
+    cost = f"cost ({budget.currency})" if budget.currency else "cost"
+    for header in ("window", "lane", "runs", "live", "GPU-h", cost, "still open, at worst"):
+        table.add_column(header, no_wrap=header not in (cost, "still open, at worst"))
     began = []
     for _, words, period in _periods(s):
         began.append(f"{words} {datetime.fromtimestamp(period.start, budget.zone).strftime('%a %Y-%m-%d %H:%M')}")

@@ -108,7 +108,7 @@ def _budget_fact(config: Config) -> str:
         return "none (no limit on paid lanes)"
     limits = [
         f"{budget.paid_gpu_hours_per_day:g} paid GPU-hours a day" if budget.paid_gpu_hours_per_day else "",
-        f"{budget.paid_cost_per_month:g} a month" if budget.paid_cost_per_month else "",
+        f"{budget.money(f'{budget.paid_cost_per_month:g}')} a month" if budget.paid_cost_per_month else "",
         f"{budget.max_paid_gpu_hours_per_job:g} GPU-hours a job" if budget.max_paid_gpu_hours_per_job else "",
     ]
     then = "ends it NO_BUDGET" if budget.refuse else "waits on its last free rung"

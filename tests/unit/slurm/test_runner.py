@@ -168,7 +168,7 @@ def test_non_idempotent_command_is_repeated_when_never_delivered(fake_bin: FakeB
 def test_missing_binary_says_what_to_install(fake_bin: FakeBin) -> None:
     """A SLURM command missing from PATH is a SchedulerError naming it and the way to get it."""
     runner = fake_bin.runner()
-    with pytest.raises(SchedulerError, match=r"'squeue' is not installed.*slurm-client.*dev-slurm up") as info:
+    with pytest.raises(SchedulerError, match=r"'squeue' is not installed.*slurm-client.*module load.*host") as info:
         runner.run(["squeue", "-h"])
     assert not isinstance(info.value, SchedulerUnreachable)
 

@@ -401,8 +401,11 @@ def test_a_one_cluster_dispatch_with_no_paid_run_shows_what_it_always_did(
             "handoff_exit_status": None,
         }
     ]
-    assert cli("status", "--json") == json.dumps(expected, indent=2) + "\n"
-    header = next(line for line in cli("status").splitlines() if "dispatch" in line)
+    # Each object also names the config and journal in use (issue 41): the only keys added since.
+    said = json.loads(cli("status", "--json"))
+    assert [{k: v for k, v in o.items() if k not in ("config", "journal")} for o in said] == expected
+    assert said[0]["journal"].endswith("journal.sqlite3")
+    header = next(line for line in cli("status").splitlines() if line.split()[:1] == ["dispatch"])
     assert header.split() == ["dispatch", "name", "state", "job", "updated"]
     history = cli("history", d)
     assert "paid run" not in history
@@ -441,7 +444,7 @@ def test_spend_totals_today_this_week_and_this_month_across_a_day_boundary(
     frozen.move_to("2026-11-25 12:00:00")  # Wednesday
     live = running_an_hour(router, lane, frozen)
     out = json.loads(cli("spend", "--json"))
-    assert list(out) == ["now", "timezone", "day", "week", "month", "budget"]
+    assert list(out) == ["now", "timezone", "currency", "day", "week", "month", "budget"]
     day, week, month = out["day"], out["week"], out["month"]
     assert (day["start"], week["start"], month["start"]) == (
         "2026-11-25T00:00:00+00:00",

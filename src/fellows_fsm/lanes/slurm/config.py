@@ -27,7 +27,7 @@ from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.slurm.render import DEFAULT_GRES, LaneOptions
 from fellows_fsm.slurm.transport import check_destination
-from fellows_fsm.tables import positive_seconds
+from fellows_fsm.tables import did_you_mean, positive_seconds
 
 __all__ = [
     "DEFAULT_LADDER",
@@ -354,7 +354,7 @@ class FellowsConfig:
                 why = (
                     " (it is [fellows]' alone: one cadence and one debug rung per router)"
                     if key in FELLOWS_ONLY
-                    else ""
+                    else did_you_mean(key, known)
                 )
                 raise ConfigError(f"{where}: unknown key {key!r}{why}; known keys are {', '.join(sorted(known))}")
         values = dict(table)
