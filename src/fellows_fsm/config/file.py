@@ -21,6 +21,7 @@ from typing import Any, cast
 import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.discover import find_config
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
@@ -30,7 +31,6 @@ from fellows_fsm.lanes.slurm.config import (
     FellowsConfig,
 )
 from fellows_fsm.lanes.slurm.lane import SLURM
-from fellows_fsm.config.discover import find_config
 from fellows_fsm.tables import did_you_mean, positive_seconds, refuse_unknown_keys
 
 __all__ = ["STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]

@@ -47,8 +47,8 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
-from fellows_fsm.tables import did_you_mean
 from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.tables import did_you_mean
 
 __all__ = [
     "CANCEL_ANSWER",

@@ -16,10 +16,10 @@ import attrs
 import click
 
 from fellows_fsm.config.discover import find_config, user_config_path
-from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.starter import starter, starter_toml
 from fellows_fsm.errors import ConfigError
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.slurm.accounting import read_partitions
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.ui import app
