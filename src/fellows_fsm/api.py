@@ -19,8 +19,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
-from fellows_fsm.driver.admission import Check, check_request
-from fellows_fsm.driver.budget import with_never_paid
+from fellows_fsm.driver.admission import Check, check_request, with_never_paid
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport

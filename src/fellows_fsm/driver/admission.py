@@ -21,11 +21,13 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.driver.budget import never_paid_words
 from fellows_fsm.driver.inbox import check_intent
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
     LaneError,
+    NoBudget,
     SchedulerError,
     SshLoginRefused,
     SubmitRejected,
@@ -43,6 +45,7 @@ __all__ = [
     "grants_from_json",
     "grants_to_json",
     "preflight",
+    "with_never_paid",
 ]
 
 log = logging.getLogger(__name__)
@@ -314,3 +317,13 @@ class GrantsCache:
         except OSError as exc:
             log.info("could not write the grants cache %s: %s", self.path, exc)
             tmp.unlink(missing_ok=True)
+
+
+def with_never_paid(config: Config, checked: Check, spec: JobSpec, pin: str | None) -> Check:
+    """``checked`` with what ``never_paid_words`` says: its refusal (NoBudget, exit 12), or its note for the user."""
+    refusal, note = never_paid_words(config, spec, pin)
+    if checked.refused is None and refusal is not None:
+        return attrs.evolve(checked, refused=NoBudget(refusal))
+    if checked.refused is None and note is not None:
+        return attrs.evolve(checked, notes=(*checked.notes, note))
+    return checked

@@ -15,16 +15,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-import attrs
-
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows, never_paid
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
-from fellows_fsm.driver.admission import Check
-from fellows_fsm.errors import NoBudget
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -247,13 +243,3 @@ def never_paid_words(config: Config, spec: JobSpec, pin: str | None) -> tuple[st
         return (None if config.budget.refuse else refusal), None
     then = "it ends NO_BUDGET there" if config.budget.refuse else "it waits on the last one until [budget] changes"
     return None, f"{why}: it can never be handed to lane {name}; it walks the free rungs only ({then})"
-
-
-def with_never_paid(config: Config, checked: Check, spec: JobSpec, pin: str | None) -> Check:
-    """``checked`` with what ``never_paid_words`` says: its refusal (NoBudget, exit 12), or its note for the user."""
-    refusal, note = never_paid_words(config, spec, pin)
-    if checked.refused is None and refusal is not None:
-        return attrs.evolve(checked, refused=NoBudget(refusal))
-    if checked.refused is None and note is not None:
-        return attrs.evolve(checked, notes=(*checked.notes, note))
-    return checked
