@@ -73,13 +73,14 @@ def _creates(fake: FakeBatchApi, dispatch_id: str) -> int:
 
 
 def _error_line(result: subprocess.CompletedProcess[str], code: int) -> str:
-    """The one error line of a command that exited ``code``; the only other line it may print is the notice that it
-    started the background driver."""
+    """The one error line of a command that exited ``code``; the only other lines it may print are the notice that
+    it started the background driver and a job the [budget] can never pay for said at submit."""
     assert result.returncode == code, f"exit {result.returncode}: {result.stdout}{result.stderr}"
     lines = result.stderr.strip().splitlines()
     errors = [line for line in lines if line.startswith("fellows-fsm: error: ")]
     assert len(errors) == 1, result.stderr
-    assert [line for line in lines if line not in errors and "started the background driver" not in line] == []
+    others = [line for line in lines if line not in errors and "started the background driver" not in line]
+    assert [line for line in others if "can never be handed to lane" not in line] == []
     return errors[0]
 
 
@@ -179,6 +180,7 @@ def test_on_budget_refuse_ends_no_budget_with_exit_12_and_nothing_asked_of_batch
     submitted = cli(config, *submit_args(slurm))
     line = _error_line(submitted, NoBudget.exit_code)
     assert "budget" in line
+    assert "it can never be handed to lane gcp" in submitted.stderr  # 1 GPU-hour a day: told at submit
     with read_journal(tmp_path) as journal:
         (row,) = journal.dispatches()
     assert (row.state, row.outcome) == ("NO_BUDGET", "no-budget")
