@@ -24,7 +24,6 @@ from fellows_fsm.journal.history import budget_reason, history_entries, waits_fo
 from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import completion as _completion_command
 from fellows_fsm.ui import demo as _demo_command
@@ -48,7 +47,7 @@ from fellows_fsm.ui.app import (
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.init import config_header, none_in, where_config
-from fellows_fsm.ui.many import split_scripts, submit_scripts
+from fellows_fsm.ui.many import script_specs, split_scripts, submit_scripts
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
@@ -80,7 +79,7 @@ log = logging.getLogger(__name__)
 @click.option("--wrap", metavar="CMD", help="Run CMD as the job instead of a SCRIPT (sbatch's --wrap: one sh line).")
 @config_option
 @click.pass_context
-def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument; several scripts: ui/many.py
+def submit(  # noqa: PLR0917 - click passes every option as an argument; several scripts: ui/many.py
     ctx: click.Context,
     script: Path | None,
     sbatch_args: tuple[str, ...],
@@ -119,16 +118,7 @@ def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument
             name=name,
         )
         return
-    defaults = read_script_defaults(script)
-    limit = time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
-    spec = job_spec(
-        name or defaults.name or script.stem,
-        script.resolve(),
-        gpus=gpus if gpus is not None else (defaults.gpus or 0),
-        time_limit_seconds=limit,
-        extra_args=sbatch_args,
-    )
-    check_spec(spec)  # before the state dir is opened; Fellows.check makes the same check (for programs) again
+    [spec] = script_specs(scripts, sbatch_args, gpus, time_limit, name)  # Fellows.check makes the same check again
     config = config_of(ctx)
     with open_fellows(config) as fellows:
         # Before anything is journaled: the ladder against what the cluster grants (refusals raise here).

@@ -22,7 +22,7 @@ from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults,
 from fellows_fsm.ui.app import echo_json, open_fellows
 from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 
-__all__ = ["split_scripts", "submit_scripts"]
+__all__ = ["script_specs", "split_scripts", "submit_scripts"]
 
 QUEUED_WAIT_SECONDS = 30.0
 """How long the command waits with no job of the journal queued meanwhile before it says SLURM has not queued
@@ -42,9 +42,11 @@ def split_scripts(first: Path, rest: Sequence[str]) -> tuple[list[Path], tuple[s
     return scripts, ()
 
 
-def _specs(
+def script_specs(
     scripts: Sequence[Path], sbatch_args: tuple[str, ...], gpus: int | None, time_limit: str | None, name: str | None
 ) -> list[JobSpec]:
+    """One checked spec per script, read as `submit` reads one (its #SBATCH lines; the flags win); UsageError for a
+    bad one, before the state dir is opened: nothing is journaled for it."""
     specs = []
     for script in scripts:
         defaults = read_script_defaults(script)
@@ -74,7 +76,7 @@ def submit_scripts(
     name: str | None,
 ) -> None:
     """Journal one dispatch per script (all or none), print their ids, wait until each first job is queued."""
-    specs = _specs(scripts, sbatch_args, gpus, time_limit, name)
+    specs = script_specs(scripts, sbatch_args, gpus, time_limit, name)
     with open_fellows(config) as fellows:
         handles = fellows.submit_many(specs, intent=intent, pin=pin)
         ids = [h.dispatch_id for h in handles]
