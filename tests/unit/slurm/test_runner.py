@@ -141,8 +141,9 @@ def test_time_budget_bounds_the_retries(fake_bin: FakeBin) -> None:
 
 def test_process_timeout_counts_as_unreachable_and_is_retried(fake_bin: FakeBin) -> None:
     """A command that hangs past its timeout is killed and, being idempotent, asked again."""
-    fake_bin.add("squeue", {"sleep": 5}, {"stdout": "ok\n"})
-    runner = fake_bin.runner(timeout_seconds=0.5)
+    # The timeout leaves a loaded machine's Python start-up room (CI once ran the second, quick reply past 0.5 s).
+    fake_bin.add("squeue", {"sleep": 60}, {"stdout": "ok\n"})
+    runner = fake_bin.runner(timeout_seconds=3.0)
     assert runner.run(["squeue"]).stdout == "ok\n"
     assert runner.calls["squeue"] == 2
     assert len(fake_bin.sleeps) == 1
