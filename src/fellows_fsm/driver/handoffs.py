@@ -40,7 +40,13 @@ HANDOFF_CHECK_SECONDS = 0.05
 class Handoffs:
     """Every lane command of one router, by dispatch id."""
 
-    def __init__(self, journal: Journal, clock: Clock, lanes: dict[str, HandoffLane]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        clock: Clock,
+        lanes: dict[str, HandoffLane],
+        on_step: Callable[[str, str | CommandEnd, str, Command, PaidMark | None], None],
+    ) -> None:
         self.journal = journal
         self.clock = clock
         self.lanes = lanes
@@ -51,7 +57,7 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_step: Callable[[str, str | CommandEnd, str, Command, PaidMark | None], None] | None = None
+        self.on_step = on_step
         """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, or how it ended, a CommandEnd
         its dispatch's table picks the row for; a one-line note, the command's argv or end): the router fires that
         row on the dispatch, which journals it with the command (and what its paid run is: its lane, GPUs, limit,
@@ -77,7 +83,6 @@ class Handoffs:
     def _step(
         self, dispatch_id: str, trigger: str | CommandEnd, note: str, command: Command, paid: PaidMark | None = None
     ) -> None:
-        assert self.on_step is not None, "a router's handoffs journal every command step through it"
         self.on_step(dispatch_id, trigger, note, command, paid)
 
     @staticmethod
