@@ -28,8 +28,7 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.command.lane import CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
 __all__ = ["Driven", "FakePaidLane", "ThreadedDriver"]

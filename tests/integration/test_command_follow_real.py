@@ -18,7 +18,7 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.lane import CommandLane, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.handoff import HandoffFiles
 from fellows_fsm.scheduler.port import JobSpec
 
 from .cli_harness import ctld_pid

@@ -24,8 +24,8 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
-from fellows_fsm.lanes.command.lane import Handoff, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import lane_environment
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 

@@ -29,7 +29,7 @@ from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command.lane import HANDOFFS
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.handoff import HandoffFiles
 
 __all__ = ["PaidFollower"]
 

@@ -14,7 +14,7 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.driver.handoffs import Handoffs
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.command.lane import Handoff
+from fellows_fsm.lanes.handoff import Handoff
 
 if TYPE_CHECKING:
     from fellows_fsm.core.paid import Gate

@@ -45,7 +45,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
-from fellows_fsm.lanes.command.lane import Handoff
+from fellows_fsm.lanes.handoff import Handoff
 from fellows_fsm.lanes.registry import build_lanes
 from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.command.lane import Handoff
-    from fellows_fsm.lanes.command.process import HandoffFiles
+    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 

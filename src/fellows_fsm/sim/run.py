@@ -25,8 +25,8 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster

@@ -20,8 +20,8 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import Scheduler
 from tests.unit.cli_helpers import SchedulingFake, refused, run
 

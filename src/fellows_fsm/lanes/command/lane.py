@@ -23,22 +23,15 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
-from fellows_fsm.lanes.command.process import (
-    HandoffFiles,
-    HandoffResult,
-    adopt_handoff,
-    kill_group,
-    spawn_handoff,
-)
+from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 
 if TYPE_CHECKING:
@@ -49,38 +42,11 @@ __all__ = [
     "HANDOFFS",
     "CommandKind",
     "CommandLane",
-    "CompletedHandoff",
-    "Handoff",
     "environment_of",
     "kept_values",
     "run_once",
     "safe_placeholders",
 ]
-
-
-class Handoff(Protocol):
-    """A handoff command under way; the router asks it, without blocking, whether it has ended."""
-
-    @property
-    def pid(self) -> int | None:
-        """The process (group) id of the running command, if it runs as a process."""
-        ...
-
-    def result(self, now: float) -> HandoffResult | None:
-        """The result once the command ended (or timed out and was killed); None while it runs."""
-        ...
-
-
-@attrs.frozen
-class CompletedHandoff:
-    """A handoff that ended as soon as it began (an in-process lane, or one found done by its probe)."""
-
-    done: HandoffResult
-    pid: int | None = None
-
-    def result(self, now: float) -> HandoffResult | None:
-        """The result, at once."""
-        return self.done
 
 
 _SAFE_ALPHABET = {

@@ -25,7 +25,6 @@ from fellows_fsm.errors import (
     LaneError,
     PaidLaneError,
 )
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.gcp_batch.client import (
     LABEL_DISPATCH,
     Backoff,
@@ -36,6 +35,7 @@ from fellows_fsm.lanes.gcp_batch.client import (
 )
 from fellows_fsm.lanes.gcp_batch.config import KEYS, KIND, GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [

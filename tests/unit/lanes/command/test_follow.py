@@ -30,7 +30,7 @@ from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.follow import look_all
 from fellows_fsm.lanes.command.lane import COMMAND, HANDOFFS, CommandLane, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.handoff import HandoffFiles
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
 

@@ -12,7 +12,7 @@ import pytest
 
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.lane import CommandLane
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from tests.processes import processes_with
 
 

@@ -21,12 +21,12 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.gcp_batch.client import LABEL_DISPATCH, Backoff, BatchClient, BatchJobRequest
 from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 from fellows_fsm.lanes.gcp_batch.lane import CreateHandoff, GcpBatchLane
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from tests.unit.cli_helpers import SchedulingFake, refused, run, world
 
