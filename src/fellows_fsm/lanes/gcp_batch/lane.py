@@ -19,7 +19,6 @@ import attrs
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import (
-    BatchUnavailable,
     ConfigError,
     FellowsError,
     LaneError,
@@ -34,6 +33,7 @@ from fellows_fsm.lanes.gcp_batch.client import (
     label_value,
 )
 from fellows_fsm.lanes.gcp_batch.config import KEYS, KIND, GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.errors import BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
 from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
