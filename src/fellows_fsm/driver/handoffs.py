@@ -24,7 +24,6 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
-from fellows_fsm.lanes.command.lane import lane_environment
 from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
@@ -127,9 +126,16 @@ class Handoffs:
             )
         else:
             # A router died while the command ran: follow it (running, ended, or lost).
-            handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
+            handoff = lane.adopt(
+                dispatch_id,
+                spec,
+                files,
+                journaled=tuple(previous.argv),
+                pid=previous.pid,
+                started_at=previous.started_at,
+            )
         if handoff is None:  # journaled as started, and surely not started yet (its mark still says so)
-            handoff = self._spawn(dispatch_id, lane, argv, spec)
+            handoff = self._spawn(dispatch_id, lane, spec)
         self.running[dispatch_id] = (lane_name, handoff)
 
     def _prepare(self, files: HandoffFiles) -> None:
@@ -143,9 +149,8 @@ class Handoffs:
                 "space there, then run the command again)"
             ) from None
 
-    def _spawn(self, dispatch_id: str, lane: HandoffLane, argv: tuple[str, ...], spec: JobSpec) -> Handoff:
-        files = self.files(dispatch_id)
-        handoff = lane.start(argv, files, now=self.clock.now(), env=lane_environment(dispatch_id, spec))
+    def _spawn(self, dispatch_id: str, lane: HandoffLane, spec: JobSpec) -> Handoff:
+        handoff = lane.start(dispatch_id, spec, self.files(dispatch_id), now=self.clock.now())
         if handoff.pid is not None:
             self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         return handoff
@@ -158,7 +163,7 @@ class Handoffs:
         note = f"{lane_name}'s probe finds no job of its lost command: run again"
         started = Command(HandoffStatus.STARTED, lane_name, argv)
         self._step(dispatch_id, Trigger.RE_RUN, note, started, self.paid_mark(lane, lane_name, spec))
-        return self._spawn(dispatch_id, lane, argv, spec)
+        return self._spawn(dispatch_id, lane, spec)
 
     def _settle_lost(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> HandoffResult | None:
         """A lost command's fate from the lane's probe: found (exit 0), not found (None: it was started again),

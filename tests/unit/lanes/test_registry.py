@@ -138,18 +138,23 @@ class BellLane:
         """True once it rang for this dispatch."""
         return dispatch_id in self.rung
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
-        """Ring for the dispatch (the argv's last item) and succeed."""
-        self.rung.append(argv[-1])
-        return CompletedHandoff(HandoffResult(argv, 0, "", ""))
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
+        """Ring for the dispatch and succeed."""
+        self.rung.append(dispatch_id)
+        return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, "", ""))
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
         """A ring is never lost."""
-        return CompletedHandoff(HandoffResult(argv, 0, "", "")) if argv[-1] in self.rung else None
+        return CompletedHandoff(HandoffResult(journaled, 0, "", "")) if dispatch_id in self.rung else None
 
 
 BELLS: list[BellLane] = []
