@@ -11,7 +11,6 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import attrs
 
@@ -24,11 +23,11 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
-from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, unknown_note
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
+__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs"]
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +229,3 @@ class Handoffs:
             return unknown_note(lane_name, dispatch_id, self.files(dispatch_id).stdout)
         last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         return f"{lane_name} command exited {result.exit_status}" + ("" if result.ok else f": {last}")
-
-
-def unknown_note(lane_name: str, dispatch_id: str, output: Path) -> str:
-    """What a user reads of a handoff whose fate nobody can know, and what to check."""
-    return (
-        f"{lane_name} command's wrapper was killed before it could record how the command ended, and the lane has "
-        f"no probe: check {lane_name} for a job of dispatch {dispatch_id} (its output: {output}); it is never "
-        "run again"
-    )

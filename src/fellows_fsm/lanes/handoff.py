@@ -12,7 +12,7 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["MARK_BYTES", "CompletedHandoff", "Handoff", "HandoffFiles", "HandoffResult"]
+__all__ = ["MARK_BYTES", "CompletedHandoff", "Handoff", "HandoffFiles", "HandoffResult", "unknown_note"]
 
 MARK_BYTES = 32
 """The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
@@ -149,3 +149,12 @@ class CompletedHandoff:
     def result(self, now: float) -> HandoffResult | None:
         """The result, at once."""
         return self.done
+
+
+def unknown_note(lane_name: str, dispatch_id: str, output: Path) -> str:
+    """What a user reads of a handoff whose fate nobody can know, and what to check."""
+    return (
+        f"{lane_name} command's wrapper was killed before it could record how the command ended, and the lane has "
+        f"no probe: check {lane_name} for a job of dispatch {dispatch_id} (its output: {output}); it is never "
+        "run again"
+    )
