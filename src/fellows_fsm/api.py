@@ -11,12 +11,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
@@ -36,7 +36,6 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
-from fellows_fsm.slurm.script import check_spec
 
 __all__ = ["Fellows", "Progress", "Submitted"]
 
@@ -224,15 +223,13 @@ class Fellows:
         option fellows-fsm sets itself in ``extra_args``, its script) raises UsageError (exit 2) first, with the
         command line's line (``check_spec``).
         """
-        check_spec(spec)
-        return self._check(spec, self.config.route(pin, intent))
+        return check_request(self.config, self.config.route(pin, intent), spec, **self._clusters())
 
-    def _check(self, spec: JobSpec, route: Route) -> Check:
-        """The check of a request going where ``route`` says (driver/admission.py: ``check_request``)."""
+    def _clusters(self) -> dict[str, Any]:
+        """Where the check before the first sbatch reads each cluster's grants (driver/admission.py:
+        ``check_request``)."""
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
-        return check_request(
-            self.config, route, spec, lane=self.ladder_lane, clock=self.clock, read=self._grants, others=others
-        )
+        return {"lane": self.ladder_lane, "clock": self.clock, "read": self._grants, "others": others}
 
     @serialized
     def submit(
@@ -248,9 +245,8 @@ class Fellows:
         and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn). A job the command
         line would refuse raises UsageError before anything is journaled, whatever ``check`` says (``check_spec``).
         """
-        check_spec(spec)
         route = self.config.route(pin, intent)  # the one answer to where it goes: asked once
-        checked = check if isinstance(check, Check) else self._check(spec, route) if check else Check()
+        checked = check_request(self.config, route, spec, given=check, **self._clusters())
         if checked.refused is not None:
             raise checked.refused
         if self.background or not self.drive():
@@ -444,9 +440,7 @@ class Fellows:
         in ONE inbox transaction; return their handles at once. The journal's driver (woken: driver/wake.py) makes
         their first submits in one batch, paced per cluster (``max_submits_per_second``)."""
         route = self.config.route(pin, intent)
-        for spec in specs:
-            check_spec(spec)
-        checks = [self._check(spec, route) for spec in specs]
+        checks = [check_request(self.config, route, spec, **self._clusters()) for spec in specs]
         if refused := next((c.refused for c in checks if c.refused is not None), None):
             raise refused
         if self.background:
