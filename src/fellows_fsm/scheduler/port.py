@@ -7,9 +7,11 @@ The lifecycle machine knows the cluster only through this protocol. ``fake.py`` 
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -27,6 +29,7 @@ __all__ = [
     "Scheduler",
     "Workload",
     "classify_reason",
+    "job_spec",
 ]
 
 
@@ -154,6 +157,48 @@ class JobSpec:
     def script_file(self) -> str:
         """The file a submit reads the job's script from: the kept copy, else ``script``."""
         return self.kept_script or self.script
+
+    @classmethod
+    def from_script(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        gpus: int | None = None,
+        time_limit_seconds: int | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> JobSpec:
+        """The job of an sbatch script, read as ``fellows-fsm submit SCRIPT`` reads it: its ``#SBATCH`` lines'
+        GPUs (``--gres=gpu:N``, ``--gpus``), wall time (``--time``) and name (``--job-name``; else the file's stem),
+        each given argument winning over its line as a command-line flag does. Checked as a submit checks a job
+        (``slurm/script.py``: ``check_spec``): a missing or unreadable script, a line or argument fellows-fsm
+        refuses, or a bad value raises UsageError (exit 2) naming it, before anything is journaled or queued."""
+        from fellows_fsm.slurm.script import check_spec, read_script_defaults  # noqa: PLC0415 - slurm/ imports this
+
+        script = Path(path)
+        found = read_script_defaults(script)
+        spec = job_spec(
+            name if name is not None else found.name or script.stem,
+            script.resolve(),
+            gpus=gpus if gpus is not None else found.gpus or 0,
+            time_limit_seconds=time_limit_seconds if time_limit_seconds is not None else found.time_limit_seconds,
+            extra_args=extra_args,
+        )
+        return check_spec(spec)
+
+
+def job_spec(
+    name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
+) -> JobSpec:
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
+    checks it (``slurm/script.py``: ``check_spec``)."""
+    return JobSpec(
+        name=name,
+        script=str(script),
+        gpus=gpus,
+        time_limit_seconds=time_limit_seconds,
+        extra_args=tuple(extra_args),
+    )
 
 
 @attrs.frozen

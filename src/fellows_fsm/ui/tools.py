@@ -23,9 +23,10 @@ from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.scheduler.port import job_spec
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
-from fellows_fsm.slurm.script import job_spec, time_seconds
+from fellows_fsm.slurm.script import time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import diagram as diagrams
 from fellows_fsm.ui.app import (
