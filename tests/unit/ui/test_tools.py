@@ -111,13 +111,19 @@ def test_relative_state_dir_is_next_to_the_config_file(env: Path, tmp_path: Path
     assert str(folder / "state" / "journal.sqlite3") in result.stdout
 
 
-def test_a_missing_lane_program_is_a_warning_not_an_error(env: Path) -> None:
-    """A lane command not on PATH passes config check (exit 0) with a warning on stderr naming it."""
+def test_a_missing_lane_program_is_a_warning_offline_and_an_error_online(env: Path) -> None:
+    """A lane command not on PATH passes ``config check --offline`` (exit 0) with a warning on stderr naming it;
+    checked against the world, it is a problem: the same line, as an error, and exit 3."""
     (env / "fellows.toml").write_text(_toml(env, gcp="['no-such-gcloud-xyz', 'batch', 'fsm-{dispatch_id}']"))
-    result = run("config", "check")
+    result = run("config", "check", "--offline")
     assert result.exit_code == 0, result.output
     assert "warning: [lanes.gcp] command: 'no-such-gcloud-xyz' is not found on PATH" in result.stderr
     assert "config OK" in result.stdout
+    result = run("config", "check")
+    assert result.exit_code == 3, result.output
+    [line] = [x for x in result.stderr.strip().splitlines() if x.startswith("fellows-fsm: error: ")]
+    assert line.startswith("fellows-fsm: error: [lanes.gcp] command: 'no-such-gcloud-xyz' is not found on PATH")
+    assert "config OK" not in result.stdout
 
 
 def test_a_tiny_poll_is_shown_as_it_is(env: Path) -> None:
@@ -142,7 +148,7 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/fellows.toml is a valid config: config check exits 0 with its gcp lane."""
     monkeypatch.delenv("FELLOWS_FSM_CONFIG", raising=False)
     example = Path(__file__).resolve().parents[3] / "examples" / "fellows.toml"
-    result = run("config", "check", "--config", str(example))
+    result = run("config", "check", "--offline", "--config", str(example))
     assert result.exit_code == 0, result.output
     assert "gcloud batch jobs submit" in result.stdout
 
@@ -173,7 +179,7 @@ def test_config_check_says_how_each_paid_lane_is_paid_for_and_the_budget(tmp_pat
         '[lanes.gcp]\ncommand = ["true"]\nstatus = ["true"]\ncancel = ["true"]\nprice_per_gpu_hour = 2.5\n'
         '[budget]\npaid_gpu_hours_per_day = 64\non_budget = "refuse"\n'
     )
-    result = run("config", "check", "--config", str(config))
+    result = run("config", "check", "--offline", "--config", str(config))
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "paid gcp 2.5 a GPU-hour; followed to its end, cancel deletes it" in text
