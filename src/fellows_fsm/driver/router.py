@@ -39,6 +39,7 @@ from fellows_fsm.errors import (
     FellowsError,
     Interrupted,
     SchedulerUnreachable,
+    SlurmCommandMissing,
     SshLoginRefused,
     SubmitRejected,
 )
@@ -280,7 +281,7 @@ class Router:
             for lane, exc in down.items():
                 log.warning("poll of %s skipped: %s", lane, exc)
                 # A login ssh refuses lasts until someone acts: the pause says what (a host key, a key, a name).
-                refused = isinstance(exc, SshLoginRefused)
+                refused = isinstance(exc, (SshLoginRefused, SlurmCommandMissing))
                 self._failed.extend([str(exc)] if refused else [])
                 why = f"{exc}; the window waits until it answers" if refused else ""
                 stopped = [d for d in walking if d.rung.lane == lane]
