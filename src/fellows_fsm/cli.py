@@ -19,7 +19,8 @@ from fellows_fsm.api import Fellows
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import Outcome, State
-from fellows_fsm.driver.inbox import scancel_waits
+from fellows_fsm.driver.environment import judged_problem
+from fellows_fsm.driver.inbox import DRIVER_CONFIG, scancel_waits
 from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
@@ -245,6 +246,8 @@ def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
         handle = fellows.handle(dispatch_id)
         if handle.slurm_job_id is not None or handle.final:
             return True
+        if (why := judged_problem(fellows.journal, DRIVER_CONFIG)) is not None:  # said at once, not after 30 s
+            raise SchedulerUnreachable(f"dispatch {dispatch_id} stays journaled, not queued yet: {why}")
         if time.monotonic() > end:
             raise SchedulerUnreachable(
                 f"SLURM has not queued dispatch {dispatch_id}'s job within {DETACH_WAIT_SECONDS:g} s; it stays "

@@ -33,6 +33,7 @@ __all__ = [
     "DRIVER_ENV_REPLACED",
     "Health",
     "env_problem_line",
+    "judged_problem",
     "missing_command",
     "offered_env",
 ]
@@ -80,8 +81,8 @@ class Health:
     """The environment of the command that started this driver (only its PATH is ever taken: SLURM_CONF, which
     names the cluster, is the journal's)."""
     env: MutableMapping[str, str] = attrs.field(factory=lambda: os.environ)
-    said: str | None = None
-    """The command whose absence is journaled now (None: nothing journaled)."""
+    said: tuple[str, str] | None = None
+    """The command whose absence is journaled now, and the PATH of the offer it was judged with (None: nothing)."""
 
     def refresh(self, journal: Journal, journaled: Callable[[], Mapping[str, str] | None]) -> str | None:
         """Look once: when this process's PATH misses a command and the last command's offer (``journaled()``,
@@ -91,8 +92,10 @@ class Health:
         if not self.lanes:
             return None
         missing = missing_command(self.lanes, self.env)
+        offered: dict[str, str] = {}
         if missing is not None:
-            offers = [(dict(journaled() or {}), "a later command")]
+            offered = dict(journaled() or {})
+            offers = [(offered, "a later command")]
             if "PATH" in self.inherited:
                 offers.append(({"PATH": self.inherited["PATH"]}, "the command that started the driver"))
             for offer, whose in offers:
@@ -100,14 +103,16 @@ class Health:
                     self._take(journal, offer, missing, whose)
                     missing = None
                     break
-        if missing != self.said:
+        said = None if missing is None else (missing, offered.get("PATH", ""))
+        if said != self.said:
             if missing is None:
                 journal.drop_meta(DRIVER_ENV_PROBLEM)
             else:
-                problem = {"pid": os.getpid(), "command": missing, "path": self.env.get("PATH", ""), "at": time.time()}
-                journal.put_meta(DRIVER_ENV_PROBLEM, problem)
-                log.error("cannot run %s: it is not on PATH=%s", missing, problem["path"])
-            self.said = missing
+                path = self.env.get("PATH", "")
+                problem = {"pid": os.getpid(), "command": missing, "path": path, "offer": offered.get("PATH", "")}
+                journal.put_meta(DRIVER_ENV_PROBLEM, {**problem, "at": time.time()})
+                log.error("cannot run %s: it is not on PATH=%s", missing, path)
+            self.said = said
         return missing
 
     def _take(self, journal: Journal, offer: Mapping[str, str], missing: str, whose: str) -> None:
@@ -121,10 +126,13 @@ class Health:
         log.warning("could not run %s with PATH=%s; took the PATH of %s: %s", missing, before, whose, after)
 
 
-def env_problem_line(journal: Journal) -> str | None:
+def env_problem_line(journal: Journal, *, offer: str | None = None) -> str | None:
     """The one line ``driver status`` and ``status`` print when the journal's running driver cannot run a command
-    SLURM needs, or None (no problem, or one journaled by a driver that is gone)."""
+    SLURM needs, or None (no problem, or one journaled by a driver that is gone). With ``offer`` (the PATH a
+    command just offered), only a problem the driver journaled after judging that offer."""
     problem = journal.get_meta(DRIVER_ENV_PROBLEM)
+    if offer is not None and isinstance(problem, dict) and problem.get("offer") != offer:
+        return None  # the driver has not looked at this command's offer yet
     owner = journal.owner() if problem else None
     if not isinstance(problem, dict) or owner is None or owner.pid != problem.get("pid") or not journal.driver_alive():
         return None
@@ -134,3 +142,11 @@ def env_problem_line(journal: Journal) -> str | None:
         f"`fellows-fsm submit` or `cancel` from a shell where `{command}` is found (after `module load slurm`, say) "
         "gives the driver that shell's PATH"
     )
+
+
+def judged_problem(journal: Journal, config_key: str) -> str | None:
+    """``env_problem_line`` of a driver that has judged the environment last offered (the journal's ``config_key``
+    entry: the driver config, with its ``env``), or None: a command that just offered its own waits for that."""
+    saved = journal.get_meta(config_key)
+    env = saved.get("env") if isinstance(saved, dict) else None
+    return env_problem_line(journal, offer=str(env.get("PATH", "")) if isinstance(env, dict) else "")
