@@ -7,16 +7,17 @@ The lifecycle machine knows the cluster only through this protocol. ``fake.py`` 
 from __future__ import annotations
 
 import enum
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
-from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from fellows_fsm.errors import UsageError
+
+if TYPE_CHECKING:
+    import os
 
 __all__ = [
     "FinishedJob",
@@ -172,23 +173,23 @@ class JobSpec:
         GPUs (``--gres=gpu:N``, ``--gpus``), wall time (``--time``) and name (``--job-name``; else the file's stem),
         each given argument winning over its line as a command-line flag does. Checked as a submit checks a job
         (``slurm/script.py``: ``check_spec``): a missing or unreadable script, a line or argument fellows-fsm
-        refuses, or a bad value raises UsageError (exit 2) naming it, before anything is journaled or queued."""
-        from fellows_fsm.slurm.script import check_spec, read_script_defaults  # noqa: PLC0415 - slurm/ imports this
+        refuses, or a bad value raises UsageError (exit 2) naming it, before anything is journaled or queued.
 
-        script = Path(path)
-        found = read_script_defaults(script)
-        spec = job_spec(
-            name if name is not None else found.name or script.stem,
-            script.resolve(),
-            gpus=gpus if gpus is not None else found.gpus or 0,
-            time_limit_seconds=time_limit_seconds if time_limit_seconds is not None else found.time_limit_seconds,
-            extra_args=extra_args,
+        It reads a file: the one method here that does I/O, through the script reader (``slurm/script.py``:
+        ``spec_from_script``), imported only when called (the core never calls it)."""
+        from fellows_fsm.slurm.script import spec_from_script  # noqa: PLC0415 - the reader imports this module
+
+        return spec_from_script(
+            cls, path, name=name, gpus=gpus, time_limit_seconds=time_limit_seconds, extra_args=extra_args
         )
-        return check_spec(spec)
 
 
 def job_spec(
-    name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
+    name: str,
+    script: str | os.PathLike[str],
+    gpus: int = 0,
+    time_limit_seconds: int | None = None,
+    extra_args: Sequence[str] = (),
 ) -> JobSpec:
     """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
     checks it (``slurm/script.py``: ``check_spec``)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ __all__ = [
     "check_script",
     "check_spec",
     "read_script_defaults",
+    "spec_from_script",
     "time_seconds",
 ]
 
@@ -198,3 +200,26 @@ def check_spec(spec: JobSpec) -> JobSpec:
         raise UsageError(f"script {spec.script!r} is not a path as text; give it as a str, e.g. str(path)")
     read_script_defaults(Path(spec.script))
     return spec
+
+
+def spec_from_script(
+    make: Callable[..., JobSpec],
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    gpus: int | None = None,
+    time_limit_seconds: int | None = None,
+    extra_args: Sequence[str] = (),
+) -> JobSpec:
+    """``JobSpec.from_script`` (``make`` is JobSpec): the script's ``#SBATCH`` GPUs, time and name (else its stem),
+    each given argument winning, the script made absolute; checked (``check_spec``) as a submit checks it."""
+    script = Path(path)
+    found = read_script_defaults(script)
+    spec = make(
+        name=name if name is not None else found.name or script.stem,
+        script=str(script.resolve()),
+        gpus=gpus if gpus is not None else found.gpus or 0,
+        time_limit_seconds=time_limit_seconds if time_limit_seconds is not None else found.time_limit_seconds,
+        extra_args=tuple(extra_args),
+    )
+    return check_spec(spec)
