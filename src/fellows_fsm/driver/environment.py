@@ -31,6 +31,7 @@ from fellows_fsm.lanes.slurm.world import SLURM_COMMANDS
 __all__ = [
     "DRIVER_ENV_PROBLEM",
     "DRIVER_ENV_REPLACED",
+    "HEALTHY_SECONDS",
     "Health",
     "env_problem_line",
     "judged_problem",
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 DRIVER_ENV_PROBLEM = "driver-env-problem"
 """The journal's meta key of what the running driver cannot run: {pid, command, path, at}; absent when it can."""
+HEALTHY_SECONDS = 60.0
+"""How long a PATH that held every command is trusted before the driver looks again."""
 DRIVER_ENV_REPLACED = "driver-env-replaced"
 """The journal's meta key of the last time a driver took a command's environment in place of its own."""
 
@@ -83,6 +86,9 @@ class Health:
     env: MutableMapping[str, str] = attrs.field(factory=lambda: os.environ)
     said: tuple[str, str] | None = None
     """The command whose absence is journaled now, and the PATH of the offer it was judged with (None: nothing)."""
+    healthy: tuple[str, float] | None = None
+    """The PATH last found to hold every command, and when (monotonic): looked at again only after
+    ``HEALTHY_SECONDS`` (six PATH lookups cost about a millisecond on a long PATH)."""
 
     def refresh(self, journal: Journal, journaled: Callable[[], Mapping[str, str] | None]) -> str | None:
         """Look once: when this process's PATH misses a command and the last command's offer (``journaled()``,
@@ -91,7 +97,11 @@ class Health:
         or None."""
         if not self.lanes:
             return None
+        path, now = self.env.get("PATH", ""), time.monotonic()
+        if self.healthy is not None and self.healthy[0] == path and now - self.healthy[1] < HEALTHY_SECONDS:
+            return None
         missing = missing_command(self.lanes, self.env)
+        self.healthy = (path, now) if missing is None else None
         offered: dict[str, str] = {}
         if missing is not None:
             offered = dict(journaled() or {})
