@@ -128,7 +128,7 @@ def config_check(ctx: click.Context, offline: bool) -> None:
 
 def _grants_reader(scheduler: Scheduler) -> Callable[[], Grants] | None:
     """What the cluster behind ``scheduler`` grants, read through the command line's seam (``app.read_grants``,
-    looked up at call time: tests give a fake its grants); None for a fake that has none."""
+    looked up at call time: tests give a fake its grants)."""
     return lambda: app.read_grants(scheduler)
 
 
