@@ -16,10 +16,11 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
-from fellows_fsm.driver.admission import Check, check_request, with_never_paid
+from fellows_fsm.driver.admission import Check, check_request
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, offer_env, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
@@ -218,16 +219,20 @@ class Fellows:
 
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-        raise. Grants are cached beside the journal. An unknown intent raises UsageError (inbox.py: ``check_intent``).
-        A job the command line would refuse (its name, GPUs, time limit, an sbatch option fellows-fsm sets itself in
-        ``extra_args``, its script) raises UsageError (exit 2) first, with the command line's line (``check_spec``).
+        raise. Grants are cached beside the journal. An unknown intent raises UsageError, a pin that names no lane
+        ConfigError (``Config.route``). A job the command line would refuse (its name, GPUs, time limit, an sbatch
+        option fellows-fsm sets itself in ``extra_args``, its script) raises UsageError (exit 2) first, with the
+        command line's line (``check_spec``).
         """
         check_spec(spec)
+        return self._check(spec, self.config.route(pin, intent))
+
+    def _check(self, spec: JobSpec, route: Route) -> Check:
+        """The check of a request going where ``route`` says (driver/admission.py: ``check_request``)."""
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
-        checked = check_request(
-            self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
+        return check_request(
+            self.config, route, spec, lane=self.ladder_lane, clock=self.clock, read=self._grants, others=others
         )
-        return with_never_paid(self.config, checked, spec, pin)  # what the [budget] can never pay for
 
     @serialized
     def submit(
@@ -244,25 +249,17 @@ class Fellows:
         line would refuse raises UsageError before anything is journaled, whatever ``check`` says (``check_spec``).
         """
         check_spec(spec)
-        checked = check if isinstance(check, Check) else Check()
-        if check is True:
-            checked = self.check(spec, intent=intent, pin=pin)
+        route = self.config.route(pin, intent)  # the one answer to where it goes: asked once
+        checked = check if isinstance(check, Check) else self._check(spec, route) if check else Check()
         if checked.refused is not None:
             raise checked.refused
-        budget = remember_config(self.config, self.journal) if self.background else None
-        if not self.drive():
+        if self.background or not self.drive():
+            budget = remember_config(self.config, self.journal) if self.background else None
             dispatch_id = enqueue(
-                self.config,
-                self.journal,
-                spec,
-                intent=intent,
-                pin=pin,
-                ladder=checked.ladder,
-                note=checked.note,
-                at=self.clock.now(),
+                self.config, self.journal, spec, route, ladder=checked.ladder, note=checked.note, at=self.clock.now()
             )
             self.enqueued = dispatch_id
-            if self.background:
+            if self.background:  # the driver started once, now that it has this dispatch to walk
                 try:
                     self.ensure_driver()
                 except FellowsError as exc:  # the dispatch is journaled: name it, never "submit again"
@@ -270,7 +267,7 @@ class Fellows:
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
             return Submitted(self.handle(dispatch_id), driving=False, check=checked, budget=budget)
         assert self._router is not None
-        handle = self._router.dispatch(spec, intent=intent, pin=pin, ladder=checked.ladder, note=checked.note)
+        handle = self._router.dispatch(spec, route, ladder=checked.ladder, note=checked.note)
         notes = self.scheduler.last_notes if isinstance(self.scheduler, SlurmScheduler) else ()
         row = self.journal.dispatch(handle.dispatch_id)
         on_rung = row is not None and row.state.startswith(("SUBMITTED_", "RESUBMITTED_"))
@@ -279,7 +276,7 @@ class Fellows:
                 f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
                 "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
             )
-        return Submitted(handle, driving=True, check=checked, notes=notes, budget=budget)
+        return Submitted(handle, driving=True, check=checked, notes=notes)
 
     # ----------------------------------------------------------------- following
     @serialized
@@ -446,13 +443,16 @@ class Fellows:
         """Dispatch every spec, each checked first as ``submit`` checks it (one refused is raised, none journaled),
         in ONE inbox transaction; return their handles at once. The journal's driver (woken: driver/wake.py) makes
         their first submits in one batch, paced per cluster (``max_submits_per_second``)."""
-        checks = [self.check(spec, intent=intent, pin=pin) for spec in specs]
+        route = self.config.route(pin, intent)
+        for spec in specs:
+            check_spec(spec)
+        checks = [self._check(spec, route) for spec in specs]
         if refused := next((c.refused for c in checks if c.refused is not None), None):
             raise refused
         if self.background:
             remember_config(self.config, self.journal)
         requests = [(spec, c.ladder, c.note) for spec, c in zip(specs, checks, strict=True)]
-        ids = enqueue_many(self.config, self.journal, requests, intent=intent, pin=pin, at=self.clock.now())
+        ids = enqueue_many(self.config, self.journal, requests, route, at=self.clock.now())
         if self.drive() and self._router is not None:
             self._router.nudge()  # this process drives: it makes the first submits now
         return [self.handle(i) for i in ids]

@@ -20,9 +20,9 @@ import attrs
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.budget import never_paid_words
-from fellows_fsm.driver.inbox import check_intent
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -109,49 +109,73 @@ class Check:
 
 def check_request(
     config: Config,
+    route: Route,
+    spec: JobSpec,
+    *,
     lane: LadderLane,
     clock: Clock,
     read: Callable[[], Grants] | None,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
     others: Sequence[tuple[LadderLane, Callable[[], Grants] | None]] = (),
 ) -> Check:
-    """Check a request against what each cluster grants (``read()`` for the fellows ``lane``, each of ``others``'
-    for the next SLURM lanes of the order; cached beside the journal), before anything is journaled or queued:
-    ``Fellows.check``.
+    """Check a request going where ``route`` says (``Config.route``) against what each cluster grants (``read()``
+    for the fellows ``lane``, each of ``others``' for the next SLURM lanes of the order; cached beside the
+    journal), before anything is journaled or queued: ``Fellows.check``.
 
     A QoS of the config that its cluster does not have or grant, or a lane's partition or account that its
     cluster does not have (ConfigError, exit 3), or a job no rung of any cluster can ever start (SubmitRejected,
     exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
-    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
-    unknown intent raises UsageError. With no ``read`` (a port with nothing to read them from) or a command lane
-    pinned, no grants are checked. A gcp-batch lane the dispatch may be handed to with no Google credentials is
-    ``refused`` first (CredentialsMissing, exit 11: nothing is queued).
+    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised).
+    With no ``read`` (a port with nothing to read them from) or a handoff lane pinned, no grants are checked. The
+    lane the dispatch may be handed to that cannot be reached from here (a gcp-batch lane with no Google
+    credentials) is ``refused`` first (CredentialsMissing, exit 11: nothing is queued). Then what the ``[budget]``
+    can never pay for (``with_never_paid``).
     """
-    check_intent(intent)
     fellows = config.fellows
     warnings: list[str] = []
-    if intent == "debug" and fellows.debug_qos is None:
+    if route.intent == "debug" and fellows.debug_qos is None:
         warnings.append(
             "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
             f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
             "debug jobs there"
         )
-    missing = _missing_credentials(config, pin)
+    missing = _missing_credentials(config, route.paid)
     if missing is not None:
         return Check(warnings=tuple(warnings), refused=missing)
-    pinned = config.lane_named(pin) if pin is not None else None
-    if pin is not None and (pinned is None or not pinned.walks_ladder):
-        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM
-    lanes = [(lane, read), *others]
-    if pin is not None:
-        lanes = [(each, r) for each, r in lanes if each.name == pin]
-    elif len(lanes) > 1:
-        return _check_lanes(config, clock, lanes, spec, intent=intent, warnings=warnings)
-    lane, read = lanes[0]
-    if read is None:
+    lanes = [(each, r) for each, r in [(lane, read), *others] if each.name in route.walk]
+    checked = _check_rungs(config, route, clock, lanes, spec, warnings=warnings)
+    return with_never_paid(config, checked, spec, route)
+
+
+def _check_rungs(
+    config: Config,
+    route: Route,
+    clock: Clock,
+    lanes: Sequence[tuple[LadderLane, Callable[[], Grants] | None]],
+    spec: JobSpec,
+    *,
+    warnings: list[str],
+) -> Check:
+    """The rungs of the route against their clusters' grants: none for a handoff lane pinned (it queues nothing on
+    SLURM), one cluster's, or a walk across several."""
+    if route.ladder is None or not lanes:
+        return Check(warnings=tuple(warnings))
+    if len(lanes) > 1:
+        return _check_lanes(config, clock, lanes, spec, route.ladder, warnings=warnings)
+    return _check_lane(config, route, clock, lanes[0], spec, warnings=warnings)
+
+
+def _check_lane(
+    config: Config,
+    route: Route,
+    clock: Clock,
+    lane_and_read: tuple[LadderLane, Callable[[], Grants] | None],
+    spec: JobSpec,
+    *,
+    warnings: list[str],
+) -> Check:
+    """The check of a walk (or a pin) on one SLURM lane: its rungs against its cluster's grants."""
+    lane, read = lane_and_read
+    if read is None or route.ladder is None:
         return Check(warnings=tuple(warnings))  # a fake has no grants
     cache = GrantsCache(_cache_path(config, lane), key=lane.grants_key)
     try:
@@ -164,26 +188,23 @@ def check_request(
             "still skipped when sbatch refuses it)"
         )
         return Check(warnings=tuple(warnings))
-    ladder = lane.ladder_for(intent) if lane.name == fellows.name else Ladder.joined((lane.ladder_for(intent),))
     try:
         check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
-        checked = preflight(ladder, grants, spec, pinned=pin is not None, next_lane=config.after_ladder)
+        checked = preflight(route.ladder, grants, spec, pinned=route.pinned, next_lane=config.after_ladder)
     except (ConfigError, SubmitRejected) as exc:
         return Check(warnings=tuple(warnings), refused=exc)
     notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
     return Check(checked.ladder, checked.note, notes, tuple(warnings))
 
 
-def _missing_credentials(config: Config, pin: str | None) -> LaneError | None:
-    """Why the paid lane this dispatch may be handed to (the one it is pinned to, else the one after the ladder)
-    cannot be reached: a gcp-batch lane with no Google credentials (CredentialsMissing, exit 11), or without the
-    [gcp] extra; None when it can (or there is none): the lane's own ``check_reachable``."""
-    name = pin if pin is not None else config.after_ladder
-    lane = config.lane_named(name) if name is not None else None
-    if lane is None:
+def _missing_credentials(config: Config, paid: str | None) -> LaneError | None:
+    """Why the lane this dispatch may be handed to (``Route.paid``) cannot be reached: a gcp-batch lane with no
+    Google credentials (CredentialsMissing, exit 11), or without the [gcp] extra; None when it can (or there is
+    none): the lane's own ``check_reachable``."""
+    if paid is None:
         return None
     try:
-        lane.check_reachable()
+        config.lane(paid).check_reachable()
     except LaneError as exc:
         return exc
     return None
@@ -194,13 +215,12 @@ def _check_lanes(
     clock: Clock,
     lanes: Sequence[tuple[LadderLane, Callable[[], Grants] | None]],
     spec: JobSpec,
+    ladder: Ladder,
     *,
-    intent: str,
     warnings: list[str],
 ) -> Check:
     """The check of a walk across several SLURM lanes: each cluster's rungs against its own grants (read side by
     side would save little: the cache answers most submits), the kept rungs joined in order."""
-    ladder = config.ladder_for(intent)
     kept: list[Rung] = []
     skipped: list[str] = []
     remarks: list[str] = []
@@ -319,9 +339,9 @@ class GrantsCache:
             tmp.unlink(missing_ok=True)
 
 
-def with_never_paid(config: Config, checked: Check, spec: JobSpec, pin: str | None) -> Check:
+def with_never_paid(config: Config, checked: Check, spec: JobSpec, route: Route) -> Check:
     """``checked`` with what ``never_paid_words`` says: its refusal (NoBudget, exit 12), or its note for the user."""
-    refusal, note = never_paid_words(config, spec, pin)
+    refusal, note = never_paid_words(config, spec, route)
     if checked.refused is None and refusal is not None:
         return attrs.evolve(checked, refused=NoBudget(refusal))
     if checked.refused is None and note is not None:

@@ -41,7 +41,15 @@ def check(
     config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(inst,), state_dir=tmp_path)
     fellows = SlurmLane(config.fellows, FakeScheduler())
     other = SlurmLane(inst, FakeScheduler())
-    return check_request(config, fellows, SystemClock(), lambda: FELLOWS_GRANTS, spec, others=[(other, read)])
+    return check_request(
+        config,
+        config.route(),
+        spec,
+        lane=fellows,
+        clock=SystemClock(),
+        read=lambda: FELLOWS_GRANTS,
+        others=[(other, read)],
+    )
 
 
 def inst_lane(**keys: object) -> FellowsConfig:
@@ -114,10 +122,11 @@ def test_a_job_no_cluster_can_start_is_refused(tmp_path: Path) -> None:
     inst_short = {q: QosInfo(q, max_wall_seconds=60) for q in INST_QOS}
     result = check_request(
         config,
-        fellows,
-        SystemClock(),
-        lambda: grants(short, account="lab-acct"),
+        config.route(),
         SPEC,
+        lane=fellows,
+        clock=SystemClock(),
+        read=lambda: grants(short, account="lab-acct"),
         others=[(other, lambda: grants(inst_short, account="inst-acct"))],
     )
     assert isinstance(result.refused, SubmitRejected)
