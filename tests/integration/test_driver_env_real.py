@@ -99,6 +99,9 @@ def test_a_driver_without_sbatch_says_so_and_a_good_shell_fixes_it(
     assert replaced["path"] == os.environ["PATH"]
     assert _meta(tmp_path, DRIVER_ENV_PROBLEM) is None
     slurm.wait_for(lambda: _row(tmp_path, first_id)[1] is not None, "the first dispatch's job", timeout=30)
+    for dispatch_id in (first_id, second_id):  # nothing blocks high-eur: each runs once slurmctld schedules it
+        job_id = str(_row(tmp_path, dispatch_id)[1])
+        slurm.wait_for(lambda j=job_id: slurm.row(j).state == "RUNNING", f"job {job_id} to run", timeout=30)
     status = cli(config, "driver", "status")
     assert "environment:" not in status.stdout
     journal = read_journal(tmp_path)
