@@ -21,7 +21,7 @@ from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.admission import Check, check_request
-from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
+from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, offer_env, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, TickReport
 from fellows_fsm.driver.router import Router
@@ -462,6 +462,8 @@ class Fellows:
         else the process that holds the lock (the background driver is started if none runs)."""
         row = find(self.journal, dispatch_id)
         step = min(0.1, self.config.fellows.poll_interval_seconds)
+        if self.background:
+            offer_env(self.config, self.journal)  # a driver that cannot run scancel takes this shell's PATH
         return request_cancel(
             self.journal,
             row,

@@ -19,6 +19,8 @@ from fellows_fsm.api import Fellows
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import Outcome, State
+from fellows_fsm.driver.environment import judged_problem
+from fellows_fsm.driver.inbox import DRIVER_CONFIG, scancel_waits
 from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
@@ -243,6 +245,8 @@ def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
         handle = fellows.handle(dispatch_id)
         if handle.slurm_job_id is not None or handle.final:
             return True
+        if (why := judged_problem(fellows.journal, DRIVER_CONFIG)) is not None:  # said at once, not after 30 s
+            raise SchedulerUnreachable(f"dispatch {dispatch_id} stays journaled, not queued yet: {why}")
         if time.monotonic() > end:
             raise SchedulerUnreachable(
                 f"SLURM has not queued dispatch {dispatch_id}'s job within {DETACH_WAIT_SECONDS:g} s; it stays "
@@ -441,6 +445,7 @@ def _start_driver_for_reader(config: Config, journal: Journal) -> None:
         say_started(app.start_driver(config, journal), config)  # looked up at call time: the test seam
     except FellowsError as exc:
         click.echo(f"fellows-fsm: warning: {exc}", err=True)
+    _driver_commands.warn_env_problem(journal)  # a driver that cannot run SLURM's commands says so, in one line
 
 
 def _created_with(config: Config, journal: Journal, ids: Sequence[str]) -> list[str]:
@@ -479,7 +484,13 @@ def cancel(ctx: click.Context, dispatch_id: str) -> None:
             raise click.BadParameter(str(exc)) from None
         row = find_row(fellows.journal, dispatch_id)
         run = fellows.journal.paid_run(row.id)
-    if run is not None and f"fsm-{row.id}@{run.lane}" in job_ids:
+        waits = scancel_waits(fellows.journal, row.id)
+    if waits is not None:  # withdrawn, journaled; scancel waits for a driver that can run it
+        jobs = f"its SLURM job(s) {', '.join(job_ids)} are" if job_ids else "any job of it is"
+        click.echo(
+            f"dispatch {row.id} withdrawn: {jobs} cancelled at the driver's first poll that can run scancel ({waits})"
+        )
+    elif run is not None and f"fsm-{row.id}@{run.lane}" in job_ids:
         click.echo(f"dispatch {row.id} withdrawn: its paid job on lane {run.lane} deleted (fsm-{row.id})")
     elif job_ids:  # only the jobs this cancel ended, never those a park or an earlier cancel ended
         click.echo(f"dispatch {row.id} withdrawn (SLURM jobs cancelled: {', '.join(job_ids)})")

@@ -11,6 +11,8 @@
     |   |   |                                 ssh to the cluster's host failed (refused, dropped, timed out)
     |   |   +-- SshLoginRefused       exit 9  ssh cannot log in to [fellows] host: unknown or changed host key,
     |   |                                     refused authentication, unknown host name (nothing was queued)
+    |   +-- SlurmCommandMissing       exit 5  a SLURM command cannot run where it is run (not on PATH: a shell
+    |   |                                     without `module load slurm`); named with the PATH it was looked on
     |   +-- SubmitRejected            exit 5  sbatch refused the job (bad script, impossible request)
     |       +-- QosRejected           exit 5  the QoS is not granted or does not exist
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
@@ -49,6 +51,7 @@ __all__ = [
     "QosRejected",
     "SchedulerError",
     "SchedulerUnreachable",
+    "SlurmCommandMissing",
     "SshLoginRefused",
     "SubmitRejected",
     "TraceError",
@@ -116,6 +119,11 @@ class SshLoginRefused(SchedulerUnreachable):
     def __init__(self, host: str, message: str) -> None:
         super().__init__(message, delivered=False)  # ssh never logged in: no command ran there
         self.host = host
+
+
+class SlurmCommandMissing(SchedulerError):
+    """A SLURM client command cannot run where it is run (not installed, not on PATH); nothing reached the
+    cluster. The driver treats its cluster as one it cannot watch (the windows wait), never as a refusal."""
 
 
 class SubmitRejected(SchedulerError):

@@ -27,15 +27,26 @@ def example_program() -> str:
     return program
 
 
+def _train_script(slurm: Cluster) -> str:
+    """A sleeping job that asks for its 8 GPUs, wall time and name in its #SBATCH lines, as the page says."""
+    path = Path(slurm.script(300, name="train.sbatch"))
+    path.write_text(
+        "#!/bin/bash\n#SBATCH --gres=gpu:8\n#SBATCH --time=1:00:00\n#SBATCH --job-name=train\nsleep 300\n",
+        encoding="utf-8",
+    )
+    return str(path)
+
+
 def test_the_documented_example_walks_a_full_high_eur_to_normal_eur(slurm: Cluster, tmp_path: Path) -> None:
-    """Run as written (config from $FELLOWS_FSM_CONFIG), the example drives its dispatch off a full high-eur,
-    prints each change and the history, and exits 0 with the job RUNNING on normal-eur."""
+    """Run as written (config from $FELLOWS_FSM_CONFIG), the example reads its 8 GPUs from the script's #SBATCH
+    lines (``JobSpec.from_script``), so a high-eur full of the user's own 16 GPUs parks it: it drives its dispatch
+    to normal-eur, prints each change and the history, and exits 0 with the job RUNNING there."""
     slurm.occupy("high-eur", 8, count=2)
     program = tmp_path / "train_on_fellows.py"
     program.write_text(example_program(), encoding="utf-8")
     env = {**os.environ, "FELLOWS_FSM_CONFIG": str(_config(tmp_path))}
     result = subprocess.run(
-        [sys.executable, str(program), slurm.script(300), *slurm.job_args()],
+        [sys.executable, str(program), _train_script(slurm), *slurm.job_args()],
         capture_output=True,
         text=True,
         timeout=120,
@@ -56,6 +67,9 @@ def test_the_documented_example_walks_a_full_high_eur_to_normal_eur(slurm: Clust
     assert re.fullmatch(rf"{dispatch_id} is RUNNING on fellows \(normal-eur\), job \d+", lines[-1]), lines[-1]
     journal = Journal(tmp_path / "state" / "journal.sqlite3", readonly=True)
     try:
+        row = journal.dispatch(dispatch_id)
+        assert row is not None
+        assert (row.spec["gpus"], row.spec["time_limit_seconds"], row.spec["name"]) == (8, 3600, "train")
         assert_settled(slurm, journal, tmp_path, [dispatch_id])
     finally:
         journal.close()

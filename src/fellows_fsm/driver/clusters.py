@@ -22,7 +22,7 @@ import attrs
 
 from fellows_fsm.core.ladder import qualified_job_id, split_job_id
 from fellows_fsm.core.vocab import LADDER_LANE
-from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable
+from fellows_fsm.errors import ConfigError, SchedulerError, SchedulerUnreachable, SlurmCommandMissing
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
 __all__ = ["Clusters"]
@@ -107,14 +107,14 @@ class Clusters:
         if self._only is not None:
             try:
                 return self._only.observe(job_ids), {}
-            except SchedulerUnreachable as exc:
+            except (SchedulerUnreachable, SlurmCommandMissing) as exc:  # (squeue not on PATH: it cannot be watched)
                 return {}, {self.first: exc}
         grouped = self._by_lane(job_ids)
         calls = {lane: functools.partial(self.port(lane).observe, ids) for lane, ids in grouped.items()}
         seen: dict[str, Observation] = {}
         failed: dict[str, SchedulerError] = {}
         for lane, answer in self._side_by_side(calls).items():
-            if isinstance(answer, SchedulerUnreachable):
+            if isinstance(answer, (SchedulerUnreachable, SlurmCommandMissing)):
                 failed[lane] = answer
             elif isinstance(answer, SchedulerError):
                 raise answer

@@ -37,7 +37,7 @@ from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.driver.clusters import Clusters
-from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected
+from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SlurmCommandMissing, SubmitRejected
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Scheduler, Workload
 
 if TYPE_CHECKING:
@@ -392,8 +392,8 @@ class Executor:
         asked_at = self.clock.now()
         try:
             return self._ask(d, call)
-        except SchedulerUnreachable as exc:
-            if isinstance(call, Submit) and call.lane != self.clusters.first and not exc.delivered:
+        except (SchedulerUnreachable, SlurmCommandMissing) as exc:  # (a command not on PATH: nothing was asked)
+            if isinstance(call, Submit) and call.lane != self.clusters.first and not getattr(exc, "delivered", False):
                 # A cluster after fellows that cannot be reached at all when its turn comes: nothing was queued
                 # there, so its window runs (tried each poll) and it is passed over when the window closes.
                 return d.submit_unreached(str(exc), self.clock.now())

@@ -30,6 +30,7 @@ from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
+from fellows_fsm.driver.environment import offered_env
 from fellows_fsm.driver.wake import wake
 from fellows_fsm.errors import (
     ConfigError,
@@ -48,6 +49,7 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
+from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "CANCEL_REQUEST",
     "DRIVER_CONFIG",
     "Admission",
+    "ScancelLater",
     "admit",
     "answer_cancels",
     "answered_error",
@@ -68,9 +71,11 @@ __all__ = [
     "journaled_config",
     "lane_from_json",
     "lane_json",
+    "offer_env",
     "reaches",
     "remember_config",
     "request_cancel",
+    "scancel_waits",
 ]
 
 CANCEL_REQUEST = "cancel:"
@@ -313,22 +318,49 @@ class CancelLater(Exception):
     (then it is deleted)."""
 
 
+class ScancelLater(Exception):
+    """The dispatch is withdrawn (journaled: never submitted again), but its jobs ``job_ids`` cannot be scancelled
+    from this driver now (``why``: a SLURM command it cannot run); the request stays for the next ticks."""
+
+    def __init__(self, job_ids: Sequence[str], why: str) -> None:
+        super().__init__(why)
+        self.job_ids = list(job_ids)
+        self.why = why
+
+
 def answer_cancels(journal: Journal, withdraw: Callable[[str], list[str]]) -> list[str]:
     """The driver's side of ``request_cancel``: ``withdraw`` each requested dispatch, journal the answer (the job
-    ids, or the error) for the asking process, drop the request; return the ids withdrawn."""
+    ids, or the error) for the asking process, drop the request; return the ids withdrawn. A withdrawal whose
+    scancel must wait (ScancelLater) is answered at once with ``later`` (why) and its request kept, marked, until a
+    tick scancels its jobs (then it is dropped, answered already)."""
     done = []
-    for dispatch_id in journal.meta_with_prefix(CANCEL_REQUEST):
+    for dispatch_id, request in journal.meta_with_prefix(CANCEL_REQUEST).items():
         answer: dict[str, Any]
+        told = isinstance(request, dict) and "later" in request
         try:
             answer = {"jobs": withdraw(dispatch_id)}
             done.append(dispatch_id)
         except CancelLater:
             continue  # its paid job is being made: the request waits for the tick that follows it
+        except ScancelLater as later:
+            if not told:
+                journal.put_meta(CANCEL_REQUEST + dispatch_id, {**request, "later": later.why})
+                journal.put_meta(CANCEL_ANSWER + dispatch_id, {"jobs": later.job_ids, "later": later.why})
+            continue
         except FellowsError as exc:
+            if told:
+                continue  # withdrawn already, its asker answered: its scancel is tried again next tick
             answer = {"error": str(exc), "exit_code": exc.exit_code}
-        journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
+        if not told:
+            journal.put_meta(CANCEL_ANSWER + dispatch_id, answer)
         journal.drop_meta(CANCEL_REQUEST + dispatch_id)
     return done
+
+
+def scancel_waits(journal: Journal, dispatch_id: str) -> str | None:
+    """Why a withdrawn dispatch's jobs wait for their scancel (its cancel request kept: ``ScancelLater``), or None."""
+    request = journal.get_meta(CANCEL_REQUEST + dispatch_id)
+    return str(request["later"]) if isinstance(request, dict) and "later" in request else None
 
 
 def cancels_waiting(journal: Journal) -> bool:
@@ -353,9 +385,25 @@ def remember_config(config: Config, journal: Journal) -> str | None:
     returns what to say of the [budget] (its change, or why it was not applied), or None."""
     check_cluster(config, journal)
     applied = driver_budget(journal) or config.budget  # (no driver config yet: a driver would start with this one)
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    saved = journal.get_meta(DRIVER_CONFIG)
+    env = offered_env(_slurm_lanes(config), saved.get("env") if saved else None, os.environ, PASSED_ENV)
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
     return remember_budget(config, journal, at=time.time(), applied=applied)  # applied from the driver's next tick
+
+
+def offer_env(config: Config, journal: Journal) -> None:
+    """Offer this command's SLURM environment to the journal's driver (a cancel: it needs the cluster too): taken
+    only where it finds SLURM's commands and the journaled one does not (driver/environment.py)."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    if saved is None or not isinstance(saved.get("env"), dict):
+        return
+    env = offered_env(_slurm_lanes(config), saved["env"], os.environ, PASSED_ENV)
+    if env != saved["env"]:
+        journal.put_meta(DRIVER_CONFIG, {**saved, "env": env})
+
+
+def _slurm_lanes(config: Config) -> tuple[FellowsConfig, ...]:
+    return (config.fellows, *config.other_slurm_lanes)
 
 
 def driver_budget(journal: Journal) -> BudgetConfig | None:

@@ -27,7 +27,14 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
+from fellows_fsm.driver.environment import Health, env_problem_line
+from fellows_fsm.driver.inbox import (
+    DRIVER_CONFIG,
+    config_remembered,
+    has_work,
+    journaled_config,
+    remember_config,
+)
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.wake import WakeChannel, wake_problem
 from fellows_fsm.errors import FellowsError, JournalBusy
@@ -138,12 +145,14 @@ def serve(
     stop_event: threading.Event | None = None,
     log: str | None = None,
     kind: str = "background",
+    health: Health | None = None,
 ) -> bool:
     """Drive the journal until nothing has been live for ``driver_idle_seconds`` (or ``stop_event`` is set).
 
     Returns False at once, touching nothing, if another process drives the journal. The lock is released only
     after a last look for work: a dispatch enqueued while this driver was deciding to exit is never left without
-    one (its submitter saw the lock held, so it started none).
+    one (its submitter saw the lock held, so it started none). ``health`` (the background driver's): its own
+    environment is looked at each turn, before a wake-up's requests are answered (driver/environment.py).
     """
     stop_event = stop_event or threading.Event()
     clock = clock or SystemClock()
@@ -155,7 +164,7 @@ def serve(
         channel.open()  # before the first poll: a message journaled after it wakes this driver, one before it is read
         while True:
             router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
-            _run(router, config, clock, channel)
+            _run(router, config, clock, channel, _looker(journal, health))
             journal.release_driver()
             if stop_event.is_set() or not has_work(journal):
                 return True
@@ -178,12 +187,34 @@ def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bo
     return False
 
 
-def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> None:
+def _looker(journal: Journal, health: Health | None) -> Callable[[], None]:
+    """What the driver does each turn about its environment: nothing without ``health``."""
+    if health is None:
+        return lambda: None
+
+    def journaled() -> dict[str, str] | None:
+        saved = journal.get_meta(DRIVER_CONFIG)
+        return dict(saved.get("env", {})) if isinstance(saved, dict) else None
+
+    def look() -> None:
+        health.refresh(journal, journaled)
+
+    return look
+
+
+def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel, look: Callable[[], None]) -> None:
     stop_event = channel.stop
     grace = config.router.driver_idle_seconds
     idle_since: list[float] = []
 
+    def woken() -> bool:
+        if not channel.woken():
+            return False
+        look()  # a submit or cancel from a shell that finds SLURM: its PATH before its request is answered
+        return True
+
     def until(_: object) -> bool:
+        look()
         if stop_event.is_set():
             return True
         if router.busy:
@@ -194,7 +225,7 @@ def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> 
         return clock.now() - idle_since[0] >= grace
 
     # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished.
-    router.run(until=until, sleep=channel.sleep, linger=True, woken=channel.woken)
+    router.run(until=until, sleep=channel.sleep, linger=True, woken=woken)
 
 
 # --------------------------------------------------------------------------- status and stop, for the CLI
@@ -210,6 +241,8 @@ class DriverStatus:
     log: Path
     wake: str | None = None
     """Why a command cannot wake the driver (the poll still drives), or None."""
+    env: str | None = None
+    """Why the running driver cannot run SLURM's commands (driver/environment.py: ``env_problem_line``), or None."""
 
 
 def status(config: Config) -> DriverStatus:
@@ -217,13 +250,14 @@ def status(config: Config) -> DriverStatus:
     path = config.journal_path
     lock = path.with_name(path.name + ".lock")
     running = lock_held(lock)
-    live = 0
+    live, env = 0, None
     if path.exists():
         with contextlib.closing(Journal(path, readonly=True)) as journal:
             live = len(journal.dispatches(live_only=True))
+            env = env_problem_line(journal)
     owner = _owner(lock)
     background = running and owner is not None and owner.kind == "background"  # the one that listens (wake.py)
-    return DriverStatus(path, owner, running, live, log_path(path), wake_problem(path) if background else None)
+    return DriverStatus(path, owner, running, live, log_path(path), wake_problem(path) if background else None, env)
 
 
 def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> DriverOwner | None:
@@ -286,10 +320,13 @@ def _driver_process(path: Path) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    inherited = dict(os.environ)  # the starting command's, before the journal's SLURM environment is set
     try:
         config = journaled_config(path)
         log.info("driver %d starting for %s (config %s)", os.getpid(), path, config.source)
-        drove = serve(config, ladder_lane(config).scheduler, stop_event=stop_event, log=str(logfile))
+        health = Health((config.fellows, *config.other_slurm_lanes), inherited=inherited)
+        scheduler = ladder_lane(config).scheduler
+        drove = serve(config, scheduler, stop_event=stop_event, log=str(logfile), health=health)
         log.info("driver %d %s", os.getpid(), "exits: nothing live" if drove else "not needed: another drives")
         return 0
     except FellowsError as exc:

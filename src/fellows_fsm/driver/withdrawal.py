@@ -8,6 +8,7 @@ the journal, the scheduler and the clock, never the router.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -21,7 +22,7 @@ from fellows_fsm.core.ladder import dispatch_token
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State
 from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.executor import Executor
-from fellows_fsm.driver.inbox import CancelLater
+from fellows_fsm.driver.inbox import CancelLater, ScancelLater
 from fellows_fsm.driver.roster import Roster
 from fellows_fsm.errors import (
     ConfigError,
@@ -30,8 +31,10 @@ from fellows_fsm.errors import (
     PaidLaneError,
     SchedulerError,
     SchedulerUnreachable,
+    SlurmCommandMissing,
 )
 from fellows_fsm.journal.queries import pending_delete, refuse_handed_off, restore
+from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.scheduler.port import Phase
@@ -145,16 +148,25 @@ class Withdrawal:
                 f"`fellows-fsm cancel {row.id}` again once the cluster answers",
             )
             raise
-        # Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
-        # a failed scancel is safe to re-run.
+        except SlurmCommandMissing as exc:
+            # This driver cannot run SLURM's commands (a PATH without them): the withdrawal is journaled now, so
+            # nothing is submitted again, and its jobs are scancelled at the first tick that can (the request stays).
+            with contextlib.suppress(SlurmCommandMissing):
+                self._recall(row, job_ids)
+            raise ScancelLater(job_ids, str(exc)) from None
+        self._recall(row, job_ids)
+        return live
+
+    def _recall(self, row: DispatchRow, job_ids: list[str]) -> None:
+        """Written ahead (the recall row: WITHDRAWN, then scancel): a driver restarted after this never resubmits;
+        a failed scancel is safe to re-run."""
         driven = self.roster.withdrawn(row.id)
         if row.lane != LADDER_LANE and row.outcome != Outcome.WITHDRAWN:  # its command never ran: nothing to scancel
             self.executor.recall(self.roster.handoffs.lane_dispatch(row.id), job_ids)  # the recall row, HANDING_OFF
         elif row.outcome == Outcome.WITHDRAWN:
             self.executor.cancel_strays(job_ids)  # withdrawn already: its cancel runs again
         else:
-            self.executor.recall(driven or restore(journal, row), job_ids)
-        return live
+            self.executor.recall(driven or restore(self.journal, row), job_ids)
 
     def _withdraw_paid(self, dispatch_id: str) -> list[str]:
         """A user's cancel of a followed paid job: the recall row (WITHDRAWN journaled first), then ONE delete on

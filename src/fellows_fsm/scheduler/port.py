@@ -10,11 +10,14 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from fellows_fsm.errors import UsageError
+
+if TYPE_CHECKING:
+    import os
 
 __all__ = [
     "FinishedJob",
@@ -27,6 +30,7 @@ __all__ = [
     "Scheduler",
     "Workload",
     "classify_reason",
+    "job_spec",
 ]
 
 
@@ -154,6 +158,48 @@ class JobSpec:
     def script_file(self) -> str:
         """The file a submit reads the job's script from: the kept copy, else ``script``."""
         return self.kept_script or self.script
+
+    @classmethod
+    def from_script(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        gpus: int | None = None,
+        time_limit_seconds: int | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> JobSpec:
+        """The job of an sbatch script, read as ``fellows-fsm submit SCRIPT`` reads it: its ``#SBATCH`` lines'
+        GPUs (``--gres=gpu:N``, ``--gpus``), wall time (``--time``) and name (``--job-name``; else the file's stem),
+        each given argument winning over its line as a command-line flag does. Checked as a submit checks a job
+        (``slurm/script.py``: ``check_spec``): a missing or unreadable script, a line or argument fellows-fsm
+        refuses, or a bad value raises UsageError (exit 2) naming it, before anything is journaled or queued.
+
+        It reads a file: the one method here that does I/O, through the script reader (``slurm/script.py``:
+        ``spec_from_script``), imported only when called (the core never calls it)."""
+        from fellows_fsm.slurm.script import spec_from_script  # noqa: PLC0415 - the reader imports this module
+
+        return spec_from_script(
+            cls, path, name=name, gpus=gpus, time_limit_seconds=time_limit_seconds, extra_args=extra_args
+        )
+
+
+def job_spec(
+    name: str,
+    script: str | os.PathLike[str],
+    gpus: int = 0,
+    time_limit_seconds: int | None = None,
+    extra_args: Sequence[str] = (),
+) -> JobSpec:
+    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
+    checks it (``slurm/script.py``: ``check_spec``)."""
+    return JobSpec(
+        name=name,
+        script=str(script),
+        gpus=gpus,
+        time_limit_seconds=time_limit_seconds,
+        extra_args=tuple(extra_args),
+    )
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from fellows_fsm.errors import SchedulerError, SchedulerUnreachable
+from fellows_fsm.errors import SchedulerUnreachable, SlurmCommandMissing
 from fellows_fsm.slurm.transport import CommandMissing, LocalTransport, NoAnswer, Request, Transport
 
 __all__ = [
@@ -176,7 +176,7 @@ class CommandRunner:
         Unreachable (the known stderr lines, the process timing out, ssh's own failures) is retried with back-off
         within the policy; a command that is not ``idempotent`` is retried only if the request surely never left.
         Raises SchedulerUnreachable when the retries are spent, SshLoginRefused (at once) when ssh cannot log in,
-        SchedulerError when the binary is missing.
+        SlurmCommandMissing (a SchedulerError) when the binary is missing.
         """
         argv = tuple(argv)
         name = os.path.basename(argv[0])
@@ -228,7 +228,7 @@ class CommandRunner:
         try:
             reply = self.transport.run(request)
         except CommandMissing as exc:
-            raise SchedulerError(
+            raise SlurmCommandMissing(
                 f"the SLURM command {name!r} cannot run: {exc}; install SLURM's client "
                 "commands (Debian: apt-get install slurm-client) or load them (e.g. `module load slurm`), or set "
                 "[fellows] host to run them on a login node over ssh"

@@ -1,28 +1,33 @@
 """What an sbatch script's ``#SBATCH`` lines ask for: the one reader (GPUs, wall time, job name, working dir), as
-sbatch reads them (up to the first line that is neither blank nor a comment; the last value wins)."""
+sbatch reads them (up to the first line that is neither blank nor a comment; the last value wins), and the one check
+of a job (``check_spec``). The command line and ``JobSpec.from_script`` both read a script here: it imports no port,
+no CLI (JobSpec only for its type)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from fellows_fsm.errors import UsageError
-from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_duration
-from fellows_fsm.slurm.render import owned_option
+from fellows_fsm.slurm.options import owned_option
+
+if TYPE_CHECKING:
+    from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
     "ScriptDefaults",
     "check_job_name",
     "check_script",
     "check_spec",
-    "job_spec",
     "read_script_defaults",
+    "spec_from_script",
     "time_seconds",
 ]
 
@@ -197,15 +202,24 @@ def check_spec(spec: JobSpec) -> JobSpec:
     return spec
 
 
-def job_spec(
-    name: str, script: Path, gpus: int = 0, time_limit_seconds: int | None = None, extra_args: Sequence[str] = ()
+def spec_from_script(
+    make: Callable[..., JobSpec],
+    path: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    gpus: int | None = None,
+    time_limit_seconds: int | None = None,
+    extra_args: Sequence[str] = (),
 ) -> JobSpec:
-    """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
-    checks it (``check_spec``)."""
-    return JobSpec(
-        name=name,
-        script=str(script),
-        gpus=gpus,
-        time_limit_seconds=time_limit_seconds,
+    """``JobSpec.from_script`` (``make`` is JobSpec): the script's ``#SBATCH`` GPUs, time and name (else its stem),
+    each given argument winning, the script made absolute; checked (``check_spec``) as a submit checks it."""
+    script = Path(path)
+    found = read_script_defaults(script)
+    spec = make(
+        name=name if name is not None else found.name or script.stem,
+        script=str(script.resolve()),
+        gpus=gpus if gpus is not None else found.gpus or 0,
+        time_limit_seconds=time_limit_seconds if time_limit_seconds is not None else found.time_limit_seconds,
         extra_args=tuple(extra_args),
     )
+    return check_spec(spec)

@@ -133,7 +133,8 @@ class LocalTransport:
         except FileNotFoundError:
             if request.cwd is not None and not os.path.isdir(request.cwd):
                 raise CommandMissing(f"the directory {request.cwd} to run {name!r} in does not exist here") from None
-            raise CommandMissing(f"{name!r} is not installed or not on PATH here") from None
+            path = env.get("PATH", "")  # named: a driver started from a shell without `module load slurm` keeps it
+            raise CommandMissing(f"{name!r} is not installed or not on PATH here (PATH={path})") from None
         except PermissionError as exc:
             raise CommandMissing(f"{name!r} cannot be executed here: {exc}") from None
         except subprocess.TimeoutExpired:

@@ -25,9 +25,8 @@ from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.slurm.config import FellowsConfig
-from fellows_fsm.scheduler.port import JobSpec, Phase
+from fellows_fsm.scheduler.port import JobSpec, Phase, job_spec
 from fellows_fsm.slurm.port import SlurmScheduler
-from fellows_fsm.slurm.script import job_spec
 from fellows_fsm.ui import app
 from fellows_fsm.ui.app import config_of, config_option, main, make_console
 from fellows_fsm.ui.follow import follow_live, summary

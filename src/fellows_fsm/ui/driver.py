@@ -6,9 +6,11 @@ import click
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.driver import process as daemon
+from fellows_fsm.driver.environment import env_problem_line
+from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main
 
-__all__ = ["driver"]
+__all__ = ["driver", "warn_env_problem"]
 
 
 @main.group(short_help="The background driver that walks every dispatch: status, stop, log.")
@@ -39,6 +41,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 "journal": str(found.journal),
                 "log": str(found.log),
                 "wake": found.wake,
+                "env_problem": found.env,
             }
         )
         return
@@ -53,6 +56,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if found.wake is not None:
         poll = config.fellows.poll_interval_seconds
         click.echo(f"wake-up: {found.wake}; the driver reads new messages at its next poll (every {poll:g} s)")
+    if found.env is not None:
+        click.echo(f"environment: {found.env}")
+
+
+def warn_env_problem(journal: Journal) -> None:
+    """``status`` and ``history``: one line on stderr when the journal's driver cannot run SLURM's commands."""
+    line = env_problem_line(journal)
+    if line is not None:
+        click.echo(f"fellows-fsm: warning: {line}", err=True)
 
 
 @driver.command("stop", short_help="Stop the driver (the dispatches stay journaled).")

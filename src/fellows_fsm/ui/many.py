@@ -18,7 +18,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.errors import FellowsError, SchedulerUnreachable
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.script import check_spec, job_spec, read_script_defaults, time_seconds
+from fellows_fsm.slurm.script import time_seconds
 from fellows_fsm.ui.app import echo_json, open_fellows
 from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 
@@ -47,19 +47,12 @@ def script_specs(
 ) -> list[JobSpec]:
     """One checked spec per script, read as `submit` reads one (its #SBATCH lines; the flags win); UsageError for a
     bad one, before the state dir is opened: nothing is journaled for it."""
+    limit = time_seconds(time_limit, "--time") if time_limit is not None else None
     specs = []
-    for script in scripts:
-        defaults = read_script_defaults(script)
-        limit = time_seconds(time_limit, "--time") if time_limit is not None else defaults.time_limit_seconds
-        spec = job_spec(
-            name or defaults.name or script.stem,
-            script.resolve(),
-            gpus=gpus if gpus is not None else (defaults.gpus or 0),
-            time_limit_seconds=limit,
-            extra_args=sbatch_args,
+    for script in scripts:  # every script checked before the state dir is opened: nothing journaled for a bad one
+        specs.append(
+            JobSpec.from_script(script, name=name or None, gpus=gpus, time_limit_seconds=limit, extra_args=sbatch_args)
         )
-        check_spec(spec)  # every script before the state dir is opened: nothing is journaled for a bad one
-        specs.append(spec)
     return specs
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -18,14 +18,19 @@ from fellows_fsm import sim
 from fellows_fsm.config.file import Config, config_warnings
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import LADDER_LANE
+from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.world import bounded
+from fellows_fsm.lanes.world import world_problems
+from fellows_fsm.scheduler.port import Scheduler, job_spec
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
-from fellows_fsm.slurm.script import job_spec, time_seconds
+from fellows_fsm.slurm.accounting import Grants
+from fellows_fsm.slurm.script import time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import diagram as diagrams
 from fellows_fsm.ui.app import (
@@ -73,18 +78,58 @@ def config_group() -> None:
     """Check the configuration."""
 
 
-@config_group.command("check", short_help="Load and print the effective config.")
+@config_group.command("check", short_help="Check the config and the world it reaches.")
+@click.option("--offline", is_flag=True, help="Check the file alone: ask no cluster, look at no lane.")
 @config_option
 @click.pass_context
-def config_check(ctx: click.Context) -> None:
-    """Load the config and print the effective ladder, caps, lanes and worst case (exit 3 if it is wrong).
+def config_check(ctx: click.Context, offline: bool) -> None:
+    """Load the config, print the effective ladder, caps, lanes and worst case, and check the world it reaches:
+    every SLURM lane answers (here, or over ssh), its commands run, each QoS of its ladder exists and is granted
+    to you, its partition and account are yours; every paid lane's library and credentials are here, every
+    command lane's program is on PATH. One line per problem on stderr, and exit 3 if there is any (or if the file
+    is wrong). A cluster that does not answer costs one timeout (10 s), never a hang.
 
-    Warnings (a lane program not found here, a very fast poll) go to stderr and leave the exit status 0.
+    With --offline only the file is checked; its warnings (a lane program not found here, a very fast poll) go to
+    stderr and leave the exit status 0.
     """
     config = config_of(ctx)
+    problems: list[str] = []
+    replaced: list[str] = []
+    if not offline:
+        problems, replaced = world_problems(
+            config,
+            lambda lane: bounded(
+                app.make_scheduler(config) if lane is config.fellows else app.make_lane_scheduler(config, lane)
+            ),
+            _grants_reader,
+        )
     for warning in config_warnings(config):
-        click.echo(f"fellows-fsm: warning: {warning}", err=True)
-    make_console().print(_config_view(config))
+        if warning not in replaced:
+            click.echo(f"fellows-fsm: warning: {warning}", err=True)
+    console = make_console()
+    console.print(_config_view(config))
+    if offline:
+        console.print(Text("config OK (the file alone: --offline asked no cluster)", style="bold green"))
+        return
+    for problem in problems:
+        click.echo(f"fellows-fsm: error: {problem}", err=True)
+    if problems:
+        console.print(Text(f"config has {len(problems)} problem(s): each is a line on stderr", style="bold red"))
+        raise click.exceptions.Exit(ConfigError.exit_code)
+    clusters = 1 + len(config.other_slurm_lanes)
+    console.print(
+        Text(
+            f"config OK: {clusters} SLURM cluster(s) answer and grant every QoS of their ladders; every other "
+            "lane can be used from here",
+            style="bold green",
+        )
+    )
+
+
+def _grants_reader(scheduler: Scheduler) -> Callable[[], Grants] | None:
+    """What the cluster behind ``scheduler`` grants, read through the command line's seam (``app.read_grants``,
+    looked up at call time: tests give a fake its grants)."""
+    return lambda: app.read_grants(scheduler)
 
 
 def _paid_fact(lane: LaneSettings) -> str:
@@ -164,7 +209,7 @@ def _config_view(config: Config) -> RenderableType:
     facts.add_row("budget", _budget_fact(config))
     for lane in config.slurm_lanes:
         facts.add_row(f"cluster {lane.name}" if several else "cluster", _cluster_fact(lane))
-    return Group(Text(f"config {config.source}"), rungs, lanes, facts, Text("config OK", style="bold green"))
+    return Group(Text(f"config {config.source}"), rungs, lanes, facts)
 
 
 def _journal_fact(config: Config) -> str:

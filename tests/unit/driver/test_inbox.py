@@ -4,11 +4,21 @@ by enqueue; a cancel is delivered as a request the driver answers."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import FakeScheduler
-from fellows_fsm.driver.inbox import answered_error, enqueue
+from fellows_fsm.driver.inbox import (
+    CANCEL_ANSWER,
+    CANCEL_REQUEST,
+    ScancelLater,
+    answer_cancels,
+    answered_error,
+    enqueue,
+    scancel_waits,
+)
 from fellows_fsm.errors import FellowsError, SchedulerUnreachable
 from fellows_fsm.journal.store import Journal
 
@@ -70,3 +80,33 @@ def test_an_answer_without_an_exit_code_is_exit_1() -> None:
     """An answer journaled by an older driver (no exit code) is a FellowsError, exit 1."""
     error = answered_error({"error": "no"})
     assert (type(error), error.exit_code) == (FellowsError, 1)
+
+
+def test_a_withdrawal_whose_scancel_must_wait_is_answered_once_and_kept_until_done(tmp_path: Path) -> None:
+    """A withdraw that raises ScancelLater is answered at once (its known jobs, and why they wait), its request
+    kept and marked; the next ticks' ScancelLater writes no answer again; once it succeeds the request is dropped,
+    answered already."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    try:
+        journal.put_meta(CANCEL_REQUEST + "d1", {"at": 1.0})
+        outcomes: list[object] = [ScancelLater(["7"], "scancel not on PATH=/x"), ScancelLater(["7"], "again"), ["7"]]
+
+        def withdraw(dispatch_id: str) -> list[str]:
+            outcome = outcomes.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome  # type: ignore[return-value]
+
+        assert answer_cancels(journal, withdraw) == []
+        assert journal.get_meta(CANCEL_ANSWER + "d1") == {"jobs": ["7"], "later": "scancel not on PATH=/x"}
+        assert scancel_waits(journal, "d1") == "scancel not on PATH=/x"
+        journal.drop_meta(CANCEL_ANSWER + "d1")  # the asker read it
+        assert answer_cancels(journal, withdraw) == []
+        assert journal.get_meta(CANCEL_ANSWER + "d1") is None
+        assert scancel_waits(journal, "d1") == "scancel not on PATH=/x"
+        assert answer_cancels(journal, withdraw) == ["d1"]
+        assert journal.get_meta(CANCEL_REQUEST + "d1") is None
+        assert journal.get_meta(CANCEL_ANSWER + "d1") is None  # nobody waits for it any more
+        assert scancel_waits(journal, "d1") is None
+    finally:
+        journal.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.errors import UsageError
-from fellows_fsm.slurm.render import OWNED_OPTIONS, SBATCH_LONG_OPTIONS, SCRIPT_READ, owned_option
+from fellows_fsm.slurm.options import OWNED_OPTIONS, SBATCH_LONG_OPTIONS, SCRIPT_READ, owned_option
 from fellows_fsm.slurm.script import read_script_defaults
 
 REFUSED = [

@@ -3,14 +3,16 @@ and demo, through the entry point."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from fellows_fsm.config.file import load_config
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui.diagram import mermaid, spine_mermaid, state_diagram_page
-from tests.unit.cli_helpers import SchedulingFake, _toml, one_error_line, refused, run, world
+from tests.unit.cli_helpers import GRANTS, SchedulingFake, _toml, one_error_line, refused, run, world
 
 
 def test_config_check_prints_ladder_caps_lanes_and_worst_case(env: Path) -> None:
@@ -113,13 +115,19 @@ def test_relative_state_dir_is_next_to_the_config_file(env: Path, tmp_path: Path
     assert str(folder / "state" / "journal.sqlite3") in result.stdout
 
 
-def test_a_missing_lane_program_is_a_warning_not_an_error(env: Path) -> None:
-    """A lane command not on PATH passes config check (exit 0) with a warning on stderr naming it."""
+def test_a_missing_lane_program_is_a_warning_offline_and_an_error_online(env: Path) -> None:
+    """A lane command not on PATH passes ``config check --offline`` (exit 0) with a warning on stderr naming it;
+    checked against the world, it is a problem: the same line, as an error, and exit 3."""
     (env / "fellows.toml").write_text(_toml(env, gcp="['no-such-gcloud-xyz', 'batch', 'fsm-{dispatch_id}']"))
-    result = run("config", "check")
+    result = run("config", "check", "--offline")
     assert result.exit_code == 0, result.output
     assert "warning: [lanes.gcp] command: 'no-such-gcloud-xyz' is not found on PATH" in result.stderr
     assert "config OK" in result.stdout
+    result = run("config", "check")
+    assert result.exit_code == 3, result.output
+    [line] = [x for x in result.stderr.strip().splitlines() if x.startswith("fellows-fsm: error: ")]
+    assert line.startswith("fellows-fsm: error: [lanes.gcp] command: 'no-such-gcloud-xyz' is not found on PATH")
+    assert "config OK" not in result.stdout
 
 
 def test_a_tiny_poll_is_shown_as_it_is(env: Path) -> None:
@@ -144,7 +152,7 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/fellows.toml is a valid config: config check exits 0 with its gcp lane."""
     monkeypatch.delenv("FELLOWS_FSM_CONFIG", raising=False)
     example = Path(__file__).resolve().parents[3] / "examples" / "fellows.toml"
-    result = run("config", "check", "--config", str(example))
+    result = run("config", "check", "--offline", "--config", str(example))
     assert result.exit_code == 0, result.output
     assert "gcloud batch jobs submit" in result.stdout
 
@@ -175,8 +183,53 @@ def test_config_check_says_how_each_paid_lane_is_paid_for_and_the_budget(tmp_pat
         '[lanes.gcp]\ncommand = ["true"]\nstatus = ["true"]\ncancel = ["true"]\nprice_per_gpu_hour = 2.5\n'
         '[budget]\npaid_gpu_hours_per_day = 64\non_budget = "refuse"\n'
     )
-    result = run("config", "check", "--config", str(config))
+    result = run("config", "check", "--offline", "--config", str(config))
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "paid gcp 2.5 a GPU-hour; followed to its end, cancel deletes it" in text
     assert "budget 64 paid GPU-hours a day; a handoff over it ends it NO_BUDGET (local time)" in text
+
+
+# --------------------------------------------------------------------------- config check: the world
+_GCP_BATCH = """
+[lanes.cloud]
+kind = "gcp-batch"
+project = "proj-1"
+region = "us-central1"
+accelerator = "nvidia-h100-80gb"
+price_per_gpu_hour = 11.06
+"""
+
+
+def test_config_check_names_each_problem_of_the_world_and_exits_3(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A QoS the cluster does not have, one it does not grant, a gcp-batch lane without the [gcp] extra and one
+    without credentials: one error line each, naming the value and the fix, and exit 3; --offline passes."""
+    ladder = 'qos = "high-eur"\nqos_ladder = ["normal-eur", "nope-eur", "dev-eur"]'
+    (env / "fellows.toml").write_text(_toml(env, fellows=ladder, router='order = ["fellows", "gcp"]') + _GCP_BATCH)
+    monkeypatch.setattr(ui_app, "read_grants", lambda scheduler: GRANTS)  # dev-eur exists, not granted
+    monkeypatch.setitem(sys.modules, "google.cloud.batch_v1", None)  # the [gcp] extra not installed
+    assert run("config", "check", "--offline").exit_code == 0
+    result = run("config", "check")
+    assert result.exit_code == 3, result.output
+    errors = [x.removeprefix("fellows-fsm: error: ") for x in result.stderr.splitlines() if "error:" in x]
+    assert errors[0].startswith("[fellows] qos_ladder: QoS 'nope-eur' does not exist on the local SLURM")
+    assert errors[1].startswith("[fellows] qos_ladder: QoS 'dev-eur' is not granted to 'me' on the local SLURM")
+    assert (
+        errors[2] == "[lanes.cloud]: the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'"
+    )
+    assert len(errors) == 3
+    assert "config has 3 problem(s)" in result.stdout
+    monkeypatch.delitem(sys.modules, "google.cloud.batch_v1")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(env / "no-such-key.json"))
+    errors = [x for x in run("config", "check").stderr.splitlines() if "error:" in x]
+    assert "[lanes.cloud]: no Google credentials" in errors[-1]
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in errors[-1]
+
+
+def test_config_check_of_a_world_that_works_says_config_ok(env: Path) -> None:
+    """Every QoS granted and every lane usable: exit 0, and the last line says what was checked."""
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    assert "config OK: 1 SLURM cluster(s) answer and grant every QoS of their ladders" in " ".join(
+        result.stdout.split()
+    )

@@ -8,6 +8,7 @@ the core install, never needs it. Nothing here journals or decides: the lane doe
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import re
 import time
@@ -196,6 +197,17 @@ def check_credentials() -> None:
 
 
 _NO_LIBRARY = "the GCP Batch lane needs Google's client library: pip install 'fellows-fsm[gcp]'"
+
+
+def check_library() -> None:
+    """Raise BatchError (saying which extra to install) when Google's Batch client library (the ``[gcp]`` extra)
+    cannot be imported here; it is looked up, not imported."""
+    try:
+        found = importlib.util.find_spec("google.cloud.batch_v1") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise BatchError(_NO_LIBRARY)
 
 
 def _default_credentials() -> Any:

@@ -14,7 +14,7 @@ import attrs
 
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.gcp_batch.client import BatchLocation, check_credentials
+from fellows_fsm.lanes.gcp_batch.client import BatchLocation, check_credentials, check_library
 from fellows_fsm.lanes.gcp_batch.machines import ATTACHED, BUNDLED
 from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
@@ -133,7 +133,9 @@ class GcpBatchSettings:
         return BatchLocation(self.project, self.region, self.zone)
 
     def check_reachable(self) -> None:
-        """The lane's credentials (``check_credentials``)."""
+        """Google's client library (the ``[gcp]`` extra, even for a fake's endpoint), then the lane's credentials
+        (``check_credentials``)."""
+        check_library()
         self.check_credentials()
 
     def shown(self) -> tuple[str, str, float | None]:
