@@ -26,8 +26,8 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.sim.results import GCP, JobOutcome, RunResult
 from fellows_fsm.sim.run import InProcessLane, minutes_limit, simulate
 from fellows_fsm.sim.strategies import SimParams
@@ -62,9 +62,9 @@ def replay_real(
     dispatches: dict[int, Dispatch] = {}
     submitted: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="fellows-agree-") as state_dir:
-        lane = LaneConfig(name=GCP, command=("true", "{dispatch_id}"))
+        lane = CommandSettings(name=GCP, command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(
+            fellows=SlurmSettings(
                 park_cap_seconds=cap, poll_interval_seconds=poll, debug_qos="dev-eur", park_early=park_early
             ),
             lanes=(lane,),

@@ -35,8 +35,8 @@ from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.lifecycle import window_deadline
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.lane import slurm_port
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
@@ -102,9 +102,9 @@ def fill_inst(qos: Sequence[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the routers
-def inst_lane(cap: float) -> FellowsConfig:
+def inst_lane(cap: float) -> SlurmSettings:
     """The inst lane as `[lanes.inst] kind = "slurm"` reads it (tests/integration/two_clusters.py's lane_toml)."""
-    return FellowsConfig(
+    return SlurmSettings(
         name="inst",
         host="inst-cluster",
         ssh_options=("-F", str(INST_RUNTIME / "sshd" / "ssh_config")),
@@ -123,8 +123,8 @@ def router(state_dir: Path, *, cap: float, poll: float, inst_cap: float | None) 
     """A started router on the real ports: fellows here, then (``inst_cap`` given) inst over ssh, then gcp
     (``true``); and its ports by lane."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    fellows = FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=poll, park_early="off")
-    lanes: list[Any] = [LaneConfig(name="gcp", command=("true", "{dispatch_id}"))]
+    fellows = SlurmSettings(park_cap_seconds=cap, poll_interval_seconds=poll, park_early="off")
+    lanes: list[Any] = [CommandSettings(name="gcp", command=("true", "{dispatch_id}"))]
     order: tuple[str, ...] = ("fellows", "gcp")
     if inst_cap is not None:
         lanes.insert(0, inst_lane(inst_cap))
@@ -241,7 +241,7 @@ def poll_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- 2: the cluster change
-def change_lags(journal: Journal, fellows: FellowsConfig) -> dict[str, list[float]]:
+def change_lags(journal: Journal, fellows: SlurmSettings) -> dict[str, list[float]]:
     """Per dispatch: low-eur's deadline -> inst job journaled, and the park of low-eur -> inst job journaled."""
     ladder = fellows.ladder
     last = len(ladder.rungs) - 1
@@ -273,7 +273,7 @@ def change_benchmark(args: argparse.Namespace, state: Path) -> dict[str, Any]:
     empty_both()
     blockers = fill_fellows()
     r, ports = router(state / "change", cap=args.cap, poll=args.poll, inst_cap=600.0)
-    fellows = FellowsConfig(park_cap_seconds=args.cap, park_early="off")
+    fellows = SlurmSettings(park_cap_seconds=args.cap, park_early="off")
     try:
         specs = [realslurm.spec(f"chg-{i}", 8, 300) for i in range(args.dispatches)]
         due = [time.time() + i * args.stagger for i in range(len(specs))]

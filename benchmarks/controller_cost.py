@@ -38,8 +38,8 @@ from fellows_fsm.core.effects import Record, Step
 from fellows_fsm.core.machine import build_machine
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec, Observation
 from fellows_fsm.sim.clock import SimClock
@@ -74,9 +74,9 @@ def worker(size: int, ticks: int) -> dict[str, object]:
     gc.collect()
     base = rss_mb()
     with tempfile.TemporaryDirectory(prefix="fellows-bench-") as state_dir:
-        lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+        lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL_SECONDS),
+            fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL_SECONDS),
             lanes=(lane,),
             router=RouterConfig(),
             state_dir=state_dir,

@@ -28,15 +28,15 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.lifecycle import window_deadline
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
 
 
 def overheads(journal: Journal, caps: float) -> tuple[list[float], list[float], list[float], int]:
     """Per rung change: next rung's job queued minus the rung's deadline; per dispatch: handoff minus last deadline."""
-    config = FellowsConfig(park_cap_seconds=caps)
+    config = SlurmSettings(park_cap_seconds=caps)
     ladder = config.ladder
     rung_lag: list[float] = []
     handoff_lag: list[float] = []
@@ -106,8 +106,8 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
     port = port or SlurmScheduler(CommandRunner(timeout_seconds=30))
     with tempfile.TemporaryDirectory(prefix="fellows-overhead-") as state_dir:
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=args.cap, poll_interval_seconds=args.poll, park_early="off"),
-            lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
+            fellows=SlurmSettings(park_cap_seconds=args.cap, poll_interval_seconds=args.poll, park_early="off"),
+            lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
             router=RouterConfig(),
             state_dir=state_dir,
         )

@@ -35,7 +35,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi
 from fellows_fsm.lanes.gcp_batch.lane import GcpBatchLane
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
@@ -115,7 +115,7 @@ def measure(size: int, polls: int) -> dict[str, Any]:
         Path(work, "train.sbatch").write_text(SCRIPT, encoding="utf-8")
         settings = GcpBatchSettings.from_table("gcp", {**TABLE, "api_endpoint": fake.endpoint})
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL),
+            fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL),
             lanes=(settings,),
             router=RouterConfig(max_rung_changes_per_tick=max(20, size)),
             state_dir=Path(work, "state"),

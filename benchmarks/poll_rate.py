@@ -24,8 +24,8 @@ from benchmarks.fakectld import FakeCtld
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
@@ -66,9 +66,9 @@ def measure(size: int, *, cap: float, poll: float, gap: float, outage: float) ->
     ctld = StampedCtld(clock)
     port = SlurmScheduler(ctld.runner(), user="bench")
     with tempfile.TemporaryDirectory(prefix="fellows-rate-") as state_dir:
-        lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+        lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=poll),
+            fellows=SlurmSettings(park_cap_seconds=cap, poll_interval_seconds=poll),
             lanes=(lane,),
             router=RouterConfig(max_rung_changes_per_tick=max(20, size)),
             state_dir=state_dir,

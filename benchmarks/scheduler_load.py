@@ -30,8 +30,8 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
 from fellows_fsm.sim.run import InProcessLane
@@ -97,9 +97,9 @@ def measure(size: int, *, real: bool, cap: float) -> dict[str, Any]:
     blocker = _sbatch_blocker(spec) if real else None
     created: list[str] = []
     with tempfile.TemporaryDirectory(prefix="fellows-load-") as state_dir:
-        lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+        lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=1.0),
+            fellows=SlurmSettings(park_cap_seconds=cap, poll_interval_seconds=1.0),
             lanes=(lane,),
             router=RouterConfig(),
             state_dir=state_dir,
@@ -178,9 +178,9 @@ def measure_calibrated(size: int, polls: int) -> dict[str, Any]:
     blocker = _sbatch_blocker(spec)
     created: list[str] = []
     with tempfile.TemporaryDirectory(prefix="fellows-load-") as state_dir:
-        lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+        lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
         config = Config(
-            fellows=FellowsConfig(
+            fellows=SlurmSettings(
                 qos="low-eur",
                 qos_ladder=(),
                 park_cap_seconds=3600.0,

@@ -46,8 +46,8 @@ from fellows_fsm.core.budget import spend
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SimClock
@@ -74,10 +74,10 @@ def build(state_dir: Path, count: int, now: float, seed: int = 27) -> dict[str, 
     first = (now - SPAN) // GRID * GRID
     last_start = now - 4 * GRID  # the last batch 20 minutes before now (its runs cut to end by now)
     clock = SimClock(first)
-    lanes_config = tuple(LaneConfig(name=n, command=("true",), price_per_gpu_hour=p) for n, p in LANES)
+    lanes_config = tuple(CommandSettings(name=n, command=("true",), price_per_gpu_hour=p) for n, p in LANES)
     lanes = {c.name: FakePaidLane(c, price_per_gpu_hour=p) for c, (_, p) in zip(lanes_config, LANES, strict=True)}
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL),
+        fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL),
         lanes=lanes_config,
         router=RouterConfig(max_rung_changes_per_tick=PER_BATCH * 2),
         state_dir=state_dir,

@@ -21,7 +21,7 @@ from benchmarks import realslurm
 from benchmarks.common import spread, write_result
 from benchmarks.decision_overhead import scenario
 from fellows_fsm.config.file import Config
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.lane import slurm_scheduler
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.port import SlurmScheduler
@@ -31,7 +31,7 @@ from fellows_fsm.slurm.transport import SshTransport
 
 def ssh_port(state_dir: Path) -> SlurmScheduler:
     """The port as `[fellows] host` builds it, over the loopback sshd's ssh config."""
-    fellows = FellowsConfig(host=os.environ["FELLOWS_SSH_HOST"], ssh_options=("-F", os.environ["FELLOWS_SSH_CONFIG"]))
+    fellows = SlurmSettings(host=os.environ["FELLOWS_SSH_HOST"], ssh_options=("-F", os.environ["FELLOWS_SSH_CONFIG"]))
     return slurm_scheduler(Config(fellows=fellows, state_dir=state_dir))
 
 

@@ -54,7 +54,7 @@ def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
     # Imported here, in the child that builds: the parent stays small (see the module docstring).
     from fellows_fsm.core.dispatch import Dispatch  # noqa: PLC0415
     from fellows_fsm.journal.store import Journal  # noqa: PLC0415
-    from fellows_fsm.lanes.slurm.config import FellowsConfig  # noqa: PLC0415
+    from fellows_fsm.lanes.slurm.config import SlurmSettings  # noqa: PLC0415
     from fellows_fsm.scheduler.fake import FakeScheduler  # noqa: PLC0415
     from fellows_fsm.scheduler.port import JobSpec  # noqa: PLC0415
     from fellows_fsm.sim.clock import SimClock  # noqa: PLC0415
@@ -62,7 +62,7 @@ def build_journal(path: Path, dispatches: int, live: int) -> list[str]:
 
     clock = SimClock(1_700_000_000.0)
     fake = FakeScheduler(clock)
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     ids = dispatch_ids(dispatches)
     journal = Journal(path)
     try:

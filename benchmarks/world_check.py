@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fellows_fsm.driver.environment import Health, missing_command
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 
 FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 RUNS = 10
@@ -76,7 +76,7 @@ def main() -> None:
         "--offline": _row(good, "--offline"),
     }
     journal = Journal(folder / "j.sqlite3")
-    lanes = (FellowsConfig(),)
+    lanes = (SlurmSettings(),)
     assert missing_command(lanes, os.environ) is None, "run with SLURM's commands on PATH"
     cached = Health(lanes)
     uncached = Health(lanes)

@@ -33,8 +33,8 @@ from fellows_fsm.errors import (
     UsageError,
 )
 from fellows_fsm.journal.history import HistoryEntry
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, ReasonGroup, Scheduler, classify_reason
 
@@ -55,6 +55,7 @@ __all__ = [
     "WITHDRAWN",
     "Check",
     "Clock",
+    "CommandSettings",
     "Config",
     "ConfigError",
     "Decision",
@@ -83,6 +84,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "SchedulerUnreachable",
+    "SlurmSettings",
     "SshLoginRefused",
     "Step",
     "SubmitRejected",
@@ -94,6 +96,11 @@ __all__ = [
     "classify_reason",
     "load_config",
 ]
+
+FellowsConfig = SlurmSettings
+"""The slurm kind's table under its name before issue 37 (kept for programs written against it)."""
+LaneConfig = CommandSettings
+"""The command kind's table under its name before issue 37 (kept for programs written against it)."""
 
 # A library logs to its own logger and never decides what reaches a terminal: without this, Python's last-resort
 # handler would print the library's warnings on the stderr of a program that embeds it and configured no logging.

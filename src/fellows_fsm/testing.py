@@ -135,7 +135,7 @@ class ThreadedDriver:
 class FakePaidLane:
     """A paid lane in memory (lanes/base.py ``PaidLane``) for fast unit tests: a handoff makes its job at once
     (QUEUED; made once per dispatch id, like a create by name), the test moves it (``move``), and every look and
-    delete is recorded. ``settings`` is the lane's table (a command lane's ``LaneConfig`` will do)."""
+    delete is recorded. ``settings`` is the lane's table (a command lane's ``CommandSettings`` will do)."""
 
     settings: LaneSettings
     price_per_gpu_hour: float | None = 2.0

@@ -20,8 +20,8 @@ import attrs
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec, Observation, Workload
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
@@ -84,9 +84,9 @@ def build(state_dir: Path, cap: float, point: str) -> Router:
     """A router on real SLURM with a ledger GCP lane (with a probe) and caps of ``cap`` seconds."""
     ledger = state_dir / "gcp.ledger"
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=0.3),
+        fellows=SlurmSettings(park_cap_seconds=cap, poll_interval_seconds=0.3),
         lanes=(
-            LaneConfig(
+            CommandSettings(
                 name="gcp",
                 command=(sys.executable, "-c", GCP_COMMAND, str(ledger), "{dispatch_id}"),
                 probe=(sys.executable, "-c", GCP_PROBE, str(ledger), "{dispatch_id}"),

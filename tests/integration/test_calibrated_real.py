@@ -20,8 +20,8 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
@@ -76,7 +76,7 @@ def fill_node(slurm: Cluster, *, limit_minutes: int, seconds: int) -> list[str]:
 def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step], str, str, Router]:
     """One 8-GPU calibrated dispatch on low-eur then gcp; its steps, final state and outcome (and the router)."""
     config = Config(
-        fellows=FellowsConfig(
+        fellows=SlurmSettings(
             qos="low-eur",
             qos_ladder=(),
             park_cap_seconds=CAP,
@@ -84,7 +84,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
             park_early="calibrated",
             calibrated_history_seconds=time.time() - since - WORKLOAD_GAP_SECONDS,
         ),
-        lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
+        lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
         state_dir=tmp_path,
     )

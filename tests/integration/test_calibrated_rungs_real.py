@@ -19,8 +19,8 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from tests.integration.conftest import Cluster
 from tests.integration.test_calibrated_real import WORKLOAD_GAP_SECONDS, _sbatch, build_history, fill_node
 
@@ -33,13 +33,13 @@ POLL = 1.0
 def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step], str, int]:
     """One 8-GPU calibrated dispatch on the three-rung ladder then gcp; its steps, final state and the polls it took."""
     config = Config(
-        fellows=FellowsConfig(
+        fellows=SlurmSettings(
             park_cap_seconds=CAP,
             poll_interval_seconds=POLL,
             park_early="calibrated",
             calibrated_history_seconds=time.time() - since - WORKLOAD_GAP_SECONDS,
         ),
-        lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
+        lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
         state_dir=tmp_path,
     )

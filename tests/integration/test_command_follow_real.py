@@ -16,7 +16,7 @@ import pytest
 
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
 from fellows_fsm.lanes.handoff import HandoffFiles
 from fellows_fsm.scheduler.port import JobSpec
@@ -44,7 +44,7 @@ def _lane(slurm: Cluster, **keys: float) -> CommandLane:
         'exec sbatch --parsable --job-name="fsm-$FSM_DISPATCH_ID" --qos=high-eur --gres="gpu:$FSM_GPUS" '
         f'--chdir={slurm.jobs_dir} --output=/dev/null "$FSM_SCRIPT"'
     )
-    settings = LaneConfig(
+    settings = CommandSettings(
         name="paid",
         command=("sh", "-c", submit),
         status=("sh", "-c", STATUS),

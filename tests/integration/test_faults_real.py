@@ -24,8 +24,8 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.reports import TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
 
@@ -45,10 +45,10 @@ from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
 pytestmark = pytest.mark.slurm
 
 
-def ledger_lane(tmp_path: Path, *, before: str = "", timeout: float = 60) -> LaneConfig:
+def ledger_lane(tmp_path: Path, *, before: str = "", timeout: float = 60) -> CommandSettings:
     """A gcp lane whose command (after running ``before``) appends the dispatch id to tmp_path/gcp.ledger."""
     code = before + "\n" + LEDGER_CODE if before else LEDGER_CODE
-    return LaneConfig(
+    return CommandSettings(
         name="gcp",
         command=(sys.executable, "-c", code, str(tmp_path / "gcp.ledger"), "{dispatch_id}"),
         timeout_seconds=timeout,
@@ -60,9 +60,9 @@ def make_router(tmp_path: Path) -> Iterator[Callable[..., Router]]:
     """A router on the real SLURM with short caps, a quick poll and a ledger gcp lane; journals closed after."""
     routers: list[Router] = []
 
-    def make(*, cap: float = 3.0, poll: float = 0.5, lane: LaneConfig | None = None, **router: object) -> Router:
+    def make(*, cap: float = 3.0, poll: float = 0.5, lane: CommandSettings | None = None, **router: object) -> Router:
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=cap, poll_interval_seconds=poll),
+            fellows=SlurmSettings(park_cap_seconds=cap, poll_interval_seconds=poll),
             lanes=(lane or ledger_lane(tmp_path),),
             router=RouterConfig(**router),  # type: ignore[arg-type]
             state_dir=tmp_path / "state",
@@ -130,7 +130,7 @@ def test_a_timed_out_handoff_is_killed_with_the_child_that_does_the_work(
     """A GCP command that leaves the work to a child is killed as a whole group at its timeout: no late handoff."""
     child = f"import time; time.sleep(4); open({str(tmp_path / 'gcp.ledger')!r}, 'a').write('late\\n')"
     parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(120)"
-    lane = LaneConfig(name="gcp", command=(sys.executable, "-c", parent, "{dispatch_id}"), timeout_seconds=1)
+    lane = CommandSettings(name="gcp", command=(sys.executable, "-c", parent, "{dispatch_id}"), timeout_seconds=1)
     r = make_router(lane=lane)
     never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id
     run_until(r, lambda: r.handle(never).final)

@@ -20,8 +20,8 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.observe import parse_slurm_time
 from tests.integration.conftest import Cluster
 
@@ -34,9 +34,9 @@ POLL = 1.0
 def run_dispatch(slurm: Cluster, tmp_path: Path, policy: str) -> tuple[list[Step], str, int, int]:
     """Dispatch one 8-GPU job through the real Router with ``policy``; its steps, final QoS, polls and squeues."""
     slurm.occupy("high-eur", 8, count=2, time_minutes=30)
-    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+    lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early=policy),
+        fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early=policy),
         lanes=(lane,),
         router=RouterConfig(),
         state_dir=tmp_path,
@@ -90,9 +90,9 @@ def test_an_estimate_past_the_window_parks_a_contended_job(slurm: Cluster, tmp_p
     """With the node full of 30-minute jobs, high-eur's job pends on Resources with SLURM's estimate 30 minutes out:
     estimate parks it inside the window, the note giving the estimate and the window's end."""
     slurm.occupy("low-eur", 64, time_minutes=30)
-    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
+    lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early="estimate"),
+        fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL, park_early="estimate"),
         lanes=(lane,),
         state_dir=tmp_path,
     )

@@ -21,7 +21,7 @@ from fellows_fsm.core.effects import Step
 from fellows_fsm.driver.reports import TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow
 
@@ -171,7 +171,7 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, requ
     # Caps of 8 s: 200 sbatch calls in a row must leave the first rung's window room for SLURM to start its jobs on
     # a busy machine too (with 3 s, none had started on high-eur when its windows closed).
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=8, poll_interval_seconds=0.5),
+        fellows=SlurmSettings(park_cap_seconds=8, poll_interval_seconds=0.5),
         router=RouterConfig(order=("fellows",), controller_deadline=False, max_rung_changes_per_tick=50),
         state_dir=tmp_path,
     )
@@ -207,7 +207,7 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path, requ
     """change_rung='in-place' moves the parked job to normal-eur with scontrol: same job id, and it runs."""
     slurm.occupy("high-eur", gpus=8, count=2)
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=2, poll_interval_seconds=0.3),
+        fellows=SlurmSettings(park_cap_seconds=2, poll_interval_seconds=0.3),
         router=RouterConfig(order=("fellows",), change_rung="in-place"),
         state_dir=tmp_path,
     )

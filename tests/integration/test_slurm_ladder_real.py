@@ -11,7 +11,7 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import State
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase
 from fellows_fsm.slurm.accounting import check_ladder, discover
 from fellows_fsm.slurm.port import SlurmScheduler
@@ -26,7 +26,7 @@ LADDER = ("high-eur", "normal-eur", "low-eur")
 
 def _ladder(cap: float, *names: str) -> Ladder:
     names = names or LADDER
-    return FellowsConfig(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap).ladder
+    return SlurmSettings(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap).ladder
 
 
 def _dispatch(spec: JobSpec, ladder: Ladder, port: SlurmScheduler, *, pinned: bool = False) -> Driven:
@@ -181,7 +181,7 @@ def test_late_start_wins_over_the_park(slurm: Cluster) -> None:
 )
 def test_debug_intent_starts_on_the_debug_qos(slurm: Cluster, debug_qos: str | None, first_qos: str) -> None:
     """A debug-intent dispatch starts on dev-eur when debug_qos is set, else on high-eur like any other."""
-    config = FellowsConfig(debug_qos=debug_qos, park_cap_seconds=3.0)
+    config = SlurmSettings(debug_qos=debug_qos, park_cap_seconds=3.0)
     port = slurm.port()
     dispatch = _dispatch(slurm.spec(gpus=1), config.ladder_for("debug"), port)
     slurm.drive([dispatch], port, until=lambda: dispatch.state == State.RUNNING, timeout=20)

@@ -12,7 +12,7 @@ from rich.console import Console
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import Phase
 from fellows_fsm.testing import Driven
 from fellows_fsm.ui.history import history_table
@@ -43,7 +43,7 @@ def test_own_cap_reason_stays_across_backfill_passes_on_a_full_node(slurm: Clust
     port = slurm.port()
     version = port.scancel_version()
     journal = Journal(tmp_path / "journal.sqlite3")
-    ladder = FellowsConfig(qos="high-eur", qos_ladder=["normal-eur"], park_cap_seconds=8.0).ladder
+    ladder = SlurmSettings(qos="high-eur", qos_ladder=["normal-eur"], park_cap_seconds=8.0).ladder
     dispatch = Driven(Dispatch(f"it{uuid.uuid4().hex[:8]}", slurm.spec(gpus=8), ladder), port, journal)
     journal.add_dispatch(
         dispatch.id, dispatch.spec, dispatch.ladder, pinned=dispatch.pinned, intent="prod", at=time.time()

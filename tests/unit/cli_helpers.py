@@ -18,7 +18,7 @@ from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.journal import store as journal_module
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
 from fellows_fsm.testing import Driven
 from fellows_fsm.ui import app as ui_app
@@ -143,7 +143,7 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
     """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
     clock = SystemClock()
     fake = FakeScheduler(clock)
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     journal = Journal(env / "state" / "journal.sqlite3")
     ids = []
     try:

@@ -10,7 +10,7 @@ import pytest
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, SystemClock
+from fellows_fsm import Dispatch, FakeScheduler, JobSpec, SlurmSettings, SystemClock
 from fellows_fsm.driver import process as daemon
 from fellows_fsm.testing import Driven, ThreadedDriver
 from fellows_fsm.ui import app as ui_app
@@ -48,16 +48,16 @@ def fake(frozen: FrozenDateTimeFactory) -> FakeScheduler:
 
 
 @pytest.fixture
-def config() -> FellowsConfig:
+def config() -> SlurmSettings:
     """The default fellows ladder with 600 s caps."""
-    return FellowsConfig(park_cap_seconds=CAP)
+    return SlurmSettings(park_cap_seconds=CAP)
 
 
 DispatchFactory = Callable[..., Driven]
 
 
 @pytest.fixture
-def make_dispatch(fake: FakeScheduler, config: FellowsConfig) -> DispatchFactory:
+def make_dispatch(fake: FakeScheduler, config: SlurmSettings) -> DispatchFactory:
     """Build (not submit) a dispatch on the fake port; keyword arguments override the defaults."""
     counter = iter(range(1, 10_000))
 

@@ -14,19 +14,19 @@ from freezegun.api import FrozenDateTimeFactory
 
 from fellows_fsm import (
     Check,
+    CommandSettings,
     Config,
     ConfigError,
     FakeScheduler,
     Fellows,
-    FellowsConfig,
     FellowsError,
     Handle,
     JobSpec,
     JournalBusy,
-    LaneConfig,
     LaneError,
     Progress,
     SchedulerUnreachable,
+    SlurmSettings,
     SubmitRejected,
     UsageError,
 )
@@ -50,7 +50,7 @@ def scripts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
     """A ladder with 60 s caps and a 5 s poll, its journal in tmp_path, no fallback lane."""
-    return Config(fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=POLL), state_dir=tmp_path)
+    return Config(fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=POLL), state_dir=tmp_path)
 
 
 MakeFellows = Callable[..., Fellows]
@@ -353,8 +353,10 @@ def test_a_lane_pinned_dispatch_is_handed_off_once_by_the_process_that_takes_ove
     """A --pin gcp dispatch enqueued while another process drives is handed off once, by the follower that takes
     the journal over when that process stops."""
     record = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
-    gcp = LaneConfig(name="gcp", command=(sys.executable, "-c", record, str(tmp_path / "gcp.ledger"), "{dispatch_id}"))
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(gcp,), state_dir=tmp_path)
+    gcp = CommandSettings(
+        name="gcp", command=(sys.executable, "-c", record, str(tmp_path / "gcp.ledger"), "{dispatch_id}")
+    )
+    config = Config(fellows=SlurmSettings(park_cap_seconds=CAP), lanes=(gcp,), state_dir=tmp_path)
     with Fellows(config, scheduler=capped_fake) as first, Fellows(config, scheduler=capped_fake) as second:
         assert first.drive()
         submitted = second.submit(SPEC, pin="gcp")
@@ -475,7 +477,7 @@ def test_a_driver_that_does_not_start_names_the_journaled_dispatch(tmp_path: Pat
     'submit again'."""
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60), state_dir=tmp_path / "state")
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60), state_dir=tmp_path / "state")
 
     def no_driver(config: Config, journal: Journal) -> None:
         if not journal.live_after(0)[1]:

@@ -20,7 +20,7 @@ from fellows_fsm.cli import main
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import admit
 from fellows_fsm.errors import SubmitRejected, UsageError
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.fields import parse_utc, utc_stamp
 from fellows_fsm.slurm.mock import MockRunner, MockTransport
@@ -151,9 +151,9 @@ def test_admit_journals_the_current_directory_for_a_local_job_only(
 ) -> None:
     """A local dispatch carries the directory submit ran in; one for a remote host carries none."""
     monkeypatch.chdir(tmp_path)
-    local = Config(fellows=FellowsConfig(), state_dir=tmp_path / "state")
+    local = Config(fellows=SlurmSettings(), state_dir=tmp_path / "state")
     assert admit(local, JobSpec("j", "/j.sh"), local.route()).spec.workdir == str(tmp_path)
-    remote = Config(fellows=FellowsConfig(host="charmander"), state_dir=tmp_path / "state")
+    remote = Config(fellows=SlurmSettings(host="charmander"), state_dir=tmp_path / "state")
     assert admit(remote, JobSpec("j", "/j.sh"), remote.route()).spec.workdir is None
 
 

@@ -33,7 +33,9 @@ PUBLIC = {
     "HistoryEntry",
     "TickReport",
     "Config",
+    "SlurmSettings",
     "FellowsConfig",
+    "CommandSettings",
     "LaneConfig",
     "Ladder",
     "Rung",
@@ -80,6 +82,12 @@ def test_all_lists_exactly_the_public_names() -> None:
     """fellows_fsm.__all__ is the intended public surface, no more and no less, without duplicates."""
     assert len(fellows_fsm.__all__) == len(set(fellows_fsm.__all__))
     assert set(fellows_fsm.__all__) == PUBLIC
+
+
+def test_the_kind_tables_old_names_are_the_same_classes() -> None:
+    """Programs written before the kinds' tables were named for their kinds (issue 37) still import them."""
+    assert fellows_fsm.FellowsConfig is fellows_fsm.SlurmSettings
+    assert fellows_fsm.LaneConfig is fellows_fsm.CommandSettings
 
 
 def test_all_is_sorted() -> None:

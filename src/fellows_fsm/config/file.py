@@ -29,7 +29,7 @@ from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.lanes.slurm.config import (
-    FellowsConfig,
+    SlurmSettings,
 )
 from fellows_fsm.lanes.slurm.lane import SLURM
 from fellows_fsm.tables import did_you_mean, positive_seconds, refuse_unknown_keys
@@ -113,9 +113,9 @@ def _default_state_dir() -> Path:
 class Config:
     """The whole configuration: the ladder, the lanes, the router, the budget, where the journal lives."""
 
-    fellows: FellowsConfig = attrs.field(factory=FellowsConfig)
+    fellows: SlurmSettings = attrs.field(factory=SlurmSettings)
     lanes: tuple[LaneSettings, ...] = ()
-    """Every ``[lanes.<name>]``, as its kind parsed it (``LaneConfig`` for the command kind)."""
+    """Every ``[lanes.<name>]``, as its kind parsed it (``CommandSettings`` for the command kind)."""
     router: RouterConfig = attrs.field(factory=RouterConfig)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig)
     """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
@@ -178,17 +178,17 @@ class Config:
         return (first, *free, "gcp") if any(lane.name == "gcp" for lane in self.lanes) else (first, *free)
 
     @cached_property
-    def slurm_lanes(self) -> tuple[FellowsConfig, ...]:
+    def slurm_lanes(self) -> tuple[SlurmSettings, ...]:
         """The SLURM lanes a dispatch walks, in order: fellows, then each ``kind = "slurm"`` lane of the order."""
         later = [self.lane(n) for n in self.auto_order[1:] if self.lane(n).walks_ladder]
-        return (self.fellows, *cast("list[FellowsConfig]", later))  # a lane that walks a ladder is a SLURM lane
+        return (self.fellows, *cast("list[SlurmSettings]", later))  # a lane that walks a ladder is a SLURM lane
 
     @cached_property
-    def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]:
+    def other_slurm_lanes(self) -> tuple[SlurmSettings, ...]:
         """Every SLURM lane but fellows: the order's, then any the order leaves out (reached only by ``--pin``)."""
         walked = self.slurm_lanes[1:]
         rest = [x for x in self.lanes if x.walks_ladder and x not in walked]
-        return (*walked, *cast("list[FellowsConfig]", rest))
+        return (*walked, *cast("list[SlurmSettings]", rest))
 
     @cached_property
     def after_ladder(self) -> str | None:
@@ -242,7 +242,7 @@ class Config:
         if pin == self.fellows.name:
             ladder = self.fellows.ladder_for(intent)
         else:  # that lane's own ladder, numbered from 0: its first rung is where the pinned job stays
-            ladder = Ladder.joined((cast("FellowsConfig", pinned).ladder,))
+            ladder = Ladder.joined((cast("SlurmSettings", pinned).ladder,))
         return Route(intent, pin, self.fellows.name, ladder, (pin,), None, None)
 
     @property

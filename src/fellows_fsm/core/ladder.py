@@ -53,7 +53,7 @@ class Rung:
 
 @attrs.frozen
 class Ladder:
-    """The rungs a dispatch may walk, first to last; built only through FellowsConfig."""
+    """The rungs a dispatch may walk, first to last; built only through SlurmSettings."""
 
     rungs: tuple[Rung, ...]
 

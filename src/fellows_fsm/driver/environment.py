@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 import attrs
 
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.world import SLURM_COMMANDS
 
 __all__ = [
@@ -49,7 +49,7 @@ DRIVER_ENV_REPLACED = "driver-env-replaced"
 """The journal's meta key of the last time a driver took a command's environment in place of its own."""
 
 
-def missing_command(lanes: Iterable[FellowsConfig], env: Mapping[str, str]) -> str | None:
+def missing_command(lanes: Iterable[SlurmSettings], env: Mapping[str, str]) -> str | None:
     """The first program ``lanes`` need that ``env``'s PATH does not find (SLURM's commands for a cluster reached
     from here, ssh for one reached over ssh), or None when every one is found."""
     path = env.get("PATH", "")
@@ -60,7 +60,7 @@ def missing_command(lanes: Iterable[FellowsConfig], env: Mapping[str, str]) -> s
 
 
 def offered_env(
-    lanes: Iterable[FellowsConfig], journaled: Mapping[str, str] | None, own: Mapping[str, str], keys: Iterable[str]
+    lanes: Iterable[SlurmSettings], journaled: Mapping[str, str] | None, own: Mapping[str, str], keys: Iterable[str]
 ) -> dict[str, str]:
     """The environment to journal for the driver: ``own`` (the offering command's ``keys``), unless it misses a
     command that the ``journaled`` one finds (a working driver environment is never replaced by a broken one)."""
@@ -78,7 +78,7 @@ class Health:
     """The running driver's view of its own environment (a mutable record: it remembers what it journaled last, so
     a healthy turn costs a PATH lookup and no journal write)."""
 
-    lanes: tuple[FellowsConfig, ...]
+    lanes: tuple[SlurmSettings, ...]
     """The SLURM lanes it runs commands for (an empty tuple: a port with no commands, e.g. a fake)."""
     inherited: Mapping[str, str] = attrs.field(factory=dict)
     """The environment of the command that started this driver (only its PATH is ever taken: SLURM_CONF, which

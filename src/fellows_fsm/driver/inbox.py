@@ -49,7 +49,7 @@ from fellows_fsm.journal.scripts import drop_script, keep_script
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -402,7 +402,7 @@ def offer_env(config: Config, journal: Journal) -> None:
         journal.put_meta(DRIVER_CONFIG, {**saved, "env": env})
 
 
-def _slurm_lanes(config: Config) -> tuple[FellowsConfig, ...]:
+def _slurm_lanes(config: Config) -> tuple[SlurmSettings, ...]:
     return (config.fellows, *config.other_slurm_lanes)
 
 

@@ -22,7 +22,7 @@ from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from fellows_fsm.lanes.slurm.config import FellowsConfig
+    from fellows_fsm.lanes.slurm.config import SlurmSettings
     from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kind_of", "lane_table", "parse_lane"]
@@ -85,10 +85,10 @@ class LanesConfig(Protocol):
     def lanes(self) -> tuple[LaneSettings, ...]: ...
 
     @property
-    def fellows(self) -> FellowsConfig: ...
+    def fellows(self) -> SlurmSettings: ...
 
     @property
-    def other_slurm_lanes(self) -> tuple[FellowsConfig, ...]: ...
+    def other_slurm_lanes(self) -> tuple[SlurmSettings, ...]: ...
 
     @property
     def state_dir(self) -> Path: ...

@@ -15,7 +15,7 @@ from fellows_fsm.lanes.slurm.world import cluster_problems
 
 if TYPE_CHECKING:
     from fellows_fsm.config.file import Config
-    from fellows_fsm.lanes.slurm.config import FellowsConfig
+    from fellows_fsm.lanes.slurm.config import SlurmSettings
     from fellows_fsm.scheduler.port import Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
@@ -25,7 +25,7 @@ Reader = Callable[["Scheduler"], "Callable[[], Grants] | None"]
 
 
 def world_problems(
-    config: Config, port: Callable[[FellowsConfig], Scheduler], grants: Reader
+    config: Config, port: Callable[[SlurmSettings], Scheduler], grants: Reader
 ) -> tuple[list[str], list[str]]:
     """Every problem of the world behind ``config``, one line each, and the lines of ``config_warnings`` they
     replace (a lane's program not found here is a problem, not a warning, once the world is checked).
@@ -36,7 +36,7 @@ def world_problems(
     """
     lanes = (config.fellows, *config.other_slurm_lanes)  # those the order leaves out (--pin only) too
 
-    def one(lane: FellowsConfig) -> list[str]:
+    def one(lane: SlurmSettings) -> list[str]:
         scheduler = port(lane)
         return cluster_problems(lane, scheduler, grants(scheduler))
 

@@ -24,7 +24,7 @@ from fellows_fsm.core.vocab import LADDER_LANE, State
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
 from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
@@ -48,7 +48,7 @@ __all__ = ["InProcessLane", "minutes_limit", "run_sweep", "simulate"]
 class InProcessLane(CommandLane):
     """A GCP lane that takes a job in process: it records the handoff time and forks nothing."""
 
-    def __init__(self, config: LaneConfig, clock: Clock) -> None:
+    def __init__(self, config: CommandSettings, clock: Clock) -> None:
         super().__init__(config)
         self.clock = clock
         self.handed: dict[str, float] = {}
@@ -77,7 +77,7 @@ class InProcessLane(CommandLane):
         return dispatch_id in self.handed
 
 
-_GCP_LANE = LaneConfig(name=GCP, command=("simulated-gcp", "{dispatch_id}"))
+_GCP_LANE = CommandSettings(name=GCP, command=("simulated-gcp", "{dispatch_id}"))
 
 
 def minutes_limit(duration: float) -> int:

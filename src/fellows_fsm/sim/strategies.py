@@ -12,7 +12,7 @@ import math
 import attrs
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.slurm.config import DEFAULT_LADDER, FellowsConfig
+from fellows_fsm.lanes.slurm.config import DEFAULT_LADDER, SlurmSettings
 from fellows_fsm.sim.clusters import ClusterParams
 from fellows_fsm.sim.jobs import FELLOWS_TIERS, Tier
 
@@ -88,7 +88,7 @@ class SimParams:
             raise ConfigError(f"gcp_start_seconds={self.gcp_start_seconds!r} must be zero or more")
 
 
-def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -> FellowsConfig:
+def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -> SlurmSettings:
     """The ``[fellows]`` config that makes the lifecycle machine play ``strategy`` at this park cap.
 
     static: a ladder of just the first QoS, one cap, then GCP (today's behaviour). single-timeout: the
@@ -99,7 +99,7 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     read the simulated cluster's workload through the real router).
     """
     ladder, cap = _played(strategy, park_cap_seconds, params.ladder)
-    return FellowsConfig(
+    return SlurmSettings(
         qos=ladder[0],
         qos_ladder=ladder[1:],
         park_cap_seconds=cap,
@@ -110,13 +110,13 @@ def strategy_config(strategy: str, park_cap_seconds: float, params: SimParams) -
     )
 
 
-def cluster_config(strategy: str, park_cap_seconds: float, cluster: ClusterParams, params: SimParams) -> FellowsConfig:
+def cluster_config(strategy: str, park_cap_seconds: float, cluster: ClusterParams, params: SimParams) -> SlurmSettings:
     """The ``[lanes.<name>] kind = "slurm"`` table of one more cluster under ``strategy``: its tiers are its ladder,
     played as fellows' is (static and single-timeout keep its first rung; single-timeout waits its whole ladder's
     budget there). Its ``host`` is its name, so two clusters' tiers of one name are two rungs (nothing is reached
     through it: the simulator gives the router each cluster's port)."""
     ladder, cap = _played(strategy, park_cap_seconds, cluster.ladder)
-    return FellowsConfig(
+    return SlurmSettings(
         name=cluster.name,
         host=cluster.name,
         qos=ladder[0],

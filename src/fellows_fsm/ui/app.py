@@ -28,7 +28,7 @@ from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import find
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.lane import slurm_port, slurm_scheduler
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm.accounting import Grants, discover
@@ -71,7 +71,7 @@ def make_scheduler(config: Config) -> Scheduler:
     return slurm_scheduler(config)
 
 
-def make_lane_scheduler(config: Config, lane: FellowsConfig) -> Scheduler:
+def make_lane_scheduler(config: Config, lane: SlurmSettings) -> Scheduler:
     """The port of one more SLURM lane (a ``[lanes.<name>] kind = "slurm"``): here with its slurm_conf, or on its
     host over ssh (tests replace this with a FakeScheduler)."""
     return slurm_port(lane, config.state_dir)

@@ -23,8 +23,8 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.errors import FellowsError, SchedulerError, SchedulerUnreachable
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec, Phase, job_spec
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.ui import app
@@ -52,7 +52,7 @@ def demo(ctx: click.Context, cap: float, keep: bool) -> None:
     user = config_of(ctx).fellows
     console = make_console()
     workdir = Path(tempfile.mkdtemp(prefix="fellows-fsm-demo-"))
-    gcp = LaneConfig(
+    gcp = CommandSettings(
         name="gcp",
         command=(
             sys.executable,
@@ -61,7 +61,7 @@ def demo(ctx: click.Context, cap: float, keep: bool) -> None:
             "fsm-{dispatch_id}",
         ),
     )
-    ladder = FellowsConfig(
+    ladder = SlurmSettings(
         qos=_DEMO_LADDER[0],
         qos_ladder=_DEMO_LADDER[1:],
         park_cap_seconds=cap,

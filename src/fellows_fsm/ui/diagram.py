@@ -18,7 +18,7 @@ from fellows_fsm.core.lifecycle import TABLE
 from fellows_fsm.core.machine import machine_definition
 from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, MEANING
 from fellows_fsm.core.vocab import State as LifecycleState
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 
 __all__ = [
     "SPINE_TAIL",
@@ -146,9 +146,9 @@ def _first_line(obj: Any) -> str:
     return doc.splitlines()[0] if doc else ""
 
 
-def state_diagram_page(config: FellowsConfig | None = None) -> str:
+def state_diagram_page(config: SlurmSettings | None = None) -> str:
     """The whole of docs/state-diagram.md: the diagram, its states, triggers and guards."""
-    config = config or FellowsConfig(park_cap_seconds=600.0)
+    config = config or SlurmSettings(park_cap_seconds=600.0)
     ladder = config.ladder
     out = [
         "# The dispatch lifecycle",

@@ -19,7 +19,7 @@ from fellows_fsm.config.discover import find_config, user_config_path
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.starter import starter, starter_toml
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.accounting import read_partitions
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.ui import app
@@ -66,7 +66,7 @@ def init(  # noqa: PLR0917 - click passes every option as an argument
     if not to_stdout and target.exists() and not force:
         raise ConfigError(f"{target} exists; `fellows-fsm init --force` writes over it, or -o FILE writes elsewhere")
     base = Config()
-    lane = FellowsConfig(host=host, ssh_options=ssh_options)
+    lane = SlurmSettings(host=host, ssh_options=ssh_options)
     port = app.make_lane_scheduler(base, lane)
     grants = app.read_grants(port)
     if isinstance(port, SlurmScheduler):

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Grants, QosInfo, check_ladder
 from fellows_fsm.ui.words import gpu_words, span
@@ -151,7 +151,7 @@ def _granted(grants: Grants) -> tuple[QosInfo, ...]:
 
 
 def _judge(
-    lane: FellowsConfig, rungs: list[Rung], grants: Grants, spec: JobSpec, *, first: bool
+    lane: SlurmSettings, rungs: list[Rung], grants: Grants, spec: JobSpec, *, first: bool
 ) -> tuple[list[LadderRow], list[str], bool]:
     """One SLURM lane's rungs on its own cluster's grants: the rows, the warnings, and whether any rung fits."""
     granted_names = grants.granted

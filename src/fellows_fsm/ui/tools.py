@@ -23,7 +23,7 @@ from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.world import bounded
 from fellows_fsm.lanes.world import world_problems
 from fellows_fsm.scheduler.port import Scheduler, job_spec
@@ -230,7 +230,7 @@ def _lane_rungs(ladder: Ladder, lane: str) -> tuple[int, int]:
     return at[0], at[-1]
 
 
-def _cluster_fact(fellows: FellowsConfig) -> str:
+def _cluster_fact(fellows: SlurmSettings) -> str:
     if fellows.host is None:
         conf = fellows.slurm_conf or os.environ.get("SLURM_CONF", "(default)")
         return f"the SLURM commands on PATH here (SLURM_CONF: {conf})"
@@ -262,7 +262,7 @@ def _cluster_fact(fellows: FellowsConfig) -> str:
 def diagram(ctx: click.Context, fmt: str, dispatch_id: str | None, full: bool, output: Path | None) -> None:
     """Draw the dispatch state diagram from the machine definition: its spine (the seed's states, their
     park/cancel/resubmit/give-up loop and the paid tail), every row with --full, or one dispatch's path on it."""
-    reference = FellowsConfig(park_cap_seconds=600.0)
+    reference = SlurmSettings(park_cap_seconds=600.0)
     text: str | bytes
     if dispatch_id is None:
         if fmt == "markdown":

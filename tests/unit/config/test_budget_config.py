@@ -14,7 +14,7 @@ import pytest
 from fellows_fsm import ConfigError
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig, config_mapping, load_config
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 
 GCP = {"command": ["gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"]}
 
@@ -136,7 +136,7 @@ def test_a_cost_budget_takes_priced_lanes_and_ignores_lanes_out_of_the_order(tmp
     out (reached only by a pin) is not checked, and the message names the one unpriced lane that is in it."""
     budget = BudgetConfig(paid_cost_per_month=200)
     priced = PricedLane(name="gcp", price_per_gpu_hour=2.5)
-    pinned = LaneConfig(name="runpod", command=("runpod", "{dispatch_id}"), manual_only=True)
+    pinned = CommandSettings(name="runpod", command=("runpod", "{dispatch_id}"), manual_only=True)
     config = Config(lanes=(priced, pinned), budget=budget, state_dir=tmp_path)
     assert config.auto_order == ("fellows", "gcp")
     unpriced = PricedLane(name="sky", price_per_gpu_hour=None)

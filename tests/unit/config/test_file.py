@@ -10,13 +10,13 @@ import pytest
 
 from fellows_fsm import ConfigError
 from fellows_fsm.config.file import Config, load_config
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 
 
 def test_default_auto_order_includes_gcp_only_when_configured(tmp_path: Path) -> None:
     """Without a [lanes.gcp] table the auto order is fellows alone; with one, fellows then gcp."""
     assert Config(state_dir=tmp_path).auto_order == ("fellows",)
-    gcp = LaneConfig(name="gcp", command=("gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"))
+    gcp = CommandSettings(name="gcp", command=("gcloud", "batch", "jobs", "submit", "fsm-{dispatch_id}"))
     assert Config(lanes=(gcp,), state_dir=tmp_path).auto_order == ("fellows", "gcp")
 
 

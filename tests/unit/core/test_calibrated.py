@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import PARKED, FakeScheduler, FellowsConfig, JobSpec, Observation, Phase
+from fellows_fsm import PARKED, FakeScheduler, JobSpec, Observation, Phase, SlurmSettings
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.policy import CALIBRATED_LEAVE_BELOW, CALIBRATED_MIN_FINISHED, park_early_reason, start_chance
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.testing import Driven
 from tests.unit.conftest import CAP, DispatchFactory, poll
@@ -35,7 +35,7 @@ def on_last_rung(make_dispatch: DispatchFactory, fake: FakeScheduler, *, last_ru
     d = make_dispatch(
         park_early="calibrated",
         park_early_last_rung=last_rung_too,
-        ladder=FellowsConfig(qos="low-eur", qos_ladder=()).ladder,
+        ladder=SlurmSettings(qos="low-eur", qos_ladder=()).ladder,
     )
     d.submit()
     assert d.job_id is not None
@@ -218,8 +218,8 @@ def test_the_router_reads_the_history_once_per_refresh_never_per_poll(
 ) -> None:
     """31 polls 10 s apart on a last rung: the port's history is read twice (at 10 s and 310 s), squeue 31 times."""
     config = Config(
-        fellows=FellowsConfig(qos="low-eur", qos_ladder=(), park_early="calibrated", park_cap_seconds=3 * HOUR),
-        lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
+        fellows=SlurmSettings(qos="low-eur", qos_ladder=(), park_early="calibrated", park_cap_seconds=3 * HOUR),
+        lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
         state_dir=tmp_path,
     )
@@ -243,7 +243,7 @@ def test_no_history_is_read_without_a_calibrated_dispatch_on_a_last_rung(
     tmp_path: Path, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """The default (own-cap) never reads the history: no extra call at all."""
-    config = Config(lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),), state_dir=tmp_path)
+    config = Config(lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),), state_dir=tmp_path)
     router = Router(config, fake, Journal(config.journal_path)).start()
     try:
         router.dispatch(JobSpec("train", "train.sbatch", gpus=8))

@@ -12,8 +12,8 @@ from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.policy import CALIBRATED_MIN_FINISHED, PARK_EARLY_POLICIES, start_chance
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
 from fellows_fsm.sim.results import by_index
 from fellows_fsm.sim.run import simulate
@@ -168,8 +168,8 @@ def test_the_router_reads_the_history_for_a_calibrated_dispatch_on_its_first_run
 ) -> None:
     """A calibrated dispatch waiting on high-eur (not its last rung) has the history read at its first poll."""
     config = Config(
-        fellows=FellowsConfig(park_early="calibrated", park_cap_seconds=CAP),
-        lanes=(LaneConfig(name="gcp", command=("true", "{dispatch_id}")),),
+        fellows=SlurmSettings(park_early="calibrated", park_cap_seconds=CAP),
+        lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
         router=RouterConfig(),
         state_dir=tmp_path,
     )

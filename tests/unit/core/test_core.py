@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import FellowsConfig, JobSpec, Observation, Phase, QosRejected, SubmitRejected
+from fellows_fsm import JobSpec, Observation, Phase, QosRejected, SlurmSettings, SubmitRejected
 from fellows_fsm.core import machine
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Attach, CancelIfPending, Decision, FindByToken, HandOff, MoveQos, Record, Submit
@@ -19,7 +19,7 @@ from fellows_fsm.core.vocab import LANE_STATES, Trigger
 SRC = Path(__file__).resolve().parents[3] / "src" / "fellows_fsm"
 CORE = SRC / "core"
 SPEC = JobSpec("train", "train.sbatch", gpus=8)
-LADDER = FellowsConfig(park_cap_seconds=60).ladder
+LADDER = SlurmSettings(park_cap_seconds=60).ladder
 T0 = 1_000_000.0
 ALLOWED_IMPORTS = {
     "__future__",
@@ -214,7 +214,7 @@ def test_without_budget_a_cancelled_dispatch_waits_for_a_later_tick() -> None:
 
 def test_the_last_rung_gone_hands_off_exactly_once() -> None:
     """When the last rung's job is confirmed gone, give_up is journaled and one HandOff is asked for."""
-    d = Dispatch("c1", SPEC, FellowsConfig(park_cap_seconds=60, qos_ladder=[]).ladder)
+    d = Dispatch("c1", SPEC, SlurmSettings(park_cap_seconds=60, qos_ladder=[]).ladder)
     d.submit(T0)
     d.submitted("101", T0)
     d.advance(Observation("101", Phase.PENDING, "PENDING", "Priority", "high-eur"), T0 + 60)

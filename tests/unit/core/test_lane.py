@@ -12,10 +12,10 @@ from fellows_fsm.core.lifecycle import TABLE
 from fellows_fsm.core.machine import build_machine
 from fellows_fsm.core.vocab import HandoffStatus, Outcome, State, Trigger
 from fellows_fsm.errors import TransitionNotAllowed
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 
-LADDER = FellowsConfig(park_cap_seconds=60).ladder
+LADDER = SlurmSettings(park_cap_seconds=60).ladder
 
 
 def _records(d: LaneDispatch, trigger: str, now: float, note: str = "") -> list[Record]:

@@ -15,9 +15,9 @@ from fellows_fsm import (
     RUNNING,
     Dispatch,
     FakeScheduler,
-    FellowsConfig,
     JobSpec,
     QosRejected,
+    SlurmSettings,
     Step,
     SubmitRejected,
     TransitionNotAllowed,
@@ -366,12 +366,12 @@ def test_submit_is_allowed_once(submitted: SubmitFactory, fake: FakeScheduler) -
 
 def test_debug_ladder_starts_on_the_debug_qos(fake: FakeScheduler) -> None:
     """With debug_qos configured, a debug dispatch's first job is on dev-eur, then the ladder follows."""
-    config = FellowsConfig(park_cap_seconds=CAP, debug_qos="dev-eur")
+    config = SlurmSettings(park_cap_seconds=CAP, debug_qos="dev-eur")
     d = Driven(Dispatch("dbg", JobSpec("D_probe", "p.sbatch", gpus=1), config.ladder_for("debug")), fake)
     d.submit()
     assert d.state == "SUBMITTED_dev_eur"
     assert d.ladder.qos_names == ("dev-eur", "high-eur", "normal-eur", "low-eur")
-    assert FellowsConfig(park_cap_seconds=CAP).ladder_for("debug").first.qos == "high-eur"
+    assert SlurmSettings(park_cap_seconds=CAP).ladder_for("debug").first.qos == "high-eur"
 
 
 def _reach(state: str, d: Dispatch, fake: FakeScheduler, frozen: FrozenDateTimeFactory) -> None:
@@ -416,7 +416,7 @@ ALLOWED = {
     (t["source"], t["trigger"])
     for t in (
         {"source": s, "trigger": name}
-        for name, event in build_machine(FellowsConfig(park_cap_seconds=CAP).ladder).events.items()
+        for name, event in build_machine(SlurmSettings(park_cap_seconds=CAP).ladder).events.items()
         for s in event.transitions
     )
 }

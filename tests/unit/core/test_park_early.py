@@ -14,16 +14,16 @@ from fellows_fsm import (
     ConfigError,
     Dispatch,
     FakeScheduler,
-    FellowsConfig,
     JobSpec,
     Observation,
     Phase,
+    SlurmSettings,
 )
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.policy import park_early_reason
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from tests.unit.conftest import CAP, DispatchFactory, poll
 
 HIGH, NORMAL = "SUBMITTED_high_eur", "RESUBMITTED_normal_eur"
@@ -216,10 +216,10 @@ def test_a_held_job_is_never_parked_early(
 
 
 def test_last_rung_waits_its_cap_when_park_early_last_rung_is_off(
-    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, config: FellowsConfig
+    make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, config: SlurmSettings
 ) -> None:
     """With park_early_last_rung false, a late estimate on the last rung waits its cap before the paid lane."""
-    d = make_dispatch(park_early="estimate", park_early_last_rung=False, ladder=FellowsConfig(qos_ladder=()).ladder)
+    d = make_dispatch(park_early="estimate", park_early_last_rung=False, ladder=SlurmSettings(qos_ladder=()).ladder)
     d.submit()
     assert d.job_id is not None
     fake.set_pending(d.job_id, "Resources", expected_start=d.deadline + 3600)
@@ -265,17 +265,17 @@ def test_policy_names_the_paid_lane_on_the_last_rung() -> None:
 def test_unknown_park_early_is_refused_naming_the_value() -> None:
     """A park_early value that is not a policy is one ConfigError naming the value and the choices."""
     with pytest.raises(ConfigError, match=r"park_early='soon' is not known; use one of 'off', 'own-cap', 'estimate'"):
-        FellowsConfig(park_early="soon")
+        SlurmSettings(park_early="soon")
 
 
 def test_a_live_dispatch_keeps_the_policy_it_was_created_with(tmp_path: Path, fake: FakeScheduler) -> None:
     """A router restarted with another park_early drives a dispatch with the policy journaled at its creation."""
-    lane = LaneConfig(name="gcp", command=("true", "{dispatch_id}"))
-    first = Config(fellows=FellowsConfig(park_early="own-cap"), lanes=(lane,), state_dir=tmp_path)
+    lane = CommandSettings(name="gcp", command=("true", "{dispatch_id}"))
+    first = Config(fellows=SlurmSettings(park_early="own-cap"), lanes=(lane,), state_dir=tmp_path)
     router = Router(first, fake, Journal(first.journal_path)).start()
     handle = router.dispatch(JobSpec("train", "train.sbatch", gpus=8))
     router.journal.close()
-    second = Config(fellows=FellowsConfig(park_early="off"), lanes=(lane,), state_dir=tmp_path)
+    second = Config(fellows=SlurmSettings(park_early="off"), lanes=(lane,), state_dir=tmp_path)
     again = Router(second, fake, Journal(second.journal_path)).start()
     try:
         assert again.live[handle.dispatch_id].park_early == "own-cap"
@@ -317,7 +317,7 @@ def test_last_rung_leaves_early_for_the_paid_lane_when_park_early_last_rung_is_o
     make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """With park_early_last_rung true, a late estimate on the last rung parks it at once, naming the estimate."""
-    d = make_dispatch(park_early="estimate", park_early_last_rung=True, ladder=FellowsConfig(qos_ladder=()).ladder)
+    d = make_dispatch(park_early="estimate", park_early_last_rung=True, ladder=SlurmSettings(qos_ladder=()).ladder)
     d.submit()
     assert d.job_id is not None
     fake.set_pending(d.job_id, "Resources", expected_start=d.deadline + 3600)
@@ -330,5 +330,5 @@ def test_last_rung_leaves_early_for_the_paid_lane_when_park_early_last_rung_is_o
 
 def test_the_default_config_leaves_own_capped_free_rungs_only() -> None:
     """Out of the box park_early is 'own-cap' and the last rung (leaving it pays) waits out its window."""
-    config = FellowsConfig()
+    config = SlurmSettings()
     assert (config.park_early, config.park_early_last_rung) == ("own-cap", False)

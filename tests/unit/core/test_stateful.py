@@ -19,10 +19,10 @@ from fellows_fsm import (
     RUNNING,
     Dispatch,
     FakeScheduler,
-    FellowsConfig,
     JobSpec,
     QosRejected,
     ReasonGroup,
+    SlurmSettings,
     SystemClock,
     classify_reason,
 )
@@ -79,7 +79,7 @@ class LadderWalk(RuleBasedStateMachine):
     def submit(
         self, cap: int, later: int | None, ladder: tuple[str, ...], in_place: bool, park_early: str, last_rung: bool
     ) -> None:
-        config = FellowsConfig(
+        config = SlurmSettings(
             park_cap_seconds=cap, later_park_cap_seconds=later, qos_ladder=ladder[1:], poll_interval_seconds=POLL
         )
         self.d = Driven(
@@ -277,7 +277,7 @@ def test_in_place_move_into_a_closed_window_reads_its_cancel_back_one_poll_later
     """Cap 1 s, two rungs, in place, polls after 4 and 9 s: parked at 4 s, the cancel is read back, GCP at 13 s."""
     with freeze_time("2026-11-30 12:00:00") as frozen:
         fake = FakeScheduler(SystemClock())
-        config = FellowsConfig(park_cap_seconds=1, qos_ladder=("normal-eur",), poll_interval_seconds=POLL)
+        config = SlurmSettings(park_cap_seconds=1, qos_ladder=("normal-eur",), poll_interval_seconds=POLL)
         d = Driven(Dispatch("h1", JobSpec("train", "train.sbatch", gpus=8), config.ladder, in_place=True), fake)
         d.submit()
         for seconds in (4, 9):

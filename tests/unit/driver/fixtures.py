@@ -12,12 +12,12 @@ import pytest
 from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.testing import FakePaidLane
 
 CAP = 60.0
@@ -32,10 +32,10 @@ SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
 RECORD = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
 
 
-def ledger_lane(name: str, ledger: Path, *, manual_only: bool = False, fail: bool = False) -> LaneConfig:
+def ledger_lane(name: str, ledger: Path, *, manual_only: bool = False, fail: bool = False) -> CommandSettings:
     """A command lane whose command appends the dispatch id to a ledger file (and can fail)."""
     code = RECORD + ("; sys.exit('quota exceeded in europe-west4')" if fail else "")
-    return LaneConfig(
+    return CommandSettings(
         name=name,
         command=(sys.executable, "-c", code, str(ledger), "{dispatch_id}"),
         manual_only=manual_only,
@@ -67,10 +67,10 @@ def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
     routers: list[Router] = []
 
     def make(
-        fellows: FellowsConfig | None = None,
+        fellows: SlurmSettings | None = None,
         *,
         fail_gcp: bool = False,
-        lanes: tuple[LaneConfig, ...] | None = None,
+        lanes: tuple[CommandSettings, ...] | None = None,
         scheduler: FakeScheduler | None = None,
         **router: object,
     ) -> Router:
@@ -80,7 +80,7 @@ def make_router(tmp_path: Path, fake: FakeScheduler) -> Iterator[MakeRouter]:
                 ledger_lane("runpod", tmp_path / "runpod.ledger", manual_only=True),
             )
         config = Config(
-            fellows=fellows or FellowsConfig(park_cap_seconds=CAP),
+            fellows=fellows or SlurmSettings(park_cap_seconds=CAP),
             lanes=lanes,
             router=RouterConfig(**router),  # type: ignore[arg-type]
             state_dir=tmp_path,
@@ -127,7 +127,7 @@ def fill(fake: FakeScheduler, qos: str, gpus: int = 16) -> None:
 
 
 # ----------------------------------------------------------------- a paid lane followed (issue 27)
-GCP_PAID = LaneConfig(name="gcp", command=("unused",))
+GCP_PAID = CommandSettings(name="gcp", command=("unused",))
 """The config's gcp lane; the router is given a FakePaidLane for it (what is journaled of the lane is this)."""
 
 
@@ -149,7 +149,7 @@ def router_of(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane) -> Iterat
 
     def make(**budget: object) -> Router:
         config = Config(
-            fellows=FellowsConfig(park_cap_seconds=CAP),
+            fellows=SlurmSettings(park_cap_seconds=CAP),
             lanes=(GCP_PAID,),
             budget=BudgetConfig(**budget),  # type: ignore[arg-type]
             state_dir=tmp_path,

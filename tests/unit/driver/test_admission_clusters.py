@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.admission import Check, check_request
@@ -34,13 +34,13 @@ INST_QOS = {"inst-high": QosInfo("inst-high", max_gpus_per_user=4), "inst-low": 
 
 def check(
     tmp_path: Path,
-    inst: FellowsConfig,
+    inst: SlurmSettings,
     read: Callable[[], Grants],
     spec: JobSpec = SPEC,
 ) -> Check:
     """The check of ``spec`` on fellows then ``inst``, each cluster's grants from its own read."""
     spec = script_in(tmp_path, spec)
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(inst,), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60.0), lanes=(inst,), state_dir=tmp_path)
     fellows = SlurmLane(config.fellows, FakeScheduler())
     other = SlurmLane(inst, FakeScheduler())
     return check_request(
@@ -61,10 +61,10 @@ def script_in(tmp_path: Path, spec: JobSpec) -> JobSpec:
     return attrs.evolve(spec, script=str(script))
 
 
-def inst_lane(**keys: object) -> FellowsConfig:
+def inst_lane(**keys: object) -> SlurmSettings:
     """The second cluster's lane, over ssh, with its own two QoS."""
     table: dict[str, object] = {"qos": "inst-high", "qos_ladder": ("inst-low",), "host": "inst", **keys}
-    return FellowsConfig(name="inst", **table)  # type: ignore[arg-type]
+    return SlurmSettings(name="inst", **table)  # type: ignore[arg-type]
 
 
 def test_a_rung_that_never_fits_on_the_second_cluster_is_dropped_and_named(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_grants_unreadable_on_the_second_cluster_are_a_warning(tmp_path: Path) -
 def test_a_job_no_cluster_can_start_is_refused(tmp_path: Path) -> None:
     """A job over every rung's MaxWall on both clusters is refused (exit 5) naming every rung with its cluster."""
     short = {q: QosInfo(q, max_wall_seconds=60) for q in FELLOWS_QOS}
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(inst_lane(),), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60.0), lanes=(inst_lane(),), state_dir=tmp_path)
     fellows = SlurmLane(config.fellows, FakeScheduler())
     other = SlurmLane(config.lanes[0], FakeScheduler())  # type: ignore[arg-type]
     inst_short = {q: QosInfo(q, max_wall_seconds=60) for q in INST_QOS}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.file import Config, RouterConfig, config_mapping
 from fellows_fsm.driver.clusters import Clusters
 from fellows_fsm.driver.router import Router
@@ -25,7 +25,7 @@ from tests.unit.driver.fixtures import PRIORITY, frozen, ledger, ledger_lane  # 
 CAP = 60.0
 INST_CAP = 120.0
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
-INST = FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
+INST = SlurmSettings(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def inst(frozen: FrozenDateTimeFactory) -> FakeScheduler:
 def router(tmp_path: Path, fellows: FakeScheduler, inst: FakeScheduler) -> Iterator[Router]:
     """A started router over both clusters (fellows, then inst), then the gcp ledger lane."""
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP),
+        fellows=SlurmSettings(park_cap_seconds=CAP),
         lanes=(INST, ledger_lane("gcp", tmp_path / "gcp.ledger")),
         router=RouterConfig(order=("fellows", "inst", "gcp")),
         state_dir=tmp_path,
@@ -73,7 +73,7 @@ def drive(r: Router, clusters: list[FakeScheduler], frozen: FrozenDateTimeFactor
 def test_the_ladder_walks_fellows_first_then_the_next_cluster() -> None:
     """The one ladder is fellows' rungs, then the next SLURM lane's, each rung carrying its lane; the worst case is
     the sum of every cluster's caps."""
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(INST,))
+    config = Config(fellows=SlurmSettings(park_cap_seconds=CAP), lanes=(INST,))
     ladder = config.ladder_for("prod")
     assert [(r.lane, r.qos) for r in ladder.rungs] == [
         ("fellows", "high-eur"),
@@ -200,7 +200,7 @@ def test_one_cluster_goes_straight_to_its_port() -> None:
     ("lanes", "order", "words"),
     [
         ((INST, ledger_lane("gcp", Path("g"))), ("fellows", "gcp", "inst"), "puts the paid lane 'gcp' before the free"),
-        ((INST, FellowsConfig(name="twin", qos="inst-high", qos_ladder=(), host="inst")), None, "the same rung twice"),
+        ((INST, SlurmSettings(name="twin", qos="inst-high", qos_ladder=(), host="inst")), None, "the same rung twice"),
     ],
 )
 def test_bad_orders_and_lanes_are_one_line(
@@ -216,7 +216,7 @@ def test_bad_orders_and_lanes_are_one_line(
 def test_a_slurm_lane_travels_to_the_background_driver_unchanged(tmp_path: Path) -> None:
     """The config the background driver is started with (config_mapping, journaled) reads back with every SLURM
     lane as it was: its keys, its place in the order and its rungs."""
-    inst = FellowsConfig(
+    inst = SlurmSettings(
         name="inst", qos="inst-high", host="inst", partition="h200", account="inst-acct", gres="gpu:h200:{gpus}"
     )
     config = Config(lanes=(inst, ledger_lane("gcp", tmp_path / "gcp.ledger")), state_dir=tmp_path)
@@ -233,7 +233,7 @@ def test_a_restarted_driver_takes_up_a_job_pending_on_the_second_cluster(
     rung with its inst job (read from the journal as 1000@inst), queues nothing new, and the job runs there."""
     inst.total_gpus = 0
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP),
+        fellows=SlurmSettings(park_cap_seconds=CAP),
         lanes=(INST, ledger_lane("gcp", tmp_path / "gcp.ledger")),
         state_dir=tmp_path,
     )
@@ -276,7 +276,7 @@ def test_a_dispatch_pinned_to_the_second_cluster_stays_on_its_first_rung(
 def test_another_lanes_token_is_numbered_within_its_lane_and_names_its_dispatch() -> None:
     """inst's rungs carry fsm-<id>-r<k>@inst, k counted from inst's first rung (a rung added to fellows changes no
     inst token), and the stray sweep reads the dispatch id back from it, whatever the lane's name."""
-    ladder = Config(fellows=FellowsConfig(park_cap_seconds=CAP), lanes=(INST,)).ladder_for("prod")
+    ladder = Config(fellows=SlurmSettings(park_cap_seconds=CAP), lanes=(INST,)).ladder_for("prod")
     assert [ladder.token_of("abc", i) for i in range(5)] == [
         "fsm-abc-r0",
         "fsm-abc-r1",
@@ -297,7 +297,7 @@ def test_a_second_clusters_park_early_is_its_own(
     once for inst-low, 'off' waits out inst-high's whole window, whatever fellows' policy (own-cap) says."""
     inst = FakeScheduler(qos_priority={"inst-high": 2, "inst-low": 1}, qos_gpu_caps={"inst-high": 8}, total_gpus=16)
     inst.start(inst.add_job(JobSpec("mine", "mine.sbatch", gpus=8), qos="inst-high").job_id)
-    lane = FellowsConfig(
+    lane = SlurmSettings(
         name="inst",
         qos="inst-high",
         qos_ladder=("inst-low",),
@@ -306,7 +306,7 @@ def test_a_second_clusters_park_early_is_its_own(
         park_early=policy,
     )
     config = Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP, park_early="own-cap"), lanes=(lane,), state_dir=tmp_path
+        fellows=SlurmSettings(park_cap_seconds=CAP, park_early="own-cap"), lanes=(lane,), state_dir=tmp_path
     )
     journal = Journal(config.journal_path)
     try:
@@ -324,9 +324,9 @@ def test_a_second_clusters_park_early_is_its_own(
 def test_two_lanes_on_one_login_host_share_one_ssh_master(tmp_path: Path) -> None:
     """Two SLURM lanes on the same host (two partitions behind one login node) get one ssh control socket, so one
     master connection; a lane on another host gets its own."""
-    a = FellowsConfig(name="a", qos="gpu", host="login", partition="h200")
-    b = FellowsConfig(name="b", qos="gpu", host="login", partition="a100")
-    c = FellowsConfig(name="c", qos="gpu", host="elsewhere")
+    a = SlurmSettings(name="a", qos="gpu", host="login", partition="h200")
+    b = SlurmSettings(name="b", qos="gpu", host="login", partition="a100")
+    c = SlurmSettings(name="c", qos="gpu", host="elsewhere")
     config = Config(lanes=(a, b, c), state_dir=tmp_path)
     journal = Journal(config.journal_path)
     try:

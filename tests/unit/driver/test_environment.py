@@ -19,10 +19,10 @@ from fellows_fsm.driver.environment import (
     offered_env,
 )
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.world import SLURM_COMMANDS
 
-LOCAL = (FellowsConfig(),)
+LOCAL = (SlurmSettings(),)
 
 
 def _bin(tmp_path: Path, name: str, programs: tuple[str, ...]) -> str:
@@ -58,7 +58,7 @@ def test_missing_command_names_the_first_one_a_path_lacks(good: str, bad: str) -
     assert missing_command(LOCAL, {"PATH": good}) is None
     assert missing_command(LOCAL, {"PATH": bad}) == "sbatch"
     assert missing_command(LOCAL, {}) == "sbatch"
-    remote = (FellowsConfig(host="login1"),)
+    remote = (SlurmSettings(host="login1"),)
     assert missing_command(remote, {"PATH": good}) == "ssh"
     assert missing_command(remote, {"PATH": f"{good}:{_bin(Path(good).parent, 'ssh', ('ssh',))}"}) is None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.vocab import HandoffStatus, Trigger
@@ -22,7 +22,7 @@ from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
 from fellows_fsm.lanes.handoff import HandoffFiles
 from tests.processes import processes_with
@@ -30,11 +30,11 @@ from tests.processes import processes_with
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
 
 
-def _lane(tmp_path: Path, *, sleep: float, probe: bool = False) -> LaneConfig:
+def _lane(tmp_path: Path, *, sleep: float, probe: bool = False) -> CommandSettings:
     """A gcp lane that sleeps, then appends the dispatch id to tmp_path/gcp.ledger; its probe greps the ledger."""
     book = tmp_path / "gcp.ledger"
     code = f'sleep {sleep}; echo "$1" >> {book}'
-    return LaneConfig(
+    return CommandSettings(
         name="gcp",
         command=("sh", "-c", code, "sh", "{dispatch_id}"),
         probe=("grep", "-qx", "{dispatch_id}", str(book)) if probe else None,
@@ -56,8 +56,8 @@ def routers(tmp_path: Path) -> Iterator[list[Router]]:
         r.journal.close()
 
 
-def _router(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> Router:
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60), lanes=(lane,), state_dir=tmp_path)
+def _router(tmp_path: Path, lane: CommandSettings, made: list[Router]) -> Router:
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60), lanes=(lane,), state_dir=tmp_path)
     r = Router(config, FakeScheduler(total_gpus=64), Journal(config.journal_path)).start()
     made.append(r)
     return r
@@ -84,7 +84,7 @@ def _kill_wrapper(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _hand_off(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> tuple[Router, str, int]:
+def _hand_off(tmp_path: Path, lane: CommandSettings, made: list[Router]) -> tuple[Router, str, int]:
     """A first router that hands SPEC to the gcp lane: the router, the dispatch id and its wrapper's journaled pid."""
     first = _router(tmp_path, lane, made)
     h = first.dispatch(SPEC, pin="gcp")
@@ -94,7 +94,7 @@ def _hand_off(tmp_path: Path, lane: LaneConfig, made: list[Router]) -> tuple[Rou
     return first, h.dispatch_id, handoff.pid
 
 
-def _restart(first: Router, tmp_path: Path, lane: LaneConfig, made: list[Router]) -> Router:
+def _restart(first: Router, tmp_path: Path, lane: CommandSettings, made: list[Router]) -> Router:
     """The first router gone; the next one made, polled once and waited on until its handoffs end."""
     _die(first, made)
     second = _router(tmp_path, lane, made)

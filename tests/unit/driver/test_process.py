@@ -8,23 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import ConfigError, FellowsConfig, JobSpec
+from fellows_fsm import ConfigError, JobSpec, SlurmSettings
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import check_cluster, enqueue, remember_config
 from fellows_fsm.journal.store import Journal
 from tests.unit.conftest import CAP
 
-LOCAL = FellowsConfig(park_cap_seconds=CAP)
-SSH = FellowsConfig(park_cap_seconds=CAP, host="login.example.org", remote_workdir="/scratch/me")
+LOCAL = SlurmSettings(park_cap_seconds=CAP)
+SSH = SlurmSettings(park_cap_seconds=CAP, host="login.example.org", remote_workdir="/scratch/me")
 
 
-def _on(tmp_path: Path, fellows: FellowsConfig, source: str) -> Config:
+def _on(tmp_path: Path, fellows: SlurmSettings, source: str) -> Config:
     return Config(fellows=fellows, state_dir=tmp_path, source=source)
 
 
 @pytest.mark.parametrize(("first", "second"), [(LOCAL, SSH), (SSH, LOCAL)], ids=["local-then-ssh", "ssh-then-local"])
 def test_a_config_reaching_another_cluster_is_refused_while_the_journal_has_live_dispatches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: FellowsConfig, second: FellowsConfig
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: SlurmSettings, second: SlurmSettings
 ) -> None:
     """A journal with a live dispatch submitted through one config refuses, in one line naming both, a config that
     reaches another cluster or transport; the journaled driver config is left as it was."""
@@ -59,7 +59,7 @@ def test_the_same_cluster_or_an_idle_journal_takes_the_new_config(
     """Another config on the same cluster (other caps) is taken, as is any config once nothing is live."""
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
     one = _on(tmp_path, LOCAL, "one.toml")
-    other_caps = _on(tmp_path, FellowsConfig(park_cap_seconds=2 * CAP), "caps.toml")
+    other_caps = _on(tmp_path, SlurmSettings(park_cap_seconds=2 * CAP), "caps.toml")
     with closing(Journal(one.journal_path)) as journal:
         remember_config(one, journal)
         remember_config(_on(tmp_path, SSH, "ssh.toml"), journal)  # nothing live: the journal takes it

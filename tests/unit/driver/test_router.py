@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import ConfigError, FakeScheduler, FellowsConfig, FellowsError, JobSpec, JournalError, SubmitRejected
+from fellows_fsm import ConfigError, FakeScheduler, FellowsError, JobSpec, JournalError, SlurmSettings, SubmitRejected
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.driver.inbox import enqueue
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.lock import lock_held
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.scheduler.port import Observation
 
 from .fixtures import CAP, PRIORITY, SPEC, MakeRouter, drive, fake, fill, frozen, ledger, ledger_lane, make_router  # noqa: F401
@@ -132,7 +132,7 @@ def test_debug_intent_starts_on_dev_eur_when_configured(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
     """With debug_qos=dev-eur, a debug dispatch is submitted on dev-eur first, its name prefixed D_."""
-    r = make_router(FellowsConfig(park_cap_seconds=CAP, debug_qos="dev-eur"))
+    r = make_router(SlurmSettings(park_cap_seconds=CAP, debug_qos="dev-eur"))
     h = r.dispatch(JobSpec("probe", "probe.sbatch", gpus=1), intent="debug")
     assert (h.state, h.qos) == ("SUBMITTED(dev-eur)", "dev-eur")
     assert h.slurm_job_id is not None
@@ -324,7 +324,7 @@ def test_run_observes_once_per_poll_interval_whatever_the_spread_of_deadlines(
     come less than one poll interval apart, and every park is acted on within one interval of its deadline."""
     fake = TimedFake(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16}, total_gpus=0)
     r = make_router(
-        FellowsConfig(park_cap_seconds=4, poll_interval_seconds=10),
+        SlurmSettings(park_cap_seconds=4, poll_interval_seconds=10),
         lanes=(ledger_lane("gcp", tmp_path / "gcp.ledger"),),
         scheduler=fake,
     )
@@ -424,7 +424,7 @@ def test_a_timed_out_handoff_kills_its_whole_process_group(
     marker = tmp_path / "late.ledger"
     child = f"import time; time.sleep(2); open({str(marker)!r}, 'a').write('late')"
     parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
-    r = make_router(lanes=(LaneConfig(name="slow", command=(sys.executable, "-c", parent), timeout_seconds=1),))
+    r = make_router(lanes=(CommandSettings(name="slow", command=(sys.executable, "-c", parent), timeout_seconds=1),))
     h = r.dispatch(SPEC, pin="slow")
     time.sleep(0.5)  # the command and its child are up
     frozen.tick(2)  # past the timeout: SIGTERM to the group
@@ -442,7 +442,9 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
 ) -> None:
     """While one dispatch's gcp command runs, the poll loop walks another dispatch on time."""
-    lane = LaneConfig(name="gcp", command=(sys.executable, "-c", "import time; time.sleep(3)"), timeout_seconds=600)
+    lane = CommandSettings(
+        name="gcp", command=(sys.executable, "-c", "import time; time.sleep(3)"), timeout_seconds=600
+    )
     r = make_router(lanes=(lane,))
     slow = r.dispatch(SPEC, pin="gcp")
     fill(fake, "high-eur")
@@ -488,7 +490,7 @@ def test_a_controller_outage_stops_the_ladder_clock(
 def test_constructing_a_router_touches_neither_the_lock_nor_the_journal(tmp_path: Path, fake: FakeScheduler) -> None:
     """Router() only builds its parts: the driver lock stays free, no statement reaches the journal's database and
     the cluster is not asked; start() then takes the lock and recovers the live dispatch."""
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=CAP), state_dir=tmp_path)
     journal = Journal(config.journal_path)
     try:
         dispatch_id = enqueue(config, journal, SPEC)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, SystemClock
+from fellows_fsm import FakeScheduler, SlurmSettings, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
@@ -83,7 +83,7 @@ def test_a_router_on_the_system_clock_keeps_its_cadence_through_a_step_back(
 ) -> None:
     """The poll loop's next tick is due one interval later by the monotonic clock, whatever the wall clock did in
     between: a step back of an hour does not make it sleep an hour."""
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP, poll_interval_seconds=2.0), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=CAP, poll_interval_seconds=2.0), state_dir=tmp_path)
     journal = Journal(config.journal_path)
     r = Router(config, FakeScheduler(), journal).start()
     real = time.time

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from freezegun.api import FrozenDateTimeFactory
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.router import Router
@@ -66,7 +66,7 @@ CAPPED = {"high-eur": 16, "normal-eur": 16}
 
 
 def _router(tmp_path: Path, fake: FakeScheduler) -> Router:
-    config = Config(fellows=FellowsConfig(park_cap_seconds=CAP), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=CAP), state_dir=tmp_path)
     return Router(config, fake, Journal(config.journal_path)).start()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import Config, FakeScheduler, Fellows, FellowsConfig, JobSpec, UsageError
+from fellows_fsm import Config, FakeScheduler, Fellows, JobSpec, SlurmSettings, UsageError
 from fellows_fsm.journal.scripts import MAX_SCRIPT_BYTES, ORPHAN_AGE_SECONDS, SCRIPTS, keep_script, sweep_scripts
 
 
@@ -38,7 +38,7 @@ def test_a_submit_keeps_the_script_until_the_dispatch_is_final(tmp_path: Path) -
     """Fellows.submit journals the spec with its kept copy; the copy goes once the job starts (final)."""
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60, poll_interval_seconds=5), state_dir=tmp_path / "state")
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5), state_dir=tmp_path / "state")
     fake = FakeScheduler(total_gpus=64)
     with Fellows(config, scheduler=fake) as fellows:
         handle = fellows.submit(JobSpec("train", str(script), gpus=8), check=False).handle
@@ -57,7 +57,7 @@ def test_a_driver_start_sweeps_copies_no_dispatch_will_submit(tmp_path: Path) ->
     state = tmp_path / "state"
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60, poll_interval_seconds=5), state_dir=state)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5), state_dir=state)
     fake = FakeScheduler(total_gpus=64)
     with Fellows(config, scheduler=fake) as fellows:
         live = fellows.submit(JobSpec("live", str(script), gpus=8), check=False).handle.dispatch_id

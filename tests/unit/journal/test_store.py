@@ -9,7 +9,7 @@ import attrs
 import pytest
 from freezegun import freeze_time
 
-from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec, JournalError, Step
+from fellows_fsm import Dispatch, FakeScheduler, JobSpec, JournalError, SlurmSettings, Step
 from fellows_fsm.core.effects import Command
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.vocab import HandoffStatus, Trigger
@@ -33,7 +33,7 @@ def test_steps_are_committed_before_the_side_effect(tmp_path: Path) -> None:
             return super().submit(spec, qos=qos, token=token, deadline=deadline)
 
     with freeze_time("2026-11-30 12:00:00"):
-        d = Driven(Dispatch("w1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), Spy(), journal)
+        d = Driven(Dispatch("w1", SPEC, SlurmSettings(park_cap_seconds=60).ladder), Spy(), journal)
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
     assert seen == [["submit"]]
@@ -46,7 +46,7 @@ def test_steps_round_trip(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.sqlite3")
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as frozen:
-        d = Driven(Dispatch("w2", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
+        d = Driven(Dispatch("w2", SPEC, SlurmSettings(park_cap_seconds=60).ladder), fake, journal)
         journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
         d.submit()
         frozen.tick(60)
@@ -72,7 +72,7 @@ def test_batch_commits_its_steps_together(tmp_path: Path) -> None:
 
     with freeze_time("2026-11-30 12:00:00") as frozen:
         ds = [
-            Driven(Dispatch(f"b{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal) for i in range(3)
+            Driven(Dispatch(f"b{i}", SPEC, SlurmSettings(park_cap_seconds=60).ladder), fake, journal) for i in range(3)
         ]
         for d in ds:
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
@@ -92,7 +92,7 @@ def test_failed_write_in_a_batch_aborts_only_its_transition(tmp_path: Path) -> N
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as frozen:
         ds = [
-            Driven(Dispatch(f"c{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal) for i in range(2)
+            Driven(Dispatch(f"c{i}", SPEC, SlurmSettings(park_cap_seconds=60).ladder), fake, journal) for i in range(2)
         ]
         for d in ds:
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
@@ -137,7 +137,7 @@ def test_listings_are_the_status_columns_of_every_dispatch(tmp_path: Path) -> No
     journal = Journal(tmp_path / "j.sqlite3")
     clock = SimClock(1_700_000_000.0)
     fake = FakeScheduler(clock)
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     for i, name in enumerate(["first", "second", "third"]):
         d = Driven(Dispatch(f"d{i}", JobSpec(name=name, script="x.sbatch", gpus=8), ladder), fake, journal, clock)
         if i == 1:  # pinned straight to the gcp lane: its row ends with its handoff (a ladder one takes a step)
@@ -181,8 +181,8 @@ def test_final_since_reads_the_dispatches_that_ended_at_or_after_a_time(tmp_path
     journal = Journal(tmp_path / "journal.sqlite3")
     fake = FakeScheduler()
     with freeze_time("2026-11-30 12:00:00") as clock:
-        ended = Driven(Dispatch("e1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
-        live = Driven(Dispatch("l1", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal)
+        ended = Driven(Dispatch("e1", SPEC, SlurmSettings(park_cap_seconds=60).ladder), fake, journal)
+        live = Driven(Dispatch("l1", SPEC, SlurmSettings(park_cap_seconds=60).ladder), fake, journal)
         for d in (ended, live):
             journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
             d.submit()

@@ -19,7 +19,7 @@ from fellows_fsm.driver.inbox import lane_from_json, lane_json
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes import registry
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
 from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import Scheduler
@@ -38,7 +38,7 @@ def test_a_lane_table_without_kind_is_a_command_lane() -> None:
     as one that says ``kind = "command"``."""
     old = _config({"gcp": GCP})
     explicit = _config({"gcp": {"kind": "command", **GCP}})
-    assert old.lanes == explicit.lanes == (LaneConfig(name="gcp", command=tuple(GCP["command"])),)
+    assert old.lanes == explicit.lanes == (CommandSettings(name="gcp", command=tuple(GCP["command"])),)
     assert old.lane("gcp").kind == "command"
     assert not old.lane("gcp").walks_ladder
 
@@ -81,7 +81,7 @@ def test_submit_with_an_unknown_lane_kind_queues_nothing(
 def test_a_lane_journaled_before_kinds_reads_back_as_a_command_lane() -> None:
     """A dispatch's fallback lane as journals before kinds kept it (no ``kind`` key) reads back as that command
     lane, and a lane journaled now reads back equal to its config."""
-    lane = LaneConfig(name="gcp", command=("gcloud", "{dispatch_id}"), probe=("true",), timeout_seconds=30.0)
+    lane = CommandSettings(name="gcp", command=("gcloud", "{dispatch_id}"), probe=("true",), timeout_seconds=30.0)
     old = {"name": "gcp", "command": ["gcloud", "{dispatch_id}"], "probe": ["true"], "manual_only": False,
            "timeout_seconds": 30.0}  # fmt: skip
     assert lane_from_json(old) == lane
@@ -218,7 +218,7 @@ def test_a_new_kind_is_one_module_and_one_registry_line(tmp_path: Path, frozen: 
     data = tomllib.loads(BELL_TOML)
     config = Config.from_mapping({**data, "state_dir": str(tmp_path)}, source="bell.toml")
     assert config.lane("paid") == BellSettings(name="paid", word="ding")
-    assert isinstance(config.lane("gcp"), LaneConfig)
+    assert isinstance(config.lane("gcp"), CommandSettings)
     assert Config.from_mapping(config_mapping(config)).lanes == config.lanes
     lanes = registry.build_lanes(config, scheduler=FakeScheduler())
     assert isinstance(lanes.handoff["paid"], BellLane)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fellows_fsm.errors import ConfigError, SchedulerError
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover, parse_assoc, parse_qos
 from fellows_fsm.slurm.fields import gpu_count, parse_duration
@@ -43,8 +43,8 @@ def _grants(**qos_overrides: QosInfo) -> Grants:
     return Grants(user="root", associations=parse_assoc(ASSOC_OUTPUT), qos=qos)
 
 
-def _ladder(*names: str, cap: float = 60.0) -> FellowsConfig:
-    return FellowsConfig(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap)
+def _ladder(*names: str, cap: float = 60.0) -> SlurmSettings:
+    return SlurmSettings(qos=names[0], qos_ladder=list(names[1:]), park_cap_seconds=cap)
 
 
 @pytest.mark.parametrize(

@@ -23,9 +23,9 @@ from freezegun import freeze_time
 
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane, job_values
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.lane import slurm_port
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.mock import MockRunner
@@ -91,7 +91,7 @@ def _sbatch_replies(request: Request) -> Reply:
     return Reply(0, "4242\n", "", 0.001)
 
 
-def _port(lane: FellowsConfig, state_dir: Path) -> tuple[SlurmScheduler, MockRunner, str]:
+def _port(lane: SlurmSettings, state_dir: Path) -> tuple[SlurmScheduler, MockRunner, str]:
     """The lane's port as ``slurm_port`` builds it, over a MockRunner of the same reach; and where it runs."""
     real = slurm_port(lane, state_dir)
     transport = real.runner.transport
@@ -137,7 +137,7 @@ def _rung_render(port: SlurmScheduler, runner: MockRunner, rung: Rung, ladder: L
     return out
 
 
-def _command_render(settings: LaneConfig) -> list[str]:
+def _command_render(settings: CommandSettings) -> list[str]:
     """A command lane's handoff argv, its probe's, status's and cancel's, and the job's values in its environment."""
     lane = CommandLane(settings)
     out = ["## handoff", *_lines("argv", lane.command(DISPATCH, SPEC))]
@@ -164,7 +164,7 @@ def renders(config: Config, state_dir: Path) -> dict[str, str]:
                 lines += ["", *_rung_render(port, runner, rung, ladder)]
         out[lane.name] = "\n".join(lines) + "\n"
     for settings in config.lanes:
-        if isinstance(settings, LaneConfig):
+        if isinstance(settings, CommandSettings):
             lines = [f"# lane {settings.name}: kind command; job {SPEC.name}, dispatch {DISPATCH}", ""]
             out[settings.name] = "\n".join([*lines, *_command_render(settings)]) + "\n"
     return out

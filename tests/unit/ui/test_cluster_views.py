@@ -15,7 +15,7 @@ from freezegun import freeze_time
 from freezegun.api import FrozenDateTimeFactory
 from rich.console import Console, RenderableType
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.router import Router
@@ -39,7 +39,7 @@ from tests.unit.driver.fixtures import PRIORITY, ledger_lane
 CAP = 60.0
 INST_CAP = 120.0
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)
-INST = FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
+INST = SlurmSettings(name="inst", qos="inst-high", qos_ladder=("inst-low",), park_cap_seconds=INST_CAP, host="inst")
 INST_GRANTS = Grants(
     user="me",
     associations=(Association("inst", "inst-acct", "me", "", frozenset({"inst-high", "inst-low"}), "inst-low"),),
@@ -59,7 +59,7 @@ def text(renderable: RenderableType) -> str:
 def two_clusters(tmp_path: Path) -> Config:
     """fellows, then inst, then the gcp ledger lane."""
     return Config(
-        fellows=FellowsConfig(park_cap_seconds=CAP),
+        fellows=SlurmSettings(park_cap_seconds=CAP),
         lanes=(INST, ledger_lane("gcp", tmp_path / "gcp.ledger")),
         router=RouterConfig(order=("fellows", "inst", "gcp")),
         state_dir=tmp_path,
@@ -183,7 +183,7 @@ def test_status_table_of_one_cluster_has_no_cluster_column(tmp_path: Path, froze
 def test_a_rung_is_found_by_its_cluster_when_two_clusters_share_a_qos_name(tmp_path: Path) -> None:
     """A row pending on inst's own 'high-eur' is on rung 4 of 5 (inst's), not on fellows' high-eur."""
     ladder = Ladder.joined(
-        (FellowsConfig(park_cap_seconds=CAP).ladder, Ladder((Rung(0, "high-eur", INST_CAP, lane="inst"),)))
+        (SlurmSettings(park_cap_seconds=CAP).ladder, Ladder((Rung(0, "high-eur", INST_CAP, lane="inst"),)))
     )
     journal = Journal(tmp_path / "j.db")
     journal.add_dispatch("d1", SPEC, ladder, pinned=False, intent="prod", at=1.0)
@@ -356,7 +356,7 @@ def test_the_ladder_and_config_check_commands_read_every_cluster(env: Path, monk
     inst_port = FakeScheduler()
     asked: list[str] = []
 
-    def lane_port(config: Config, lane: FellowsConfig) -> FakeScheduler:
+    def lane_port(config: Config, lane: SlurmSettings) -> FakeScheduler:
         asked.append(lane.name)
         return inst_port
 

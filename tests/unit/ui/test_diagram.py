@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fellows_fsm import FellowsConfig
+from fellows_fsm import SlurmSettings
 from fellows_fsm.ui.diagram import SPINE_TAIL, mermaid, spine_mermaid, state_diagram_page
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "state-diagram.md"
@@ -21,7 +21,7 @@ def test_committed_state_diagram_is_current() -> None:
 def test_mermaid_has_the_seven_states_with_labels() -> None:
     """The default ladder draws the seven states of the design plus WITHDRAWN, REFUSED and the handoff's, with
     identifier-safe ids and labels."""
-    text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    text = mermaid(SlurmSettings(park_cap_seconds=600).ladder)
     states = re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)
     assert states == [
         ("SUBMITTED(high-eur)", "SUBMITTED_high_eur"),
@@ -53,7 +53,7 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
 
 def test_mermaid_edges_show_guards() -> None:
     """Every edge carries its trigger and guards, and the ladder edges go strictly downwards."""
-    text = mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    text = mermaid(SlurmSettings(park_cap_seconds=600).ladder)
     assert "CANCELLED --> RESUBMITTED_normal_eur: resubmit [walks_ladder & may_change_rung & left_high_eur]" in text
     assert "CANCELLED --> RESUBMITTED_low_eur: resubmit [walks_ladder & may_change_rung & left_normal_eur]" in text
     assert "CANCELLED --> FAILED_TO_GCP: give_up [walks_ladder & may_change_rung & budget_fits & left_low_eur]" in text
@@ -70,7 +70,7 @@ def test_mermaid_edges_show_guards() -> None:
 def test_the_spine_holds_the_seeds_states_and_the_paid_tail() -> None:
     """`fellows-fsm diagram`'s spine draws exactly the seed's seven states and the paid tail, their loop (park,
     cancel, resubmit, move, give_up, start) and the tail's steps, each edge labelled by its triggers only."""
-    text = spine_mermaid(FellowsConfig(park_cap_seconds=600).ladder)
+    text = spine_mermaid(SlurmSettings(park_cap_seconds=600).ladder)
     states = [label for label, _ in re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)]
     seed = ["SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)", "PARKED", "CANCELLED"]
     assert states == [*seed, "RUNNING", "FAILED_TO_GCP", *SPINE_TAIL]
@@ -87,7 +87,7 @@ def test_the_spine_holds_the_seeds_states_and_the_paid_tail() -> None:
 def test_the_page_holds_the_spine_and_every_row() -> None:
     """docs/state-diagram.md carries the spine first, then every row with its guards."""
     page = state_diagram_page()
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     assert spine_mermaid(ladder).rstrip("\n") in page
     assert mermaid(ladder).rstrip("\n") in page
     assert page.index("## The spine") < page.index("## Every row")

@@ -18,7 +18,7 @@ from fellows_fsm import cli
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import State
 from fellows_fsm.journal.history import HistoryEntry
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui.diagram import mermaid, spine_mermaid, state_diagram_page
@@ -89,8 +89,8 @@ def _walked_to_gcp() -> list[HistoryEntry]:
 
 
 TWO_CLUSTERS = Config(
-    fellows=FellowsConfig(park_cap_seconds=600),
-    lanes=(FellowsConfig(name="inst", qos="inst-high", qos_ladder=("inst-low",), host="inst"),),
+    fellows=SlurmSettings(park_cap_seconds=600),
+    lanes=(SlurmSettings(name="inst", qos="inst-high", qos_ladder=("inst-low",), host="inst"),),
 ).ladder_for("prod")
 """fellows' three rungs, then the second cluster's two (issue 26): the path of a dispatch across clusters."""
 
@@ -155,13 +155,13 @@ def _page_blocks() -> dict[str, str]:
 def test_generated_mermaid_parses(cli_env: SchedulingFake) -> None:
     """Every kind of mermaid the project generates is accepted by mermaid.parse (one node run for all)."""
     node = _node()
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     texts = {
         "reference ladder": mermaid(ladder),
         "reference spine": spine_mermaid(ladder),
-        "one-rung spine": spine_mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
-        "debug ladder": mermaid(FellowsConfig(park_cap_seconds=600, debug_qos="dev-eur").ladder_for("debug")),
-        "one-rung ladder": mermaid(FellowsConfig(park_cap_seconds=600, qos_ladder=[]).ladder),
+        "one-rung spine": spine_mermaid(SlurmSettings(park_cap_seconds=600, qos_ladder=[]).ladder),
+        "debug ladder": mermaid(SlurmSettings(park_cap_seconds=600, debug_qos="dev-eur").ladder_for("debug")),
+        "one-rung ladder": mermaid(SlurmSettings(park_cap_seconds=600, qos_ladder=[]).ladder),
         **_page_blocks(),
         "dispatch path (cli)": _dispatch_path_from_cli(cli_env),
         "dispatch path to gcp": path_mermaid(ladder, _walked_to_gcp(), title="dispatch to-gcp"),

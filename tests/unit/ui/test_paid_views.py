@@ -16,7 +16,7 @@ import pytest
 from freezegun.api import FrozenDateTimeFactory
 from rich.console import Console, RenderableType
 
-from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.api import Fellows
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
@@ -25,7 +25,7 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.scheduler.port import JobSpec as Spec
 from fellows_fsm.testing import FakePaidLane
 from fellows_fsm.ui import app as ui_app
@@ -37,7 +37,7 @@ from tests.unit.cli_helpers import run
 from tests.unit.driver.fixtures import CAP, fake, frozen  # noqa: F401
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=7200)
-GCP = LaneConfig(name="gcp", command=("unused",))
+GCP = CommandSettings(name="gcp", command=("unused",))
 PAID_KEYS = [
     "lane",
     "status",
@@ -98,7 +98,7 @@ def budget(request: pytest.FixtureRequest) -> BudgetConfig:
 def router(tmp_path: Path, fake: FakeScheduler, lane: FakePaidLane, budget: BudgetConfig) -> Iterator[Router]:
     """A started router on the fake cluster (nothing can start), the fake paid lane and the test's [budget]."""
     fake.total_gpus = 0
-    fellows = FellowsConfig(park_cap_seconds=CAP)
+    fellows = SlurmSettings(park_cap_seconds=CAP)
     config = Config(fellows=fellows, lanes=(GCP,), budget=budget, state_dir=tmp_path / "state")
     journal = Journal(config.journal_path)
     yield Router(config, fake, journal, lanes={"gcp": lane}).start()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.config.file import load_config
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui.diagram import mermaid, spine_mermaid, state_diagram_page
 from tests.unit.cli_helpers import GRANTS, SchedulingFake, _toml, one_error_line, refused, run, world
@@ -160,7 +160,7 @@ def test_the_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_diagram_reference_formats(env: Path, tmp_path: Path) -> None:
     """mermaid and markdown without --dispatch are the reference diagram (its spine; every row with --full) and
     docs page."""
-    ladder = FellowsConfig(park_cap_seconds=600).ladder
+    ladder = SlurmSettings(park_cap_seconds=600).ladder
     assert run("diagram").stdout == spine_mermaid(ladder)
     assert run("diagram", "--full").stdout == mermaid(ladder)
     out = tmp_path / "page.md"

@@ -20,7 +20,7 @@ from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
 
-__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "LaneConfig", "gpu_hour_price"]
+__all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "CommandSettings", "gpu_hour_price"]
 
 PLACEHOLDERS = frozenset({"dispatch_id", "gpus", "time_limit_seconds", "time_limit_minutes"})
 """The argv placeholders: only values fellows-fsm makes itself from a safe alphabet (hex digits, decimal digits),
@@ -95,7 +95,7 @@ def _argv(key: str, value: object) -> tuple[str, ...]:
 
 
 @attrs.frozen(kw_only=True)
-class LaneConfig:
+class CommandSettings:
     """A command lane (``[lanes.<name>]``, ``kind = "command"``, the default): GCP, or a manual-only lane such as
     RunPod."""
 
@@ -178,7 +178,7 @@ class LaneConfig:
             raise ConfigError("[lanes.fellows] is reserved for the SLURM ladder; configure it under [fellows]")
 
     @classmethod
-    def from_table(cls, name: str, table: Mapping[str, Any]) -> LaneConfig:
+    def from_table(cls, name: str, table: Mapping[str, Any]) -> CommandSettings:
         """The lane of a ``[lanes.<name>]`` table (its ``kind`` taken out); ConfigError naming the key if bad."""
         allowed = {
             "command",

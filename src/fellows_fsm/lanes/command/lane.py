@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
-from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
+from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, CommandSettings
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
 from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
 from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
@@ -119,10 +119,10 @@ def kept_values(files: HandoffFiles) -> dict[str, str] | None:
 class CommandLane:
     """A lane that hands a job over by running one command (``gcloud batch jobs submit``, ``sky launch``)."""
 
-    kind = LaneConfig.kind
+    kind = CommandSettings.kind
     walks_ladder = False
 
-    def __init__(self, config: LaneConfig, *, state_dir: Path | None = None) -> None:
+    def __init__(self, config: CommandSettings, *, state_dir: Path | None = None) -> None:
         self.config = config
         self.state_dir = state_dir
         """Where the handoffs' files are (their kept job values let ``look`` and ``delete`` fill a template
@@ -131,7 +131,7 @@ class CommandLane:
         """The dispatches the last look had no time left to ask: asked first by the next."""
 
     @property
-    def settings(self) -> LaneConfig:
+    def settings(self) -> CommandSettings:
         """What the lane was built from."""
         return self.config
 
@@ -328,13 +328,13 @@ class CommandKind:
     ``timeout_seconds``, and to follow its paid job ``status``, ``cancel``, ``price_per_gpu_hour``,
     ``queue_timeout_seconds`` and ``status_timeout_seconds``."""
 
-    name = LaneConfig.kind
+    name = CommandSettings.kind
 
-    def parse(self, name: str, table: Mapping[str, Any]) -> LaneConfig:
+    def parse(self, name: str, table: Mapping[str, Any]) -> CommandSettings:
         """The lane's settings from its table."""
-        return LaneConfig.from_table(name, table)
+        return CommandSettings.from_table(name, table)
 
-    def table(self, settings: LaneConfig) -> dict[str, Any]:
+    def table(self, settings: CommandSettings) -> dict[str, Any]:
         """Every key of the table, as the journal keeps it with each dispatch (an unset optional key None)."""
         return {
             "command": list(settings.command),
@@ -348,7 +348,7 @@ class CommandKind:
             "status_timeout_seconds": settings.status_timeout_seconds,
         }
 
-    def build(self, settings: LaneConfig, *, state_dir: Path) -> CommandLane:
+    def build(self, settings: CommandSettings, *, state_dir: Path) -> CommandLane:
         """The lane that runs the command (its handoffs' files under ``state_dir``)."""
         return CommandLane(settings, state_dir=state_dir)
 

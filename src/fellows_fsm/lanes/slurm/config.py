@@ -37,7 +37,7 @@ __all__ = [
     "MAX_POLL_SECONDS",
     "MIN_POLL_SECONDS",
     "PARK_CAP_ENV",
-    "FellowsConfig",
+    "SlurmSettings",
     "default_park_cap",
 ]
 
@@ -115,7 +115,7 @@ def _ladder_tuple(value: object) -> tuple[str, ...]:
 
 
 @attrs.frozen(kw_only=True)
-class FellowsConfig:
+class SlurmSettings:
     """The ``[fellows]`` table: which QoS to try, in which order, and for how long each. The first SLURM lane
     (lanes/slurm/lane.py): its table keeps its name, its kind is ``slurm``."""
 
@@ -341,7 +341,7 @@ class FellowsConfig:
     @classmethod
     def from_mapping(
         cls, table: Mapping[str, Any], *, where: str = "[fellows]", name: str = LADDER_LANE
-    ) -> FellowsConfig:
+    ) -> SlurmSettings:
         """Build from a TOML table; unknown keys and bad values are refused, naming ``where`` and the key.
 
         A lane after fellows (``name``) must say its ``qos`` (its ladder is its own: ``qos_ladder`` defaults to

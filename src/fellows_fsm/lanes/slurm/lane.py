@@ -16,7 +16,7 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
-from fellows_fsm.lanes.slurm.config import FELLOWS_ONLY, FellowsConfig
+from fellows_fsm.lanes.slurm.config import FELLOWS_ONLY, SlurmSettings
 from fellows_fsm.scheduler.port import Scheduler
 from fellows_fsm.slurm.accounting import Grants, discover, read_partitions
 from fellows_fsm.slurm.port import SlurmScheduler
@@ -34,7 +34,7 @@ class _Where(Protocol):
     """What the port is built from: the first SLURM lane's table and the state dir (a Config has both)."""
 
     @property
-    def fellows(self) -> FellowsConfig: ...
+    def fellows(self) -> SlurmSettings: ...
 
     @property
     def state_dir(self) -> Path: ...
@@ -46,7 +46,7 @@ def slurm_scheduler(config: _Where) -> SlurmScheduler:
     return slurm_port(config.fellows, config.state_dir)
 
 
-def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
+def slurm_port(fellows: SlurmSettings, state_dir: Path) -> SlurmScheduler:
     """The SLURM port of one cluster's table: the commands here, or on its ``host`` over one shared ssh master
     connection whose socket lives under ``<state_dir>/ssh``."""
     if fellows.host is None:
@@ -77,11 +77,11 @@ def default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:
 class SlurmLane:
     """A SLURM cluster a dispatch walks the QoS ladder of: its settings and the one port to it."""
 
-    config: FellowsConfig
+    config: SlurmSettings
     scheduler: Scheduler
     """The port every command for this cluster goes through (sbatch, squeue, scancel, sacctmgr, sacct)."""
 
-    kind = FellowsConfig.kind
+    kind = SlurmSettings.kind
     walks_ladder = True
     manual_only = False
 
@@ -91,7 +91,7 @@ class SlurmLane:
         return self.config.name
 
     @property
-    def settings(self) -> FellowsConfig:
+    def settings(self) -> SlurmSettings:
         """What the lane was built from."""
         return self.config
 
@@ -129,7 +129,7 @@ class LadderConfig(Protocol):
     """What the first SLURM lane is built from: its table and the state dir (a Config has both)."""
 
     @property
-    def fellows(self) -> FellowsConfig: ...
+    def fellows(self) -> SlurmSettings: ...
 
     @property
     def state_dir(self) -> Path: ...
@@ -144,27 +144,27 @@ def ladder_lane(config: LadderConfig, scheduler: Scheduler | None = None) -> Slu
 
 
 class SlurmKind:
-    """The SLURM kind, as the registry knows it: the ``[fellows]`` table (FellowsConfig)."""
+    """The SLURM kind, as the registry knows it: the ``[fellows]`` table (SlurmSettings)."""
 
-    name = FellowsConfig.kind
+    name = SlurmSettings.kind
 
-    def parse(self, name: str, table: Mapping[str, Any]) -> FellowsConfig:
+    def parse(self, name: str, table: Mapping[str, Any]) -> SlurmSettings:
         """The ``[fellows]`` table, or a ``[lanes.<name>]`` of this kind: another SLURM cluster with its own ladder."""
-        return FellowsConfig.from_mapping(
+        return SlurmSettings.from_mapping(
             table, where="[fellows]" if name == LADDER_LANE else f"[lanes.{name}]", name=name
         )
 
-    def table(self, settings: FellowsConfig) -> dict[str, Any]:
+    def table(self, settings: SlurmSettings) -> dict[str, Any]:
         """Every key of the lane's table (None values left out; its name is the table's)."""
         return {
             f.name: list(value) if isinstance(value, tuple) else value
-            for f in attrs.fields(FellowsConfig)
+            for f in attrs.fields(SlurmSettings)
             if f.name != "name"
             and (settings.name == LADDER_LANE or f.name not in FELLOWS_ONLY)
             and (value := getattr(settings, f.name)) is not None
         }
 
-    def build(self, settings: FellowsConfig, *, state_dir: Path) -> SlurmLane:
+    def build(self, settings: SlurmSettings, *, state_dir: Path) -> SlurmLane:
         """The lane on the real port to its cluster (an ssh master's socket under ``state_dir``)."""
         return SlurmLane(settings, slurm_port(settings, state_dir))
 

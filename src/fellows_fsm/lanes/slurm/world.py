@@ -20,7 +20,7 @@ from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import ONE_ATTEMPT
 
 if TYPE_CHECKING:
-    from fellows_fsm.lanes.slurm.config import FellowsConfig
+    from fellows_fsm.lanes.slurm.config import SlurmSettings
     from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["SLURM_COMMANDS", "WORLD_TIMEOUT_SECONDS", "bounded", "cluster_problems"]
@@ -40,17 +40,17 @@ def bounded(scheduler: Scheduler, timeout_seconds: float = WORLD_TIMEOUT_SECONDS
     return scheduler
 
 
-def _table(lane: FellowsConfig) -> str:
+def _table(lane: SlurmSettings) -> str:
     return "[fellows]" if lane.name == "fellows" else f"[lanes.{lane.name}]"
 
 
-def _where(lane: FellowsConfig) -> str:
+def _where(lane: SlurmSettings) -> str:
     if lane.host is not None:
         return f"{lane.host} (over ssh)"
     return f"the SLURM of slurm_conf={lane.slurm_conf}" if lane.slurm_conf else "the local SLURM"
 
 
-def cluster_problems(lane: FellowsConfig, scheduler: Scheduler, read: Callable[[], Grants] | None) -> list[str]:
+def cluster_problems(lane: SlurmSettings, scheduler: Scheduler, read: Callable[[], Grants] | None) -> list[str]:
     """Every problem of ``lane``'s cluster, one line each (empty: it answers and grants the whole ladder).
 
     A real port is asked whether each command runs and whether the controller answers; ``read`` (what the cluster
@@ -88,7 +88,7 @@ def cluster_problems(lane: FellowsConfig, scheduler: Scheduler, read: Callable[[
     return problems + grant_problems(lane, grants)
 
 
-def grant_problems(lane: FellowsConfig, grants: Grants) -> list[str]:
+def grant_problems(lane: SlurmSettings, grants: Grants) -> list[str]:
     """Each QoS of ``lane`` (its ladder and ``debug_qos``) that its cluster does not have or does not grant, and its
     partition and account if the cluster does not have them, one line each."""
     table, where, user = _table(lane), _where(lane), grants.user

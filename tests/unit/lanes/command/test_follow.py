@@ -27,7 +27,7 @@ from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.follow import look_all
 from fellows_fsm.lanes.command.lane import COMMAND, HANDOFFS, CommandLane
 from fellows_fsm.lanes.handoff import HandoffFiles
@@ -48,7 +48,7 @@ def _script(tmp_path: Path, name: str, body: str) -> str:
 
 def _lane(tmp_path: Path, status: str | None = None, cancel: str | None = None, **keys: Any) -> CommandLane:
     """A command lane whose status (and cancel) is a script of this body, given the dispatch id as $1."""
-    settings = LaneConfig(
+    settings = CommandSettings(
         name="sky",
         command=("true",),
         status=None if status is None else (_script(tmp_path, "status.sh", status), "{dispatch_id}"),
@@ -127,7 +127,7 @@ def test_a_non_zero_exit_is_could_not_tell_even_with_a_word(tmp_path: Path) -> N
 
 def test_a_status_program_that_does_not_exist_is_could_not_tell(tmp_path: Path) -> None:
     """A status whose program is missing is UNKNOWN (asked again next poll), never an error of the whole look."""
-    lane = CommandLane(LaneConfig(name="sky", command=("true",), status=(str(tmp_path / "no-such-sky"),)))
+    lane = CommandLane(CommandSettings(name="sky", command=("true",), status=(str(tmp_path / "no-such-sky"),)))
     look = _look(lane)
     assert look.status is PaidStatus.UNKNOWN
     assert "exited 127" in look.note
@@ -206,7 +206,7 @@ def test_the_status_gets_every_job_value_in_its_environment_and_only_safe_values
     """The status argv is the template filled for the dispatch ({gpus}, {time_limit_minutes}); the job's own
     values reach it as FSM_* variables, as for the handoff command."""
     echo = _script(tmp_path, "echo.sh", 'echo "running $* $FSM_JOB_NAME $FSM_GPUS $FSM_TIME_LIMIT_SECONDS"')
-    settings = LaneConfig(
+    settings = CommandSettings(
         name="sky", command=("true",), status=(echo, "fsm-{dispatch_id}", "--gpus={gpus}", "{time_limit_minutes}m")
     )
     look = CommandLane(settings).look([ID], specs={ID: SPEC})[ID]
@@ -223,7 +223,7 @@ def test_without_the_job_a_template_needing_it_is_could_not_tell(tmp_path: Path)
     """Looked at with no job given, a status using {gpus} is not run: UNKNOWN, naming the placeholder."""
     marker = tmp_path / "ran"
     ran = _script(tmp_path, "ran.sh", f"touch {marker}; echo running")
-    lane = CommandLane(LaneConfig(name="sky", command=("true",), status=(ran, "{gpus}")))
+    lane = CommandLane(CommandSettings(name="sky", command=("true",), status=(ran, "{gpus}")))
     look = lane.look([ID])[ID]
     assert look.status is PaidStatus.UNKNOWN
     assert "{gpus}" in look.note
@@ -249,7 +249,7 @@ def test_a_handoff_keeps_its_job_values_so_a_restarted_lane_follows_and_cancels_
     ledger = tmp_path / "ledger"
     echo = _script(tmp_path, "echo.sh", 'echo "running $* $FSM_JOB_NAME"')
     cancel = _script(tmp_path, "cancel.sh", f'echo "$* $FSM_JOB_NAME" >> {ledger}')
-    settings = LaneConfig(
+    settings = CommandSettings(
         name="sky", command=("true",), status=(echo, "{dispatch_id}", "{gpus}"), cancel=(cancel, "{time_limit_minutes}")
     )
     _handed_off(COMMAND.build(settings, state_dir=tmp_path), HandoffFiles(tmp_path / HANDOFFS, ID), SPEC)
@@ -264,7 +264,7 @@ def test_kept_job_values_edited_into_code_are_refused_and_never_run(tmp_path: Pa
     status is never run."""
     marker = tmp_path / "ran"
     ran = _script(tmp_path, "ran.sh", f"touch {marker}; echo running")
-    settings = LaneConfig(name="sky", command=("true",), status=(ran, "{gpus}"))
+    settings = CommandSettings(name="sky", command=("true",), status=(ran, "{gpus}"))
     files = HandoffFiles(tmp_path / HANDOFFS, ID)
     _handed_off(COMMAND.build(settings, state_dir=tmp_path), files, SPEC)
     kept = json.loads(files.job.read_text())
@@ -287,7 +287,7 @@ def test_a_job_name_that_is_shell_code_never_runs_in_status_or_cancel(name: str,
     spec = JobSpec(name=hostile, script="train.sbatch", gpus=1)
     status = ("sh", "-c", 'echo "running $FSM_JOB_NAME"')
     cancel = ("sh", "-c", 'echo "cancelling $FSM_JOB_NAME" >&2; test -n "$FSM_JOB_NAME"')
-    lane = CommandLane(LaneConfig(name="sky", command=("true",), status=status, cancel=cancel))
+    lane = CommandLane(CommandSettings(name="sky", command=("true",), status=status, cancel=cancel))
     assert lane.look([ID], specs={ID: spec}) == {ID: PaidLook(PaidStatus.RUNNING, hostile)}
     lane.delete(ID, spec=spec)
     assert not made.exists(), "a job value ran as code"
@@ -340,7 +340,7 @@ def test_a_lane_with_no_cancel_refuses_to_delete_in_one_line(tmp_path: Path) -> 
 def test_a_lane_follows_only_with_a_status(tmp_path: Path) -> None:
     """A command lane is a PaidLane; it follows its jobs iff ``status`` is set; price and queue timeout are its
     keys (None when absent)."""
-    plain = CommandLane(LaneConfig(name="gcp", command=("true",)))
+    plain = CommandLane(CommandSettings(name="gcp", command=("true",)))
     assert isinstance(plain, PaidLane)
     assert (plain.follows, plain.price_per_gpu_hour, plain.queue_timeout_seconds) == (False, None, None)
     followed = _lane(tmp_path, status="echo running", cancel="true", price_per_gpu_hour=2.5, queue_timeout_seconds=3600)
@@ -349,7 +349,7 @@ def test_a_lane_follows_only_with_a_status(tmp_path: Path) -> None:
 
 def test_looking_on_a_lane_with_no_status_raises_one_line() -> None:
     """A lane without ``status`` cannot be asked: ``look`` raises PaidLaneError, one line naming the lane."""
-    plain = CommandLane(LaneConfig(name="gcp", command=("true",)))
+    plain = CommandLane(CommandSettings(name="gcp", command=("true",)))
     with pytest.raises(PaidLaneError, match=r"^\[lanes\.gcp\] has no status command; "):
         plain.look([ID])
 
@@ -455,7 +455,7 @@ ID  TASK  NAME               REQUESTED   SUBMITTED    TOT. DURATION  JOB DURATIO
 """
 
 
-def _documented_sky_lane() -> LaneConfig:
+def _documented_sky_lane() -> CommandSettings:
     """The ``[lanes.sky]`` example of docs/configuration.md's SkyPilot section, as the command kind reads it."""
     text = DOCS.read_text(encoding="utf-8").split("### SkyPilot managed jobs, followed", 1)[1]
     block = text.split("```toml\n", 1)[1].split("```", 1)[0]
@@ -542,7 +542,9 @@ def test_a_dispatch_id_that_is_not_hex_is_never_run_nor_looked_up_as_a_file(tmp_
     cancel, and neither command runs."""
     marker = tmp_path / "ran"
     ran = _script(tmp_path, "ran.sh", f"touch {marker}; echo running")
-    settings = LaneConfig(name="sky", command=("true",), status=(ran, "{dispatch_id}"), cancel=(ran, "{dispatch_id}"))
+    settings = CommandSettings(
+        name="sky", command=("true",), status=(ran, "{dispatch_id}"), cancel=(ran, "{dispatch_id}")
+    )
     lane = COMMAND.build(settings, state_dir=tmp_path)
     for bad in ["../../etc/x", "abc; touch x", ""]:
         assert lane.look([bad])[bad].status is PaidStatus.UNKNOWN

@@ -12,7 +12,7 @@ import pytest
 
 from fellows_fsm import ConfigError, JobSpec
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import COMMAND
 from tests.unit.cli_helpers import SchedulingFake, _toml, run
 
@@ -44,7 +44,9 @@ def test_the_command_kind_parses_its_table_and_builds_a_command_lane(tmp_path: P
     and builds a lane a job is handed to, never one that walks a ladder."""
     table = {"command": ["gcloud", "{dispatch_id}"], "probe": ["true"], "timeout_seconds": 30}
     settings = COMMAND.parse("gcp", table)
-    assert settings == LaneConfig(name="gcp", command=("gcloud", "{dispatch_id}"), probe=("true",), timeout_seconds=30)
+    assert settings == CommandSettings(
+        name="gcp", command=("gcloud", "{dispatch_id}"), probe=("true",), timeout_seconds=30
+    )
     assert COMMAND.parse("gcp", COMMAND.table(settings)) == settings
     lane = COMMAND.build(settings, state_dir=tmp_path)
     assert isinstance(lane, HandoffLane)

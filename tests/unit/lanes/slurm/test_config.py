@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from fellows_fsm import ConfigError, FellowsConfig
+from fellows_fsm import ConfigError, SlurmSettings
 from fellows_fsm.config.file import Config
 from fellows_fsm.lanes.slurm.config import PARK_CAP_ENV
 
 
 def test_default_ladder_and_worst_case() -> None:
     """The default config walks high-eur, normal-eur, low-eur at 600 s each: 1800 s before GCP."""
-    config = FellowsConfig(park_cap_seconds=600)
+    config = SlurmSettings(park_cap_seconds=600)
     assert config.ladder.qos_names == ("high-eur", "normal-eur", "low-eur")
     assert [r.label for r in config.ladder.rungs] == [
         "SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)",
@@ -24,7 +24,7 @@ def test_default_ladder_and_worst_case() -> None:
 
 def test_later_rungs_may_have_a_shorter_cap() -> None:
     """later_park_cap_seconds applies to rungs 2+, and the worst case is the sum of the real caps."""
-    config = FellowsConfig(park_cap_seconds=600, later_park_cap_seconds=120)
+    config = SlurmSettings(park_cap_seconds=600, later_park_cap_seconds=120)
     assert [r.park_cap_seconds for r in config.ladder.rungs] == [600, 120, 120]
     assert config.worst_case_seconds == 840
 
@@ -32,9 +32,9 @@ def test_later_rungs_may_have_a_shorter_cap() -> None:
 def test_park_cap_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """EPS_FELLOWS_QUEUE_WAIT_SECONDS sets the default cap; unset it is 600 s."""
     monkeypatch.setenv(PARK_CAP_ENV, "45")
-    assert FellowsConfig().park_cap_seconds == 45
+    assert SlurmSettings().park_cap_seconds == 45
     monkeypatch.delenv(PARK_CAP_ENV)
-    assert FellowsConfig().park_cap_seconds == 600
+    assert SlurmSettings().park_cap_seconds == 600
 
 
 @pytest.mark.parametrize("raw", ["abc", "-5", "0", "nan", "inf"])
@@ -42,7 +42,7 @@ def test_bad_environment_cap_is_named(monkeypatch: pytest.MonkeyPatch, raw: str)
     """A bad EPS_FELLOWS_QUEUE_WAIT_SECONDS is refused with the variable's name and its value."""
     monkeypatch.setenv(PARK_CAP_ENV, raw)
     with pytest.raises(ConfigError, match=rf"{PARK_CAP_ENV}.*{raw}"):
-        FellowsConfig()
+        SlurmSettings()
 
 
 BAD = [
@@ -71,27 +71,27 @@ BAD = [
 def test_bad_values_are_refused_with_their_value(kwargs: dict[str, object], message: str) -> None:
     """Each invalid config value raises ConfigError whose message names the key and the bad value."""
     with pytest.raises(ConfigError, match=message):
-        FellowsConfig(**{"park_cap_seconds": 600, **kwargs})  # type: ignore[arg-type]
+        SlurmSettings(**{"park_cap_seconds": 600, **kwargs})  # type: ignore[arg-type]
 
 
 def test_from_mapping_names_the_table_and_unknown_keys() -> None:
     """A TOML table with an unknown key is refused, naming the table, the key and the known keys."""
     with pytest.raises(ConfigError, match=r"\[fellows\]: unknown key 'park_cap'.*park_cap_seconds"):
-        FellowsConfig.from_mapping({"park_cap": 5})
+        SlurmSettings.from_mapping({"park_cap": 5})
     with pytest.raises(ConfigError, match=r"\[fellows\]: park_cap_seconds=-1"):
-        FellowsConfig.from_mapping({"park_cap_seconds": -1})
-    assert FellowsConfig.from_mapping({"park_cap_seconds": 5, "qos_ladder": []}).worst_case_seconds == 5
+        SlurmSettings.from_mapping({"park_cap_seconds": -1})
+    assert SlurmSettings.from_mapping({"park_cap_seconds": 5, "qos_ladder": []}).worst_case_seconds == 5
 
 
 def test_unknown_intent_is_refused() -> None:
     """ladder_for refuses an intent other than prod or debug, naming it."""
     with pytest.raises(ConfigError, match="intent='batch'"):
-        FellowsConfig(park_cap_seconds=600).ladder_for("batch")
+        SlurmSettings(park_cap_seconds=600).ladder_for("batch")
 
 
 def test_config_is_frozen() -> None:
     """A built config cannot be changed afterwards (it is a value)."""
-    config = FellowsConfig(park_cap_seconds=600)
+    config = SlurmSettings(park_cap_seconds=600)
     with pytest.raises(AttributeError):
         config.park_cap_seconds = 1  # type: ignore[misc]
 

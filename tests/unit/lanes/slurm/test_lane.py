@@ -7,23 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import FakeScheduler, FellowsConfig
+from fellows_fsm import FakeScheduler, SlurmSettings
 from fellows_fsm.config.file import Config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.lanes.command.config import LaneConfig
+from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.slurm.lane import SLURM, SlurmLane, ladder_lane
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.transport import SshTransport
 
-GCP = LaneConfig(name="gcp", command=("gcloud", "{dispatch_id}"))
+GCP = CommandSettings(name="gcp", command=("gcloud", "{dispatch_id}"))
 
 
 def test_the_fellows_table_is_the_first_slurm_lane() -> None:
     """``[fellows]`` parses through the SLURM kind unchanged, and its lane walks the ladder it names, first the
     preferred QoS; the lane after it in the order is the paid lane."""
     fellows = SLURM.parse("fellows", {"qos": "high-eur", "qos_ladder": ["low-eur"], "park_cap_seconds": 60})
-    assert fellows == FellowsConfig(qos="high-eur", qos_ladder=("low-eur",), park_cap_seconds=60)
+    assert fellows == SlurmSettings(qos="high-eur", qos_ladder=("low-eur",), park_cap_seconds=60)
     config = Config(fellows=fellows, lanes=(GCP,))
     lane = ladder_lane(config, FakeScheduler())
     assert (lane.name, lane.kind, lane.walks_ladder, lane.manual_only) == ("fellows", "slurm", True, False)
@@ -38,7 +38,7 @@ def test_the_router_takes_the_port_from_the_ladder_lane(tmp_path: Path) -> None:
     """The port a router is given is its ladder lane's, and the effect runner (through the one-cluster Clusters)
     and the history cache use it too (one scheduler, held once, by the lane)."""
     fake = FakeScheduler()
-    config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(GCP,), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(park_cap_seconds=60.0), lanes=(GCP,), state_dir=tmp_path)
     journal = Journal(config.journal_path)
     try:
         router = Router(config, fake, journal)
@@ -65,7 +65,7 @@ def test_the_lane_builds_its_own_port_where_its_cluster_answers(
     """Without a port given, the lane's port runs the commands here, or on ``[fellows] host`` over ssh with its
     master's socket under the state dir (a local one's grants are cached by its SLURM_CONF)."""
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
-    config = Config(fellows=FellowsConfig(host=host), state_dir=tmp_path)
+    config = Config(fellows=SlurmSettings(host=host), state_dir=tmp_path)
     lane = ladder_lane(config)
     assert isinstance(lane.scheduler, SlurmScheduler)
     transport = lane.scheduler.runner.transport

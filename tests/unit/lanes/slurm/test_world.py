@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from fellows_fsm import FakeScheduler, SystemClock
-from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.lane import default_grants
 from fellows_fsm.lanes.slurm.world import SLURM_COMMANDS, bounded, cluster_problems, grant_problems
 from fellows_fsm.slurm.accounting import Grants
@@ -50,7 +50,7 @@ def _port(runner: MockRunner) -> SlurmScheduler:
     return SlurmScheduler(runner, user="me")
 
 
-def _check(lane: FellowsConfig, runner: MockRunner) -> list[str]:
+def _check(lane: SlurmSettings, runner: MockRunner) -> list[str]:
     port = bounded(_port(runner))
     return cluster_problems(lane, port, default_grants(port))
 
@@ -59,7 +59,7 @@ def test_a_cluster_that_grants_the_whole_ladder_has_no_problem() -> None:
     """The default ladder on a cluster granting it: no problem; every command's --version and one partition list
     were asked, with ONE attempt each."""
     runner = MockRunner(_cluster())
-    assert _check(FellowsConfig(partition="gpu", account="lab-acct"), runner) == []
+    assert _check(SlurmSettings(partition="gpu", account="lab-acct"), runner) == []
     assert [a for a in runner.argvs if a[1:] == ("--version",)] == [(c, "--version") for c in SLURM_COMMANDS]
     assert ("scontrol", "-o", "show", "partition") in runner.argvs
     assert runner.retry == ONE_ATTEMPT
@@ -68,7 +68,7 @@ def test_a_cluster_that_grants_the_whole_ladder_has_no_problem() -> None:
 def test_a_qos_that_does_not_exist_and_one_not_granted_are_one_line_each() -> None:
     """A QoS the cluster does not have names its key and the cluster's QoS; one it has but does not grant names
     the user and how an admin grants it."""
-    lane = FellowsConfig(qos="high-eur", qos_ladder=("normal-euro", "other-eur"))
+    lane = SlurmSettings(qos="high-eur", qos_ladder=("normal-euro", "other-eur"))
     problems = _check(lane, MockRunner(_cluster()))
     assert problems == [
         "[fellows] qos_ladder: QoS 'normal-euro' does not exist on the local SLURM (its QoS: high-eur, low-eur, "
@@ -82,7 +82,7 @@ def test_a_qos_that_does_not_exist_and_one_not_granted_are_one_line_each() -> No
 def test_debug_qos_partition_and_account_are_checked_too() -> None:
     """debug_qos is judged as a rung; a partition the cluster lacks and an account not the user's are lines of
     their own, each naming the key."""
-    lane = FellowsConfig(debug_qos="dev-eur", partition="h100", account="other-acct")
+    lane = SlurmSettings(debug_qos="dev-eur", partition="h100", account="other-acct")
     problems = _check(lane, MockRunner(_cluster()))
     assert len(problems) == 3
     assert problems[0].startswith("[fellows] debug_qos: QoS 'dev-eur' does not exist on the local SLURM")
@@ -93,7 +93,7 @@ def test_debug_qos_partition_and_account_are_checked_too() -> None:
 def test_missing_commands_are_named_with_path_and_nothing_more_is_asked() -> None:
     """Each SLURM command not found is its own line naming it and PATH; the controller and grants are not asked."""
     runner = MockRunner(_cluster(missing=frozenset({"sbatch", "sacctmgr"})))
-    problems = _check(FellowsConfig(), runner)
+    problems = _check(SlurmSettings(), runner)
     assert len(problems) == 2
     assert all("PATH=/usr/local/bin" in p for p in problems)
     assert "'sbatch'" in problems[0]
@@ -106,7 +106,7 @@ def test_a_silent_cluster_costs_one_timeout_and_ends_the_lanes_check(silent: str
     """The first command the cluster does not answer ends this lane's check in one line saying so and what to fix;
     it is tried once, never with back-off."""
     runner = MockRunner(_cluster(silent=silent))
-    problems = _check(FellowsConfig(), runner)
+    problems = _check(SlurmSettings(), runner)
     [line] = problems
     assert line.startswith("[fellows] the local SLURM does not answer (")
     assert "fix SLURM_CONF or slurm_conf" in line
@@ -117,7 +117,7 @@ def test_a_silent_cluster_costs_one_timeout_and_ends_the_lanes_check(silent: str
 
 def test_a_remote_lane_names_its_host_and_ssh_keys() -> None:
     """A lane over ssh that does not answer names its host and the keys to fix (host, ssh_options)."""
-    lane = FellowsConfig(name="inst", host="inst-cluster")
+    lane = SlurmSettings(name="inst", host="inst-cluster")
     [line] = _check(lane, MockRunner(_cluster(silent="sbatch"), remote=True))
     assert line.startswith("[lanes.inst] inst-cluster (over ssh) does not answer")
     assert "fix host/ssh_options" in line
@@ -126,13 +126,13 @@ def test_a_remote_lane_names_its_host_and_ssh_keys() -> None:
 def test_grants_without_an_association_say_so_once() -> None:
     """A user with no association on the cluster is told so once (not once per rung as 'not granted')."""
     empty = Grants(user="me", associations=(), qos=LADDER_GRANTS.qos)
-    [line] = grant_problems(FellowsConfig(qos="high-eur", qos_ladder=("normal-eur",)), empty)
+    [line] = grant_problems(SlurmSettings(qos="high-eur", qos_ladder=("normal-eur",)), empty)
     assert line.startswith("[fellows] user 'me' has no association on the local SLURM")
 
 
 def test_a_fake_port_is_judged_on_the_grants_given() -> None:
     """A port with no commands to ask (a fake) is judged on the grants read for it alone."""
-    lane = FellowsConfig(qos_ladder=("normal-eur", "nope"))
+    lane = SlurmSettings(qos_ladder=("normal-eur", "nope"))
     problems = cluster_problems(lane, FakeScheduler(SystemClock()), lambda: LADDER_GRANTS)
     [line] = problems
     assert "qos_ladder: QoS 'nope' does not exist" in line
