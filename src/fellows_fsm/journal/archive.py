@@ -30,7 +30,7 @@ from fellows_fsm.core.paid import LIVE_PAID
 from fellows_fsm.core.vocab import Outcome
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
-from fellows_fsm.journal.statefs import check_room
+from fellows_fsm.journal.statefs import check_room, refuse_network_fs
 
 __all__ = ["BATCH", "SETTLE_SECONDS", "Compacted", "archive_path", "compact"]
 
@@ -209,10 +209,18 @@ def _create(target: Path) -> None:
     db = sqlite3.connect(fresh, isolation_level=None)
     try:
         db.executescript(SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
-        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA journal_mode={'WAL' if _local(target.parent) else 'DELETE'}")  # as the journal's
     finally:
         db.close()
     os.replace(fresh, target)
+
+
+def _local(directory: Path) -> bool:
+    try:
+        refuse_network_fs(directory)
+    except JournalError:
+        return False  # allow_network_state_dir: SQLite's rollback journal, as the journal itself (file.py)
+    return True
 
 
 @contextlib.contextmanager

@@ -219,10 +219,15 @@ class JournalReads(JournalFile):
         if self.archived():
             rows = self._read("SELECT value FROM archive.meta WHERE key='dispatches'")
             kept = int(json.loads(rows[0][0])) if rows else 0
-            both = "SELECT COUNT(*) FROM main.dispatches m WHERE final=1 AND EXISTS (SELECT 1 FROM archive.dispatches a"
-            twice = int(self._read(both + " WHERE a.id = m.id)")[0][0])
-            total += kept - twice
+            total += kept - self.halfway()
         return total
+
+    def halfway(self) -> int:
+        """How many dispatches are in both files (a move a crash cut between its copy and its delete)."""
+        if not self.archived():
+            return 0
+        both = "SELECT COUNT(*) FROM main.dispatches m WHERE final=1 AND EXISTS (SELECT 1 FROM archive.dispatches a"
+        return int(self._read(both + " WHERE a.id = m.id)")[0][0])
 
     def with_prefix(self, prefix: str, limit: int = 10) -> list[DispatchRow]:
         """Up to ``limit`` dispatches whose id starts with ``prefix`` (letters and digits only are matched)."""
