@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import load_config
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.journal.archive import archive_path
@@ -70,10 +70,11 @@ def test_a_compaction_killed_then_run_beside_a_driver_and_readers_changes_no_ans
         ids = [fellows.submit(slurm.spec(time_limit=3600)).dispatch_id for _ in range(4)]
 
         def until(state: str, dispatch_id: str) -> None:
-            def check(_: Progress) -> bool:
-                return fellows.handle(dispatch_id).state == state
-
-            fellows.follow(dispatch_id, until=check, sleep=lambda s: time.sleep(min(s, 0.5)))
+            """This process drives (one poll each half second) until the dispatch is in ``state``."""
+            deadline = time.monotonic() + 60
+            while fellows.handle(dispatch_id).state != state and time.monotonic() < deadline:
+                fellows.poll()
+                time.sleep(0.5)
             assert fellows.handle(dispatch_id).state == state
 
         for d in ids:
