@@ -102,13 +102,15 @@ def compact(
         if not held:
             return None
         target = archive_path(journal)
-        if not target.exists():
-            _create(target)
         db = sqlite3.connect(journal, isolation_level=None, timeout=30.0)
         try:
-            _attach(db, target)
             moved, batches = 0, 0
             args = (before, str(Outcome.WITHDRAWN_INTERRUPTED), at - SETTLE_SECONDS, *sorted(LIVE_PAID))
+            if not db.execute(_DUE, (*args, 1)).fetchall():  # nothing due: no archive made for nothing
+                return Compacted(moved=0, left=0, archive=target, seconds=time.perf_counter() - started)
+            if not target.exists():
+                _create(target)
+            _attach(db, target)
             while max_batches is None or batches < max_batches:
                 ids = [r[0] for r in db.execute(_DUE, (*args, batch))]
                 if not ids:

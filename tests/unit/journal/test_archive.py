@@ -354,3 +354,12 @@ def test_a_driver_after_one_that_did_not_end_cleanly_reads_every_row(journal_pat
             journal.acquire_driver()
         assert not journal.driving
         assert not journal.driver_alive()
+
+
+def test_nothing_due_makes_no_archive(journal_path: Path) -> None:
+    """A move with nothing due (every dispatch ended within keep_days) makes no archive file: readers go on reading
+    one file."""
+    done = compact(journal_path, before=NOW - 365 * DAY, now=NOW)
+    assert done is not None
+    assert (done.moved, done.left) == (0, 0)
+    assert not archive_path(journal_path).exists()
