@@ -72,14 +72,15 @@ _DUE = "SELECT id" + _DUE_WHERE + " ORDER BY updated_at LIMIT ?"
 delete (``LIVE_PAID``: they stay, and are read where the budget reads live runs), no interrupted submit still
 looked up."""
 _SAME = (
-    "INSERT INTO temp.verified SELECT m.id FROM temp.moving t JOIN main.dispatches m ON m.id = t.id"
-    " JOIN archive.dispatches a ON a.id = m.id WHERE m.final = 1 AND m.updated_at = a.updated_at"
+    "INSERT INTO temp.verified SELECT m.id FROM temp.moving t CROSS JOIN main.dispatches m ON m.id = t.id"
+    " CROSS JOIN archive.dispatches a ON a.id = m.id WHERE +m.final = 1 AND m.updated_at = a.updated_at"
     " AND (SELECT count(*) FROM main.transitions WHERE dispatch_id = m.id)"
     " = (SELECT count(*) FROM archive.transitions WHERE dispatch_id = m.id)"
     " AND coalesce((SELECT status FROM main.paid_runs WHERE dispatch_id = m.id), '')"
     " = coalesce((SELECT status FROM archive.paid_runs WHERE dispatch_id = m.id), '')"
 )
-"""The batch's dispatches the archive holds as the journal does (what step 2 deletes)."""
+"""The batch's dispatches the archive holds as the journal does (what step 2 deletes). CROSS JOIN: SQLite loops over
+the batch first (never over the index of every ended dispatch)."""
 
 
 def compact(
