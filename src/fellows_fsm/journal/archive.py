@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import sqlite3
 import time
@@ -32,13 +33,16 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from fellows_fsm.journal.statefs import check_room, refuse_network_fs
 
-__all__ = ["BATCH", "SETTLE_SECONDS", "Compacted", "archive_path", "compact"]
+__all__ = ["BATCH", "MOVING", "SETTLE_SECONDS", "Compacted", "archive_path", "compact"]
 
 BATCH = 2000
 """Dispatches moved per pair of transactions (a driver's write waits for one batch at most)."""
 SETTLE_SECONDS = 3600.0
 """A dispatch whose submit was interrupted is looked up by the driver for an hour after its end
 (driver/withdrawal.py: ``sweep_interrupted``): it is never moved before."""
+MOVING = "moving"
+"""The archive's meta key of the ids copied and maybe not yet deleted from the journal (set with each copy, cut to
+those still in the journal after each delete): a reader counts the dispatches in both files from it alone."""
 _CHILDREN = ("transitions", "jobs", "handoffs", "paid_runs")
 """A dispatch's rows besides its own, each keyed by ``dispatch_id``."""
 
@@ -149,6 +153,7 @@ def _move(db: sqlite3.Connection, ids: list[str], between: Callable[[list[str]],
         db.execute(
             "INSERT OR REPLACE INTO archive.meta (key, value) VALUES ('dispatches', ?)", (str(kept + len(ids) - had),)
         )
+        _set_moving(db, sorted({*_moving(db), *ids}))  # in both files until the journal's delete
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
@@ -169,7 +174,26 @@ def _move(db: sqlite3.Connection, ids: list[str], between: Callable[[list[str]],
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+    db.execute("BEGIN")
+    try:  # what is still in both files: a batch whose delete did not come (a crash, or changed since its copy)
+        still = [i for i in _moving(db) if db.execute("SELECT 1 FROM main.dispatches WHERE id=?", (i,)).fetchone()]
+        _set_moving(db, still)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
     return int(deleted)
+
+
+def _moving(db: sqlite3.Connection) -> list[str]:
+    """The ids the archive's meta says may be in both files (reads.py: ``JournalReads.halfway`` counts those)."""
+    row = db.execute("SELECT value FROM archive.meta WHERE key=?", (MOVING,)).fetchone()
+    return list(json.loads(row[0])) if row else []
+
+
+def _set_moving(db: sqlite3.Connection, ids: list[str]) -> None:
+    db.execute("INSERT OR REPLACE INTO archive.meta (key, value) VALUES (?, ?)", (MOVING, json.dumps(ids)))
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 from fellows_fsm.core.budget import EndedSum, Windows
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
-from fellows_fsm.journal.archive import archive_path
+from fellows_fsm.journal.archive import MOVING, archive_path
 from fellows_fsm.journal.file import JournalFile, damaged
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
 from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
@@ -223,12 +223,18 @@ class JournalReads(JournalFile):
             total += kept - self.halfway()
         return total
 
-    def halfway(self) -> int:
-        """How many dispatches are in both files (a move a crash cut between its copy and its delete)."""
+    def halfway(self, *, exact: bool = False) -> int:
+        """How many dispatches are in both files (a move a crash cut between its copy and its delete): those of the
+        archive's ``moving`` list still in the journal (archive.py keeps it), or, ``exact``, every finished one of
+        the journal looked up in the archive (``journal check``)."""
         if not self.archived():
             return 0
-        both = "SELECT COUNT(*) FROM main.dispatches m WHERE final=1 AND EXISTS (SELECT 1 FROM archive.dispatches a"
-        return int(self._read(both + " WHERE a.id = m.id)")[0][0])
+        if exact:
+            both = "SELECT COUNT(*) FROM main.dispatches m WHERE final=1 AND EXISTS (SELECT 1 FROM archive.dispatches a"
+            return int(self._read(both + " WHERE a.id = m.id)")[0][0])
+        rows = self._read("SELECT value FROM archive.meta WHERE key=?", (MOVING,))
+        ids = json.loads(rows[0][0]) if rows else []
+        return sum(1 for i in ids if self._read("SELECT 1 FROM main.dispatches WHERE id=?", (i,)))
 
     def with_prefix(self, prefix: str, limit: int = 10) -> list[DispatchRow]:
         """Up to ``limit`` dispatches whose id starts with ``prefix`` (letters and digits only are matched)."""

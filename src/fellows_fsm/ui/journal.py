@@ -105,7 +105,7 @@ def journal_check(ctx: click.Context, as_json: bool) -> None:
         total = journal.count()
         both = 0
         if archived:
-            both = journal.halfway()
+            both = journal.halfway(exact=True)
     clear_check_due(path)
     if as_json:
         echo_json(

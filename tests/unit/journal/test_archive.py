@@ -196,12 +196,14 @@ def test_a_move_cut_between_copy_and_delete_loses_nothing_and_counts_nothing_twi
         compact(journal_path, before=NOW - 14 * DAY, now=NOW, batch=10, between=fail)
     assert set(cut[0]) <= in_journal(journal_path) & in_archive(journal_path)
     with Journal(journal_path, readonly=True) as journal:
-        assert journal.halfway() == 10
+        assert journal.halfway() == journal.halfway(exact=True) == 10
     assert answers(journal_path) == before
     done = compact(journal_path, before=NOW - 14 * DAY, now=NOW)
     assert done is not None
     assert in_journal(journal_path).isdisjoint(in_archive(journal_path))
     assert answers(journal_path) == before
+    with Journal(journal_path, readonly=True) as journal:
+        assert journal.halfway() == journal.halfway(exact=True) == 0
 
 
 def test_a_process_killed_in_the_middle_of_a_move_loses_nothing(journal_path: Path) -> None:
@@ -321,6 +323,18 @@ def test_opening_to_write_reads_what_commands_read_and_the_check_reads_everythin
     Journal(journal_path).close()  # a submit, a cancel: not refused for a row they never read
     with Journal(journal_path, readonly=True) as journal, pytest.raises(JournalError, match="unreadable or damaged"):
         journal.check_all()
+    config = journal_path.parent.parent / "fellows.toml"
+    config.write_text(f'state_dir = "{journal_path.parent}"\n', encoding="utf-8")
+    checked = subprocess.run(
+        [str(Path(sys.executable).with_name("fellows-fsm")), "--config", str(config), "journal", "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert checked.returncode == 7, checked.stderr
+    assert len(checked.stderr.strip().splitlines()) == 1
+    assert f"journal {journal_path} is unreadable or damaged" in checked.stderr
     mark_check_due(journal_path)
     with pytest.raises(JournalError, match="unreadable or damaged"):
         Journal(journal_path)
