@@ -31,8 +31,10 @@ was killed (SIGKILL), which reads every page of the journal first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -202,8 +204,8 @@ def driver_start(state_dir: Path, env: dict[str, str], *, kill: bool = False) ->
     """Stop the driver (cleanly, or SIGKILL with ``kill``), then time a new one from its spawn to its first poll."""
     record = owner(state_dir)
     if kill and record is not None:
-        with __import__("contextlib").suppress(ProcessLookupError):
-            __import__("os").kill(int(record["pid"]), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(record["pid"]), signal.SIGKILL)
         time.sleep(0.5)
     else:
         subprocess.run([CLI, "driver", "stop"], env=env, capture_output=True, check=False, timeout=120)
@@ -226,30 +228,48 @@ def driver_start(state_dir: Path, env: dict[str, str], *, kill: bool = False) ->
         time.sleep(0.01)
 
 
-def measure(keep: Path, repeats: int) -> dict[str, Any]:
+def measure(keep: Path, repeats: int, *, reuse: bool = False) -> dict[str, Any]:
     from benchmarks import realslurm  # noqa: PLC0415 - only the measure needs a cluster
 
     built = json.loads((keep / "build.json").read_text(encoding="utf-8"))
     work = keep / "work"
     shutil.rmtree(work, ignore_errors=True)
     states: dict[str, Path] = {}
+    saved = keep / "compacted-base"
+    reuse = reuse and (saved / "compact.json").exists()
     for name in ("empty", "full", "compacted"):
         states[name] = work / name / "state"
         states[name].mkdir(parents=True)
-        if name != "empty":
+        if name == "full" or (name == "compacted" and not reuse):
             shutil.copyfile(keep / "base" / "journal.sqlite3", states[name] / "journal.sqlite3")
+        elif name == "compacted":  # the journal and archive an earlier run's compact left
+            for file in ("journal.sqlite3", "journal-archive.sqlite3"):
+                shutil.copyfile(saved / file, states[name] / file)
     configs = {
         "empty": write_config(states["empty"], None),
         "full": write_config(states["full"], 1_000_000),
         "compacted": write_config(states["compacted"], None),
     }
-    envs = {n: {**__import__("os").environ, "FELLOWS_FSM_CONFIG": str(c)} for n, c in configs.items()}
+    envs = {n: {**os.environ, "FELLOWS_FSM_CONFIG": str(c)} for n, c in configs.items()}
     first_open = {}
     for name in ("full", "compacted"):  # the schema is current: nothing to upgrade; timed once
         t0 = time.perf_counter()
         Journal(states[name] / "journal.sqlite3").close()
         first_open[name] = round(time.perf_counter() - t0, 3)
-    compact_seconds, compacted = run(envs["compacted"], "journal", "compact", "--json")
+    if reuse:
+        kept = json.loads((saved / "compact.json").read_text(encoding="utf-8"))
+        compact_seconds, compacted_json = kept["seconds"], {**kept["out"], "reused_from": kept["date"]}
+    else:
+        compact_seconds, compacted = run(envs["compacted"], "journal", "compact", "--json")
+        compacted_json = json.loads(compacted.stdout)
+        saved.mkdir(exist_ok=True)
+        for file in ("journal.sqlite3", "journal-archive.sqlite3"):
+            with contextlib.closing(sqlite3.connect(states["compacted"] / file)) as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.copyfile(states["compacted"] / file, saved / file)
+        date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        record = {"seconds": compact_seconds, "out": compacted_json, "date": date}
+        (saved / "compact.json").write_text(json.dumps(record), encoding="utf-8")
     sizes = {
         n: {f.name: round(f.stat().st_size / 1e6, 1) for f in sorted(states[n].glob("journal*.sqlite3"))}
         for n in states
@@ -287,7 +307,7 @@ def measure(keep: Path, repeats: int) -> dict[str, Any]:
     return {
         "journal": built,
         "first_open_to_write_seconds": first_open,
-        "compact": {"seconds": round(compact_seconds, 1), **json.loads(compacted.stdout)},
+        "compact": {"seconds": round(compact_seconds, 1), **compacted_json},
         "files_mb": sizes,
         "seconds": table,
         "ratio_of_medians_to_empty": ratios,
@@ -303,11 +323,14 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=20_000, help="dispatches written by the Router (then copied)")
     parser.add_argument("--block-days", type=float, default=10.0, help="the days the block spans")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--reuse-compacted", action="store_true", help="measure the journal and archive an earlier measure compacted"
+    )
     args = parser.parse_args()
     if args.step == "build":
         print(json.dumps(build(args.keep, args.dispatches, args.block, args.block_days), indent=2))
         return
-    result = measure(args.keep, args.repeats)
+    result = measure(args.keep, args.repeats, reuse=args.reuse_compacted)
     print(json.dumps(result, indent=2))
     target = "on 1,000,000 finished dispatches: submit --detach, status, spend, cancel, a driver start within 1.2x"
     print(f"wrote {write_result('journal_scale', {'target': target, **result})}")
