@@ -5,6 +5,7 @@ dispatch shows the same steps, every reader lists each dispatch once, and the dr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ def tallies(spend: dict[str, Any]) -> dict[str, Any]:
 
 def ids_in(path: Path, *, archive: bool = False) -> set[str]:
     """The dispatch ids in the journal (or its archive), read straight from the file."""
-    with sqlite3.connect(archive_path(path) if archive else path) as db:
+    with contextlib.closing(sqlite3.connect(archive_path(path) if archive else path)) as db, db:
         return {r[0] for r in db.execute("SELECT id FROM dispatches")}
 
 

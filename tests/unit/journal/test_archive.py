@@ -4,6 +4,7 @@ exception, or the process killed there) loses nothing and counts nothing twice, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -119,12 +120,12 @@ def answers(path: Path) -> dict[str, Any]:
 
 
 def in_journal(path: Path) -> set[str]:
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         return {r[0] for r in db.execute("SELECT id FROM dispatches")}
 
 
 def in_archive(path: Path) -> set[str]:
-    with sqlite3.connect(archive_path(path)) as db:
+    with contextlib.closing(sqlite3.connect(archive_path(path))) as db, db:
         return {r[0] for r in db.execute("SELECT id FROM dispatches")}
 
 
@@ -138,7 +139,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
 def journal_path(built: tuple[Path, dict[str, str]], tmp_path: Path) -> Path:
     """A fresh copy of the built journal (its WAL checkpointed into the file first)."""
     source = built[0] / "journal.sqlite3"
-    with sqlite3.connect(source) as db:
+    with contextlib.closing(sqlite3.connect(source)) as db, db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     target = tmp_path / "state" / "journal.sqlite3"
     target.parent.mkdir()
@@ -168,7 +169,7 @@ def test_a_move_changes_no_answer(journal_path: Path, built: tuple[Path, dict[st
 
 def test_nothing_that_may_still_spend_moves(journal_path: Path) -> None:
     """A live dispatch, and a final one whose paid run may still spend or waits for its delete, stay."""
-    with sqlite3.connect(journal_path) as db:
+    with contextlib.closing(sqlite3.connect(journal_path)) as db, db:
         db.execute("UPDATE dispatches SET updated_at = ? ", (NOW - 100 * DAY,))
         run = db.execute("SELECT dispatch_id FROM paid_runs WHERE status='succeeded' LIMIT 1").fetchone()[0]
         db.execute("UPDATE paid_runs SET status='cancelling' WHERE dispatch_id=?", (run,))
@@ -308,7 +309,7 @@ def test_history_of_an_archived_dispatch_through_the_command(tmp_path: Path) -> 
 def _spoil_oldest(path: Path) -> str:
     """Make the oldest finished dispatch's label text that is not UTF-8 (what quick_check passes, status cannot
     read): a row no command reads."""
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
         oldest = db.execute("SELECT id FROM dispatches WHERE final=1 ORDER BY created_at LIMIT 1").fetchone()[0]
         db.execute("UPDATE dispatches SET label = CAST(X'c328' AS TEXT) WHERE id=?", (oldest,))
     return str(oldest)
