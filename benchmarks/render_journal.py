@@ -92,7 +92,11 @@ def section(r: dict[str, Any] | None, tick: dict[str, Any] | None, provenance: s
         f"row first: {killed['full']} s with the million in the journal, {killed['compacted']} s compacted (the "
         f"journal's {j['dispatches'] - c['moved']:,}), {killed['empty']} s empty. The machine's 2 cores were shared "
         "with other sessions' test runs throughout: the same command varies 2-3x from run to run, so the min column "
-        "is the quieter comparison.",
+        "is the quieter comparison. Two earlier runs of the same command (7 and 9 repeats, the machine busier) had "
+        "every median within 1.2x but for `status` compacted at 1.24x (before `count` took the dispatches in both "
+        "files from the archive's list of them instead of looking up every finished dispatch of the journal: 108 "
+        "ms), `spend` with the million in the journal at 1.24x (its min 1.10x) and a driver start compacted at "
+        "1.41x (its min 0.98x).",
     ]
     if tick is not None:
         lines += ["", _tick_line(tick)]

@@ -22,10 +22,11 @@ from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import load_config
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.journal.archive import archive_path
+from fellows_fsm.journal.lock import lock_held
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import FakePaidLane
 
-from .cli_harness import cli, json_of, ledger_config
+from .cli_harness import cli, json_of, ledger_config, submit_args
 from .conftest import Cluster
 
 pytestmark = pytest.mark.slurm
@@ -141,3 +142,38 @@ def test_a_compaction_killed_then_run_beside_a_driver_and_readers_changes_no_ans
         until("PAID_DONE", ids[3])
     with Journal(journal_path, readonly=True) as journal:
         assert [r.state for r in journal.dispatches()] == ["PAID_DONE"] * 4
+
+
+def test_the_background_driver_moves_what_ended_before_keep_days_itself(slurm: Cluster, tmp_path: Path) -> None:
+    """With `[journal] keep_days = 0`, a background driver started by a later submit moves the dispatch that ran
+    before it (final RUNNING) to the archive after its first poll, with no `journal compact`: `history` and
+    `status --all` still show it, and the live dispatch stays in the journal."""
+    path = ledger_config(
+        tmp_path, cap=30.0, poll=0.5, router="driver_idle_seconds = 1\n", lanes=False, fellows="qos_ladder = []\n"
+    )
+    path.write_text(path.read_text(encoding="utf-8") + "\n[journal]\nkeep_days = 0\n", encoding="utf-8")
+    first = cli(path, "submit", "--json", "--gpus", "1", "--time", "10:00", slurm.script(300), "--", *slurm.job_args())
+    ran = json_of(first)
+    assert ran["state"] == "RUNNING"
+    journal_path = tmp_path / "state" / "journal.sqlite3"
+    history_before = cli(path, "history", ran["dispatch_id"], "--json")
+    assert history_before.returncode == 0, history_before.stderr
+    deadline = time.monotonic() + 30
+    while lock_held(journal_path.with_name("journal.sqlite3.lock")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the driver idles out (1 s): the next submit starts another
+    assert not lock_held(journal_path.with_name("journal.sqlite3.lock"))
+    assert not archive_path(journal_path).exists()
+    slurm.occupy("high-eur", 8, count=2)
+    second = cli(path, *submit_args(slurm, "--detach"))
+    assert second.returncode == 0, second.stderr
+    live = second.stdout.strip()
+    deadline = time.monotonic() + 30
+    while ran["dispatch_id"] not in (ids_in(journal_path, archive=True) if archive_path(journal_path).exists() else ()):
+        assert time.monotonic() < deadline, "the driver did not move the finished dispatch"
+        time.sleep(0.2)
+    assert ids_in(journal_path) == {live}
+    history_after = cli(path, "history", ran["dispatch_id"], "--json")
+    assert history_after.stdout == history_before.stdout
+    listed = [d["dispatch_id"] for d in json_of(cli(path, "status", "--all", "--json"))]
+    assert sorted(listed) == sorted([ran["dispatch_id"], live])
+    assert cli(path, "cancel", live).returncode == 0  # the driver that moved it walks on
