@@ -152,7 +152,7 @@ def test_the_background_driver_moves_what_ended_before_keep_days_itself(slurm: C
         tmp_path, cap=30.0, poll=0.5, router="driver_idle_seconds = 1\n", lanes=False, fellows="qos_ladder = []\n"
     )
     path.write_text(path.read_text(encoding="utf-8") + "\n[journal]\nkeep_days = 0\n", encoding="utf-8")
-    first = cli(path, "submit", "--json", "--gpus", "1", "--time", "10:00", slurm.script(300), "--", *slurm.job_args())
+    first = cli(path, "submit", "--json", "--gpus", "1", "--time", "10:00", slurm.script(1), "--", *slurm.job_args())
     ran = json_of(first)
     assert ran["state"] == "RUNNING"
     journal_path = tmp_path / "state" / "journal.sqlite3"
@@ -163,7 +163,7 @@ def test_the_background_driver_moves_what_ended_before_keep_days_itself(slurm: C
         time.sleep(0.2)  # the driver idles out (1 s): the next submit starts another
     assert not lock_held(journal_path.with_name("journal.sqlite3.lock"))
     assert not archive_path(journal_path).exists()
-    slurm.occupy("high-eur", 8, count=2)
+    slurm.occupy("high-eur", 8, count=2)  # (the first job slept 1 s) the next dispatch stays pending: live
     second = cli(path, *submit_args(slurm, "--detach"))
     assert second.returncode == 0, second.stderr
     live = second.stdout.strip()
