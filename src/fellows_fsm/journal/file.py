@@ -65,7 +65,11 @@ class JournalFile:
                 # and the schema are set up under an flock of their own, one process after the other.
                 setup = open(self.path.with_name(self.path.name + ".setup-lock"), "a", encoding="utf-8")  # noqa: SIM115
                 fcntl.flock(setup, fcntl.LOCK_EX)
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=False)
+                # A URI connection, so the archive is attached read-only (reads.py): a write transaction here
+                # then never takes the archive's write lock (SQLite begins a read on a read-only attached file).
+                self._db = sqlite3.connect(
+                    self.path.resolve().as_uri(), uri=True, isolation_level=None, timeout=10.0, check_same_thread=False
+                )
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]

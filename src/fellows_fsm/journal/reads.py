@@ -48,12 +48,11 @@ class JournalReads(JournalFile):
         with self._conn_lock:
             if self._db.in_transaction:
                 return False
-            if self.readonly:  # a URI connection: the archive read-only too
-                shm = path.with_name(path.name + "-shm").exists()
-                mode = "mode=ro" if _dir_writable(path) or shm else "immutable=1"
-                target = f"{path.resolve().as_uri()}?{mode}"
-            else:
-                target = str(path)
+            # Read-only, on every connection (each is a URI one: file.py): a writer's transactions never take the
+            # archive's write lock, which only a move (archive.py) takes.
+            shm = path.with_name(path.name + "-shm").exists()
+            mode = "mode=ro" if _dir_writable(path) or shm else "immutable=1"
+            target = f"{path.resolve().as_uri()}?{mode}"
             try:
                 self._db.execute("ATTACH DATABASE ? AS archive", (target,))
             except sqlite3.DatabaseError as exc:

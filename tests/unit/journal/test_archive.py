@@ -378,3 +378,29 @@ def test_nothing_due_makes_no_archive(journal_path: Path) -> None:
     assert done is not None
     assert (done.moved, done.left) == (0, 0)
     assert not archive_path(journal_path).exists()
+
+
+def test_a_writer_that_read_the_archive_never_holds_its_write_lock(journal_path: Path) -> None:
+    """A driver's journal that attached the archive (its budget read the month) writes without taking the
+    archive's write lock: a move copies to the archive while the driver is inside a write transaction."""
+    compact(journal_path, before=NOW - 30 * DAY, now=NOW)  # the archive exists
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom fellows_fsm.journal.archive import compact\n"
+        "def stop(ids):\n    raise SystemExit(3)\n"
+        "compact(Path(sys.argv[1]), before=float(sys.argv[2]), now=float(sys.argv[3]), batch=1, between=stop)\n"
+    )
+    with Journal(journal_path) as journal:
+        journal.paid_sums(Windows.at(NOW, UTC), NOW)
+        assert journal.archived()
+        with journal.batch():
+            journal.put_meta("held", 1)  # a write transaction of the journal is open
+            copied = subprocess.run(
+                [sys.executable, "-c", code, str(journal_path), str(NOW - 14 * DAY), str(NOW)],
+                check=False,
+                timeout=25,
+                capture_output=True,
+                text=True,
+            )
+    assert copied.returncode == 3, copied.stderr  # its copy committed while the write transaction was open
+    with Journal(journal_path, readonly=True) as journal:
+        assert journal.halfway() == 1
