@@ -17,6 +17,7 @@ from benchmarks import (
     render_clusters,
     render_issue25,
     render_issue26,
+    render_journal,
     render_paid,
     render_sim_clusters,
 )
@@ -1063,6 +1064,7 @@ def main() -> None:
     if g is not None:
         head.extend(background_targets(g))
     head.extend(render_paid.targets(_load("paid_follow"), _load("spend_read")))
+    head.extend(render_journal.targets(_load("journal_scale")))
     head.append("")
     DOC.write_text("\n".join(head + body).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {DOC}")
@@ -1073,6 +1075,7 @@ def main() -> None:
     section_sim_clusters()
     section_clusters()
     section_paid()
+    section_journal()
 
 
 BG_CMD = (
@@ -1509,6 +1512,12 @@ def section_clusters() -> None:
 def section_paid() -> None:
     """Append issue 27's two measured targets (benchmarks/results/paid_follow.json, spend_read.json, spend.json)."""
     _append(render_paid.section(_load("paid_follow"), _load("spend_read"), _load("spend"), _provenance))
+
+
+def section_journal() -> None:
+    """Append issue 40's journal of 1,000,000 finished dispatches (benchmarks/results/journal_scale.json)."""
+    r = _load("journal_scale")
+    _append(render_journal.section(r, _load("controller_cost_journal"), _provenance(r) if r is not None else ""))
 
 
 def _append(lines: list[str]) -> None:

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from fellows_fsm import FakeScheduler, JobSpec, Observation, SystemClock, cli
 from fellows_fsm.core.dispatch import Dispatch
-from fellows_fsm.journal import store as journal_module
+from fellows_fsm.journal import reads as journal_module
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo

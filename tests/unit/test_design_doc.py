@@ -153,11 +153,11 @@ def test_a_wrong_reference_is_caught() -> None:
 
 def test_a_name_imported_or_inherited_is_not_defined_there() -> None:
     """A name a module imports (``Journal`` in driver/router.py) or a class inherits from a mixin of another file
-    (``Journal.acquire_driver``, DriverLock's) does not resolve in that file; in the defining file it does."""
+    (``Journal.release_driver``, DriverLock's) does not resolve in that file; in the defining file it does."""
     assert "Journal" in _file("driver/router.py").read_text(encoding="utf-8")
     assert not _resolves("driver/router.py", "Journal")
-    assert not _resolves("journal/store.py", "Journal.acquire_driver")
-    assert _resolves("journal/lock.py", "DriverLock.acquire_driver")
+    assert not _resolves("journal/store.py", "Journal.release_driver")
+    assert _resolves("journal/lock.py", "DriverLock.release_driver")
 
 
 @pytest.mark.parametrize(

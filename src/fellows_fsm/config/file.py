@@ -22,6 +22,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
+from fellows_fsm.config.journal import JournalConfig
 from fellows_fsm.config.route import Route, check_intent
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
@@ -119,6 +120,8 @@ class Config:
     router: RouterConfig = attrs.field(factory=RouterConfig)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig)
     """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
+    journal: JournalConfig = attrs.field(factory=JournalConfig)
+    """The ``[journal]`` table: how long finished dispatches stay in the journal before the archive."""
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
     allow_network_state_dir: bool = False
     """Drive a journal whose state_dir is on a network filesystem (NFS, Lustre, GPFS, ...) anyway, with SQLite's
@@ -264,7 +267,7 @@ class Config:
 
         A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
         """
-        known = {"fellows", "lanes", "router", "budget", "state_dir", "allow_network_state_dir"}
+        known = {"fellows", "lanes", "router", "budget", "journal", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
                 guess = did_you_mean(key, known)
@@ -276,6 +279,7 @@ class Config:
             refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))
             router = RouterConfig(**dict(router_table))
             budget = BudgetConfig.from_table(_table(data, "budget", source))
+            journal = JournalConfig.from_table(_table(data, "journal", source))
             extra: dict[str, Any] = {}
             if "state_dir" in data:
                 if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
@@ -289,7 +293,15 @@ class Config:
                         f"allow_network_state_dir={data['allow_network_state_dir']!r} must be true or false"
                     )
                 extra["allow_network_state_dir"] = data["allow_network_state_dir"]
-            return cls(fellows=fellows, lanes=tuple(lanes), router=router, budget=budget, source=source, **extra)
+            return cls(
+                fellows=fellows,
+                lanes=tuple(lanes),
+                router=router,
+                budget=budget,
+                journal=journal,
+                source=source,
+                **extra,
+            )
         except ConfigError as exc:
             message = str(exc)
             raise ConfigError(message if message.startswith(source) else f"{source}: {message}") from None
@@ -316,6 +328,7 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "budget": plain_table(config.budget.table()),
+        "journal": config.journal.table(),
         "state_dir": str(config.state_dir.absolute()),
         "allow_network_state_dir": config.allow_network_state_dir,
     }

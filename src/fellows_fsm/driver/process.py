@@ -27,6 +27,7 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.driver.compaction import Compaction
 from fellows_fsm.driver.environment import Health, env_problem_line
 from fellows_fsm.driver.inbox import (
     DRIVER_CONFIG,
@@ -224,8 +225,10 @@ def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel, loo
             idle_since.append(clock.now())
         return clock.now() - idle_since[0] >= grace
 
-    # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished.
-    router.run(until=until, sleep=channel.sleep, linger=True, woken=woken)
+    # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished. What ended long ago moves to the
+    # archive a batch at a time, after a turn, at a low cadence (driver/compaction.py).
+    compaction = Compaction(config.journal_path, config.journal.keep_days, clock)
+    router.run(until=until, on_tick=compaction.step, sleep=channel.sleep, linger=True, woken=woken)
 
 
 # --------------------------------------------------------------------------- status and stop, for the CLI

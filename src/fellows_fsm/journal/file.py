@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fellows_fsm.errors import JournalError
+from fellows_fsm.journal.check import TABLES, check_due, check_pages, clear_check_due, mark_check_due
 from fellows_fsm.journal.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from fellows_fsm.journal.statefs import FULL_BELOW_BYTES, check_room, free_bytes, full_error, refuse_network_fs
 
-__all__ = ["JournalFile"]
+__all__ = ["JournalFile", "damaged"]
 
-_TABLES = ("meta", "dispatches", "transitions", "jobs", "handoffs")
-"""Every table of the schema (journal_schema.py), read whole when the journal is opened to write."""
+RECENT_CHECKED = 20
+"""How many of the most recent dispatches opening to write reads whole (as ``status`` shows them: queries.py)."""
 
 
 class JournalFile:
@@ -64,7 +65,11 @@ class JournalFile:
                 # and the schema are set up under an flock of their own, one process after the other.
                 setup = open(self.path.with_name(self.path.name + ".setup-lock"), "a", encoding="utf-8")  # noqa: SIM115
                 fcntl.flock(setup, fcntl.LOCK_EX)
-                self._db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=False)
+                # A URI connection, so the archive is attached read-only (reads.py): a write transaction here
+                # then never takes the archive's write lock (SQLite begins a read on a read-only attached file).
+                self._db = sqlite3.connect(
+                    self.path.resolve().as_uri(), uri=True, isolation_level=None, timeout=10.0, check_same_thread=False
+                )
             self._db.row_factory = sqlite3.Row
             # Read and check before any write (WAL mode rewrites the header): a refused file stays as it was.
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -89,11 +94,13 @@ class JournalFile:
                     self._db.executescript(SCHEMA + f"PRAGMA user_version={SCHEMA_VERSION};")
                 for old in range(version, SCHEMA_VERSION) if version else ():
                     self._db.executescript(f"BEGIN; {MIGRATIONS[old]} PRAGMA user_version={old + 1}; COMMIT;")
-            self._db.execute("SELECT count(*) FROM dispatches").fetchone()
+            self._db.execute("SELECT 1 FROM dispatches LIMIT 1").fetchall()
             if not readonly and version:
-                # Before anything this process writes (and before any sbatch it would journal): a damaged page
-                # refuses the command here, not after its job was queued. Readers keep reading what they can.
-                self._check_pages()
+                # Before anything this process writes (and before any sbatch it would journal): what it reads is
+                # read first, so a damaged page or row there refuses the command here, not after its job was
+                # queued. The whole file is read only where damage may be (check_due, after a full disk; a driver
+                # after one that did not end cleanly: store.py) or when asked (`fellows-fsm journal check`).
+                self._check_on_open()
             self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
             self._close_refused()
@@ -109,12 +116,40 @@ class JournalFile:
         """Raise sqlite3.DatabaseError if SQLite's quick_check finds a damaged page (every page is read once), or
         if a row cannot be read as ``status`` and the driver read it (text that is not UTF-8, which quick_check
         passes): every row of every table is read here, so what status refuses no command writes to."""
-        problems = [row[0] for row in self._db.execute("PRAGMA quick_check(3)").fetchall()]
-        if problems != ["ok"]:
-            raise sqlite3.DatabaseError("; ".join(problems).replace("\n", " "))
-        for table in _TABLES:
-            for _ in self._db.execute(f"SELECT * FROM {table}"):  # noqa: S608 - our own table names
+        check_pages(self._db)
+
+    def _check_on_open(self) -> None:
+        """Every page when a full check is due (check.py), else what a command reads (``_check_live``)."""
+        if check_due(self.path):
+            self._check_pages()
+            clear_check_due(self.path)
+        else:
+            self._check_live()
+
+    def _check_live(self) -> None:
+        """Raise sqlite3.DatabaseError if what a command, ``status`` or a driver reads of the journal cannot be read:
+        the meta table, every live dispatch, and the ``RECENT_CHECKED`` most recent dispatches with every row of
+        theirs (through the indexes: the finished dispatches before them are not read, so this costs what the live
+        ones cost)."""
+        for _ in self._db.execute("SELECT * FROM meta"):
+            pass
+        ids = [r[0] for r in self._db.execute("SELECT id FROM dispatches WHERE final=0 ORDER BY created_at, id")]
+        recent = "SELECT id FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?"
+        ids += [r[0] for r in self._db.execute(recent, (RECENT_CHECKED,))]
+        for dispatch_id in dict.fromkeys(ids):
+            for _ in self._db.execute("SELECT * FROM dispatches WHERE id=?", (dispatch_id,)):
                 pass
+            for table in TABLES[2:]:  # a dispatch's own rows
+                for _ in self._db.execute(f"SELECT * FROM {table} WHERE dispatch_id=?", (dispatch_id,)):  # noqa: S608 - our own table names
+                    pass
+
+    def check_all(self) -> None:
+        """Read every page and every row (``fellows-fsm journal check``); JournalError names what is damaged."""
+        try:
+            with self._conn_lock:
+                self._check_pages()
+        except sqlite3.DatabaseError as exc:
+            raise _damaged_or_full(self.path, exc) from None
 
     def _replaced(self) -> bool:
         """True if the file at ``path`` was deleted or replaced since this connection opened it."""
@@ -198,6 +233,7 @@ class JournalFile:
 
     def _write_failed(self, exc: sqlite3.Error) -> JournalError:
         if _full(self.path, exc):
+            mark_check_due(self.path)  # a write cut short by a full disk: the next open to write reads every page
             return full_error(self.path.parent)
         return JournalError(f"journal {self.path}: write failed: {exc}")
 
@@ -218,7 +254,7 @@ class JournalFile:
                     raise _damaged_or_full(self.path, exc) from None
                 time.sleep(0.1)
             except sqlite3.DatabaseError as exc:
-                raise _damaged(self.path, exc) from None
+                raise damaged(self.path, exc) from None
         raise AssertionError("unreachable")
 
 
@@ -265,10 +301,11 @@ def _full(path: Path, exc: sqlite3.Error) -> bool:
 
 def _damaged_or_full(path: Path, exc: sqlite3.Error) -> JournalError:
     """A full disk is not damage (the advice to move a damaged journal aside would orphan its jobs)."""
-    return full_error(path.parent) if _full(path, exc) else _damaged(path, exc)
+    return full_error(path.parent) if _full(path, exc) else damaged(path, exc)
 
 
-def _damaged(path: Path, exc: Exception) -> JournalError:
+def damaged(path: Path, exc: Exception) -> JournalError:
+    """The one line that says the file at ``path`` is damaged, and what to do (keep it)."""
     said = " ".join(str(exc).split())  # one line, whatever a damaged row's text holds
     return JournalError(
         f"journal {path} is unreadable or damaged ({said}); its live jobs are still on the cluster (their comments "

@@ -37,6 +37,9 @@ class DriverLock:
     _owner: DriverOwner | None = None
     last_watched: float | None = None
     """When the journal's previous driver last ticked (read from the lock file as the lock is taken)."""
+    ended_uncleanly: bool = False
+    """The previous driver did not release the lock itself (killed, or its machine went down): read from the lock
+    file as the lock is taken; store.py then reads every page before this driver writes."""
 
     @property
     def lock_path(self) -> Path:
@@ -68,6 +71,7 @@ class DriverLock:
         handle.seek(0)
         previous = DriverOwner.parse(handle.read())
         self.last_watched = previous.last_tick if previous is not None else None
+        self.ended_uncleanly = previous is not None and previous.ended is None
         self._lock_file = handle
         self._owner = DriverOwner(
             pid=os.getpid(),
@@ -124,6 +128,9 @@ class DriverLock:
     def release_driver(self) -> None:
         """Stop driving the journal (the lock is also released when the process dies)."""
         if self._lock_file is not None:
+            if self._owner is not None:  # ended cleanly: the next driver need not read every page
+                self._owner = attrs.evolve(self._owner, ended=time.time())
+                self._write_owner()
             fcntl.flock(self._lock_file, fcntl.LOCK_UN)
             self._lock_file.close()
             self._lock_file = None
@@ -157,6 +164,8 @@ class DriverOwner:
     log: str | None = None
     last_tick: float | None = None
     """When it last ticked: time after this, until the next driver ticks, was watched by no one."""
+    ended: float | None = None
+    """When it let the lock go itself (None while it holds it, or if it died holding it)."""
 
     def dump(self) -> str:
         return json.dumps(attrs.asdict(self))
@@ -176,6 +185,7 @@ class DriverOwner:
                 kind=str(data.get("kind", "in-process")),
                 log=data.get("log"),
                 last_tick=None if data.get("last_tick") is None else float(data["last_tick"]),
+                ended=None if data.get("ended") is None else float(data["ended"]),
             )
         except (ValueError, KeyError, TypeError):
             words = text.split()

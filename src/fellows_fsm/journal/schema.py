@@ -11,7 +11,7 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAID_RUNS = """
 CREATE TABLE IF NOT EXISTS paid_runs (
     dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
@@ -29,6 +29,14 @@ CREATE TABLE IF NOT EXISTS paid_runs (
 CREATE INDEX IF NOT EXISTS paid_runs_by_time ON paid_runs(handed_at);
 CREATE INDEX IF NOT EXISTS paid_runs_by_status ON paid_runs(status);
 """
+DISPATCH_INDEXES = """
+CREATE INDEX IF NOT EXISTS dispatches_live ON dispatches(created_at, id) WHERE final=0;
+CREATE INDEX IF NOT EXISTS dispatches_by_time ON dispatches(created_at, id);
+CREATE INDEX IF NOT EXISTS dispatches_ended ON dispatches(updated_at) WHERE final=1;
+"""
+"""What a command reads without reading the finished dispatches (issue 40): the live ones (``final=0``, a partial
+index of only them), the most recent ones (``status``), and the ones ended since a time (a follower, the archive's
+move of those ended before ``keep_days``)."""
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
@@ -44,6 +52,7 @@ MIGRATIONS: dict[int, str] = {
     " UPDATE dispatches SET state='REFUSED', label='REFUSED' WHERE final=1 AND outcome LIKE 'rejected: %';",
     # A paid run is followed to its end and counted (issue 27): one row per handoff, written with its steps.
     3: PAID_RUNS,
+    4: DISPATCH_INDEXES,
 }
 SCHEMA = (
     """
@@ -100,6 +109,7 @@ CREATE TABLE IF NOT EXISTS handoffs (
 );
 """
     + PAID_RUNS
+    + DISPATCH_INDEXES
 )
 
 

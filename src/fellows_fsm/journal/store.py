@@ -14,29 +14,27 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from fellows_fsm.core.budget import EndedSum, Windows
-from fellows_fsm.core.effects import Attach, Command, Record, Step
+from fellows_fsm.core.effects import Attach, Command, Record
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.lane import LaneDispatch
-from fellows_fsm.core.paid import LIVE_PAID, PaidMark, PaidRun
+from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal.file import JournalFile
+from fellows_fsm.journal.check import mark_check_due
 from fellows_fsm.journal.lock import DriverLock
-from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
-from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
+from fellows_fsm.journal.reads import JournalReads
 from fellows_fsm.journal.scripts import drop_script
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = ["Journal"]
 
 
-class Journal(JournalFile, DriverLock):
+class Journal(JournalReads, DriverLock):
     """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
 
     def check_intact(self) -> None:
@@ -57,6 +55,22 @@ class Journal(JournalFile, DriverLock):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def acquire_driver(self, *, kind: str = "in-process", log: str | None = None, at: float | None = None) -> None:
+        """Become the one router driving this journal (lock.py: ``DriverLock.acquire_driver``); after a driver that
+        did not end cleanly (killed, or its machine went down), every page and row is read first (file.py:
+        ``check_all``): a damaged journal is refused here, one line, the lock let go and the check left due."""
+        if self.driving:
+            return
+        super().acquire_driver(kind=kind, log=log, at=at)
+        if self.ended_uncleanly:
+            try:
+                self.check_all()
+            except JournalError:
+                mark_check_due(self.path)  # whoever opens it to write next reads every page again
+                self._owner = None  # let go without saying it ended cleanly
+                self.release_driver()
+                raise
 
     def close(self) -> None:
         """Release the lock and close the database."""
@@ -198,159 +212,16 @@ class Journal(JournalFile, DriverLock):
         with self._write() as db:
             _write_paid(db, dispatch_id, at, mark)
 
-    def paid_runs(self, *, since: float | None = None, status: Sequence[str] = ()) -> list[PaidRun]:
-        """The paid runs handed off at or after ``since`` (all: None), or only those in ``status``."""
-        sql, args = "SELECT * FROM paid_runs", list[Any]()
-        where = []
-        if since is not None:
-            where.append("handed_at >= ?")
-            args.append(since)
-        if status:
-            where.append(f"status IN ({','.join('?' * len(status))})")
-            args.extend(status)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        return [PaidRun(**dict(r)) for r in self._read(sql + " ORDER BY handed_at", tuple(args))]
-
-    def paid_sums(self, windows: Windows, now: float) -> list[EndedSum]:
-        """The ended paid runs handed since the earliest of ``windows``, summed per bucket of windows and lane in
-        ONE query (however many runs; the live ones are read as runs: ``paid_runs(status=LIVE_PAID)``). A run's
-        GPU-hours are counted as core/paid.py: ``PaidRun.gpu_hours`` counts them: its GPUs times the lane's own run
-        time if it reported one, else the time from the first look that saw it running to its end."""
-        live = sorted(LIVE_PAID)
-        rows = self._read(_PAID_SUMS, (windows.day, windows.week, windows.month, now, windows.earliest, *live))
-        return [
-            EndedSum(r["bucket"], r["lane"], r["runs"], r["gpu_hours"], r["priced"], r["cost"], r["unpriced"])
-            for r in rows
-        ]
-
-    def paid_run(self, dispatch_id: str) -> PaidRun | None:
-        """A dispatch's paid run, or None."""
-        rows = self._read("SELECT * FROM paid_runs WHERE dispatch_id=?", (dispatch_id,))
-        return PaidRun(**dict(rows[0])) if rows else None
-
     # ----------------------------------------------------------------- requests and the driver's settings
     def put_meta(self, key: str, value: Any) -> None:
         """Store ``value`` (JSON) under ``key`` in the journal's meta table (a request, the driver's settings)."""
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
-    def get_meta(self, key: str) -> Any:
-        """The JSON value stored under ``key``, or None."""
-        rows = self._read("SELECT value FROM meta WHERE key=?", (key,))
-        return json.loads(rows[0]["value"]) if rows else None
-
-    def meta_with_prefix(self, prefix: str) -> dict[str, Any]:
-        """Every meta entry whose key starts with ``prefix``, by the rest of its key."""
-        rows = self._read("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (prefix, prefix + "\U0010ffff"))
-        return {row["key"][len(prefix) :]: json.loads(row["value"]) for row in rows}
-
     def drop_meta(self, key: str) -> None:
         """Remove ``key`` from the meta table (nothing happens if it is not there)."""
         with self._write() as db:
             db.execute("DELETE FROM meta WHERE key=?", (key,))
-
-    def dispatches(self, *, live_only: bool = False) -> list[DispatchRow]:
-        """Every dispatch, oldest first (only those not final with ``live_only``)."""
-        query = "SELECT * FROM dispatches"
-        if live_only:
-            query += " WHERE final=0"
-        return [_dispatch_row(r) for r in self._read(query + " ORDER BY created_at, id")]
-
-    def final_since(self, at: float) -> list[DispatchRow]:
-        """The dispatches that became final at or after ``at``, oldest first (a follower that started then, before
-        any of them ended, reports them too)."""
-        query = "SELECT * FROM dispatches WHERE final=1 AND updated_at >= ? ORDER BY created_at, id"
-        return [_dispatch_row(r) for r in self._read(query, (at,))]
-
-    def listings(self, *, live_only: bool = False) -> list[Listing]:
-        """Every dispatch as ``status`` lists it, oldest first, in one query (a handoff's lane joined in).
-
-        SQLite picks the name out of the spec, so no row's JSON is parsed here: 10,000 rows read in a few ms.
-        """
-        query = (
-            "SELECT d.id, coalesce(json_extract(d.spec, '$.name'), ''), d.label, d.final, d.outcome, d.qos, d.job_id,"
-            " coalesce(h.lane, d.lane), d.updated_at FROM dispatches d LEFT JOIN handoffs h ON h.dispatch_id = d.id"
-        )
-        if live_only:
-            query += " WHERE d.final=0"
-        rows = self._read(query + " ORDER BY d.created_at, d.id")
-        return [Listing(r[0], str(r[1]), r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8]) for r in rows]
-
-    def live_after(self, rowid: int, *, known: Container[str] = ()) -> tuple[int, list[DispatchRow]]:
-        """The live dispatches journaled after row ``rowid`` (by any process) and not in ``known``, and the
-        journal's last row id.
-
-        A driver calls this every tick to adopt dispatches that another process enqueued; it reads only the new
-        rows (a range on SQLite's rowid), and parses only those it does not already drive.
-        """
-        last = int(self._read("SELECT max(rowid) FROM dispatches")[0][0] or rowid)
-        span = (rowid, last)
-        ids = self._read("SELECT id FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", span)
-        wanted = [r[0] for r in ids if r[0] not in known]
-        if len(wanted) > 100:  # a restart: one scan beats a lookup per row
-            rows = self._read(
-                "SELECT * FROM dispatches WHERE rowid > ? AND rowid <= ? AND final=0 ORDER BY rowid", span
-            )
-            return last, [_dispatch_row(r) for r in rows if r["id"] not in known]
-        return last, [row for dispatch_id in wanted if (row := self.dispatch(dispatch_id)) is not None]
-
-    def ended_since(self, outcome: str, since: float) -> list[DispatchRow]:
-        """The dispatches that ended with ``outcome`` at or after ``since`` (reads only those rows)."""
-        rows = self._read(
-            "SELECT * FROM dispatches WHERE final=1 AND outcome=? AND updated_at>=? ORDER BY updated_at",
-            (outcome, since),
-        )
-        return [_dispatch_row(r) for r in rows]
-
-    def recent(self, limit: int) -> list[DispatchRow]:
-        """The ``limit`` most recently created dispatches, oldest first (reads only those rows)."""
-        rows = self._read("SELECT * FROM dispatches ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))
-        return [_dispatch_row(r) for r in rows][::-1]
-
-    def count(self) -> int:
-        """How many dispatches the journal holds."""
-        return int(self._read("SELECT COUNT(*) FROM dispatches")[0][0])
-
-    def with_prefix(self, prefix: str, limit: int = 10) -> list[DispatchRow]:
-        """Up to ``limit`` dispatches whose id starts with ``prefix`` (letters and digits only are matched)."""
-        if not prefix.isalnum():
-            return []
-        rows = self._read(
-            "SELECT * FROM dispatches WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "\uffff", limit)
-        )
-        return [_dispatch_row(r) for r in rows]
-
-    def dispatch(self, dispatch_id: str) -> DispatchRow | None:
-        """One dispatch, or None."""
-        rows = self._read("SELECT * FROM dispatches WHERE id=?", (dispatch_id,))
-        return _dispatch_row(rows[0]) if rows else None
-
-    def steps(self, dispatch_id: str) -> list[Step]:
-        """A dispatch's transitions, in the order they were journaled."""
-        rows = self._read(
-            "SELECT at, source, dest, trigger, rung_index, qos, job_id, reason, note FROM transitions "
-            "WHERE dispatch_id=? ORDER BY seq",
-            (dispatch_id,),
-        )
-        return [Step(**dict(r)) for r in rows]
-
-    def jobs(self, dispatch_id: str) -> list[JobRow]:
-        """The SLURM jobs a dispatch's rungs got, by rung."""
-        rows = self._read(
-            "SELECT dispatch_id, rung_index, job_id, at FROM jobs WHERE dispatch_id=? ORDER BY rung_index",
-            (dispatch_id,),
-        )
-        return [JobRow(**dict(r)) for r in rows]
-
-    def handoff(self, dispatch_id: str) -> HandoffRow | None:
-        """A dispatch's handoff, or None."""
-        rows = self._read("SELECT * FROM handoffs WHERE dispatch_id=?", (dispatch_id,))
-        if not rows:
-            return None
-        values = dict(rows[0])
-        values["argv"] = json.loads(values["argv"])
-        return HandoffRow(**values)
 
 
 def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> None:
@@ -368,20 +239,6 @@ def _write_command(db: Any, dispatch_id: str, at: float, command: Command) -> No
 
 
 _ENDS = frozenset({PaidStatus.SUCCEEDED, PaidStatus.FAILED, PaidStatus.CANCELLED})
-_LIVE_MARKS = ",".join("?" * len(LIVE_PAID))
-_PAID_SUMS = (
-    "SELECT CASE WHEN handed_at >= ? THEN 'today' WHEN handed_at >= ? THEN"  # noqa: S608 - only the live statuses' placeholders are joined in
-    " (CASE WHEN handed_at >= ? THEN 'both' ELSE 'week_only' END) ELSE 'month_only' END AS bucket,"
-    " lane, COUNT(*) AS runs, TOTAL(h) AS gpu_hours, COUNT(price) AS priced, TOTAL(price * h) AS cost,"
-    " TOTAL(CASE WHEN price IS NULL THEN h ELSE 0 END) AS unpriced"
-    " FROM (SELECT handed_at, lane, price_per_gpu_hour AS price, gpus * (CASE"
-    " WHEN run_seconds IS NOT NULL THEN MAX(run_seconds, 0.0) WHEN running_at IS NULL THEN 0.0"
-    " ELSE MAX(COALESCE(ended_at, ?) - running_at, 0.0) END) / 3600.0 AS h"
-    " FROM paid_runs WHERE handed_at >= ? AND status NOT IN (" + _LIVE_MARKS + "))"
-    " GROUP BY bucket, lane"
-)
-"""The ended paid runs summed per bucket of windows and lane (``Journal.paid_sums``): the same arithmetic as
-core/paid.py ``PaidRun.gpu_hours`` and core/budget.py ``bucket_of`` (a test holds the two to each other)."""
 
 
 def _write_paid(db: Any, dispatch_id: str, at: float, mark: PaidMark) -> None:
