@@ -26,6 +26,7 @@ from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
 from fellows_fsm.driver.cadence import unwatched
 from fellows_fsm.driver.clusters import Clusters
+from fellows_fsm.driver.ends import Follow
 from fellows_fsm.driver.executor import Executor, TickOutcome
 from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
@@ -96,6 +97,7 @@ class Router:
         """The fellows cluster's workload for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != LADDER_LANE}
         """Each other SLURM lane's workload, the same way."""
+        self.follow = Follow(config.router.follow_interval_seconds, config.fellows.poll_interval_seconds)
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
         self._last_answer: dict[str, float] = {}
@@ -268,13 +270,12 @@ class Router:
             self._start_pinned(dispatch_id, lane, spec)
         for parked_out in self.roster.take_parked_out():
             self._hand_off_after_ladder(parked_out)
-        # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
-        job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
+        # 1. ONE observe of every live job (a running one once per follow interval: driver/ends.py); for the jobs
+        # cancelled last tick it is their read-back.
+        walking = self.follow.looked_at(self.live.values(), now)
+        job_ids = [d.job_id for d in walking if d.job_id is not None and not d.is_final]
         observations, down = self.clusters.observe_each(job_ids) if job_ids else ({}, {})
-        for lane in self.clusters.ports:
-            if lane not in down:
-                self._last_answer[lane] = now
-        walking = list(self.live.values())
+        self._last_answer.update({lane: now for lane in self.clusters.ports if lane not in down})
         if down:
             # The clock stops for the dispatches on a cluster that does not answer (journaled); the others move on.
             for lane, exc in down.items():

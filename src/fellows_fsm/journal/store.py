@@ -26,6 +26,7 @@ from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidMark, PaidRun
 from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
+from fellows_fsm.journal.ends import FREE_SUMS, JobEnded, write_end
 from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
@@ -157,6 +158,8 @@ class Journal(JournalFile, DriverLock):
                         _write_command(db, effect.dispatch_id, step.at, effect.command)
                     if effect.paid is not None:
                         _write_paid(db, effect.dispatch_id, step.at, effect.paid)
+                    if effect.end is not None:
+                        write_end(db, effect.dispatch_id, effect.end)
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,
@@ -228,6 +231,17 @@ class Journal(JournalFile, DriverLock):
         """A dispatch's paid run, or None."""
         rows = self._read("SELECT * FROM paid_runs WHERE dispatch_id=?", (dispatch_id,))
         return PaidRun(**dict(rows[0])) if rows else None
+
+    def ends(self, dispatch_ids: Sequence[str] | None = None) -> dict[str, JobEnded]:
+        """How each of ``dispatch_ids``' free jobs ended (all: None), by dispatch id (one without an end: absent)."""
+        sql, args = "SELECT * FROM ends", tuple(dispatch_ids or ())
+        if dispatch_ids is not None:
+            sql += f" WHERE dispatch_id IN ({','.join('?' * len(args))})"  # noqa: S608 - only placeholders
+        return {r["dispatch_id"]: JobEnded(**dict(r)) for r in self._read(sql, args)}
+
+    def free_sums(self, since: float) -> list[tuple[str, int, float]]:
+        """(lane, jobs, GPU-hours) of the free jobs that ended since ``since``, per lane, in ONE query."""
+        return [(r["lane"], r["runs"], r["gpu_hours"]) for r in self._read(FREE_SUMS, (since,))]
 
     # ----------------------------------------------------------------- requests and the driver's settings
     def put_meta(self, key: str, value: Any) -> None:
