@@ -60,6 +60,7 @@ __all__ = [
     "TraceError",
     "TransitionNotAllowed",
     "UsageError",
+    "WaitTimeout",
 ]
 
 
@@ -209,6 +210,13 @@ class BatchUnavailable(BatchError):
 class MachineRefused(LaneError):
     """No single GCP VM fits the job on this lane (a GPU count no machine has, an accelerator with no machine
     type): nothing was sent to Google."""
+
+
+class WaitTimeout(FellowsError, TimeoutError):
+    """``wait`` (``submit --wait``, ``Fellows.wait``) gave up at its ``--timeout``: the dispatch goes on, walked and
+    followed by the driver; the message names what had not ended."""
+
+    exit_code = 124
 
 
 class Interrupted(FellowsError, KeyboardInterrupt):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROWS",
     "EndMark",
+    "dispatch_result",
     "end_mark",
     "job_ended",
     "job_lost",
@@ -68,6 +69,19 @@ def paid_result(state: str, outcome: str) -> Result | None:
     if state == State.HANDOFF_UNKNOWN:
         return Result.UNKNOWN
     return None
+
+
+def dispatch_result(state: str, outcome: str, *, final: bool, ended: str | None) -> str | None:
+    """A dispatch's one result word, as its JSON, ``wait`` and the views give it: how its free job ended
+    (``ended``: the journal's ends row), its paid job's end in the same words, ``cancelled`` for a dispatch
+    withdrawn before its job ran; None while its job has not ended, or for one that ended without a job (refused,
+    no lane or budget left, handed to a lane that does not follow its job)."""
+    if ended is not None:
+        return ended
+    paid = paid_result(state, outcome)
+    if paid is not None:
+        return str(paid)
+    return str(Result.CANCELLED) if final and state == State.WITHDRAWN else None
 
 
 @attrs.frozen

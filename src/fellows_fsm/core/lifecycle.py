@@ -398,8 +398,9 @@ TABLE: tuple[Row, ...] = (
     Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )
 # What the ``recall`` row from LIVE leaves alone: a lane's handoff and its ends (a paid state has rows of its own).
-_NOT_RECALLED = (_S.HANDING_OFF, _S.HANDED_OFF, _S.HANDOFF_UNKNOWN, _S.PAID_DONE, _S.PAID_FAILED, _S.NO_BUDGET)
-_NOT_RECALLED += (_S.ENDED,)
+_NOT_RECALLED = frozenset(
+    {_S.HANDING_OFF, _S.HANDED_OFF, _S.HANDOFF_UNKNOWN, _S.PAID_DONE, _S.PAID_FAILED, _S.NO_BUDGET, _S.ENDED}
+)
 RECALLABLE = tuple(s for s in State if s not in _NOT_RECALLED and s not in PAID_LIVE_STATES)
 """Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too, its end
 journaled ``cancelled``; a paid job

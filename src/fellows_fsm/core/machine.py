@@ -259,7 +259,12 @@ def first_row(d: Dispatch, rows: Rows | None = None) -> tuple[str | None, float,
 
 
 _NEVER = float("inf")
-_SUBMIT, _RESUBMIT, _REJECTED, _ENDED = T.SUBMIT, T.RESUBMIT, Outcome.REJECTED, Outcome.ENDED  # (every step: an Enum member read is slow)
+_SUBMIT, _RESUBMIT, _REJECTED, _ENDED = (
+    T.SUBMIT,
+    T.RESUBMIT,
+    Outcome.REJECTED,
+    Outcome.ENDED,
+)  # (every step: an Enum member read is slow)
 
 
 def replay(d: Model, steps: list[Step]) -> None:

@@ -236,7 +236,7 @@ class Journal(JournalFile, DriverLock):
         """How each of ``dispatch_ids``' free jobs ended (all: None), by dispatch id (one without an end: absent)."""
         sql, args = "SELECT * FROM ends", tuple(dispatch_ids or ())
         if dispatch_ids is not None:
-            sql += f" WHERE dispatch_id IN ({','.join('?' * len(args))})"  # noqa: S608 - only placeholders
+            sql += f" WHERE dispatch_id IN ({','.join('?' * len(args))})"
         return {r["dispatch_id"]: JobEnded(**dict(r)) for r in self._read(sql, args)}
 
     def free_sums(self, since: float) -> list[tuple[str, int, float]]:

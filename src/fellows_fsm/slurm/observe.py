@@ -24,13 +24,13 @@ __all__ = [
     "SQUEUE_FORMAT",
     "JobRow",
     "Observer",
+    "ended_word",
+    "gpus_of",
+    "parse_exit_code",
     "parse_sacct",
     "parse_slurm_time",
     "parse_squeue",
     "phase_of",
-    "ended_word",
-    "gpus_of",
-    "parse_exit_code",
     "sacct_argv",
     "squeue_argv",
 ]
@@ -329,7 +329,9 @@ class Observer:
                 if booked is not None:
                     out[job_id] = self._steady(booked.observation)
                 else:
-                    out[job_id] = Observation(job_id, Phase.UNKNOWN, state="" if accounted is not None else COULD_NOT_TELL)
+                    out[job_id] = Observation(
+                        job_id, Phase.UNKNOWN, state="" if accounted is not None else COULD_NOT_TELL
+                    )
                 continue
             seen = self._steady(row.observation)
             if job_id in ended:

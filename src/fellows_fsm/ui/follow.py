@@ -14,9 +14,10 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.api import Fellows
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State, Trigger
+from fellows_fsm.driver.reports import Progress
 from fellows_fsm.journal.history import budget_reason, history_entries
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
