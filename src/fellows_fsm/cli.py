@@ -31,6 +31,7 @@ from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui import init as _init_commands
 from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
+from fellows_fsm.ui import wait as _wait_command
 from fellows_fsm.ui.app import (
     INTERRUPTED,
     config_of,
@@ -56,7 +57,7 @@ from fellows_fsm.ui.wrap import wrapped
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
 # register driver, demo, spend, the tools, init and config path, completion
-_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command
+_ = _driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command, _wait_command
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ log = logging.getLogger(__name__)
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
 @click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
 @click.option("--follow", is_flag=True, help="With --pin fellows: stay in the foreground until the job runs.")
+@click.option("--wait", "to_end", is_flag=True, help="Block until the job ends; exit as `fellows-fsm wait` does.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the live view goes to stderr).")
 # --gpus is any int here: a count below 0 is refused by check_spec, the one check the Python API makes too.
 @click.option("--gpus", type=int, metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N).")
@@ -79,7 +81,7 @@ log = logging.getLogger(__name__)
 @click.option("--wrap", metavar="CMD", help="Run CMD as the job instead of a SCRIPT (sbatch's --wrap: one sh line).")
 @config_option
 @click.pass_context
-def submit(  # noqa: PLR0917 - click passes every option as an argument; several scripts: ui/many.py
+def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument; several scripts: ui/many.py
     ctx: click.Context,
     script: Path | None,
     sbatch_args: tuple[str, ...],
@@ -87,6 +89,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
     pin: str | None,
     detach: bool,
     follow: bool,
+    to_end: bool,
     as_json: bool,
     gpus: int | None,
     time_limit: str | None,
@@ -129,7 +132,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
             raise checked.refused
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
-        dispatch_id = ""
+        dispatch_id, ended = "", list[str | None]() if to_end else None
         journal = fellows.journal
         queued_only = pin is not None and not _hands_off(config, pin) and not follow
         try:
@@ -148,6 +151,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
                     _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, said at once
                     # With --json the live view goes to stderr, and only when that is a terminal.
                     follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+                if ended is not None:  # submit --wait: to the job's end (ui/wait.py)
+                    ended = _wait_command.wait_all(fellows, [dispatch_id], None)
         except KeyboardInterrupt:
             dispatch_id = dispatch_id or fellows.enqueued or ""
             if not dispatch_id:
@@ -174,6 +179,8 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
         error = outcome_error(journal, row.id)
     if error is not None:
         raise error
+    if ended is not None:
+        ctx.exit(_wait_command.exit_code(ended))
 
 
 @contextlib.contextmanager
@@ -196,7 +203,7 @@ def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:
     """One dispatch's JSON object, with its paid run and budget reason when it has them."""
     handoff = journal.handoff(row.id)
     paid, budget = paid_facts(journal, row, handoff)
-    return dispatch_json(row, handoff, paid=paid, budget=budget)
+    return dispatch_json(row, handoff, paid=paid, budget=budget, end=journal.ends([row.id]).get(row.id))
 
 
 def _handed_or_waiting(fellows: Fellows, dispatch_id: str) -> bool:
@@ -397,11 +404,14 @@ def _print_rows(
     now = time.time()
     handoffs = {r.id: journal.handoff(r.id) for r in rows}
     facts = {r.id: paid_facts(journal, r, handoffs[r.id]) for r in rows}
+    ends = journal.ends([r.id for r in rows])
     if as_json:
         echo_json(
             [
                 {
-                    **dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now),
+                    **dispatch_json(
+                        r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now, end=ends.get(r.id)
+                    ),
                     **(where or {}),
                 }
                 for r in rows

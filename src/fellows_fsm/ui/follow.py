@@ -24,6 +24,7 @@ from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paid import paid_words
 from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled, paid_facts
+from fellows_fsm.ui.wait import end_words
 from fellows_fsm.ui.words import span
 
 __all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
@@ -39,10 +40,13 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     last = (
         str(row.ladder[-1].get("lane", LADDER_LANE)) if row.ladder else LADDER_LANE
     )  # the last SLURM lane of its ladder
+    end = journal.ends([dispatch_id]).get(dispatch_id) if row.label == State.ENDED else None
+    if end is not None:
+        return f"dispatch {row.id} ended: {end_words(end)} (SLURM job {end.job_id or '-'})"
     if row.label == "RUNNING":
         cluster = cluster_of(row.job_id) or LADDER_LANE
         where = row.qos if cluster == LADDER_LANE else f"{row.qos}@{cluster}"  # as the rung's label says it
-        return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}"
+        return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}; the driver follows it to its end"
     if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if handoff is not None and row.label == State.HANDOFF_UNKNOWN:

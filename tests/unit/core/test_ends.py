@@ -34,7 +34,8 @@ def running(make_dispatch: DispatchFactory, fake: FakeScheduler, frozen: FrozenD
     fake.start(d.job_id)
     frozen.tick(5)
     poll(d, fake)
-    assert d.state == State.RUNNING and not d.is_final
+    assert d.state == State.RUNNING
+    assert not d.is_final
     return d, kept
 
 
@@ -65,12 +66,15 @@ def test_an_end_is_one_word_with_its_exit_code(
     frozen.tick(3600)
     fake.end(d.job_id, state, exit_code=code)
     poll(d, fake)
-    assert d.state == State.ENDED and d.is_final
+    assert d.state == State.ENDED
+    assert d.is_final
     last = kept.records[-1]
-    assert last.end is not None and last.final
+    assert last.end is not None
+    assert last.final
     assert (last.end.result, last.end.exit_code, last.end.slurm_state) == (result, code, state)
     assert last.outcome == result
-    assert last.end.gpus == 8 and last.end.elapsed_seconds == pytest.approx(3605)  # (it started 5 s before the poll)
+    assert last.end.gpus == 8
+    assert last.end.elapsed_seconds == pytest.approx(3605)
     assert last.end.gpu_hours == pytest.approx(8 * 3605 / 3600)
     frozen.tick(60)
     poll(d, fake)
@@ -88,13 +92,15 @@ def test_a_requeued_job_is_followed_where_slurm_put_it(
     assert d.state == State.REQUEUED
     frozen.tick(100_000)  # far past every rung's window: a requeued job is SLURM's, not the ladder's
     poll(d, fake)
-    assert d.state == State.REQUEUED and len(fake.jobs) == 1
+    assert d.state == State.REQUEUED
+    assert len(fake.jobs) == 1
     fake.start(d.job_id)
     poll(d, fake)
     assert d.state == State.RUNNING
     fake.end(d.job_id, "COMPLETED")
     poll(d, fake)
-    assert d.state == State.ENDED and kept.records[-1].outcome == Result.SUCCEEDED
+    assert d.state == State.ENDED
+    assert kept.records[-1].outcome == Result.SUCCEEDED
     assert [r.step.trigger for r in kept.records[-3:]] == ["requeue", "run_again", "end"]
 
 
@@ -118,7 +124,8 @@ def test_accounting_down_is_could_not_tell_never_a_guess(
     fake.jobs[d.job_id].forgotten = False
     fake.accounting_down = False
     poll(d, fake)
-    assert d.state == State.ENDED and kept.records[-1].end is not None
+    assert d.state == State.ENDED
+    assert kept.records[-1].end is not None
     assert (kept.records[-1].end.result, kept.records[-1].end.exit_code) == (Result.FAILED, 3)
 
 
@@ -135,19 +142,23 @@ def test_a_job_no_record_knows_is_unknown_with_a_note(
     poll(d, fake)
     assert d.state == State.ENDED
     last = kept.records[-1]
-    assert last.end is not None and last.end.result == Result.UNKNOWN and last.end.exit_code is None
+    assert last.end is not None
+    assert last.end.result == Result.UNKNOWN
+    assert last.end.exit_code is None
     assert "unknown to squeue and sacct" in last.step.note
 
 
 def test_a_cancel_of_a_running_dispatch_ends_it_cancelled(running: tuple[Driven, Kept], fake: FakeScheduler) -> None:
     """``fellows-fsm cancel`` of a running dispatch journals WITHDRAWN with the result ``cancelled``, then
     scancels its job."""
-    d, kept = running
+    d, _kept = running
     job = d.job_id
     decision = d.d.recall([job], fake.clock.now())
-    assert d.state == State.WITHDRAWN and d.is_final
+    assert d.state == State.WITHDRAWN
+    assert d.is_final
     record = next(e for e in decision.effects if isinstance(e, Record))
-    assert record.end is not None and record.end.result == Result.CANCELLED
+    assert record.end is not None
+    assert record.end.result == Result.CANCELLED
     assert record.outcome == Outcome.WITHDRAWN
     assert any(isinstance(e, CancelJobs) and e.job_ids == (job,) for e in decision.effects)
 
