@@ -107,8 +107,8 @@ def mermaid(ladder: Ladder | None, *, title: str = "dispatch lifecycle") -> str:
 
 def spine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The spine of ``ladder``'s machine: the seed's states (its rungs, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP), a
-    free job's end (ENDED) and the paid tail, with every row between two of them that moves (one edge per trigger, no guards: a chart for a
-    person; ``mermaid`` draws every row)."""
+    free job's end (ENDED) and the paid tail, with every row between two of them that moves (one edge per trigger,
+    no guards: a chart for a person; ``mermaid`` draws every row)."""
     states, transitions = machine_definition(ladder)
     names = {r.state_name for r in ladder.rungs} | set(_SEED) | set(_FREE_END) | set(SPINE_TAIL)
     kept: dict[tuple[str, str, str], dict[str, Any]] = {}
