@@ -140,7 +140,8 @@ def refused(result: Result, code: int, *words: str) -> str:
 
 
 def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
-    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
+    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending, the others ended
+    (their job ran and completed); their ids."""
     clock = SystemClock()
     fake = FakeScheduler(clock)
     ladder = FellowsConfig(park_cap_seconds=600).ladder
@@ -154,6 +155,8 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
             if i >= live:
                 assert d.job_id is not None
                 fake.start(d.job_id)
+                d.advance(fake.observe([d.job_id])[d.job_id])
+                fake.end(d.job_id)  # a final dispatch: its job ran and ended (RUNNING is followed)
                 d.advance(fake.observe([d.job_id])[d.job_id])
             ids.append(d.id)
     finally:
