@@ -19,6 +19,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.driver.admission import Check, check_request, with_never_paid
+from fellows_fsm.driver.ends import handle_of, result
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
 from fellows_fsm.driver.reports import Handle, Progress, TickReport
@@ -35,7 +36,7 @@ from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.script import check_spec
-from fellows_fsm.waiting import UNTIL_END, ended, handle_of, result, started_or_final
+from fellows_fsm.waiting import UNTIL_END, ended, started_or_final
 
 __all__ = ["Fellows", "Submitted"]
 

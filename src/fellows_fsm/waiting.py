@@ -4,12 +4,11 @@ and its result is one word on every lane (core/ends.py). It prints nothing."""
 
 from __future__ import annotations
 
-from fellows_fsm.core.ends import dispatch_result
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.reports import Handle
 from fellows_fsm.journal.store import Journal
 
-__all__ = ["UNTIL_END", "ended", "handle_of", "result", "started_or_final"]
+__all__ = ["UNTIL_END", "ended", "started_or_final"]
 
 UNTIL_END = "end"
 """``Fellows.follow(..., until="end")``: follow the dispatch to its end, not only until its job runs."""
@@ -25,22 +24,3 @@ def ended(journal: Journal, dispatch_id: str) -> bool:
 def started_or_final(handle: Handle) -> bool:
     """Has the dispatch's job started (on a free rung, or paid), or has it ended?"""
     return handle.final or handle.state in _STARTED
-
-
-def result(journal: Journal, dispatch_id: str) -> tuple[str | None, int | None]:
-    """The dispatch's result word and exit code (None, None: its job has not ended, or it ended without one)."""
-    row = journal.dispatch(dispatch_id)
-    if row is None:
-        return None, None
-    end = journal.ends([dispatch_id]).get(dispatch_id)
-    word = dispatch_result(row.state, row.outcome, final=row.final, ended=end.result if end is not None else None)
-    return word, end.exit_code if end is not None else None
-
-
-def handle_of(journal: Journal, dispatch_id: str) -> Handle | None:
-    """Where a dispatch stands, with its result and exit code once its job ended (None: not in the journal)."""
-    row = journal.dispatch(dispatch_id)
-    if row is None:
-        return None
-    word, code = result(journal, dispatch_id) if row.final else (None, None)
-    return Handle.from_row(row, result=word, exit_code=code)

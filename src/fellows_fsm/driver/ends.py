@@ -8,9 +8,12 @@ import math
 from collections.abc import Iterable
 
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ends import dispatch_result
 from fellows_fsm.core.vocab import FOLLOWED_STATES
+from fellows_fsm.driver.reports import Handle
+from fellows_fsm.journal.store import Journal
 
-__all__ = ["Follow"]
+__all__ = ["Follow", "handle_of", "result"]
 
 
 class Follow:
@@ -30,3 +33,22 @@ class Follow:
                 self.due = now + self.interval - self.slack
             return dispatches
         return [d for d in dispatches if d.state not in FOLLOWED_STATES]
+
+
+def result(journal: Journal, dispatch_id: str) -> tuple[str | None, int | None]:
+    """The dispatch's result word and exit code (None, None: its job has not ended, or it ended without one)."""
+    row = journal.dispatch(dispatch_id)
+    if row is None:
+        return None, None
+    end = journal.ends([dispatch_id]).get(dispatch_id)
+    word = dispatch_result(row.state, row.outcome, final=row.final, ended=end.result if end is not None else None)
+    return word, end.exit_code if end is not None else None
+
+
+def handle_of(journal: Journal, dispatch_id: str) -> Handle | None:
+    """Where a dispatch stands, with its result and exit code once its job ended (None: not in the journal)."""
+    row = journal.dispatch(dispatch_id)
+    if row is None:
+        return None
+    word, code = result(journal, dispatch_id) if row.final else (None, None)
+    return Handle.from_row(row, result=word, exit_code=code)

@@ -26,7 +26,7 @@ from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
 from fellows_fsm.driver.cadence import unwatched
 from fellows_fsm.driver.clusters import Clusters
-from fellows_fsm.driver.ends import Follow
+from fellows_fsm.driver.ends import Follow, handle_of
 from fellows_fsm.driver.executor import Executor, TickOutcome
 from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
@@ -240,10 +240,10 @@ class Router:
 
     def handle(self, dispatch_id: str) -> Handle:
         """Where a dispatch stands, from the journal."""
-        row = self.journal.dispatch(dispatch_id)
-        if row is None:
+        handle = handle_of(self.journal, dispatch_id)  # (with its result once ended: driver/ends.py)
+        if handle is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
-        return Handle.from_row(row)
+        return handle
 
     def poll(self) -> TickReport:
         """One tick: ONE observe of every live job, every dispatch moves on that fresh state, ONE cancel call.

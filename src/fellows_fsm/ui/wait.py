@@ -13,6 +13,7 @@ import click
 from fellows_fsm.api import Fellows
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.vocab import Result
+from fellows_fsm.driver.ends import result
 from fellows_fsm.errors import UsageError
 from fellows_fsm.journal.ends import JobEnded
 from fellows_fsm.journal.store import Journal
@@ -20,7 +21,6 @@ from fellows_fsm.ui.app import config_of, config_option, echo_json, main, open_f
 from fellows_fsm.ui.paid import hours_words
 from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 from fellows_fsm.ui.words import span
-from fellows_fsm.waiting import result
 
 __all__ = ["EXIT_CODES", "NO_RESULT", "end_words", "exit_code", "wait", "wait_all"]
 
