@@ -387,9 +387,9 @@ class Fellows:
                 return
             sleep(interval)
         # After a takeover this process inherits the stopped driver's duty: every walking dispatch it recovered
-        # is finished (each ends within the ladder's worst case); pinned ones are driven but not waited for.
+        # is walked out (runs or ends within the ladder's worst case); pinned ones are driven but not waited for.
         inherited = [r.id for r in self.journal.dispatches(live_only=True) if not r.pinned] if followed_another else []
-        self._run(lambda: done() and all(ended(self.journal, i) for i in inherited), tick, sleep)
+        self._run(lambda: done() and all(started_or_final(self.handle(i)) for i in inherited), tick, sleep)
 
     def _run(self, done: Callable[[], bool], tick: Callable[[Progress], bool], sleep: Callable[[float], None]) -> None:
         """Drive the router's own loop (its cadence and back-off) until ``done()`` or ``tick`` says stop."""
