@@ -97,7 +97,7 @@ def test_kill_around_the_first_sbatch_then_restart(slurm: Cluster, tmp_path: Pat
     assert second.returncode == 0, second.stderr
     handle = journal.dispatch(dispatch_id)
     assert handle is not None
-    assert (handle.state, handle.qos, handle.final) == ("RUNNING", "high-eur", True)
+    assert (handle.state, handle.qos, handle.final) == ("RUNNING", "high-eur", False)  # followed to its end
     jobs = jobs_of(slurm, dispatch_id)
     assert len(jobs) == 1, jobs
     assert (jobs[0].state, jobs[0].qos, jobs[0].job_id) == ("RUNNING", "high-eur", handle.job_id)
