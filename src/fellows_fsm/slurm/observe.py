@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from fellows_fsm.errors import SchedulerUnreachable
 from fellows_fsm.scheduler.port import COULD_NOT_TELL, JobEnd, Observation, Phase, ReasonGroup
 from fellows_fsm.slurm.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
@@ -340,9 +341,14 @@ class Observer:
         return out
 
     def _accounting(self, job_ids: Sequence[str]) -> dict[str, JobRow] | None:
-        """One sacct for ``job_ids``; None when it could not be asked (slurmdbd down: asked again next poll)."""
+        """One sacct for ``job_ids``, one attempt; None when it could not be asked (slurmdbd down, or slurmctld
+        with it: asked again next poll, and never the reason to pause a cluster whose squeue answered)."""
         since = time.time() - self.sacct_lookback_seconds
-        result = self.runner.run(sacct_argv(job_ids, since=since))
+        try:
+            result = self.runner.run(sacct_argv(job_ids, since=since), retry=ONE_ATTEMPT)
+        except SchedulerUnreachable as exc:
+            log.warning("sacct could not be asked (%s); the jobs stay unknown", exc)
+            return None
         if not result.ok:
             log.warning("sacct failed (%s); the jobs stay unknown", result.message)
             return None

@@ -413,3 +413,18 @@ def test_accounting_without_a_record_gives_squeues_word_alone() -> None:
     assert (one.exit_code, one.accounted) == (0, False)
     assert two is not None
     assert (two.state, two.exit_code) == ("NODE_FAIL", None)
+
+
+def test_an_unreachable_sacct_is_could_not_tell_not_an_outage() -> None:
+    """A sacct the runner reads as an outage ("Connection refused") is asked once and read as "could not tell": the
+    poll's squeue answered, so the cluster is not paused for it."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [(0, f"1|COMPLETED|None|q|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
+            "sacct": [(1, "", "sacct: error: Connection refused\n")] * 3,
+        }
+    )
+    seen = Observer(runner).observe(["1", "2"])
+    assert runner.calls == {"squeue": 1, "sacct": 1}
+    assert seen["1"].end is None
+    assert seen["2"].state == COULD_NOT_TELL
