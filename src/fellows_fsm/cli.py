@@ -177,10 +177,7 @@ def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument
         else:
             click.echo(summary(row.id, journal))
         error = outcome_error(journal, row.id)
-    if error is not None:
-        raise error
-    if ended is not None:
-        ctx.exit(_wait_command.exit_code(ended))
+    _wait_command.finish(ctx, ended, error)  # the error, if any; with --wait, wait's exit code (ui/wait.py)
 
 
 @contextlib.contextmanager

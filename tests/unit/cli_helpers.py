@@ -25,7 +25,7 @@ from fellows_fsm.ui import app as ui_app
 
 CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
-DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "outcome"}
+DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "result", "exit_code", "outcome"}
 HISTORY_KEYS = {"at", "from", "to", "trigger", "qos", "slurm_job_id", "reason", "note"}
 
 
@@ -35,9 +35,16 @@ class SchedulingFake(FakeScheduler):
     def __init__(self, *, scheduling: bool = True, **kwargs: object) -> None:
         super().__init__(SystemClock(), **kwargs)  # type: ignore[arg-type]
         self.scheduling = scheduling
+        self.run_seconds: float | None = None
+        """A job that ran this long has completed (exit 0) at the next observation; None: jobs run for ever."""
 
     def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
-        """Schedule (if on), then observe."""
+        """End the jobs that ran ``run_seconds`` (if set), schedule (if on), then observe."""
+        if self.run_seconds is not None:
+            now = self.clock.now()
+            for job in list(self.jobs.values()):
+                if job.state == "RUNNING" and job.start_time is not None and now - job.start_time >= self.run_seconds:
+                    self.end(job.job_id)
         if self.scheduling and not self.unreachable:
             self.schedule()
         return super().observe(job_ids)
@@ -58,6 +65,9 @@ poll_interval_seconds = 0.05
 
 [lanes.gcp]
 command = {command}
+
+[router]
+follow_interval_seconds = 0.05
 """
 
 
@@ -111,6 +121,8 @@ def _toml(env: Path, *, fellows: str = "", router: str = "", gcp: str | None = N
     for key, value in (("park_cap_seconds", "0.3"), ("poll_interval_seconds", "0.05")):
         if key not in fellows:
             fellows += f"\n{key} = {value}"
+    if "follow_interval_seconds" not in router:
+        router += "\nfollow_interval_seconds = 0.05"
     return (
         f'{top}\nstate_dir = "{env / "state"}"\n\n[fellows]\n{fellows}\n\n[router]\n{router}\n\n'
         f"[lanes.gcp]\ncommand = {command}\n"

@@ -14,15 +14,16 @@ from fellows_fsm.api import Fellows
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.vocab import Result
 from fellows_fsm.driver.ends import result
-from fellows_fsm.errors import UsageError
+from fellows_fsm.errors import FellowsError, UsageError, WaitTimeout
 from fellows_fsm.journal.ends import JobEnded
+from fellows_fsm.journal.queries import find
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, open_fellows
 from fellows_fsm.ui.paid import hours_words
 from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 from fellows_fsm.ui.words import span
 
-__all__ = ["EXIT_CODES", "NO_RESULT", "end_words", "exit_code", "wait", "wait_all"]
+__all__ = ["EXIT_CODES", "NO_RESULT", "end_words", "exit_code", "finish", "wait", "wait_all"]
 
 EXIT_CODES: dict[str, int] = {
     Result.SUCCEEDED: 0,
@@ -58,13 +59,32 @@ def end_words(end: JobEnded) -> str:
     return words
 
 
+def finish(ctx: click.Context, ended: Sequence[str | None] | None, error: FellowsError | None) -> None:
+    """How ``submit`` ends: with ``--wait`` (``ended``: the results) wait's exit code, the error said in its line;
+    else the dispatch's error, if any (raised: its own exit code)."""
+    if ended is None:
+        if error is not None:
+            raise error
+        return
+    if error is not None:
+        click.echo(f"fellows-fsm: error: {error}", err=True)
+    ctx.exit(exit_code(ended))
+
+
 def wait_all(fellows: Fellows, dispatch_ids: Sequence[str], timeout: float | None) -> list[str | None]:
     """Block until every dispatch is final (WaitTimeout, exit 124, when ``timeout`` seconds pass first); their
     results, in order."""
     limit = None if timeout is None else time.monotonic() + timeout
     for dispatch_id in dispatch_ids:
         left = None if limit is None else max(0.0, limit - time.monotonic())
-        fellows.wait(dispatch_id, left)
+        try:
+            fellows.wait(dispatch_id, left)
+        except WaitTimeout:
+            waiting = [i for i in dispatch_ids if not fellows.handle(i).final]
+            raise WaitTimeout(
+                f"{', '.join(waiting)} not ended after {timeout:g} s; the driver follows them on "
+                f"(`fellows-fsm status`, `fellows-fsm wait {' '.join(waiting)}`)"
+            ) from None
     return [result(fellows.journal, i)[0] for i in dispatch_ids]
 
 
@@ -89,7 +109,7 @@ def dispatch_object(journal: Journal, dispatch_id: str) -> dict[str, Any]:
 
 
 @main.command(short_help="Block until dispatches end; exit 0 if each succeeded.")
-@click.argument("dispatch_ids", nargs=-1, required=True, metavar="ID...")
+@click.argument("dispatch_ids", nargs=-1, required=True, metavar="ID...")  # an id or a unique prefix of one
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 124); the jobs go on.")
 @click.option("--json", "as_json", is_flag=True, help="Print the dispatches as a JSON list once they ended.")
 @config_option
@@ -102,8 +122,7 @@ def wait(ctx: click.Context, dispatch_ids: tuple[str, ...], timeout: float | Non
     if timeout is not None and not timeout >= 0:
         raise UsageError(f"--timeout {timeout!r} must be a number of seconds, 0 or more")
     with open_fellows(config_of(ctx)) as fellows:
-        for dispatch_id in dispatch_ids:
-            fellows.handle(dispatch_id)  # an unknown id: one line, before any waiting
+        dispatch_ids = tuple(find(fellows.journal, i).id for i in dispatch_ids)  # a prefix; unknown: exit 2, at once
         results = wait_all(fellows, dispatch_ids, timeout)
         if as_json:
             echo_json([dispatch_object(fellows.journal, i) for i in dispatch_ids])
