@@ -420,7 +420,9 @@ def _print_rows(
     snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
     paid = {i: run for i, (run, _) in facts.items() if run is not None}
     budget = {i: why for i, (_, why) in facts.items() if why is not None}
-    console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}, paid=paid, budget=budget, now=now))
+    ended = {i: _wait_command.end_words(e) for i, e in ends.items()}  # how each ended (ui/wait.py)
+    updated = {r.id: r.updated_at for r in rows}
+    console.print(status_table(snaps, updated=updated, paid=paid, budget=budget, now=now, ended=ended))
 
 
 @main.command(short_help="Every transition of one dispatch.")

@@ -353,6 +353,8 @@ def state_style(label: str) -> str:
 def status_words(snap: Listed) -> str:
     """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
     state = shown_state(snap)
+    if state == State.ENDED and snap.outcome:
+        return f"{State.ENDED}({snap.outcome})"  # its result (the journal's outcome of an end step)
     if state == State.RUNNING and snap.qos:
         cluster = cluster_of(snap.job_id)
         return f"{State.RUNNING}({snap.qos if cluster in (None, LADDER_LANE) else f'{snap.qos}@{cluster}'})"
