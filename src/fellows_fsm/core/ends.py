@@ -181,7 +181,9 @@ def _end_note(d: Dispatch) -> str:
         words += f": scancel by uid {end.state.split(' by ', 1)[1]}"
     if end.elapsed_seconds is not None:
         gpus = end.gpus if end.gpus is not None else d.spec.gpus
-        words += f"; ran {end.elapsed_seconds:.0f} s on {gpus} GPU(s): {gpus * end.elapsed_seconds / 3600:.2f} GPU-hours"
+        words += (
+            f"; ran {end.elapsed_seconds:.0f} s on {gpus} GPU(s): {gpus * end.elapsed_seconds / 3600:.2f} GPU-hours"
+        )
     if not end.accounted:
         words += "; accounting has no record of it (squeue's word alone)"
     return words
