@@ -285,7 +285,9 @@ def _booked_end(seen: Observation, booked: JobRow | None, *, answered: bool) -> 
     """How a job squeue shows ended ended: accounting's record; squeue's word alone when accounting answered with
     no record of it (COMPLETED is exit 0 by SLURM's definition); None when accounting could not be asked."""
     if booked is not None and booked.observation.end is not None:
-        return booked.observation.end
+        # A record with no End yet is accounting catching up (slurmdbd was down when the job ended: its end
+        # message is still on its way from slurmctld, and the record reads an exit code of 0): asked again.
+        return booked.observation.end if booked.observation.end.ended_at is not None else None
     if not answered or booked is not None:
         return None  # could not tell, or accounting still has it running: asked again next poll
     word = seen.state.split(" ", 1)[0]

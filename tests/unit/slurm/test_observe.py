@@ -428,3 +428,15 @@ def test_an_unreachable_sacct_is_could_not_tell_not_an_outage() -> None:
     assert runner.calls == {"squeue": 1, "sacct": 1}
     assert seen["1"].end is None
     assert seen["2"].state == COULD_NOT_TELL
+
+
+def test_an_accounting_record_without_an_end_time_is_asked_again() -> None:
+    """A job squeue shows ended whose accounting record has no End yet (slurmdbd catching up after an outage, its
+    exit code not in yet) has no end this poll: asked again, never read as exit 0."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [(0, f"1|FAILED|None|q|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
+            "sacct": [(0, f"1|FAILED|None|q|{T0}|gpu01|0:0|13|gres/gpu=1|Unknown|a\n", "")],
+        }
+    )
+    assert Observer(runner).observe(["1"])["1"].end is None
