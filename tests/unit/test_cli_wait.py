@@ -68,3 +68,24 @@ def test_wait_of_a_withdrawn_dispatch_and_of_an_unknown_id(
     assert run("cancel", dispatch_id).exit_code == 0
     assert run("wait", dispatch_id).exit_code == 25
     assert run("wait", "nosuchid").exit_code == 2
+
+
+def test_cancel_of_a_running_dispatch_ends_it_cancelled(
+    env: Path, scheduling_fake: SchedulingFake, script: Path
+) -> None:
+    """cancel of a dispatch whose job runs scancels the job and ends it WITHDRAWN with the result cancelled (wait
+    exits 25); a cancel of a dispatch whose job ended says so and changes nothing (exit 1)."""
+    dispatch_id, job_id = _running(scheduling_fake, script)
+    result = run("cancel", dispatch_id)
+    assert result.exit_code == 0, result.output
+    assert scheduling_fake.jobs[job_id].state == "CANCELLED"
+    [row] = json.loads(run("status", dispatch_id, "--json").stdout)
+    assert (row["state"], row["final"], row["result"]) == ("WITHDRAWN", True, "cancelled")
+    assert run("wait", dispatch_id).exit_code == 25
+    scheduling_fake.run_seconds = 0.1
+    ended = run("submit", "--wait", str(script))
+    assert ended.exit_code == 0, ended.output
+    [last] = [r for r in json.loads(run("status", "--json").stdout) if r["state"] == "ENDED"]
+    again = run("cancel", last["dispatch_id"])
+    assert again.exit_code == 1
+    assert "has ended (succeeded)" in again.stderr
