@@ -1075,7 +1075,7 @@ def main() -> None:
     section_sim_clusters()
     section_clusters()
     section_paid()
-    _append(render_ends.section(_load("ends_fake"), _load("ends_real"), _provenance))
+    _append(render_ends.section(_load("ends_fake"), _load("ends_real"), lambda r: _provenance(r, locked=True)))
 
 
 BG_CMD = (
