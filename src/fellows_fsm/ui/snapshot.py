@@ -17,7 +17,7 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ends import dispatch_result
 from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import LADDER_LANE, State
+from fellows_fsm.core.vocab import FOLLOWED_STATES, LADDER_LANE, State
 from fellows_fsm.journal.ends import JobEnded
 from fellows_fsm.journal.history import budget_reason, waits_for_budget
 from fellows_fsm.journal.queries import restore
@@ -120,7 +120,7 @@ class Snapshot:
     def of_dispatch(cls, d: Dispatch, *, lane: str | None = None) -> Snapshot:
         """Read (never drive) a live Dispatch (``lane``: the dispatch's, by default its ladder's first lane)."""
         obs = d.look
-        walking = not d.pinned and not d.is_final
+        walking = not d.pinned and not d.is_final and d.state not in FOLLOWED_STATES  # (a running job: no window)
         later = math.fsum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :])
         return cls(
             dispatch_id=d.id,
