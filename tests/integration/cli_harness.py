@@ -165,6 +165,22 @@ def final_row(slurm: Cluster, tmp_path: Path, dispatch_id: str, timeout: float =
         return j.dispatch(dispatch_id)
 
 
+def watch_walked(slurm: Cluster, config: Path, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
+    """`watch --once` (cron's way: a poll of its own when no driver holds the journal) until the dispatch's walk is
+    over (final, or its job runs: `watch` itself now follows a running job to its end); its status JSON object."""
+
+    def over() -> bool:
+        once = cli(config, "watch", "--once", timeout=60)
+        assert once.returncode == 0, once.stderr
+        with read_journal(tmp_path) as j:
+            row = j.dispatch(dispatch_id)
+            return row is not None and walked(row)
+
+    slurm.wait_for(over, f"dispatch {dispatch_id}'s walk to end", timeout=timeout, tick=0.5)
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
+    return row
+
+
 def step_notes(tmp_path: Path, dispatch_id: str) -> list[str]:
     """The dispatch's steps as "trigger qos: note" lines, oldest first."""
     with read_journal(tmp_path) as j:

@@ -40,7 +40,7 @@ from .cli_harness import (
     submit_args,
 )
 from .conftest import DEV_SLURM, Cluster
-from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger, walked
+from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger, walked, walked_out
 
 pytestmark = pytest.mark.slurm
 
@@ -119,7 +119,7 @@ def test_a_slow_handoff_never_holds_up_another_dispatch(
     steps = r.journal.steps(walker)
     park = next(s for s in steps if s.trigger == "park")
     assert park.at - steps[0].at <= 3.0 + 2 * 0.5 + 1.0  # its cap, plus a poll to notice and one to act
-    run_until(r, lambda: not r.busy)
+    run_until(r, lambda: walked_out(r))  # the walker runs on, followed: not waited for
     assert ledger(tmp_path) == [never]
     assert_settled(slurm, r.journal, tmp_path, [never, walker])
 

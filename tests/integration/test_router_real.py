@@ -24,6 +24,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.slurm.config import FellowsConfig
 from fellows_fsm.scheduler.port import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow
+from tests.integration.settled import walked_out
 
 pytestmark = pytest.mark.slurm
 
@@ -183,8 +184,8 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, requ
         squeue_per_tick.append(port.runner.calls["squeue"] - seen[0])
         seen[0] = port.runner.calls["squeue"]
 
-    router.run(on_tick=count)
-    assert not router.live, "dispatches still live"
+    router.run(on_tick=count, until=lambda _: walked_out(router))  # a running job is followed on: not waited for
+    assert walked_out(router), "dispatches still walking"
     assert set(squeue_per_tick) == {1}, Counter(squeue_per_tick)
     outcomes = Counter((h.state, h.qos) for h in (router.handle(i) for i in ids))
     # high-eur and normal-eur each cap this user at 16 GPUs; low-eur has no cap: the node's 64 GPUs fill.
@@ -211,7 +212,7 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path, requ
     request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
     router = Router(config, port, journal).start()
     handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
-    router.run()
+    router.run(until=lambda _: walked_out(router))  # a running job is followed on: not waited for
     final = router.handle(handle.dispatch_id)
     assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "normal-eur", handle.slurm_job_id)
     jobs = jobs_of(slurm, handle.dispatch_id)
