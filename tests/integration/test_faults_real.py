@@ -192,7 +192,8 @@ def test_a_held_job_waits_past_its_cap_and_walks_only_after_release(
 def test_a_job_requeued_before_the_router_saw_it_run_is_never_run_twice(
     slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
 ) -> None:
-    """A job that ran and was requeued (PENDING, no batch host) counts as started: never cancelled nor resubmitted."""
+    """A job that ran and was requeued (PENDING, no batch host) counts as started: never cancelled nor resubmitted;
+    it is followed pending where SLURM put it (REQUEUED: issue 38)."""
     r = make_router(cap=2.0)
     h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
     assert h.slurm_job_id is not None
@@ -200,8 +201,8 @@ def test_a_job_requeued_before_the_router_saw_it_run_is_never_run_twice(
     subprocess.run(["scontrol", "requeue", h.slurm_job_id], check=True, capture_output=True, timeout=20)
     slurm.wait_for(lambda: slurm.row(h.slurm_job_id or "").state == "PENDING", "the requeued job to pend")
     run_until(r, lambda: walked(r.handle(h.dispatch_id)))
-    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).slurm_job_id) == ("RUNNING", h.slurm_job_id)
-    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "start"]
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).slurm_job_id) == ("REQUEUED", h.slurm_job_id)
+    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "start", "requeue"]
     assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
     assert ledger(tmp_path) == []
 

@@ -46,7 +46,7 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     if row.label == "RUNNING":
         cluster = cluster_of(row.job_id) or LADDER_LANE
         where = row.qos if cluster == LADDER_LANE else f"{row.qos}@{cluster}"  # as the rung's label says it
-        return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}; the driver follows it to its end"
+        return f"dispatch {row.id} is RUNNING on {where} as SLURM job {row.job_id}"
     if handoff is not None and row.label == State.HANDED_OFF:
         return f"dispatch {row.id} was handed to {handoff.lane} ({shlex.join(handoff.argv)}: exit 0)"
     if handoff is not None and row.label == State.HANDOFF_UNKNOWN:

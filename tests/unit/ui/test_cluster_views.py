@@ -133,7 +133,7 @@ def test_the_submit_summary_names_the_cluster_it_runs_on(
     """submit's last line says the job runs on inst-high@inst as SLURM job 1000@inst."""
     dispatch_id = walk_to_inst(router, frozen, run=True, inst=inst)
     assert summary(dispatch_id, router.journal) == (
-        f"dispatch {dispatch_id} is RUNNING on inst-high@inst as SLURM job 1000@inst; the driver follows it to its end"
+        f"dispatch {dispatch_id} is RUNNING on inst-high@inst as SLURM job 1000@inst"
     )
 
 
