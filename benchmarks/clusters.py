@@ -37,7 +37,7 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.slurm.config import FellowsConfig
-from fellows_fsm.slurm import slurm_port
+from fellows_fsm.lanes.slurm.lane import slurm_port
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
 

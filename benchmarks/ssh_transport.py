@@ -22,8 +22,8 @@ from benchmarks.common import spread, write_result
 from benchmarks.decision_overhead import scenario
 from fellows_fsm.config.file import Config
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.lane import slurm_scheduler
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm import slurm_scheduler
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
 from fellows_fsm.slurm.transport import SshTransport

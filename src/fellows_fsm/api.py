@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import attrs
 
@@ -18,7 +19,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.driver.admission import Check, check_request, with_never_paid
+from fellows_fsm.driver.admission import Check, check_request
 from fellows_fsm.driver.ends import handle_of, result
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
@@ -35,7 +36,6 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
-from fellows_fsm.slurm.script import check_spec
 from fellows_fsm.waiting import UNTIL_END, ended, started_or_final
 
 __all__ = ["Fellows", "Submitted"]
@@ -206,16 +206,18 @@ class Fellows:
 
         A QoS of the config that the cluster does not have or grant (ConfigError, exit 3), or a job no rung can
         ever start (SubmitRejected, exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to
-        raise. Grants are cached beside the journal. An unknown intent raises UsageError (inbox.py: ``check_intent``).
-        A job the command line would refuse (its name, GPUs, time limit, an sbatch option fellows-fsm sets itself in
-        ``extra_args``, its script) raises UsageError (exit 2) first, with the command line's line (``check_spec``).
+        raise. Grants are cached beside the journal. An unknown intent raises UsageError, a pin that names no lane
+        ConfigError (``Config.route``). A job the command line would refuse (its name, GPUs, time limit, an sbatch
+        option fellows-fsm sets itself in ``extra_args``, its script) raises UsageError (exit 2) first, with the
+        command line's line (``check_spec``).
         """
-        check_spec(spec)
+        return check_request(self.config, self.config.route(pin, intent), spec, **self._clusters())
+
+    def _clusters(self) -> dict[str, Any]:
+        """Where the check before the first sbatch reads each cluster's grants (driver/admission.py:
+        ``check_request``)."""
         others = [(lane, lane.read_grants()) for lane in self.other_lanes]
-        checked = check_request(
-            self.config, self.ladder_lane, self.clock, self._grants, spec, intent=intent, pin=pin, others=others
-        )
-        return with_never_paid(self.config, checked, spec, pin)  # what the [budget] can never pay for
+        return {"lane": self.ladder_lane, "clock": self.clock, "read": self._grants, "others": others}
 
     @serialized
     def submit(
@@ -231,26 +233,17 @@ class Fellows:
         and Interrupted on Ctrl-C before the first job was queued (the dispatch is withdrawn). A job the command
         line would refuse raises UsageError before anything is journaled, whatever ``check`` says (``check_spec``).
         """
-        check_spec(spec)
-        checked = check if isinstance(check, Check) else Check()
-        if check is True:
-            checked = self.check(spec, intent=intent, pin=pin)
+        route = self.config.route(pin, intent)  # the one answer to where it goes: asked once
+        checked = check_request(self.config, route, spec, given=check, **self._clusters())
         if checked.refused is not None:
             raise checked.refused
-        budget = remember_config(self.config, self.journal) if self.background else None
-        if not self.drive():
+        if self.background or not self.drive():
+            budget = remember_config(self.config, self.journal) if self.background else None
             dispatch_id = enqueue(
-                self.config,
-                self.journal,
-                spec,
-                intent=intent,
-                pin=pin,
-                ladder=checked.ladder,
-                note=checked.note,
-                at=self.clock.now(),
+                self.config, self.journal, spec, route, ladder=checked.ladder, note=checked.note, at=self.clock.now()
             )
             self.enqueued = dispatch_id
-            if self.background:
+            if self.background:  # the driver started once, now that it has this dispatch to walk
                 try:
                     self.ensure_driver()
                 except FellowsError as exc:  # the dispatch is journaled: name it, never "submit again"
@@ -258,7 +251,7 @@ class Fellows:
             log.info("dispatch %s enqueued for the driver of %s (%s)", dispatch_id, self.journal.path, self._driver)
             return Submitted(self.handle(dispatch_id), driving=False, check=checked, budget=budget)
         assert self._router is not None
-        handle = self._router.dispatch(spec, intent=intent, pin=pin, ladder=checked.ladder, note=checked.note)
+        handle = self._router.dispatch(spec, route, ladder=checked.ladder, note=checked.note)
         notes = self.scheduler.last_notes if isinstance(self.scheduler, SlurmScheduler) else ()
         row = self.journal.dispatch(handle.dispatch_id)
         on_rung = row is not None and row.state.startswith(("SUBMITTED_", "RESUBMITTED_"))
@@ -267,7 +260,7 @@ class Fellows:
                 f"SLURM did not answer the submit of dispatch {handle.dispatch_id}; it stays in the journal and "
                 "`fellows-fsm watch` retries it (looking its token up first, so never twice)"
             )
-        return Submitted(handle, driving=True, check=checked, notes=notes, budget=budget)
+        return Submitted(handle, driving=True, check=checked, notes=notes)
 
     # ----------------------------------------------------------------- following
     @serialized
@@ -458,13 +451,14 @@ class Fellows:
         """Dispatch every spec, each checked first as ``submit`` checks it (one refused is raised, none journaled),
         in ONE inbox transaction; return their handles at once. The journal's driver (woken: driver/wake.py) makes
         their first submits in one batch, paced per cluster (``max_submits_per_second``)."""
-        checks = [self.check(spec, intent=intent, pin=pin) for spec in specs]
+        route = self.config.route(pin, intent)
+        checks = [check_request(self.config, route, spec, **self._clusters()) for spec in specs]
         if refused := next((c.refused for c in checks if c.refused is not None), None):
             raise refused
         if self.background:
             remember_config(self.config, self.journal)
         requests = [(spec, c.ladder, c.note) for spec, c in zip(specs, checks, strict=True)]
-        ids = enqueue_many(self.config, self.journal, requests, intent=intent, pin=pin, at=self.clock.now())
+        ids = enqueue_many(self.config, self.journal, requests, route, at=self.clock.now())
         if self.drive() and self._router is not None:
             self._router.nudge()  # this process drives: it makes the first submits now
         return [self.handle(i) for i in ids]

@@ -210,8 +210,7 @@ def _handed_or_waiting(fellows: Fellows, dispatch_id: str) -> bool:
 
 def _hands_off(config: Config, pin: str | None) -> bool:
     """True if ``pin`` names a lane a job is handed to (its command is the submit), not the ladder."""
-    lane = config.lane_named(pin) if pin is not None else None
-    return lane is not None and not lane.walks_ladder
+    return pin is not None and config.route(pin).hands_off
 
 
 def _say_who_drives(fellows: Fellows, dispatch_id: str, budget: str | None) -> None:

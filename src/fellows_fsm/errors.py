@@ -24,10 +24,8 @@
     |   |                                     was queued)
     |   +-- NoBudget                  exit 12 the dispatch's paid run would pass the [budget] (on_budget =
     |   |                                     "refuse"): it ended NO_BUDGET, nothing paid
-    |   +-- BatchError                exit 8  the GCP Batch API did not do what a gcp-batch lane asked
-    |   |   +-- BatchRefused          exit 8  it answered no (403, an invalid job, a name not ours): never retried
-    |   |   +-- BatchUnavailable      exit 8  it did not answer, or answered 429/5xx, on every try
-    |   +-- MachineRefused            exit 8  no single GCP VM fits the job on the lane (nothing sent to Google)
+    |   +-- ...                       exit 8  each lane kind's own (lanes/<kind>/errors.py: the gcp-batch kind's
+    |                                         BatchError, BatchRefused, BatchUnavailable, MachineRefused)
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
 Usage errors click finds itself are click's (exit 2, with its usage text). Nothing here prints; the CLI
@@ -37,9 +35,6 @@ turns these into one line on stderr.
 from __future__ import annotations
 
 __all__ = [
-    "BatchError",
-    "BatchRefused",
-    "BatchUnavailable",
     "ConfigError",
     "CredentialsMissing",
     "FellowsError",
@@ -49,7 +44,6 @@ __all__ = [
     "JournalError",
     "JournalFull",
     "LaneError",
-    "MachineRefused",
     "NoBudget",
     "PaidLaneError",
     "QosRejected",
@@ -181,35 +175,6 @@ class NoBudget(LaneError):
     """The dispatch ended NO_BUDGET: its paid run would have passed the [budget]."""
 
     exit_code = 12
-
-
-class BatchError(LaneError):
-    """The GCP Batch API did not do what a gcp-batch lane asked; the message names the job, the project and what
-    to do."""
-
-
-class BatchRefused(BatchError):
-    """The API answered no (permission denied, an invalid job, a name taken by another job): never retried.
-    ``code`` is the API's HTTP status (None when refused before any call), ``api_message`` its own words."""
-
-    def __init__(self, message: str, *, code: int | None = None, api_message: str = "") -> None:
-        super().__init__(message)
-        self.code = code
-        self.api_message = api_message
-
-
-class BatchUnavailable(BatchError):
-    """The API did not answer, or answered 429/5xx, on every try. ``maybe_made``: a try may have reached it (a
-    timeout or a lost reply), so a create may exist: the next create by the same name finds it."""
-
-    def __init__(self, message: str, *, maybe_made: bool) -> None:
-        super().__init__(message)
-        self.maybe_made = maybe_made
-
-
-class MachineRefused(LaneError):
-    """No single GCP VM fits the job on this lane (a GPU count no machine has, an accelerator with no machine
-    type): nothing was sent to Google."""
 
 
 class WaitTimeout(FellowsError, TimeoutError):

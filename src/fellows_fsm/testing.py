@@ -28,8 +28,7 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.command.lane import CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
 __all__ = ["Driven", "FakePaidLane", "ThreadedDriver"]
@@ -177,11 +176,9 @@ class FakePaidLane:
         """True once its job was made."""
         return dispatch_id in self.created
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
         """Make the job (once per dispatch: a second create by the same name finds the first)."""
-        dispatch_id = argv[-1].removeprefix("fsm-")
+        argv = self.command(dispatch_id, spec)
         if dispatch_id not in self.created:
             self.created.append(dispatch_id)
             self.jobs[dispatch_id] = PaidLook(PaidStatus.QUEUED)
@@ -190,10 +187,17 @@ class FakePaidLane:
         return CompletedHandoff(HandoffResult(argv, 0, argv[-1], ""))
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
         """After a crash: the create again, which finds the job if it was made."""
-        return self.start(argv, files, now=started_at)
+        return self.start(dispatch_id, spec, files, now=started_at)
 
     def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
         """Where each job stands, in one call (recorded)."""

@@ -17,8 +17,8 @@ import pytest
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.command.lane import CommandLane, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.handoff import HandoffFiles
 from fellows_fsm.scheduler.port import JobSpec
 
 from .cli_harness import ctld_pid
@@ -66,9 +66,7 @@ def _hand_off(lane: CommandLane, dispatch_id: str, spec: JobSpec, tmp_path: Path
     and wait for it to exit 0."""
     files = HandoffFiles(tmp_path / "handoffs", dispatch_id)
     files.prepare()
-    handoff = lane.start(
-        lane.command(dispatch_id, spec), files, now=time.time(), env=lane_environment(dispatch_id, spec)
-    )
+    handoff = lane.start(dispatch_id, spec, files, now=time.time())
     for _ in range(600):
         result = handoff.result(time.time())
         if result is not None:

@@ -159,7 +159,7 @@ def test_ctrl_c_while_the_live_view_follows_a_handoff_says_detached_on_a_line_of
             return bool(rows) and rows[0].state == "HANDING_OFF"
 
         slurm.wait_for(handing_off, "the gcp command to run", timeout=60)
-        time.sleep(1.0)  # a redraw or two of the live view
+        time.sleep(3.0)  # a redraw or two of the live view (1 s was too short for a loaded machine to start it)
         submit.send_signal(signal.SIGINT)
         out, _ = submit.communicate(timeout=60)
     finally:

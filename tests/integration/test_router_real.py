@@ -127,7 +127,12 @@ def test_kill_between_cancel_and_resubmit_then_restart(slurm: Cluster, tmp_path:
     assert [j.ever_ran for j in jobs] == [False, True]
     journal = journal_of(tmp_path)
     steps = journal.steps(dispatch_id)
-    assert [s.trigger for s in steps] == ["submit", "park", "cancel", "resubmit", "start"]
+    triggers = [s.trigger for s in steps]
+    # A restart that comes late (a loaded machine: CI saw it) first records the time nobody watched as a pause and a
+    # resume (driver/cadence.py: ``unwatched``); the walk is the same either way.
+    if triggers[2:4] == ["pause", "resume"]:
+        del triggers[2:4]
+    assert triggers == ["submit", "park", "cancel", "resubmit", "start"]
     assert steps[1].reason == "QOSMaxGRESPerUser"
     assert_history_complete(steps, "RUNNING")
     journal.close()

@@ -152,9 +152,9 @@ def test_admit_journals_the_current_directory_for_a_local_job_only(
     """A local dispatch carries the directory submit ran in; one for a remote host carries none."""
     monkeypatch.chdir(tmp_path)
     local = Config(fellows=FellowsConfig(), state_dir=tmp_path / "state")
-    assert admit(local, JobSpec("j", "/j.sh")).spec.workdir == str(tmp_path)
+    assert admit(local, JobSpec("j", "/j.sh"), local.route()).spec.workdir == str(tmp_path)
     remote = Config(fellows=FellowsConfig(host="charmander"), state_dir=tmp_path / "state")
-    assert admit(remote, JobSpec("j", "/j.sh")).spec.workdir is None
+    assert admit(remote, JobSpec("j", "/j.sh"), remote.route()).spec.workdir is None
 
 
 # --------------------------------------------------------------------------- 13: one-line errors

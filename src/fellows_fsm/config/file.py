@@ -22,6 +22,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
+from fellows_fsm.config.route import Route, check_intent
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
@@ -224,6 +225,29 @@ class Config:
         """The lane after ``name`` in the auto order (where a dispatch goes when it leaves ``name``), or None."""
         order = self.auto_order
         return order[order.index(name) + 1] if name in order[:-1] else None
+
+    def route(self, pin: str | None = None, intent: str = "prod") -> Route:
+        """Where a request of ``intent`` pinned to ``pin`` (None: it walks) goes: the one question every part of a
+        submit asks (config/route.py). UsageError for an intent other than prod or debug, ConfigError for a pin
+        that names no configured lane."""
+        intent = check_intent(intent)
+        if pin is None:
+            walk = tuple(lane.name for lane in self.slurm_lanes)
+            paid = self.after_ladder
+            return Route(intent, None, self.fellows.name, self.ladder_for(intent), walk, paid, paid)
+        pinned = self.lane_named(pin)
+        if pinned is None:
+            names = [self.fellows.name, *(lane.name for lane in self.lanes)]
+            raise ConfigError(
+                f"--pin {pin!r} is not a configured lane{did_you_mean(pin, names)}; known lanes: {', '.join(names)}"
+            )
+        if not pinned.walks_ladder:
+            return Route(intent, pin, pin, None, (), pin, None)
+        if pin == self.fellows.name:
+            ladder = self.fellows.ladder_for(intent)
+        else:  # that lane's own ladder, numbered from 0: its first rung is where the pinned job stays
+            ladder = Ladder.joined((cast("FellowsConfig", pinned).ladder,))
+        return Route(intent, pin, self.fellows.name, ladder, (pin,), None, None)
 
     @property
     def rung_changes_per_tick(self) -> int:

@@ -214,8 +214,8 @@ def job_gone(d: Dispatch) -> bool:
 # Guards that read the clock: when each may change its answer with nothing else new (the dispatch's wake time).
 rung_expired.until = lambda d: d.deadline  # type: ignore[attr-defined]
 cannot_start_in_window.until = lambda d: d.now if d.park_early in CALIBRATED and d.calibrating else math.inf  # type: ignore[attr-defined]
-# Guards that are the tick's budget: a row refused only by one of them waits for a tick with room.
-may_change_rung.budget = may_leave_rung.budget = True  # type: ignore[attr-defined]
+# Guards that are the per-tick bound on rung changes: a row refused only by one of them waits for a tick with room.
+may_change_rung.per_tick = may_leave_rung.per_tick = True  # type: ignore[attr-defined]
 
 
 # ----------------------------------------------------------------- what each step keeps
@@ -373,7 +373,7 @@ TABLE: tuple[Row, ...] = (
     Row(T.HOLD, RUNG, SAME, (job_held,), keep=_keep_hold, outcome=Outcome.HELD),
     Row(T.DEFER, RUNG, SAME, (job_moved_by_others,), _defer_note, _keep_defer, outcome=Outcome.MOVED_OUTSIDE),
     Row(T.RELEASE, RUNG, SAME, (job_released,), keep=_keep_release),
-    # A park is the start of a rung change: it waits for the tick's budget (may_leave_rung) like the resubmit.
+    # A park is the start of a rung change: it waits for the per-tick bound (may_leave_rung) like the resubmit.
     # The last free rung before a paid lane waits while its paid run would pass the [budget] (its job stays
     # pending there, free); the step says why, once per reason.
     Row(T.BUDGET_WAIT, RUNG, SAME, (rung_expired, *_PARK_GUARDS, budget_newly_refused), *_WAIT_STEP, outcome=_WAITS),

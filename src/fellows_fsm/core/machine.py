@@ -178,7 +178,7 @@ def _journal(row: Row, dest: str, d: Model) -> None:
 Marks = dict[Guard, tuple[Any, tuple[Guard, ...]]]
 Rows = dict[str, tuple[tuple[str, Guard, tuple[Guard, ...], Marks | None], ...]]
 """Per state, the rows a look asks, in table order: (trigger, its first guard, the others, and for a row with clock
-or budget guards, those guards: a clock guard's ``until``, or a budget guard's following guards; None for none)."""
+or per-tick guards, those guards: a clock guard's ``until``, or a per-tick guard's following guards; None for none)."""
 
 
 @cache
@@ -189,7 +189,7 @@ def rows_by_state(ladder: Ladder | None) -> Rows:
     for row, source, _, guards in _expand(ladder):
         if not row.told:
             marks: Marks = {g: (g.until, ()) for g in guards if hasattr(g, "until")}
-            marks |= {g: (None, guards[i + 1 :]) for i, g in enumerate(guards) if hasattr(g, "budget")}
+            marks |= {g: (None, guards[i + 1 :]) for i, g in enumerate(guards) if hasattr(g, "per_tick")}
             rows.setdefault(source, []).append((str(row.trigger), guards[0], guards[1:], marks or None))
     return {state: tuple(r) for state, r in rows.items()}
 
@@ -244,7 +244,7 @@ def first_row(d: Dispatch, rows: Rows | None = None) -> tuple[str | None, float,
                     break
             else:
                 return trigger, quiet, waits
-        if marks is None:  # most rows have no clock or budget guard
+        if marks is None:  # most rows have no clock or per-tick guard
             continue
         mark = marks.get(refused)
         if mark is not None:

@@ -20,9 +20,9 @@ import attrs
 
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.budget import never_paid_words
-from fellows_fsm.driver.inbox import check_intent
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -34,7 +34,8 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.lanes.base import LadderLane
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, check_lane
+from fellows_fsm.slurm.accounting import Association, Grants, LadderCheck, QosInfo, check_ladder, check_lane
+from fellows_fsm.slurm.script import check_spec
 
 __all__ = [
     "GRANTS_TTL_SECONDS",
@@ -45,7 +46,6 @@ __all__ = [
     "grants_from_json",
     "grants_to_json",
     "preflight",
-    "with_never_paid",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,13 +65,11 @@ class Preflight:
     warnings: tuple[str, ...] = ()
 
 
-def preflight(ladder: Ladder, grants: Grants, spec: JobSpec, *, pinned: bool, next_lane: str | None) -> Preflight:
-    """Judge ``spec`` on ``ladder`` against ``grants``.
+def preflight(ladder: Ladder, check: LadderCheck, *, pinned: bool, next_lane: str | None) -> Preflight:
+    """Judge the rungs of ``ladder`` as ``check`` found them (``check_ladder``: the job against one cluster's grants).
 
-    Raises ConfigError (exit 3) for a QoS of the config that the cluster does not know or does not grant,
-    and SubmitRejected (exit 5) when no rung can ever start the job, or a pinned dispatch's rung cannot.
+    Raises SubmitRejected (exit 5) when no rung can ever start the job, or a pinned dispatch's rung cannot.
     """
-    check = check_ladder(ladder, grants, spec)
     if not check.rungs or (pinned and check.skipped and check.skipped[0].rung.index == 0):
         why = "; ".join(s.why.removeprefix("skipping ") for s in check.skipped)
         if pinned:
@@ -109,138 +107,170 @@ class Check:
 
 def check_request(
     config: Config,
+    route: Route,
+    spec: JobSpec,
+    *,
     lane: LadderLane,
     clock: Clock,
     read: Callable[[], Grants] | None,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
     others: Sequence[tuple[LadderLane, Callable[[], Grants] | None]] = (),
+    given: Check | bool = True,
 ) -> Check:
-    """Check a request against what each cluster grants (``read()`` for the fellows ``lane``, each of ``others``'
-    for the next SLURM lanes of the order; cached beside the journal), before anything is journaled or queued:
-    ``Fellows.check``.
+    """Check a request going where ``route`` says (``Config.route``), before anything is journaled or queued: the
+    job itself as the command line checks it (``check_spec``: UsageError, exit 2, whatever ``given`` says), then,
+    unless ``given`` is a Check already made (used as it is) or False (no check), against what each cluster grants
+    (``read()`` for the fellows ``lane``, each of ``others``' for the next SLURM lanes of the order; cached beside
+    the journal) and what the ``[budget]`` can never pay for.
 
     A QoS of the config that its cluster does not have or grant, or a lane's partition or account that its
     cluster does not have (ConfigError, exit 3), or a job no rung of any cluster can ever start (SubmitRejected,
     exit 5), is returned as ``refused`` (with the warnings), for ``submit`` to raise; grants that cannot be read are
-    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised). An
-    unknown intent raises UsageError. With no ``read`` (a port with nothing to read them from) or a command lane
-    pinned, no grants are checked. A gcp-batch lane the dispatch may be handed to with no Google credentials is
-    ``refused`` first (CredentialsMissing, exit 11: nothing is queued).
+    a warning (that cluster's rungs go ahead unchecked), except a login ssh refuses (SshLoginRefused is raised).
+    With no ``read`` (a port with nothing to read them from) or a handoff lane pinned, no grants are checked. The
+    lane the dispatch may be handed to that cannot be reached from here (a gcp-batch lane with no Google
+    credentials) is ``refused`` first (CredentialsMissing, exit 11: nothing is queued). A job the budget can never
+    pay for is refused (NoBudget, exit 12) or noted (``never_paid_words``).
     """
-    check_intent(intent)
+    check_spec(spec)
+    if isinstance(given, Check):
+        return given
+    if not given:
+        return Check()
+    warnings = _intent_warnings(config, route)
+    missing = _missing_credentials(config, route.paid)
+    if missing is not None:
+        return Check(warnings=tuple(warnings), refused=missing)
+    lanes = [(each, r) for each, r in [(lane, read), *others] if each.name in route.walk]
+    parts = _parts(config, route, clock, lanes, warnings)
+    if isinstance(parts, Check):
+        return parts  # refused: a lane's partition or account its cluster does not have
+    try:  # each cluster's rungs against its grants (none where they could not be read)
+        found = [None if p.grants is None else check_ladder(p.ladder, p.grants, spec, where=p.where) for p in parts]
+    except ConfigError as exc:
+        return Check(warnings=tuple(warnings), refused=exc)
+    checked = _judged(config, route, parts, found, warnings)
+    refusal, note = never_paid_words(config, spec, route)
+    if checked.refused is None and refusal is not None:
+        return attrs.evolve(checked, refused=NoBudget(refusal))
+    if checked.refused is None and note is not None:
+        return attrs.evolve(checked, notes=(*checked.notes, note))
+    return checked
+
+
+def _intent_warnings(config: Config, route: Route) -> list[str]:
     fellows = config.fellows
-    warnings: list[str] = []
-    if intent == "debug" and fellows.debug_qos is None:
-        warnings.append(
+    if route.intent == "debug" and fellows.debug_qos is None:
+        return [
             "--intent debug, but [fellows] debug_qos is not set: this dispatch walks the production ladder and "
             f"its name gets no {fellows.debug_name_prefix!r} prefix; set debug_qos (e.g. 'dev-eur') to start "
             "debug jobs there"
-        )
-    missing = _missing_credentials(config, pin)
-    if missing is not None:
-        return Check(warnings=tuple(warnings), refused=missing)
-    pinned = config.lane_named(pin) if pin is not None else None
-    if pin is not None and (pinned is None or not pinned.walks_ladder):
-        return Check(warnings=tuple(warnings))  # a command lane queues nothing on SLURM
-    lanes = [(lane, read), *others]
-    if pin is not None:
-        lanes = [(each, r) for each, r in lanes if each.name == pin]
-    elif len(lanes) > 1:
-        return _check_lanes(config, clock, lanes, spec, intent=intent, warnings=warnings)
-    lane, read = lanes[0]
-    if read is None:
-        return Check(warnings=tuple(warnings))  # a fake has no grants
-    cache = GrantsCache(_cache_path(config, lane), key=lane.grants_key)
-    try:
-        grants = cache.get(clock.now(), read)
-    except SshLoginRefused:
-        raise  # nothing will work until someone acts: stop before anything is journaled or queued
-    except SchedulerError as exc:
-        warnings.append(
-            f"could not read what the cluster grants ({exc}); submitting without the check (a refused rung is "
-            "still skipped when sbatch refuses it)"
-        )
-        return Check(warnings=tuple(warnings))
-    ladder = lane.ladder_for(intent) if lane.name == fellows.name else Ladder.joined((lane.ladder_for(intent),))
-    try:
-        check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
-        checked = preflight(ladder, grants, spec, pinned=pin is not None, next_lane=config.after_ladder)
-    except (ConfigError, SubmitRejected) as exc:
-        return Check(warnings=tuple(warnings), refused=exc)
-    notes = (*(s for s in checked.note.split("; ") if s), *checked.warnings)
-    return Check(checked.ladder, checked.note, notes, tuple(warnings))
+        ]
+    return []
 
 
-def _missing_credentials(config: Config, pin: str | None) -> LaneError | None:
-    """Why the paid lane this dispatch may be handed to (the one it is pinned to, else the one after the ladder)
-    cannot be reached: a gcp-batch lane with no Google credentials (CredentialsMissing, exit 11), or without the
-    [gcp] extra; None when it can (or there is none): the lane's own ``check_reachable``."""
-    name = pin if pin is not None else config.after_ladder
-    lane = config.lane_named(name) if name is not None else None
-    if lane is None:
-        return None
-    try:
-        lane.check_reachable()
-    except LaneError as exc:
-        return exc
-    return None
+@attrs.frozen
+class _Part:
+    """One SLURM lane's part of the route: its rungs and what its cluster grants (None: not read)."""
+
+    lane: LadderLane
+    ladder: Ladder
+    grants: Grants | None
+    where: str
+    """The lane's table, as a refusal names it."""
 
 
-def _check_lanes(
+def _parts(
     config: Config,
+    route: Route,
     clock: Clock,
     lanes: Sequence[tuple[LadderLane, Callable[[], Grants] | None]],
-    spec: JobSpec,
-    *,
-    intent: str,
     warnings: list[str],
+) -> list[_Part] | Check:
+    """Each lane of the route with its rungs and its cluster's grants (read through the cache), its partition and
+    account checked; a refused Check when one of those is not the cluster's. None: a handoff lane pinned."""
+    if route.ladder is None or not lanes:
+        return []
+    several = len(lanes) > 1
+    parts = []
+    for lane, read in lanes:
+        part = Ladder.numbered(r for r in route.ladder.rungs if r.lane == lane.name) if several else route.ladder
+        grants = None
+        if read is not None:
+            try:
+                grants = GrantsCache(_cache_path(config, lane), key=lane.grants_key).get(clock.now(), read)
+            except SshLoginRefused:
+                raise  # nothing will work until someone acts: stop before anything is journaled or queued
+            except SchedulerError as exc:
+                warnings.append(
+                    f"could not read what {_table(lane)}'s cluster grants ({exc}); its rungs go ahead unchecked (a "
+                    "refused rung is still skipped when sbatch refuses it)"
+                    if several
+                    else f"could not read what the cluster grants ({exc}); submitting without the check (a refused "
+                    "rung is still skipped when sbatch refuses it)"
+                )
+        if grants is not None:
+            try:
+                check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
+            except ConfigError as exc:
+                return Check(warnings=tuple(warnings), refused=exc)
+        parts.append(_Part(lane, part, grants, _table(lane) if several else "[fellows]"))
+    return parts
+
+
+def _judged(
+    config: Config, route: Route, parts: Sequence[_Part], found: Sequence[LadderCheck | None], warnings: list[str]
 ) -> Check:
-    """The check of a walk across several SLURM lanes: each cluster's rungs against its own grants (read side by
-    side would save little: the cache answers most submits), the kept rungs joined in order."""
-    ladder = config.ladder_for(intent)
+    """What the rungs' checks decide: on one lane, the preflight's judgement (a pin's rung, the whole ladder); across
+    several, the kept rungs joined in order, refused when none is left."""
+    if len(parts) == 1:
+        [part], [check] = parts, found
+        if check is None:
+            return Check(warnings=tuple(warnings))  # not checked: a fake has no grants, or they could not be read
+        try:
+            judged = preflight(part.ladder, check, pinned=route.pinned, next_lane=config.after_ladder)
+        except SubmitRejected as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
+        notes = (*(s for s in judged.note.split("; ") if s), *judged.warnings)
+        return Check(judged.ladder, judged.note, notes, tuple(warnings))
+    if not parts or route.ladder is None:
+        return Check(warnings=tuple(warnings))  # a handoff lane pinned: nothing queued on SLURM
     kept: list[Rung] = []
     skipped: list[str] = []
     remarks: list[str] = []
-    for lane, read in lanes:
-        part = Ladder.numbered(r for r in ladder.rungs if r.lane == lane.name)
-        if read is None:
-            kept.extend(part.rungs)
+    for part, check in zip(parts, found, strict=True):
+        if check is None:
+            kept.extend(part.ladder.rungs)
             continue
-        try:
-            grants = GrantsCache(_cache_path(config, lane), key=lane.grants_key).get(clock.now(), read)
-        except SshLoginRefused:
-            raise
-        except SchedulerError as exc:
-            warnings.append(
-                f"could not read what {_table(lane)}'s cluster grants ({exc}); its rungs go ahead unchecked (a "
-                "refused rung is still skipped when sbatch refuses it)"
-            )
-            kept.extend(part.rungs)
-            continue
-        try:
-            check_lane(_table(lane), grants, partition=lane.partition, account=lane.account)
-            checked = check_ladder(part, grants, spec, where=_table(lane))
-        except ConfigError as exc:
-            return Check(warnings=tuple(warnings), refused=exc)
-        kept.extend(checked.rungs)
-        on = "" if lane.name == config.fellows.name else f" on {lane.name}"
-        skipped.extend(f"{s.why}{on}" for s in checked.skipped)
-        remarks.extend(checked.warnings)
+        kept.extend(check.rungs)
+        on = "" if part.lane.name == config.fellows.name else f" on {part.lane.name}"
+        skipped.extend(f"{s.why}{on}" for s in check.skipped)
+        remarks.extend(check.warnings)
     if not kept:
         why = "; ".join(w.removeprefix("skipping ") for w in skipped)
         paid = config.after_ladder
         instead = f"; to run it on {paid}, submit it with --pin {paid}" if paid else ""
+        rungs = ", ".join(r.where for r in route.ladder.rungs)
         return Check(
             warnings=tuple(warnings),
             refused=SubmitRejected(
-                f"no rung of any cluster ({', '.join(r.where for r in ladder.rungs)}) can ever start this job "
-                f"({why}); nothing was queued and nothing handed to a paid lane: change --gpus/--time{instead}"
+                f"no rung of any cluster ({rungs}) can ever start this job ({why}); nothing was queued and nothing "
+                f"handed to a paid lane: change --gpus/--time{instead}"
             ),
         )
     return Check(Ladder.numbered(kept), "; ".join(skipped), (*skipped, *remarks), tuple(warnings))
+
+
+def _missing_credentials(config: Config, paid: str | None) -> LaneError | None:
+    """Why the lane this dispatch may be handed to (``Route.paid``) cannot be reached: a gcp-batch lane with no
+    Google credentials (CredentialsMissing, exit 11), or without the [gcp] extra; None when it can (or there is
+    none): the lane's own ``check_reachable``."""
+    if paid is None:
+        return None
+    try:
+        config.lane(paid).check_reachable()
+    except LaneError as exc:
+        return exc
+    return None
 
 
 def _table(lane: LadderLane) -> str:
@@ -317,13 +347,3 @@ class GrantsCache:
         except OSError as exc:
             log.info("could not write the grants cache %s: %s", self.path, exc)
             tmp.unlink(missing_ok=True)
-
-
-def with_never_paid(config: Config, checked: Check, spec: JobSpec, pin: str | None) -> Check:
-    """``checked`` with what ``never_paid_words`` says: its refusal (NoBudget, exit 12), or its note for the user."""
-    refusal, note = never_paid_words(config, spec, pin)
-    if checked.refused is None and refusal is not None:
-        return attrs.evolve(checked, refused=NoBudget(refusal))
-    if checked.refused is None and note is not None:
-        return attrs.evolve(checked, notes=(*checked.notes, note))
-    return checked

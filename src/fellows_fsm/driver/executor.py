@@ -107,6 +107,7 @@ class Executor:
         recorder: Recorder | None = None,
         clock: Clock | None = None,
         handoffs: Handoffs | None = None,
+        delete_paid: Callable[[str], None] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.clusters = Clusters.of(scheduler)
@@ -124,7 +125,7 @@ class Executor:
         """Dispatches whose lost submit was looked up by token: a late job may carry it (swept when they end)."""
         self.unsent = 0
         """New dispatches the last tick left for the next turn (``FIRST_SUBMITS_PER_TICK``): taken at once."""
-        self.delete_paid: Callable[[str], None] | None = None
+        self.delete_paid = delete_paid
         """Deletes a dispatch's paid job (the router's paid follower), after the step that asks it is journaled."""
         self._attaches: list[Attach] | None = None
         """During a tick, the job ids answered by this tick's submits: journaled together when it ends (a job whose

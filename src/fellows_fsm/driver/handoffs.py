@@ -11,7 +11,6 @@ import errno
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import attrs
 
@@ -24,12 +23,11 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
-from fellows_fsm.lanes.command.lane import Handoff, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, unknown_note
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs", "unknown_note"]
+__all__ = ["HANDOFF_CHECK_SECONDS", "Handoffs"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +38,13 @@ HANDOFF_CHECK_SECONDS = 0.05
 class Handoffs:
     """Every lane command of one router, by dispatch id."""
 
-    def __init__(self, journal: Journal, clock: Clock, lanes: dict[str, HandoffLane]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        clock: Clock,
+        lanes: dict[str, HandoffLane],
+        on_step: Callable[[str, str | CommandEnd, str, Command, PaidMark | None], None],
+    ) -> None:
         self.journal = journal
         self.clock = clock
         self.lanes = lanes
@@ -51,7 +55,7 @@ class Handoffs:
         """The lane each recovered lane-pinned dispatch was created with (when it differs from ours)."""
         self.running: dict[str, tuple[str, Handoff]] = {}
         """Commands under way (lane name, handle), by dispatch id."""
-        self.on_step: Callable[[str, str | CommandEnd, str, Command, PaidMark | None], None] | None = None
+        self.on_step = on_step
         """Told of each step of a command (dispatch id, its trigger: hand_off, re_run, or how it ended, a CommandEnd
         its dispatch's table picks the row for; a one-line note, the command's argv or end): the router fires that
         row on the dispatch, which journals it with the command (and what its paid run is: its lane, GPUs, limit,
@@ -77,7 +81,6 @@ class Handoffs:
     def _step(
         self, dispatch_id: str, trigger: str | CommandEnd, note: str, command: Command, paid: PaidMark | None = None
     ) -> None:
-        assert self.on_step is not None, "a router's handoffs journal every command step through it"
         self.on_step(dispatch_id, trigger, note, command, paid)
 
     @staticmethod
@@ -122,9 +125,16 @@ class Handoffs:
             )
         else:
             # A router died while the command ran: follow it (running, ended, or lost).
-            handoff = lane.adopt(tuple(previous.argv), files, pid=previous.pid, started_at=previous.started_at)
+            handoff = lane.adopt(
+                dispatch_id,
+                spec,
+                files,
+                journaled=tuple(previous.argv),
+                pid=previous.pid,
+                started_at=previous.started_at,
+            )
         if handoff is None:  # journaled as started, and surely not started yet (its mark still says so)
-            handoff = self._spawn(dispatch_id, lane, argv, spec)
+            handoff = self._spawn(dispatch_id, lane, spec)
         self.running[dispatch_id] = (lane_name, handoff)
 
     def _prepare(self, files: HandoffFiles) -> None:
@@ -138,9 +148,8 @@ class Handoffs:
                 "space there, then run the command again)"
             ) from None
 
-    def _spawn(self, dispatch_id: str, lane: HandoffLane, argv: tuple[str, ...], spec: JobSpec) -> Handoff:
-        files = self.files(dispatch_id)
-        handoff = lane.start(argv, files, now=self.clock.now(), env=lane_environment(dispatch_id, spec))
+    def _spawn(self, dispatch_id: str, lane: HandoffLane, spec: JobSpec) -> Handoff:
+        handoff = lane.start(dispatch_id, spec, self.files(dispatch_id), now=self.clock.now())
         if handoff.pid is not None:
             self.journal.set_handoff_pid(dispatch_id, handoff.pid)
         return handoff
@@ -153,7 +162,7 @@ class Handoffs:
         note = f"{lane_name}'s probe finds no job of its lost command: run again"
         started = Command(HandoffStatus.STARTED, lane_name, argv)
         self._step(dispatch_id, Trigger.RE_RUN, note, started, self.paid_mark(lane, lane_name, spec))
-        return self._spawn(dispatch_id, lane, argv, spec)
+        return self._spawn(dispatch_id, lane, spec)
 
     def _settle_lost(self, dispatch_id: str, lane_name: str, result: HandoffResult) -> HandoffResult | None:
         """A lost command's fate from the lane's probe: found (exit 0), not found (None: it was started again),
@@ -220,12 +229,3 @@ class Handoffs:
             return unknown_note(lane_name, dispatch_id, self.files(dispatch_id).stdout)
         last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
         return f"{lane_name} command exited {result.exit_status}" + ("" if result.ok else f": {last}")
-
-
-def unknown_note(lane_name: str, dispatch_id: str, output: Path) -> str:
-    """What a user reads of a handoff whose fate nobody can know, and what to check."""
-    return (
-        f"{lane_name} command's wrapper was killed before it could record how the command ended, and the lane has "
-        f"no probe: check {lane_name} for a job of dispatch {dispatch_id} (its output: {output}); it is never "
-        "run again"
-    )

@@ -1,7 +1,7 @@
 """The inbox: every message a command leaves for the journal's driver, and the driver's answer, written and read
 here and nowhere else.
 
-- a dispatch: ``admit`` checks a request (pure), ``enqueue`` journals it (no driver lock needed), and the driver
+- a dispatch: ``admit`` decides its row (pure), ``enqueue`` journals it (no driver lock needed), and the driver
   reads the rows after the last it saw (``enqueued``, on every tick) and adopts them;
 - a cancel: ``request_cancel`` journals ``cancel:<id>`` and waits; the driver's tick answers each request
   (``answer_cancels``: ``cancelled:<id>``, the jobs it scancelled or the error);
@@ -26,6 +26,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, config_mapping
+from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.budget import remember_budget
@@ -48,20 +49,17 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.tables import did_you_mean
 
 __all__ = [
     "CANCEL_ANSWER",
     "CANCEL_REQUEST",
     "DRIVER_CONFIG",
-    "INTENTS",
     "Admission",
     "admit",
     "answer_cancels",
     "answered_error",
     "cancels_waiting",
     "check_cluster",
-    "check_intent",
     "config_remembered",
     "driver_budget",
     "enqueue",
@@ -70,7 +68,6 @@ __all__ = [
     "journaled_config",
     "lane_from_json",
     "lane_json",
-    "pin_ladder",
     "reaches",
     "remember_config",
     "request_cancel",
@@ -84,14 +81,6 @@ DRIVER_CONFIG = "driver-config"
 """The journal's meta key for what the background driver drives with: the config and the SLURM environment."""
 PASSED_ENV = ("SLURM_CONF", "PATH")
 """The environment a driver needs to reach the cluster as the submitter did, journaled with its config."""
-INTENTS = ("prod", "debug")
-
-
-def check_intent(intent: object) -> None:
-    """Refuse an intent other than prod or debug (UsageError, exit 2): the one check for the command line's
-    ``--intent`` and the Python API's ``intent=``."""
-    if intent not in INTENTS:
-        raise UsageError(f"intent {intent!r} is not known; use 'prod' or 'debug' (--intent, or intent= in Python)")
 
 
 @attrs.frozen
@@ -107,58 +96,35 @@ class Admission:
     settings: dict[str, Any]
 
 
-def admit(
-    config: Config,
-    spec: JobSpec,
-    *,
-    intent: str = "prod",
-    pin: str | None = None,
-    ladder: Ladder | None = None,
-    note: str = "",
-) -> Admission:
-    """Check a request against ``config`` and decide how it is journaled (no I/O but reading the current
-    directory; raises ConfigError, or UsageError when that directory is gone).
+def admit(config: Config, spec: JobSpec, route: Route, *, ladder: Ladder | None = None, note: str = "") -> Admission:
+    """Decide how a request going where ``route`` says (``Config.route``) is journaled (no I/O but reading the
+    current directory; raises UsageError when that directory is gone).
 
-    A debug job gets the cluster's debug name prefix; ``ladder`` replaces the intent's (the preflight's kept
-    rungs); ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets
-    the current directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
+    A debug job gets the cluster's debug name prefix; ``ladder`` replaces the route's (the preflight's kept rungs);
+    ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets the current
+    directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
-    check_intent(intent)
-    pinned = config.lane_named(pin) if pin is not None else None
-    if pin is not None and pinned is None:
-        known = ", ".join([config.fellows.name, *(lane.name for lane in config.lanes)])
-        guess = did_you_mean(pin, [config.fellows.name, *(lane.name for lane in config.lanes)])
-        raise ConfigError(f"--pin {pin!r} is not a configured lane{guess}; known lanes: {known}")
-    if pinned is not None and not pinned.walks_ladder:
-        return Admission(spec, pinned.name, None, True, _settings(config, pinned.name, note))
+    if route.ladder is None:
+        return Admission(spec, route.lane, None, True, _settings(config, route.lane, note))
     fellows = config.fellows
     if spec.workdir is None and fellows.host is None:
         spec = attrs.evolve(spec, workdir=_current_directory())
-    if intent == "debug" and fellows.debug_qos is not None and not spec.name.startswith(fellows.debug_name_prefix):
+    if (
+        route.intent == "debug"
+        and fellows.debug_qos is not None
+        and not spec.name.startswith(fellows.debug_name_prefix)
+    ):
         spec = attrs.evolve(spec, name=fellows.debug_name_prefix + spec.name)
-    fallback = config.after_ladder if pin is None else None
-    if ladder is None:
-        # Pinned to a SLURM lane: its first rung only (``pin_ladder``); else fellows' ladder, then every next one's.
-        ladder = config.ladder_for(intent) if pin is None else pin_ladder(config, pin, intent)
-    return Admission(spec, fellows.name, ladder, pin is not None, _settings(config, fallback, note))
-
-
-def pin_ladder(config: Config, pin: str, intent: str) -> Ladder:
-    """The ladder of a dispatch pinned to a SLURM lane: fellows' for ``--pin fellows``, else that lane's own
-    (numbered from 0, so its first rung is where the pinned job stays)."""
-    if pin == config.fellows.name:
-        return config.fellows.ladder_for(intent)
-    lane = next(x for x in config.slurm_lanes + config.other_slurm_lanes if x.name == pin)  # walks a ladder
-    return Ladder.joined((lane.ladder,))
+    ladder = route.ladder if ladder is None else ladder
+    return Admission(spec, route.lane, ladder, route.pinned, _settings(config, route.fallback, note))
 
 
 def enqueue(
     config: Config,
     journal: Journal,
     spec: JobSpec,
+    route: Route | None = None,
     *,
-    intent: str = "prod",
-    pin: str | None = None,
     ladder: Ladder | None = None,
     note: str = "",
     at: float | None = None,
@@ -170,7 +136,8 @@ def enqueue(
     Nothing is queued here: the driving router adopts the row (``enqueued``) and submits it (a lane-pinned
     dispatch: starts its command). Every dispatch is born this way.
     """
-    admitted = admit(config, spec, intent=intent, pin=pin, ladder=ladder, note=note)
+    route = config.route() if route is None else route
+    admitted = admit(config, spec, route, ladder=ladder, note=note)
     dispatch_id = dispatch_id or new_id()
     now = time.time() if at is None else at
     # The script as it is now, kept before the row that uses it: every rung (and a paid lane) reads this copy.
@@ -178,7 +145,7 @@ def enqueue(
     try:
         if admitted.ladder is None:
             journal.add_lane_dispatch(
-                dispatch_id, kept, intent=intent, lane=admitted.lane, at=now, settings=admitted.settings
+                dispatch_id, kept, intent=route.intent, lane=admitted.lane, at=now, settings=admitted.settings
             )
         else:
             journal.add_dispatch(
@@ -186,7 +153,7 @@ def enqueue(
                 kept,
                 admitted.ladder,
                 pinned=admitted.pinned,
-                intent=intent,
+                intent=route.intent,
                 at=now,
                 settings=admitted.settings,
             )
@@ -207,9 +174,8 @@ def enqueue_many(
     config: Config,
     journal: Journal,
     requests: Sequence[tuple[JobSpec, Ladder | None, str]],
+    route: Route,
     *,
-    intent: str,
-    pin: str | None,
     at: float,
 ) -> list[str]:
     """Journal one dispatch per ``(spec, ladder, note)`` in ONE transaction (all or none) and wake the driver once;
@@ -222,8 +188,7 @@ def enqueue_many(
                     config,
                     journal,
                     spec,
-                    intent=intent,
-                    pin=pin,
+                    route,
                     ladder=ladder,
                     note=note,
                     at=at,

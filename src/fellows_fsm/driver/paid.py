@@ -29,7 +29,7 @@ from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command.lane import HANDOFFS
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.handoff import HandoffFiles
 
 __all__ = ["PaidFollower"]
 
@@ -41,7 +41,9 @@ Model = Dispatch | LaneDispatch
 class PaidFollower:
     """Every paid job of one driver that is followed (live) or being deleted, by dispatch id."""
 
-    def __init__(self, journal: Journal, clock: Clock, *, interval: float) -> None:
+    def __init__(
+        self, journal: Journal, clock: Clock, *, interval: float, step: Callable[[Model, str, str, PaidMark], None]
+    ) -> None:
         self.journal = journal
         self.clock = clock
         self.interval = interval
@@ -52,8 +54,8 @@ class PaidFollower:
         """Paid jobs whose delete the lane has not taken yet (asked again each poll)."""
         self.refusals: dict[str, str] = {}
         """The lane's last words on each delete it has not taken yet, by dispatch id (journaled as the run's note)."""
-        self.step: Callable[[Model, str, str, PaidMark], None] | None = None
-        """Fires a paid row on a dispatch and journals it (the executor's ``paid_step``): set by the router."""
+        self.step = step
+        """Fires a paid row on a dispatch and journals it (the executor's ``paid_step``)."""
         self.looks = 0
         """Look calls made (one per lane per poll interval at most): what the benchmark and tests count."""
         self.failures: list[str] = []
@@ -160,7 +162,6 @@ class PaidFollower:
             note = f"its paid job on {lane_name} was {how} outside fellows-fsm{said_note}; never made again"
         elif not note:
             note = f"{lane_name} says {look.status if look is not None else 'nothing'}"
-        assert self.step is not None, "a router's follower journals every paid step through its executor"
         self.step(d, trigger, note, PaidMark("", run_seconds=run_seconds, note=note))
         if d.state not in PAID_LIVE_STATES:
             self.following.pop(dispatch_id, None)

@@ -14,7 +14,7 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.driver.handoffs import Handoffs
 from fellows_fsm.lanes.base import HandoffLane
-from fellows_fsm.lanes.command.lane import Handoff
+from fellows_fsm.lanes.handoff import Handoff
 
 if TYPE_CHECKING:
     from fellows_fsm.core.paid import Gate
@@ -45,11 +45,11 @@ class Kept(dict[K, V]):
 class Roster:
     """The dispatches of one driver: ladder ones by id, and the lane commands (the handoffs' own views)."""
 
-    def __init__(self, handoffs: Handoffs, paid: PaidFollower | None = None) -> None:
+    def __init__(self, handoffs: Handoffs, paid: PaidFollower | None = None, gate: Gate | None = None) -> None:
         self.handoffs = handoffs
         self.paid = paid
         """The paid jobs followed (after a handoff to a followed lane) and the deletes not yet taken."""
-        self.gate: Gate | None = None
+        self.gate = gate
         """The budget every dispatch with a lane after its ladder asks before it leaves its last free rung."""
         self.live: dict[str, Dispatch] = {}
         """Dispatches on the ladder (or waiting for their handoff), by id."""

@@ -16,6 +16,7 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import Reservation
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.effects import Command, CommandEnd
@@ -45,7 +46,7 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, PaidLane
-from fellows_fsm.lanes.command.lane import Handoff
+from fellows_fsm.lanes.handoff import Handoff
 from fellows_fsm.lanes.registry import build_lanes
 from fellows_fsm.scheduler.port import JobSpec, Scheduler, Workload
 
@@ -77,26 +78,22 @@ class Router:
         """Every SLURM lane's port: a tick's observe and cancels go to each cluster at once (driver/clusters.py)."""
         self.journal = journal
         self.clock: Clock = clock or SystemClock()
-        self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff)
+        self.handoffs = Handoffs(journal, self.clock, self.lanes.handoff, self._command_step)
         """The lane commands: waiting to start, running (polled, never waited for), and their results."""
-        self.handoffs.on_step = self._command_step
-        self.executor = Executor(self.clusters, journal, self.clock, self.handoffs)
+        self.executor = Executor(self.clusters, journal, self.clock, self.handoffs, self._delete_paid)
         """Runs every dispatch's effects (journal first, then the ladder lane's port), batched per tick."""
-        self.paid = PaidFollower(journal, self.clock, interval=config.fellows.poll_interval_seconds)
+        interval = config.fellows.poll_interval_seconds
+        self.paid = PaidFollower(journal, self.clock, interval=interval, step=self.executor.paid_step)
         """The paid jobs followed to their end: one look per paid lane per poll; their deletes (driver/paid.py)."""
-        self.paid.step = self.executor.paid_step
-        self.executor.delete_paid = self.paid.delete
-        self.roster = Roster(self.handoffs, self.paid)
         self.gate = TickGate(journal, config.budget, self._reservations, self._paid_price())
         """The [budget], counted at most once a tick from the journal, asked by a last free rung (driver/budget.py)."""
-        self.roster.gate = self.gate
+        self.roster = Roster(self.handoffs, self.paid, self.gate)
         """Every dispatch this router drives, shared with recovery and withdrawal."""
         self.withdrawal = Withdrawal(self.roster, self.executor, journal, self.clusters, self.clock)
         """Takes dispatches back: a user's cancel, a Ctrl-C while queuing."""
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
-        """The fellows cluster's workload for ``park_early = "calibrated"`` (read every few minutes, never per poll)."""
         self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != LADDER_LANE}
-        """Each other SLURM lane's workload, the same way."""
+        """Fellows' and each other SLURM lane's workload for ``park_early = "calibrated"`` (read every few minutes)."""
         self.follow = Follow(config.router.follow_interval_seconds, config.fellows.poll_interval_seconds)
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
@@ -168,6 +165,7 @@ class Router:
     def dispatch(
         self,
         spec: JobSpec,
+        route: Route | None = None,
         *,
         intent: str = "prod",
         pin: str | None = None,
@@ -178,8 +176,9 @@ class Router:
         path, in one call: ``enqueue`` (the journal row), ``adopt`` (as every tick does), then its first submit.
 
         ``pin="fellows"`` submits on the first rung and never walks; ``pin=<lane>`` goes straight to that
-        command lane. A refused first submit raises SubmitRejected and leaves nothing queued. ``ladder``
-        replaces the intent's ladder (the preflight's kept rungs); ``note`` is journaled on the first step.
+        command lane (``route`` when given: ``Config.route(pin, intent)``). A refused first submit raises
+        SubmitRejected and leaves nothing queued. ``ladder`` replaces the route's (the preflight's kept rungs);
+        ``note`` is journaled on the first step.
         """
         self._check_started()
         dispatch_id = new_id()
@@ -188,8 +187,7 @@ class Router:
                 self.config,
                 self.journal,
                 spec,
-                intent=intent,
-                pin=pin,
+                self.config.route(pin, intent) if route is None else route,
                 ladder=ladder,
                 note=note,
                 at=self.clock.now(),
@@ -270,8 +268,7 @@ class Router:
             self._start_pinned(dispatch_id, lane, spec)
         for parked_out in self.roster.take_parked_out():
             self._hand_off_after_ladder(parked_out)
-        # 1. ONE observe of every live job (a running one once per follow interval: driver/ends.py); for the jobs
-        # cancelled last tick it is their read-back.
+        # 1. ONE observe of every live job (a running one per follow interval: ends.py), last tick's cancels' read-back.
         walking = self.follow.looked_at(self.live.values(), now)
         job_ids = [d.job_id for d in walking if d.job_id is not None and not d.is_final]
         observations, down = self.clusters.observe_each(job_ids) if job_ids else ({}, {})
@@ -422,6 +419,9 @@ class Router:
         after = self.config.after_ladder
         lane = self.lanes.handoff.get(after) if after is not None else None
         return lane.price_per_gpu_hour if isinstance(lane, PaidLane) else None
+
+    def _delete_paid(self, dispatch_id: str) -> None:
+        self.paid.delete(dispatch_id)  # the executor asks it once the step that wants it is journaled
 
     def _reservations(self) -> dict[str, Reservation]:
         return on_their_way(self.live.values(), self.gate)

@@ -15,7 +15,6 @@ from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.paid import LIVE_PAID
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, PaidStatus, State
-from fellows_fsm.driver.handoffs import unknown_note
 from fellows_fsm.errors import (
     FellowsError,
     HandoffUnknown,
@@ -30,6 +29,7 @@ from fellows_fsm.errors import (
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.statefs import full_words
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.handoff import unknown_note
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.command.lane import Handoff
-    from fellows_fsm.lanes.command.process import HandoffFiles
+    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
@@ -98,23 +97,31 @@ class HandoffLane(Lane, Protocol):
     """A lane a dispatch is handed to by one command started once (driver/handoffs.py runs it)."""
 
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
-        """The handoff argv for one dispatch."""
+        """What the handoff is, in words, as journaled and shown (a command lane: its argv; another kind: what it
+        asks of its service, e.g. the create of the job it names)."""
         ...
 
     def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
         """True if the lane already has this dispatch's job, False if it surely has not, None if unknowable."""
         ...
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
-        """Start the handoff and return at once."""
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
+        """Hand the dispatch's job to the lane (its step already journaled) and return at once; ``files`` are
+        where the handoff may keep its output (prepared by the driver)."""
         ...
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
-        """The handoff a previous driver started, if it can still be followed."""
+        """The handoff a previous driver started (``journaled``: what it was, as ``command`` said then; ``pid``
+        its process, if it ran as one), if it can still be followed."""
         ...
 
 

@@ -25,8 +25,8 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
@@ -54,18 +54,23 @@ class InProcessLane(CommandLane):
         self.handed: dict[str, float] = {}
         """When each dispatch was handed over, by dispatch id."""
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
-        """Record the handoff (the dispatch id is the argv's last item) and succeed at once."""
-        self.handed[argv[-1]] = self.clock.now()
-        return CompletedHandoff(HandoffResult(argv, 0, "", ""))
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
+        """Record the handoff and succeed at once."""
+        self.handed[dispatch_id] = self.clock.now()
+        return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, "", ""))
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
         """Nothing runs out of process: a handoff is adopted only if it was recorded."""
-        return self.start(argv, files, now=started_at) if argv[-1] in self.handed else None
+        return self.start(dispatch_id, spec, files, now=started_at) if dispatch_id in self.handed else None
 
     def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
         """True once this dispatch was handed over."""

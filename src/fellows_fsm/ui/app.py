@@ -29,8 +29,8 @@ from fellows_fsm.journal.queries import find
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.lane import slurm_port, slurm_scheduler
 from fellows_fsm.scheduler.port import Scheduler
-from fellows_fsm.slurm import slurm_port, slurm_scheduler
 from fellows_fsm.slurm.accounting import Grants, discover
 from fellows_fsm.slurm.port import SlurmScheduler
 

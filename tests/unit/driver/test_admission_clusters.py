@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 
 from fellows_fsm import FakeScheduler, FellowsConfig, JobSpec
@@ -38,10 +39,26 @@ def check(
     spec: JobSpec = SPEC,
 ) -> Check:
     """The check of ``spec`` on fellows then ``inst``, each cluster's grants from its own read."""
+    spec = script_in(tmp_path, spec)
     config = Config(fellows=FellowsConfig(park_cap_seconds=60.0), lanes=(inst,), state_dir=tmp_path)
     fellows = SlurmLane(config.fellows, FakeScheduler())
     other = SlurmLane(inst, FakeScheduler())
-    return check_request(config, fellows, SystemClock(), lambda: FELLOWS_GRANTS, spec, others=[(other, read)])
+    return check_request(
+        config,
+        config.route(),
+        spec,
+        lane=fellows,
+        clock=SystemClock(),
+        read=lambda: FELLOWS_GRANTS,
+        others=[(other, read)],
+    )
+
+
+def script_in(tmp_path: Path, spec: JobSpec) -> JobSpec:
+    """``spec`` with its script written in ``tmp_path`` (the check reads it, as the command line does)."""
+    script = tmp_path / spec.script
+    script.write_text("#!/bin/bash\n")
+    return attrs.evolve(spec, script=str(script))
 
 
 def inst_lane(**keys: object) -> FellowsConfig:
@@ -114,10 +131,11 @@ def test_a_job_no_cluster_can_start_is_refused(tmp_path: Path) -> None:
     inst_short = {q: QosInfo(q, max_wall_seconds=60) for q in INST_QOS}
     result = check_request(
         config,
-        fellows,
-        SystemClock(),
-        lambda: grants(short, account="lab-acct"),
-        SPEC,
+        config.route(),
+        script_in(tmp_path, SPEC),
+        lane=fellows,
+        clock=SystemClock(),
+        read=lambda: grants(short, account="lab-acct"),
         others=[(other, lambda: grants(inst_short, account="inst-acct"))],
     )
     assert isinstance(result.refused, SubmitRejected)

@@ -138,7 +138,7 @@ def test_pins_adopted_in_one_tick_never_share_the_last_of_a_budget(
     """Three pins enqueued at once with room for one (20 GPU-h a day, 16 each): one is handed off, the two others
     wait (once per reason) with their command not started; a raised budget lets one more through."""
     r = router_of(paid_gpu_hours_per_day=20)
-    ids = [enqueue(r.config, r.journal, SPEC, pin="gcp") for _ in range(3)]
+    ids = [enqueue(r.config, r.journal, SPEC, r.config.route("gcp")) for _ in range(3)]
     ticks(r, frozen, 5)
     assert len(lane.created) == 1
     waiting = [i for i in ids if i not in lane.created]

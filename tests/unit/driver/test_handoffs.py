@@ -24,7 +24,7 @@ from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.lane import CommandLane
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.handoff import HandoffFiles
 from tests.processes import processes_with
 
 SPEC = JobSpec(name="train", script="train.sbatch", gpus=8)

@@ -23,7 +23,7 @@ def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_nex
     other = Journal(r.journal.path)
     try:
         dispatch_id = enqueue(r.config, other, SPEC, note="kept by the preflight")
-        lane_id = enqueue(r.config, other, SPEC, pin="gcp")
+        lane_id = enqueue(r.config, other, SPEC, r.config.route("gcp"))
     finally:
         other.close()
     assert r.journal.steps(dispatch_id) == []  # nothing queued by enqueue itself

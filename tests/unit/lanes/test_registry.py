@@ -20,8 +20,8 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.command.config import LaneConfig
-from fellows_fsm.lanes.command.lane import CommandLane, CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.command.lane import CommandLane
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import Scheduler
 from tests.unit.cli_helpers import SchedulingFake, refused, run
 
@@ -138,18 +138,23 @@ class BellLane:
         """True once it rang for this dispatch."""
         return dispatch_id in self.rung
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
-        """Ring for the dispatch (the argv's last item) and succeed."""
-        self.rung.append(argv[-1])
-        return CompletedHandoff(HandoffResult(argv, 0, "", ""))
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
+        """Ring for the dispatch and succeed."""
+        self.rung.append(dispatch_id)
+        return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, "", ""))
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
         """A ring is never lost."""
-        return CompletedHandoff(HandoffResult(argv, 0, "", "")) if argv[-1] in self.rung else None
+        return CompletedHandoff(HandoffResult(journaled, 0, "", "")) if dispatch_id in self.rung else None
 
 
 BELLS: list[BellLane] = []

@@ -26,8 +26,8 @@ from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.lane import CommandLane, job_values
 from fellows_fsm.lanes.slurm.config import FellowsConfig
+from fellows_fsm.lanes.slurm.lane import slurm_port
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.transport import LocalTransport, Reply, Request, remote_command

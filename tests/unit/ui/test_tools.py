@@ -74,7 +74,9 @@ def test_bad_config_is_refused_by_check_and_by_submit(
 ) -> None:
     """config check and submit both exit 3 with one line naming the bad value; submit queues nothing."""
     scheduling_fake.scheduling = False
-    assert run("submit", "--detach", str(script)).exit_code == 0  # a journal with one dispatch in it
+    # A journal with one dispatch in it, pinned so no driver's tick moves it while the refusals are made (a walking
+    # one parked between the two snapshots on a loaded machine).
+    assert run("submit", "--detach", "--pin", "fellows", str(script)).exit_code == 0
     before = world(env, scheduling_fake)
     if "top" in parts:  # a second state_dir key would be a TOML error: replace the first one
         text = _toml(env, **{k: v for k, v in parts.items() if k != "top"})

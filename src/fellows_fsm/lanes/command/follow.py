@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
-from fellows_fsm.lanes.command.process import HandoffResult
+from fellows_fsm.lanes.handoff import HandoffResult
 
 __all__ = ["STATUS_WORDS", "STATUS_WORKERS", "last_line", "look_all", "read_status"]
 

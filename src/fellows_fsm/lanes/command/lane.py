@@ -23,22 +23,15 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, LaneConfig
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
-from fellows_fsm.lanes.command.process import (
-    HandoffFiles,
-    HandoffResult,
-    adopt_handoff,
-    kill_group,
-    spawn_handoff,
-)
+from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 
 if TYPE_CHECKING:
@@ -49,38 +42,11 @@ __all__ = [
     "HANDOFFS",
     "CommandKind",
     "CommandLane",
-    "CompletedHandoff",
-    "Handoff",
     "environment_of",
     "kept_values",
     "run_once",
     "safe_placeholders",
 ]
-
-
-class Handoff(Protocol):
-    """A handoff command under way; the router asks it, without blocking, whether it has ended."""
-
-    @property
-    def pid(self) -> int | None:
-        """The process (group) id of the running command, if it runs as a process."""
-        ...
-
-    def result(self, now: float) -> HandoffResult | None:
-        """The result once the command ended (or timed out and was killed); None while it runs."""
-        ...
-
-
-@attrs.frozen
-class CompletedHandoff:
-    """A handoff that ended as soon as it began (an in-process lane, or one found done by its probe)."""
-
-    done: HandoffResult
-    pid: int | None = None
-
-    def result(self, now: float) -> HandoffResult | None:
-        """The result, at once."""
-        return self.done
 
 
 _SAFE_ALPHABET = {
@@ -220,27 +186,34 @@ class CommandLane:
         argv = self.render(self.config.probe, dispatch_id, spec)
         return run_once(argv, self.config.timeout_seconds, env=lane_environment(dispatch_id, spec)).ok
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
-        """Start the handoff command in a session of its own and return at once; ``env`` is its environment
-        (``lane_environment``: the job's values as ``FSM_*`` variables), else this process's. The job's values
-        are kept beside its files first (best effort), so its paid job can be followed and cancelled with them."""
-        if env is not None:
-            values = {name: env[variable] for name, variable in LANE_ENVIRONMENT.items() if variable in env}
-            if values.get("dispatch_id") == files.dispatch_id:
-                with contextlib.suppress(OSError):
-                    files.job.write_text(json.dumps(values, sort_keys=True), encoding="utf-8")
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
+        """Start the handoff command (``command``) in a session of its own and return at once, with the job's
+        values as ``FSM_*`` variables in its environment (``lane_environment``). The job's values are kept beside
+        its files first (best effort), so its paid job can be followed and cancelled with them."""
+        env = lane_environment(dispatch_id, spec)
+        values = {name: env[variable] for name, variable in LANE_ENVIRONMENT.items() if variable in env}
+        with contextlib.suppress(OSError):
+            files.job.write_text(json.dumps(values, sort_keys=True), encoding="utf-8")
+        argv = self.command(dispatch_id, spec)
         return spawn_handoff(argv, files, now=now, timeout_seconds=self.config.timeout_seconds, env=env)
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
-        """The handoff a previous router started, if it can still be followed (running, or its status written).
+        """The handoff a previous router started (the argv ``journaled``), if it can still be followed (running, or
+        its status written).
 
         None when nothing can tell whether it ran: no pid was journaled and no status was written.
         """
-        return adopt_handoff(argv, files, pid=pid, started_at=started_at, timeout_seconds=self.config.timeout_seconds)
+        timeout = self.config.timeout_seconds
+        return adopt_handoff(journaled, files, pid=pid, started_at=started_at, timeout_seconds=timeout)
 
     # ------------------------------------------------------------------------------- the paid job, followed
     @property

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import attrs
 
+from fellows_fsm.lanes.handoff import MARK_BYTES, HandoffFiles, HandoffResult
+
 __all__ = [
-    "HandoffFiles",
-    "HandoffResult",
     "ProcessHandoff",
     "adopt_handoff",
     "find_wrapper",
@@ -45,8 +45,6 @@ CLEANUP_GRACE_SECONDS = 2.0
 # what is left of its group to the end (or the timeout) and reports the handoff lost, never failed on a guess.
 # Before anything runs it overwrites the router's mark in the status file ("new" -> "run <its pid>"), so a router
 # restarted before it journaled the wrapper's pid knows whether the command can have started, and its group.
-MARK_BYTES = 32
-"""The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
 _WRAPPER = (
     f"MARK_BYTES = {MARK_BYTES}\n"
     + """\
@@ -130,114 +128,6 @@ with open(status + ".tmp", "r+b") as f:  # in place again, then renamed: a full 
 os.replace(status + ".tmp", status)
 """
 )
-
-
-@attrs.frozen
-class HandoffResult:
-    """What one run of a lane's command did."""
-
-    argv: tuple[str, ...]
-    exit_status: int | None
-    """None when the wrapper was lost (killed from outside) before it could write how the command ended."""
-    stdout: str
-    stderr: str
-
-    @property
-    def ok(self) -> bool:
-        """True when the command exited 0."""
-        return self.exit_status == 0
-
-    @property
-    def lost(self) -> bool:
-        """True when nobody can tell how the command ended (its wrapper died without writing the status)."""
-        return self.exit_status is None
-
-
-@attrs.frozen
-class HandoffFiles:
-    """Where one dispatch's handoff keeps its output and exit status (next to the journal)."""
-
-    directory: Path
-    dispatch_id: str
-
-    @property
-    def stdout(self) -> Path:
-        """The command's standard output."""
-        return self.directory / f"{self.dispatch_id}.out"
-
-    @property
-    def stderr(self) -> Path:
-        """The command's standard error."""
-        return self.directory / f"{self.dispatch_id}.err"
-
-    @property
-    def status(self) -> Path:
-        """The command's exit status, written by the wrapper when it ends."""
-        return self.directory / f"{self.dispatch_id}.status"
-
-    @property
-    def job(self) -> Path:
-        """The job's values (JSON, by placeholder name) as the handoff got them in its environment, kept so its
-        paid job can be followed and cancelled with them after a restart (lanes/command/lane.py)."""
-        return self.directory / f"{self.dispatch_id}.job.json"
-
-    @property
-    def mark(self) -> Path:
-        """The status file before the command ends: "new" (written here), "run" (once the wrapper started)."""
-        return self.directory / f"{self.dispatch_id}.status.tmp"
-
-    def prepare(self) -> None:
-        """Make every file the handoff will write, before anything is journaled or started: on a full disk this
-        fails (OSError) while nothing has run, and once it succeeded the wrapper needs no new block to record."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.status.unlink(missing_ok=True)
-        for path in (self.stdout, self.stderr):
-            path.write_bytes(b"")
-        self.mark.write_bytes(b"new".ljust(MARK_BYTES))
-
-    def remove(self, *, keep_output: bool = False, keep_job: bool = False) -> None:
-        """Remove the handoff's files once nothing needs them (its end is journaled, output included): all but its
-        output when ``keep_output`` (a lost command, whose output no one read to its end), all but its job's values
-        when ``keep_job`` (a paid job still followed or being deleted). Best effort: a file left is only a file."""
-        kept = {self.stdout, self.stderr} if keep_output else set()
-        kept |= {self.job} if keep_job else set()
-        for path in (self.stdout, self.stderr, self.status, self.mark, self.job):
-            if path not in kept:
-                with contextlib.suppress(OSError):
-                    path.unlink(missing_ok=True)
-
-    def started(self) -> bool | None:
-        """Did the wrapper start (True: it may have run the command), or surely not (False: still "new")? None
-        when there is no trace either way (no file)."""
-        if self.status.exists():
-            return True
-        try:
-            mark = self.mark.read_bytes()
-        except OSError:
-            return None
-        return not mark.startswith(b"new")
-
-    def marked_pid(self) -> int | None:
-        """The wrapper's pid (its process group) as it marked it on starting, if it did."""
-        try:
-            words = self.mark.read_bytes().split()
-        except OSError:
-            return None
-        return int(words[1]) if len(words) > 1 and words[0] == b"run" and words[1].isdigit() else None
-
-    def read_status(self) -> int | None:
-        """The exit status the wrapper wrote, or None if it has not (yet)."""
-        try:
-            return int(self.status.read_text().strip())
-        except (OSError, ValueError):
-            return None
-
-    def read(self, path: Path) -> str:
-        """One output file's text ('' if missing), with undecodable bytes replaced."""
-        try:
-            return path.read_bytes().decode(errors="replace")
-        except OSError:
-            return ""
 
 
 def _stat(pid: int) -> list[bytes] | None:

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
+from fellows_fsm.errors import CredentialsMissing
+from fellows_fsm.lanes.gcp_batch.errors import BatchError, BatchRefused, BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.machines import Machine
 from fellows_fsm.scheduler.port import JobSpec
 

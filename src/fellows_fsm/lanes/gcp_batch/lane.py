@@ -14,18 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import (
-    BatchUnavailable,
-    ConfigError,
     FellowsError,
     LaneError,
     PaidLaneError,
 )
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.gcp_batch.client import (
     LABEL_DISPATCH,
     Backoff,
@@ -35,7 +30,9 @@ from fellows_fsm.lanes.gcp_batch.client import (
     label_value,
 )
 from fellows_fsm.lanes.gcp_batch.config import KEYS, KIND, GcpBatchSettings
+from fellows_fsm.lanes.gcp_batch.errors import BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -114,33 +111,6 @@ class CreateHandoff:
             self._thread.join(seconds)
 
 
-@attrs.frozen
-class _Order:
-    """What a create argv says (the lane made it; it is journaled as the handoff's command)."""
-
-    name: str
-    dispatch_id: str
-    gpus: int
-    time_limit_seconds: int | None
-    script: Path
-
-
-def _order(argv: tuple[str, ...]) -> _Order:
-    fields: dict[str, str] = {}
-    for item in argv[3:]:
-        key, _, value = item.removeprefix("--").partition("=")
-        fields[key] = value
-    try:
-        if tuple(argv[:2]) != _COMMAND or set(fields) != {"dispatch", "gpus", "time-limit-seconds", "script"}:
-            raise ValueError("not a create")
-        limit = fields["time-limit-seconds"]
-        return _Order(
-            argv[2], fields["dispatch"], int(fields["gpus"]), int(limit) if limit else None, Path(fields["script"])
-        )
-    except (IndexError, ValueError):
-        raise ConfigError(f"{list(argv)!r} is not a gcp-batch create this lane made; nothing was sent") from None
-
-
 class GcpBatchLane:
     """A lane that hands a job to GCP Batch and follows it there (``PaidLane``). The constructor does no I/O: the
     clients connect when first used. ``sleep`` and ``backoff`` are the create's (tests record the waits)."""
@@ -214,57 +184,56 @@ class GcpBatchLane:
 
     # ------------------------------------------------------------------ the handoff
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
-        """The handoff's command as journaled: a description of the create (nothing runs it as a process) that
-        holds every value the create needs, so a driver that adopts it after a crash makes the same job."""
-        base = Path(spec.workdir) if spec.workdir else Path.cwd()
-        limit = "" if spec.time_limit_seconds is None else str(spec.time_limit_seconds)
-        return (
-            *_COMMAND,
-            self.job_name(dispatch_id),
-            f"--dispatch={dispatch_id}",
-            f"--gpus={spec.gpus}",
-            f"--time-limit-seconds={limit}",
-            f"--script={(base / spec.script_file).absolute()}",
-        )
+        """The handoff as journaled and shown: the create of the job it names (nothing runs it as a process)."""
+        return (*_COMMAND, self.job_name(dispatch_id))
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> CreateHandoff:
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> CreateHandoff:
         """Start the create in a thread and return at once. Its result: exit 0 with the job's name on stdout (made,
         or found made by an earlier try: a 409 whose labels are ours); the error's exit code and one line on stderr
         when refused (403, an invalid machine, no credentials: never retried); lost (None) when the API never
-        answered and the job may exist. ``env`` is not used: the job's values are in ``argv``."""
-        handoff = CreateHandoff(argv, started_at=now, timeout_seconds=self._settings.timeout_seconds)
-        return handoff.begin(lambda: self._create(argv, files))
+        answered and the job may exist."""
+        words = self.command(dispatch_id, spec)
+        handoff = CreateHandoff(words, started_at=now, timeout_seconds=self._settings.timeout_seconds)
+        return handoff.begin(lambda: self._create(words, dispatch_id, spec, files))
 
-    def adopt(self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float) -> CreateHandoff:
-        """The handoff a previous driver started: the create is made again. It is idempotent by the job's name, so
-        this never makes a second job: a job the first create made answers 409, its labels are this dispatch's, and
-        it is that job (ONE Batch job); one it never made is made now. Its timeout counts from this driver's first
-        look."""
-        handoff = CreateHandoff(argv, started_at=None, timeout_seconds=self._settings.timeout_seconds)
-        return handoff.begin(lambda: self._create(argv, files))
+    def adopt(
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
+    ) -> CreateHandoff:
+        """The handoff a previous driver started: the create is made again, from the dispatch's journaled job. It is
+        idempotent by the job's name, so this never makes a second job: a job the first create made answers 409,
+        its labels are this dispatch's, and it is that job (ONE Batch job); one it never made is made now. Its
+        timeout counts from this driver's first look."""
+        words = self.command(dispatch_id, spec)
+        handoff = CreateHandoff(words, started_at=None, timeout_seconds=self._settings.timeout_seconds)
+        return handoff.begin(lambda: self._create(words, dispatch_id, spec, files))
 
-    def _create(self, argv: tuple[str, ...], files: HandoffFiles) -> HandoffResult:
+    def _create(self, words: tuple[str, ...], dispatch_id: str, spec: JobSpec, files: HandoffFiles) -> HandoffResult:
         """The create's whole run (in the handoff's thread): never raises."""
         try:
-            order = _order(argv)
-            machine = machine_for(order.gpus, self._settings.accelerator, self._settings.machine_type)
+            machine = machine_for(spec.gpus, self._settings.accelerator, self._settings.machine_type)
+            script = (Path(spec.workdir) if spec.workdir else Path.cwd()) / spec.script_file
             try:
-                text = order.script.read_text(encoding="utf-8")
+                text = script.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 why = getattr(exc, "strerror", None) or str(exc)
-                raise LaneError(f"cannot read the job's script {order.script}: {why}; nothing was sent") from None
-            request = BatchJobRequest(order.dispatch_id, self.name, text, order.gpus, order.time_limit_seconds)
+                raise LaneError(f"cannot read the job's script {script}: {why}; nothing was sent") from None
+            request = BatchJobRequest(dispatch_id, self.name, text, spec.gpus, spec.time_limit_seconds)
             job = self._connect(poll=False).create(request, machine)
-            result = HandoffResult(argv, 0, job.name, "")
+            result = HandoffResult(words, 0, job.name, "")
         except BatchUnavailable as exc:
-            result = HandoffResult(argv, None if exc.maybe_made else exc.exit_code, "", str(exc))
+            result = HandoffResult(words, None if exc.maybe_made else exc.exit_code, "", str(exc))
         except FellowsError as exc:
-            result = HandoffResult(argv, exc.exit_code, "", str(exc))
+            result = HandoffResult(words, exc.exit_code, "", str(exc))
         except Exception as exc:  # a defect here must not leave the handoff hanging: the job may exist, look it up
-            log.exception("gcp-batch create of %s failed unexpectedly", argv[2] if len(argv) > 2 else argv)
-            result = HandoffResult(argv, None, "", f"the create failed unexpectedly ({type(exc).__name__}: {exc})")
+            log.exception("gcp-batch create of %s failed unexpectedly", words[-1])
+            result = HandoffResult(words, None, "", f"the create failed unexpectedly ({type(exc).__name__}: {exc})")
         _keep(files, result)
         return result
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from fellows_fsm.errors import MachineRefused
+from fellows_fsm.lanes.gcp_batch.errors import MachineRefused
 
 __all__ = ["ATTACHED", "BUNDLED", "Machine", "machine_for"]
 

@@ -18,15 +18,52 @@ from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.lanes.slurm.config import FELLOWS_ONLY, FellowsConfig
 from fellows_fsm.scheduler.port import Scheduler
-from fellows_fsm.slurm import slurm_port
 from fellows_fsm.slurm.accounting import Grants, discover, read_partitions
 from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
+from fellows_fsm.slurm.transport import LocalTransport, SshTransport
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-__all__ = ["SLURM", "SlurmKind", "SlurmLane", "default_grants", "ladder_lane"]
+__all__ = ["SLURM", "SlurmKind", "SlurmLane", "default_grants", "ladder_lane", "slurm_port", "slurm_scheduler"]
+
+
+class _Where(Protocol):
+    """What the port is built from: the first SLURM lane's table and the state dir (a Config has both)."""
+
+    @property
+    def fellows(self) -> FellowsConfig: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+
+def slurm_scheduler(config: _Where) -> SlurmScheduler:
+    """The SLURM port for ``config``: the commands here, or on ``[fellows] host`` over one shared ssh master
+    connection whose socket lives under ``<state_dir>/ssh``."""
+    return slurm_port(config.fellows, config.state_dir)
+
+
+def slurm_port(fellows: FellowsConfig, state_dir: Path) -> SlurmScheduler:
+    """The SLURM port of one cluster's table: the commands here, or on its ``host`` over one shared ssh master
+    connection whose socket lives under ``<state_dir>/ssh``."""
+    if fellows.host is None:
+        runner = CommandRunner(transport=LocalTransport(slurm_conf=fellows.slurm_conf))
+        return SlurmScheduler(runner, options=fellows.render_options, submits_per_second=fellows.max_submits_per_second)
+    transport = SshTransport(
+        fellows.host,
+        options=fellows.ssh_options,
+        control_dir=state_dir / "ssh",
+        connect_timeout_seconds=fellows.ssh_connect_timeout_seconds,
+    )
+    return SlurmScheduler(
+        CommandRunner(transport=transport),
+        remote_workdir=fellows.remote_workdir,
+        options=fellows.render_options,
+        submits_per_second=fellows.max_submits_per_second,
+    )
 
 
 def default_grants(scheduler: Scheduler) -> Callable[[], Grants] | None:

@@ -29,8 +29,8 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.lanes.base import PaidLane
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.follow import look_all
-from fellows_fsm.lanes.command.lane import COMMAND, HANDOFFS, CommandLane, lane_environment
-from fellows_fsm.lanes.command.process import HandoffFiles
+from fellows_fsm.lanes.command.lane import COMMAND, HANDOFFS, CommandLane
+from fellows_fsm.lanes.handoff import HandoffFiles
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from tests.unit.cli_helpers import SchedulingFake, _toml, refused, run, world
 
@@ -233,7 +233,7 @@ def test_without_the_job_a_template_needing_it_is_could_not_tell(tmp_path: Path)
 def _handed_off(lane: CommandLane, files: HandoffFiles, spec: JobSpec) -> None:
     """Run a handoff (``true``) through the lane's ``start`` as the driver does, to its end."""
     files.prepare()
-    handoff = lane.start(("true",), files, now=time.time(), env=lane_environment(files.dispatch_id, spec))
+    handoff = lane.start(files.dispatch_id, spec, files, now=time.time())
     for _ in range(400):
         result = handoff.result(time.time())
         if result is not None:

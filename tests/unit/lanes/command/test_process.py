@@ -12,14 +12,16 @@ import pytest
 
 from fellows_fsm.lanes.command.config import LaneConfig
 from fellows_fsm.lanes.command.lane import CommandLane
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
+from fellows_fsm.scheduler.port import JobSpec
 from tests.processes import processes_with
 
 
 def _run_to_end(command: tuple[str, ...], tmp_path: Path, *, timeout: float = 60) -> HandoffResult:
     """Start ``command`` as a lane's handoff and look at it until it has a result."""
     lane = CommandLane(LaneConfig(name="gcp", command=command, timeout_seconds=timeout))
-    handoff = lane.start(command, HandoffFiles(tmp_path / "handoffs", "abc123"), now=time.time())
+    spec = JobSpec(name="train", script="train.sbatch", gpus=8)
+    handoff = lane.start("abc123", spec, HandoffFiles(tmp_path / "handoffs", "abc123"), now=time.time())
     while (result := handoff.result(time.time())) is None:
         time.sleep(0.02)
     return result

@@ -14,8 +14,7 @@ from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.command.lane import CompletedHandoff, Handoff
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 
 KIND = "ledger"
@@ -88,18 +87,23 @@ class LedgerLane:
         """True once its entry exists."""
         return dispatch_id in CLOUD
 
-    def start(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, now: float, env: Mapping[str, str] | None = None
-    ) -> Handoff:
+    def start(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, *, now: float) -> Handoff:
         """Create the entry (once per dispatch, like a create by name), QUEUED."""
-        CLOUD.setdefault(argv[-1], PaidLook(PaidStatus.QUEUED))
-        return CompletedHandoff(HandoffResult(argv, 0, argv[-1], ""))
+        CLOUD.setdefault(dispatch_id, PaidLook(PaidStatus.QUEUED))
+        return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, dispatch_id, ""))
 
     def adopt(
-        self, argv: tuple[str, ...], files: HandoffFiles, *, pid: int | None, started_at: float
+        self,
+        dispatch_id: str,
+        spec: JobSpec,
+        files: HandoffFiles,
+        *,
+        journaled: tuple[str, ...],
+        pid: int | None,
+        started_at: float,
     ) -> Handoff | None:
         """After a restart: the create again, which finds the entry."""
-        return self.start(argv, files, now=started_at)
+        return self.start(dispatch_id, spec, files, now=started_at)
 
     def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
         """Where each entry stands, in one call."""

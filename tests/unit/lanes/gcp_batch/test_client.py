@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("google.cloud.batch_v1", reason="the [gcp] extra is not installed")
 
-from fellows_fsm.errors import BatchError, BatchRefused, BatchUnavailable, CredentialsMissing
+from fellows_fsm.errors import CredentialsMissing
 from fellows_fsm.lanes.gcp_batch.client import (
     LABEL_DISPATCH,
     LABEL_LANE,
@@ -21,6 +21,7 @@ from fellows_fsm.lanes.gcp_batch.client import (
     BatchLocation,
     check_credentials,
 )
+from fellows_fsm.lanes.gcp_batch.errors import BatchError, BatchRefused, BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 from fellows_fsm.lanes.gcp_batch.machines import Machine, machine_for
 from fellows_fsm.scheduler.port import JobSpec

@@ -21,12 +21,12 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.base import PaidLane
-from fellows_fsm.lanes.command.process import HandoffFiles, HandoffResult
 from fellows_fsm.lanes.gcp_batch.client import LABEL_DISPATCH, Backoff, BatchClient, BatchJobRequest
 from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 from fellows_fsm.lanes.gcp_batch.lane import CreateHandoff, GcpBatchLane
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
 from fellows_fsm.scheduler.port import JobSpec
 from tests.unit.cli_helpers import SchedulingFake, refused, run, world
 
@@ -92,8 +92,7 @@ def ended(handoff: CreateHandoff) -> HandoffResult:
 
 def handed(lane: GcpBatchLane, spec: JobSpec, tmp_path: Path, dispatch_id: str = DISPATCH) -> HandoffResult:
     """Start a dispatch's handoff on the lane and wait for its end."""
-    argv = lane.command(dispatch_id, spec)
-    return ended(lane.start(argv, files_of(tmp_path, dispatch_id), now=NOW))
+    return ended(lane.start(dispatch_id, spec, files_of(tmp_path, dispatch_id), now=NOW))
 
 
 def make_jobs(fake: FakeBatchApi, dispatch_ids: list[str]) -> None:
@@ -107,28 +106,21 @@ def make_jobs(fake: FakeBatchApi, dispatch_ids: list[str]) -> None:
 def test_a_handoff_creates_the_job_and_ends_with_its_name(
     fake: FakeBatchApi, slept: list[float], spec: JobSpec, tmp_path: Path
 ) -> None:
-    """The handoff's command names the job and carries the job's values; its create, in a thread, ends exit 0
-    with the job's full name on stdout (also kept in the handoff's output file); one job in the API."""
+    """The handoff, as journaled, is the create of the job it names; its create, made from the dispatch's job (its
+    script's text, its GPUs), in a thread, ends exit 0 with the job's full name on stdout (also kept in the handoff's
+    output file); one job in the API."""
     lane = lane_of(fake, slept)
-    argv = lane.command(DISPATCH, spec)
     name = "projects/proj-1/locations/us-central1/jobs/fsm-0123456789ab"
-    assert argv == (
-        "gcp-batch",
-        "create",
-        name,
-        f"--dispatch={DISPATCH}",
-        "--gpus=8",
-        "--time-limit-seconds=7200",
-        f"--script={tmp_path / 'train.sbatch'}",
-    )
+    assert lane.command(DISPATCH, spec) == ("gcp-batch", "create", name)
     files = files_of(tmp_path)
-    handoff = lane.start(argv, files, now=NOW)
+    handoff = lane.start(DISPATCH, spec, files, now=NOW)
     assert handoff.pid is None
     result = ended(handoff)
     assert (result.exit_status, result.stdout, result.stderr) == (0, name, "")
     assert list(fake.jobs) == [name]
     assert files.stdout.read_text() == f"{name}\n"
     assert (len(fake.requests_of("create")), slept) == (1, [])
+    assert "python train.py" in json.dumps(fake.requests_of("create")[0].body)
 
 
 def test_a_crash_between_the_create_and_its_answer_then_adopt_is_one_job(
@@ -138,14 +130,15 @@ def test_a_crash_between_the_create_and_its_answer_then_adopt_is_one_job(
     handoff, which creates again by the same name: the 409 is this dispatch's job, so the API holds ONE job."""
     fake.inject(Fault(method="create", lose_reply=True))
     first = lane_of(fake, slept, backoff=Backoff(attempts=1))
-    argv = first.command(DISPATCH, spec)
-    lost = ended(first.start(argv, files_of(tmp_path), now=NOW))
+    journaled = first.command(DISPATCH, spec)
+    lost = ended(first.start(DISPATCH, spec, files_of(tmp_path), now=NOW))
     assert lost.lost
     assert len(fake.jobs) == 1
     uid = next(iter(fake.jobs.values()))["uid"]
 
     again = lane_of(fake, slept)  # the driver after the crash: a lane built again from the journaled table
-    result = ended(again.adopt(argv, HandoffFiles(tmp_path / "handoffs", DISPATCH), pid=None, started_at=NOW))
+    files = HandoffFiles(tmp_path / "handoffs", DISPATCH)
+    result = ended(again.adopt(DISPATCH, spec, files, journaled=journaled, pid=None, started_at=NOW))
     assert (result.exit_status, result.stdout) == (0, again.job_name(DISPATCH))
     assert len(fake.jobs) == 1
     assert next(iter(fake.jobs.values()))["uid"] == uid
@@ -186,17 +179,21 @@ def test_a_gpu_count_no_machine_has_fails_the_handoff_before_any_request(
     assert fake.requests == []
 
 
-def test_a_command_this_lane_did_not_make_fails_the_handoff_and_sends_nothing(
-    fake: FakeBatchApi, slept: list[float], tmp_path: Path
+def test_a_journaled_command_edited_by_hand_is_never_what_is_created(
+    fake: FakeBatchApi, slept: list[float], spec: JobSpec, tmp_path: Path
 ) -> None:
-    """A journaled command edited by hand (not a create this lane makes) ends the handoff exit 3 in one line, and
-    nothing reaches the API."""
-    argv = ("gcp-batch", "create", "projects/p/locations/r/jobs/fsm-x", "--gpus=8", "--run=rm -rf /")
-    result = ended(lane_of(fake, slept).start(argv, files_of(tmp_path), now=NOW))
-    assert result.exit_status == 3
-    assert "is not a gcp-batch create this lane made; nothing was sent" in result.stderr
-    assert "\n" not in result.stderr
-    assert fake.requests == []
+    """The journaled words of a handoff are only words: a driver adopting a handoff whose journaled command was
+    edited by hand (another job name, another GPU count, a command to run) creates the dispatch's own job, from its
+    journaled job, and nothing of the edit reaches the API."""
+    edited = ("gcp-batch", "create", "projects/p/locations/r/jobs/fsm-x", "--gpus=1", "--run=rm -rf /")
+    lane = lane_of(fake, slept)
+    files = files_of(tmp_path)
+    result = ended(lane.adopt(DISPATCH, spec, files, journaled=edited, pid=None, started_at=NOW))
+    assert (result.exit_status, result.stdout) == (0, lane.job_name(DISPATCH))
+    assert list(fake.jobs) == [lane.job_name(DISPATCH)]
+    sent = json.dumps([r.body for r in fake.requests])
+    assert "rm -rf" not in sent
+    assert "fsm-x" not in sent
 
 
 def test_a_handoff_with_no_credentials_fails_with_their_exit_code(
@@ -216,7 +213,7 @@ def test_a_create_the_api_holds_is_lost_and_already_has_asks_by_name(
     lane's timeout it is lost, and ``already_has`` gets the job by its name: the API has none."""
     fake.inject(Fault(method="create", hang=True), Fault(method="create", hang=True))
     lane = lane_of(fake, slept, backoff=Backoff(attempts=2), timeout_seconds=5.0)
-    handoff = lane.start(lane.command(DISPATCH, spec), files_of(tmp_path), now=NOW)
+    handoff = lane.start(DISPATCH, spec, files_of(tmp_path), now=NOW)
     assert handoff.result(NOW) is None
     lost = handoff.result(NOW + 6.0)
     assert lost is not None

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import fellows_fsm
-from fellows_fsm.errors import MachineRefused
 from fellows_fsm.lanes.gcp_batch.client import job_id_for, label_value
+from fellows_fsm.lanes.gcp_batch.errors import MachineRefused
 from fellows_fsm.lanes.gcp_batch.machines import Machine, machine_for
 
 JOB_ID = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -115,7 +115,7 @@ def test_the_lanes_modules_import_without_googles_library(tmp_path: Path) -> Non
         "import fellows_fsm, fellows_fsm.lanes.gcp_batch.client, fellows_fsm.lanes.gcp_batch.machines\n"
         "import fellows_fsm.lanes.gcp_batch.fake\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'google' and sys.modules[m] is not None))\n"
-        "from fellows_fsm.errors import BatchError\n"
+        "from fellows_fsm.lanes.gcp_batch.errors import BatchError\n"
         "from fellows_fsm.lanes.gcp_batch.client import BatchClient, BatchLocation\n"
         "try:\n    BatchClient.connect(BatchLocation('p', 'r'))\nexcept BatchError as error:\n    print(error)\n"
     )
