@@ -15,6 +15,7 @@ from typing import Any
 from benchmarks import (
     render_calibrated_rungs,
     render_clusters,
+    render_ends,
     render_issue25,
     render_issue26,
     render_journal,
@@ -1065,6 +1066,7 @@ def main() -> None:
         head.extend(background_targets(g))
     head.extend(render_paid.targets(_load("paid_follow"), _load("spend_read")))
     head.extend(render_journal.targets(_load("journal_scale")))
+    head.extend(render_ends.targets(_load("ends_fake"), _load("ends_real")))
     head.append("")
     DOC.write_text("\n".join(head + body).rstrip() + "\n", encoding="utf-8")
     print(f"wrote {DOC}")
@@ -1076,6 +1078,7 @@ def main() -> None:
     section_clusters()
     section_paid()
     section_journal()
+    _append(render_ends.section(_load("ends_fake"), _load("ends_real"), lambda r: _provenance(r, locked=True)))
 
 
 BG_CMD = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from fellows_fsm.api import Fellows, Progress, Submitted
+from fellows_fsm.api import Fellows, Submitted
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config, load_config
 from fellows_fsm.core.dispatch import Dispatch
@@ -16,7 +16,7 @@ from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.admission import Check
 from fellows_fsm.driver.executor import Executor, Recorder
-from fellows_fsm.driver.reports import Handle, TickReport
+from fellows_fsm.driver.reports import Handle, Progress, TickReport
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,

@@ -19,13 +19,13 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.budget import Spend
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import State
 from fellows_fsm.driver.admission import Check, check_request
+from fellows_fsm.driver.ends import handle_of, result
 from fellows_fsm.driver.inbox import check_cluster, enqueue, enqueue_many, offer_env, remember_config, request_cancel
 from fellows_fsm.driver.process import ensure_driver
-from fellows_fsm.driver.reports import Handle, TickReport
+from fellows_fsm.driver.reports import Handle, Progress, TickReport
 from fellows_fsm.driver.router import Router
-from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable
+from fellows_fsm.errors import ConfigError, FellowsError, JournalBusy, SchedulerUnreachable, WaitTimeout
 from fellows_fsm.journal.history import HistoryEntry, budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.queries import RECENT, find, journaled_failure, outcome_error, read_spend, select
@@ -36,8 +36,9 @@ from fellows_fsm.scheduler.port import JobSpec, Scheduler
 from fellows_fsm.serial import Serial, serialized
 from fellows_fsm.slurm.accounting import Grants
 from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.waiting import UNTIL_END, ended, started_or_final
 
-__all__ = ["Fellows", "Progress", "Submitted"]
+__all__ = ["Fellows", "Submitted"]
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +62,6 @@ class Submitted:
     def dispatch_id(self) -> str:
         """The dispatch's id (also ``handle.dispatch_id``)."""
         return self.handle.dispatch_id
-
-
-@attrs.frozen
-class Progress:
-    """What ``follow`` and ``watch`` report after each poll (driving) or each journal read (following)."""
-
-    at: float
-    driving: bool
-    """True while this process drives the journal; False while it follows another process read-only."""
-    driver: str | None = None
-    """Who drives the journal while this process does not, as its lock file says (``pid 42 on node1``)."""
-    report: TickReport | None = None
-    """The poll's report while this process drives; None while it follows read-only."""
 
 
 class Fellows:
@@ -282,13 +270,13 @@ class Fellows:
         *,
         on_change: Callable[[Handle], None] | None = None,
         on_tick: Callable[[Progress], None] | None = None,
-        until: Callable[[Progress], bool] | None = None,
+        until: Callable[[Progress], bool] | str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         read_every: float | None = None,
     ) -> Handle:
-        """Block until the dispatch is final (RUNNING, handed off, refused, withdrawn), its paid job runs
-        (PAID_RUNNING: started, as RUNNING is on a free rung; the driver follows it on to its end), or ``until``
-        says stop.
+        """Block until the dispatch's job runs (RUNNING, PAID_RUNNING: the driver follows it on to its end), or it
+        is final (ended, handed off, refused, withdrawn), or ``until`` says stop; ``until="end"``: until it is
+        final (its job ended: the handle's ``result`` and ``exit_code`` say how).
 
         While this process drives, it drives every live dispatch of the journal meanwhile. While another process
         drives, it reads the journal once per poll interval and tries the lock each time: when that process
@@ -306,11 +294,35 @@ class Fellows:
             last[:] = [handle]
             if on_tick is not None:
                 on_tick(progress)
-            return until is not None and until(progress)
+            return callable(until) and until(progress)
 
         pace = self.serial.sleeping(sleep if read_every is None else lambda _: sleep(read_every))
-        self._loop(lambda: _started_or_final(self.handle(dispatch_id)), tick, pace)
+        to_end = until == UNTIL_END
+        self._loop(
+            lambda: ended(self.journal, dispatch_id) if to_end else started_or_final(self.handle(dispatch_id)),
+            tick,
+            pace,
+        )
         return self.handle(dispatch_id)
+
+    @serialized
+    def wait(
+        self, dispatch_id: str, timeout: float | None = None, *, sleep: Callable[[float], None] = time.sleep
+    ) -> str | None:
+        """Block until the dispatch is final and return its result (``succeeded``, ``failed``, ``timeout``, ...;
+        None: it ended without a job, e.g. refused); WaitTimeout (exit 124) when ``timeout`` seconds pass first."""
+        limit = None if timeout is None else self.clock.now() + timeout
+        self.handle(dispatch_id)  # (an unknown id: ConfigError)
+        self._loop(
+            lambda: ended(self.journal, dispatch_id),
+            lambda p: limit is not None and p.at >= limit,
+            self.serial.sleeping(sleep),
+        )
+        if not ended(self.journal, dispatch_id):
+            raise WaitTimeout(
+                f"dispatch {dispatch_id} not ended after {timeout:g} s; it goes on (`fellows-fsm status {dispatch_id}`)"
+            )
+        return result(self.journal, dispatch_id)[0]
 
     @serialized
     def watch(
@@ -368,9 +380,9 @@ class Fellows:
                 return
             sleep(interval)
         # After a takeover this process inherits the stopped driver's duty: every walking dispatch it recovered
-        # is finished (each ends within the ladder's worst case); pinned ones are driven but not waited for.
+        # is walked out (runs or ends within the ladder's worst case); pinned ones are driven but not waited for.
         inherited = [r.id for r in self.journal.dispatches(live_only=True) if not r.pinned] if followed_another else []
-        self._run(lambda: done() and all(_final(self.journal, i) for i in inherited), tick, sleep)
+        self._run(lambda: done() and all(started_or_final(self.handle(i)) for i in inherited), tick, sleep)
 
     def _run(self, done: Callable[[], bool], tick: Callable[[Progress], bool], sleep: Callable[[float], None]) -> None:
         """Drive the router's own loop (its cadence and back-off) until ``done()`` or ``tick`` says stop."""
@@ -388,10 +400,10 @@ class Fellows:
     @serialized
     def handle(self, dispatch_id: str) -> Handle:
         """Where a dispatch stands, from the journal (ConfigError for an id the journal does not hold)."""
-        row = self.journal.dispatch(dispatch_id)
-        if row is None:
+        handle = handle_of(self.journal, dispatch_id)
+        if handle is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
-        return Handle.from_row(row)
+        return handle
 
     @serialized
     def status(
@@ -482,13 +494,3 @@ class Fellows:
             self._router.take_requests()
         elif not self.background:
             self.ensure_driver()
-
-
-def _final(journal: Journal, dispatch_id: str) -> bool:
-    row = journal.dispatch(dispatch_id)
-    return row is None or row.final
-
-
-def _started_or_final(handle: Handle) -> bool:
-    """Has the dispatch's job started (on a free rung, or paid), or has it ended?"""
-    return handle.final or handle.state == State.PAID_RUNNING

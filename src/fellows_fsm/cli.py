@@ -5,25 +5,21 @@ one line on stderr and its own exit code (errors.py); ``--debug`` shows tracebac
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from fellows_fsm.api import Fellows
 from fellows_fsm.clock import SystemClock
 from fellows_fsm.config.file import Config
-from fellows_fsm.core.vocab import Outcome, State
-from fellows_fsm.driver.environment import judged_problem
-from fellows_fsm.driver.inbox import DRIVER_CONFIG, scancel_waits
-from fellows_fsm.errors import FellowsError, Interrupted, JournalFull, SchedulerUnreachable, UsageError
+from fellows_fsm.core.vocab import Outcome
+from fellows_fsm.driver.inbox import scancel_waits
+from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, UsageError
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
-from fellows_fsm.journal.queries import RECENT, journaled_failure, outcome_error, select
+from fellows_fsm.journal.queries import RECENT, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui import app
@@ -34,6 +30,7 @@ from fellows_fsm.ui import init as _init_commands
 from fellows_fsm.ui import journal as _journal_commands
 from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
+from fellows_fsm.ui import wait as _wait_command
 from fellows_fsm.ui.app import (
     INTERRUPTED,
     config_of,
@@ -54,13 +51,22 @@ from fellows_fsm.ui.many import script_specs, split_scripts, submit_scripts
 from fellows_fsm.ui.paid import shows_paid
 from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
+from fellows_fsm.ui.submitting import (
+    dispatch_object,
+    handed_or_waiting,
+    hands_off,
+    naming_the_journaled,
+    quiet,
+    say_who_drives,
+    wait_until_queued,
+)
 from fellows_fsm.ui.wrap import wrapped
 
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
-# register driver, demo, spend, the tools, init and config path, completion, journal compact and check
+# register driver, demo, spend, the tools, init and config path, completion, journal compact and check, wait
 _ = (_driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command)
-__ = _journal_commands
+__ = _journal_commands, _wait_command
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +81,7 @@ log = logging.getLogger(__name__)
 @click.option("--pin", metavar="LANE", help="Stay on one lane: 'fellows' (first rung only) or a command lane.")
 @click.option("--detach", is_flag=True, help="Print the dispatch id and return; `watch` drives it.")
 @click.option("--follow", is_flag=True, help="With --pin fellows: stay in the foreground until the job runs.")
+@click.option("--wait", "to_end", is_flag=True, help="Block until the job ends; exit as `fellows-fsm wait` does.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the live view goes to stderr).")
 # --gpus is any int here: a count below 0 is refused by check_spec, the one check the Python API makes too.
 @click.option("--gpus", type=int, metavar="N", help="GPUs (default: the script's #SBATCH --gres=gpu:N).")
@@ -83,7 +90,7 @@ log = logging.getLogger(__name__)
 @click.option("--wrap", metavar="CMD", help="Run CMD as the job instead of a SCRIPT (sbatch's --wrap: one sh line).")
 @config_option
 @click.pass_context
-def submit(  # noqa: PLR0917 - click passes every option as an argument; several scripts: ui/many.py
+def submit(  # noqa: PLR0915, PLR0917 - click passes every option as an argument; several scripts: ui/many.py
     ctx: click.Context,
     script: Path | None,
     sbatch_args: tuple[str, ...],
@@ -91,6 +98,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
     pin: str | None,
     detach: bool,
     follow: bool,
+    to_end: bool,
     as_json: bool,
     gpus: int | None,
     time_limit: str | None,
@@ -133,25 +141,27 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
             raise checked.refused
         for line in checked.notes:
             click.echo(f"fellows-fsm: note: {line}", err=True)
-        dispatch_id = ""
+        dispatch_id, ended = "", list[str | None]() if to_end else None
         journal = fellows.journal
-        queued_only = pin is not None and not _hands_off(config, pin) and not follow
+        queued_only = pin is not None and not hands_off(config, pin) and not follow
         try:
-            with _naming_the_journaled(fellows):  # an error after the row names it: never submit it twice
+            with naming_the_journaled(fellows):  # an error after the row names it: never submit it twice
                 submitted = fellows.submit(spec, intent=intent, pin=pin, check=checked)
                 dispatch_id = submitted.dispatch_id
-                _say_who_drives(fellows, dispatch_id, submitted.budget)
-                if _hands_off(config, pin):
+                say_who_drives(fellows, dispatch_id, submitted.budget)
+                if hands_off(config, pin):
                     if detach:  # a pinned lane's handoff IS the submit: its result is the answer, not the job's end
-                        fellows.follow(dispatch_id, until=lambda _: _handed_or_waiting(fellows, dispatch_id))
+                        fellows.follow(dispatch_id, until=lambda _: handed_or_waiting(fellows, dispatch_id))
                     else:
-                        follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+                        follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=quiet(as_json)))
                 elif detach or queued_only:
-                    _wait_until_queued(fellows, dispatch_id)
+                    wait_until_queued(fellows, dispatch_id)
                 else:
-                    _wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, said at once
+                    wait_until_queued(fellows, dispatch_id)  # a refusal, or a SLURM that never answers, said at once
                     # With --json the live view goes to stderr, and only when that is a terminal.
-                    follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=_quiet(as_json)))
+                    follow_live(fellows, dispatch_id, make_console(stderr=as_json, quiet=quiet(as_json)))
+                if ended is not None:  # submit --wait: to the job's end (ui/wait.py)
+                    ended = _wait_command.wait_all(fellows, [dispatch_id], None)
         except KeyboardInterrupt:
             dispatch_id = dispatch_id or fellows.enqueued or ""
             if not dispatch_id:
@@ -165,7 +175,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
         row = journal.dispatch(dispatch_id)
         assert row is not None  # journaled before anything was submitted
         if as_json:
-            echo_json(_dispatch_object(journal, row))
+            echo_json(dispatch_object(journal, row))
         elif detach:
             click.echo(row.id)  # always the id alone, so `id=$(fellows-fsm submit --detach ...)` works
         elif queued_only and not row.final:
@@ -176,88 +186,7 @@ def submit(  # noqa: PLR0917 - click passes every option as an argument; several
         else:
             click.echo(summary(row.id, journal))
         error = outcome_error(journal, row.id)
-    if error is not None:
-        raise error
-
-
-@contextlib.contextmanager
-def _naming_the_journaled(fellows: Fellows) -> Iterator[None]:
-    """An error that stops ``submit`` once its dispatch is journaled names the dispatch, and says when its paid job
-    exists (or is being made) and never to submit it again (journal/queries.py: ``journaled_failure``)."""
-    try:
-        yield
-    except FellowsError as exc:
-        dispatch_id = fellows.enqueued
-        if dispatch_id is None or (dispatch_id in str(exc) and not isinstance(exc, JournalFull)):
-            raise  # before the row, or said of the dispatch already (SLURM has not queued it yet, ...)
-        journaled = journaled_failure(fellows.journal, dispatch_id, exc)
-        if journaled is None:
-            raise
-        raise journaled from None
-
-
-def _dispatch_object(journal: Journal, row: DispatchRow) -> dict[str, object]:
-    """One dispatch's JSON object, with its paid run and budget reason when it has them."""
-    handoff = journal.handoff(row.id)
-    paid, budget = paid_facts(journal, row, handoff)
-    return dispatch_json(row, handoff, paid=paid, budget=budget)
-
-
-def _handed_or_waiting(fellows: Fellows, dispatch_id: str) -> bool:
-    """Has a pinned lane's handoff happened (or ended), or does it wait for the [budget] (said by status)?"""
-    return fellows.handle(dispatch_id).state != State.HANDING_OFF or fellows.budget_reason(dispatch_id) is not None
-
-
-def _hands_off(config: Config, pin: str | None) -> bool:
-    """True if ``pin`` names a lane a job is handed to (its command is the submit), not the ladder."""
-    return pin is not None and config.route(pin).hands_off
-
-
-def _say_who_drives(fellows: Fellows, dispatch_id: str, budget: str | None) -> None:
-    """One note when a program of its own (not the background driver) drives the journal this submit enqueued in;
-    one for what the submit did to the driver's [budget], if anything."""
-    if budget is not None:
-        click.echo(f"fellows-fsm: note: {budget}", err=True)
-    journal = fellows.journal
-    owner = journal.owner() if fellows.started is None else None  # a driver started here is said by open_fellows
-    if owner is not None and owner.kind != "background" and journal.driver_alive():
-        click.echo(
-            f"fellows-fsm: note: {journal.path} is driven by another router ({owner.describe()}): it walks "
-            f"dispatch {dispatch_id}; following it from here",
-            err=True,
-        )
-
-
-DETACH_WAIT_SECONDS = 30.0
-"""How long ``submit --detach`` waits for the driver to queue the first job (or SLURM to refuse it)."""
-
-
-def _quiet(as_json: bool) -> bool:
-    return as_json and not sys.stderr.isatty()
-
-
-def _wait_until_queued(fellows: Fellows, dispatch_id: str) -> None:
-    """Follow until the dispatch's first job is queued (or it is final): a refusal is still an exit code.
-
-    SchedulerUnreachable (exit 6) if SLURM has not queued it within ``DETACH_WAIT_SECONDS``: it stays journaled,
-    and the driver goes on asking (looking its token up first, so it is never queued twice)."""
-    end = time.monotonic() + DETACH_WAIT_SECONDS
-
-    def queued(_: object) -> bool:
-        handle = fellows.handle(dispatch_id)
-        if handle.slurm_job_id is not None or handle.final:
-            return True
-        if (why := judged_problem(fellows.journal, DRIVER_CONFIG)) is not None:  # said at once, not after 30 s
-            raise SchedulerUnreachable(f"dispatch {dispatch_id} stays journaled, not queued yet: {why}")
-        if time.monotonic() > end:
-            raise SchedulerUnreachable(
-                f"SLURM has not queued dispatch {dispatch_id}'s job within {DETACH_WAIT_SECONDS:g} s; it stays "
-                "journaled and the background driver keeps trying (never twice); `fellows-fsm watch` follows it"
-            )
-        return False
-
-    # Read the journal often: the driver woke for this dispatch, its job is queued well before the next poll.
-    fellows.follow(dispatch_id, until=queued, read_every=min(0.1, fellows.config.fellows.poll_interval_seconds))
+    _wait_command.finish(ctx, ended, error)  # the error, if any; with --wait, wait's exit code (ui/wait.py)
 
 
 # --------------------------------------------------------------------------- watch
@@ -290,7 +219,7 @@ def watch(ctx: click.Context, once: bool, as_json: bool) -> None:
             else:
                 click.echo(none_in(config, live=True))
             return
-        console = make_console(stderr=as_json, quiet=_quiet(as_json))
+        console = make_console(stderr=as_json, quiet=quiet(as_json))
         next_lane = next_lane_of(config)
         for line in _created_with(config, journal, ids):
             click.echo(f"fellows-fsm: {line}", err=True)
@@ -402,11 +331,14 @@ def _print_rows(
     now = time.time()
     handoffs = {r.id: journal.handoff(r.id) for r in rows}
     facts = {r.id: paid_facts(journal, r, handoffs[r.id]) for r in rows}
+    ends = journal.ends([r.id for r in rows])
     if as_json:
         echo_json(
             [
                 {
-                    **dispatch_json(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now),
+                    **dispatch_json(
+                        r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1], now=now, end=ends.get(r.id)
+                    ),
                     **(where or {}),
                 }
                 for r in rows
@@ -418,7 +350,9 @@ def _print_rows(
     snaps = [Snapshot.of_row(r, handoffs[r.id], paid=facts[r.id][0], budget=facts[r.id][1]) for r in rows]
     paid = {i: run for i, (run, _) in facts.items() if run is not None}
     budget = {i: why for i, (_, why) in facts.items() if why is not None}
-    console.print(status_table(snaps, updated={r.id: r.updated_at for r in rows}, paid=paid, budget=budget, now=now))
+    ended = {i: _wait_command.end_words(e) for i, e in ends.items()}  # how each ended (ui/wait.py)
+    updated = {r.id: r.updated_at for r in rows}
+    console.print(status_table(snaps, updated=updated, paid=paid, budget=budget, now=now, ended=ended))
 
 
 @main.command(short_help="Every transition of one dispatch.")

@@ -57,6 +57,7 @@ __all__ = [
     "TraceError",
     "TransitionNotAllowed",
     "UsageError",
+    "WaitTimeout",
 ]
 
 
@@ -182,6 +183,13 @@ class NoBudget(LaneError):
     """The dispatch ended NO_BUDGET: its paid run would have passed the [budget]."""
 
     exit_code = 12
+
+
+class WaitTimeout(FellowsError, TimeoutError):
+    """``wait`` (``submit --wait``, ``Fellows.wait``) gave up at its ``--timeout``: the dispatch goes on, walked and
+    followed by the driver; the message names what had not ended."""
+
+    exit_code = 124
 
 
 class Interrupted(FellowsError, KeyboardInterrupt):

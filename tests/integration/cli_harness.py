@@ -21,7 +21,7 @@ from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 
 from .conftest import RUNTIME, Cluster
-from .settled import LEDGER_CODE, assert_settled
+from .settled import LEDGER_CODE, assert_settled, walked
 
 FELLOWS_FSM = Path(sys.executable).parent / "fellows-fsm"
 """The console script of the venv running the tests (.venv on the host, .venv-24.11 in the Debian 13 root)."""
@@ -152,16 +152,33 @@ def stop_background_driver(tmp_path: Path, signals: Sequence[signal.Signals]) ->
 
 
 def final_row(slurm: Cluster, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
-    """The dispatch's journal row once it is final; fail after ``timeout`` seconds."""
+    """The dispatch's journal row once its walk is over (final, or its job runs: followed from then on); fail after
+    ``timeout`` seconds."""
 
     def done() -> bool:
         with read_journal(tmp_path) as j:
             row = j.dispatch(dispatch_id)
-            return row is not None and row.final
+            return row is not None and walked(row)
 
     slurm.wait_for(done, f"dispatch {dispatch_id} to end", timeout=timeout, tick=0.25)
     with read_journal(tmp_path) as j:
         return j.dispatch(dispatch_id)
+
+
+def watch_walked(slurm: Cluster, config: Path, tmp_path: Path, dispatch_id: str, timeout: float = 90) -> Any:
+    """`watch --once` (cron's way: a poll of its own when no driver holds the journal) until the dispatch's walk is
+    over (final, or its job runs: `watch` itself now follows a running job to its end); its status JSON object."""
+
+    def over() -> bool:
+        once = cli(config, "watch", "--once", timeout=60)
+        assert once.returncode == 0, once.stderr
+        with read_journal(tmp_path) as j:
+            row = j.dispatch(dispatch_id)
+            return row is not None and walked(row)
+
+    slurm.wait_for(over, f"dispatch {dispatch_id}'s walk to end", timeout=timeout, tick=0.5)
+    [row] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
+    return row
 
 
 def step_notes(tmp_path: Path, dispatch_id: str) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.core.vocab import FOLLOWED_STATES as FOLLOWED
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
@@ -115,7 +116,13 @@ def main() -> None:
         for _ in range(args.count):
             router.dispatch(spec)
     ticks: list[dict[str, object]] = []
-    router.run(on_tick=lambda r: ticks.append({"observed": r.observed, "changes": r.rung_changes}))
+    # Until the walk is over: every dispatch final or running (a running job is followed to its end, not waited for).
+    router.run(
+        until=lambda _: (
+            not router.handing and not router.running and all(d.state in FOLLOWED for d in router.live.values())
+        ),
+        on_tick=lambda r: ticks.append({"observed": r.observed, "changes": r.rung_changes}),
+    )
     handles = [attrs.asdict(router.handle(row.id)) for row in router.journal.dispatches()]
     calls = dict(router.scheduler.inner.runner.calls) if isinstance(router.scheduler, CrashingPort) else {}
     json.dump({"handles": handles, "ticks": len(ticks), "calls": calls}, sys.stdout)

@@ -5,12 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from fellows_fsm.core.vocab import FOLLOWED_STATES
+from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 
 from .conftest import Cluster, QueueRow
 
 LEDGER_CODE = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
 """A gcp lane's command that appends the dispatch id to a ledger file (argv: the ledger, the id)."""
+
+
+def walked(row: object) -> bool:
+    """Is the walk of a dispatch (a journal row or a handle) over: final, or its job runs (followed to its end
+    from then on, so RUNNING is not final)?"""
+    return bool(getattr(row, "final", False)) or getattr(row, "state", "") in FOLLOWED_STATES
+
+
+def walked_out(router: Router) -> bool:
+    """Has every dispatch a router drives walked out (final, or its job runs): nothing on a rung or handing off?"""
+    others = router.handing or router.running or router.pending_handoffs or router.paid.busy
+    return not others and all(d.state in FOLLOWED_STATES for d in router.live.values())
 
 
 def ledger(tmp_path: Path) -> list[str]:

@@ -41,7 +41,8 @@ POLL = 1.0
 
 def _config(tmp_path: Path, *, cap: float = CAP, idle: float = 30.0) -> Path:
     """Short caps, a 1 s poll, the plain ladder (these tests wait on a capped high-eur on purpose), a ledger lane."""
-    return ledger_config(tmp_path, cap=cap, poll=POLL, park_early="off", router=f"driver_idle_seconds = {idle}\n")
+    router = f"driver_idle_seconds = {idle}\nfollow_interval_seconds = 1\n"
+    return ledger_config(tmp_path, cap=cap, poll=POLL, park_early="off", router=router)
 
 
 def _triggers(tmp_path: Path, dispatch_id: str) -> list[tuple[str, str]]:
@@ -248,13 +249,22 @@ def test_ten_submits_at_once_start_one_driver_and_each_gets_one_job(slurm: Clust
 
 
 def test_the_driver_exits_when_idle_and_the_next_submit_starts_a_new_one(slurm: Cluster, tmp_path: Path) -> None:
-    """With nothing live the driver exits after its idle grace; `driver status` then says there is none, and the
-    next submit starts a new one."""
+    """The driver stays up while a job runs (it follows it to its end); with nothing live it exits after its idle
+    grace; `driver status` then says there is none, and the next submit starts a new one."""
     config = _config(tmp_path, idle=2.0)
-    first = cli(config, *submit_args(slurm, "--detach"))
+    first = cli(config, *submit_args(slurm, "--detach", seconds=8))
     assert first.returncode == 0, first.stderr
     pid = driver_pid(tmp_path)
     assert final_row(slurm, tmp_path, first.stdout.strip()).label == "RUNNING"
+    time.sleep(4)  # past the idle grace, while the job runs
+    assert process_alive(pid)
+
+    def ended() -> bool:
+        with read_journal(tmp_path) as j:
+            row = j.dispatch(first.stdout.strip())
+            return row is not None and row.state == "ENDED"
+
+    slurm.wait_for(ended, "the job's end to be recorded", timeout=30, tick=0.2)
     slurm.wait_for(lambda: not process_alive(pid), "the idle driver to exit", timeout=30, tick=0.2)
     status = cli(config, "driver", "status", "--json")
     assert json.loads(status.stdout)["running"] is False

@@ -28,6 +28,8 @@ from fellows_fsm.sim.cluster import SimCluster
 from fellows_fsm.slurm.observe import parse_slurm_time
 from tests.integration.conftest import Cluster
 
+from .settled import walked, walked_out
+
 pytestmark = pytest.mark.slurm
 
 CAP = 90.0
@@ -97,7 +99,7 @@ def dispatch_on_last_rung(slurm: Cluster, tmp_path: Path, since: float) -> tuple
             nonlocal polls
             polls += 1
             row = router.handle(handle.dispatch_id)
-            return (row.final and not router.busy) or polls > 400
+            return (walked(row) and walked_out(router)) or polls > 400
 
         router.run(until=done)
         final = router.handle(handle.dispatch_id)

@@ -24,6 +24,8 @@ from fellows_fsm.lanes.slurm.config import SlurmSettings
 from tests.integration.conftest import Cluster
 from tests.integration.test_calibrated_real import WORKLOAD_GAP_SECONDS, _sbatch, build_history, fill_node
 
+from .settled import walked, walked_out
+
 pytestmark = pytest.mark.slurm
 
 CAP = 90.0
@@ -51,7 +53,7 @@ def walk_ladder(slurm: Cluster, tmp_path: Path, since: float) -> tuple[list[Step
         def done(_: object) -> bool:
             nonlocal polls
             row = router.handle(handle.dispatch_id)
-            if row.final and not router.busy:
+            if walked(row) and walked_out(router):
                 return True
             polls += 1
             return polls > 600

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .cli_harness import FELLOWS_FSM, cli, json_of, ledger_config, one_error, start_cli, submit_args
+from .cli_harness import FELLOWS_FSM, cli, json_of, ledger_config, one_error, start_cli, submit_args, watch_walked
 from .conftest import Cluster, QueueRow
 
 pytestmark = pytest.mark.slurm
@@ -70,9 +70,7 @@ def test_detached_dispatch_is_driven_by_watch(slurm: Cluster, tmp_path: Path) ->
     assert row["state"] in ("SUBMITTED(high-eur)", "RUNNING")
     assert row["slurm_job_id"] is not None
 
-    watched = cli(config, "watch", "--json", timeout=60)
-    assert watched.returncode == 0, watched.stderr
-    [done] = json_of(cli(config, "status", dispatch_id, "--json", timeout=60))
+    done = watch_walked(slurm, config, tmp_path, dispatch_id, timeout=60)  # (watch itself follows it to its end)
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "high-eur")
     assert slurm.row(done["slurm_job_id"]).state == "RUNNING"
 
@@ -98,7 +96,7 @@ def test_watch_finishes_the_walk_of_a_killed_submit(slurm: Cluster, tmp_path: Pa
     dispatch_id = rows[0]["dispatch_id"]
     assert rows[0]["state"] == "SUBMITTED(high-eur)"
 
-    [done] = json_of(cli(config, "watch", "--json", timeout=60))
+    done = watch_walked(slurm, config, tmp_path, dispatch_id, timeout=60)  # (watch itself follows it to its end)
     assert (done["dispatch_id"], done["state"], done["qos"]) == (dispatch_id, "RUNNING", "normal-eur")
     live = [j for j in _jobs(slurm, dispatch_id) if j.state in ("PENDING", "RUNNING")]
     assert [(j.qos, j.state) for j in live] == [("normal-eur", "RUNNING")]

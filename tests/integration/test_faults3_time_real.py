@@ -34,7 +34,7 @@ from .cli_harness import (
     submit_args,
 )
 from .conftest import Cluster
-from .settled import jobs_of, ledger
+from .settled import jobs_of, ledger, walked
 
 pytestmark = pytest.mark.slurm
 
@@ -103,7 +103,7 @@ def test_watch_once_from_cron_after_a_gap_nobody_watched_runs_on_the_free_rung(s
         with read_journal(tmp_path) as j:
             row = j.dispatch(dispatch_id)
         assert row is not None
-        if row.final:
+        if walked(row):
             break
         assert time.monotonic() < end, step_notes(tmp_path, dispatch_id)
         time.sleep(1.0)

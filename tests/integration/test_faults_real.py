@@ -40,7 +40,7 @@ from .cli_harness import (
     submit_args,
 )
 from .conftest import DEV_SLURM, Cluster
-from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger
+from .settled import LEDGER_CODE, assert_settled, jobs_of, ledger, walked, walked_out
 
 pytestmark = pytest.mark.slurm
 
@@ -111,7 +111,7 @@ def test_a_slow_handoff_never_holds_up_another_dispatch(
     never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id  # over every rung's MaxWall
     run_until(r, lambda: never in r.running)
     walker = r.dispatch(slurm.spec(gpus=8, time_limit=600)).dispatch_id
-    run_until(r, lambda: r.handle(walker).final)
+    run_until(r, lambda: walked(r.handle(walker)))
     assert (r.handle(walker).state, r.handle(walker).qos) == ("RUNNING", "normal-eur")
     handoff = r.journal.handoff(never)
     assert handoff is not None
@@ -119,7 +119,7 @@ def test_a_slow_handoff_never_holds_up_another_dispatch(
     steps = r.journal.steps(walker)
     park = next(s for s in steps if s.trigger == "park")
     assert park.at - steps[0].at <= 3.0 + 2 * 0.5 + 1.0  # its cap, plus a poll to notice and one to act
-    run_until(r, lambda: not r.busy)
+    run_until(r, lambda: walked_out(r))  # the walker runs on, followed: not waited for
     assert ledger(tmp_path) == [never]
     assert_settled(slurm, r.journal, tmp_path, [never, walker])
 
@@ -133,7 +133,7 @@ def test_a_timed_out_handoff_is_killed_with_the_child_that_does_the_work(
     lane = CommandSettings(name="gcp", command=(sys.executable, "-c", parent, "{dispatch_id}"), timeout_seconds=1)
     r = make_router(lane=lane)
     never = r.dispatch(slurm.spec(gpus=8, time_limit=15 * 86_400)).dispatch_id
-    run_until(r, lambda: r.handle(never).final)
+    run_until(r, lambda: walked(r.handle(never)))
     handoff = r.journal.handoff(never)
     assert handoff is not None
     assert (handoff.status, handoff.exit_status) == ("failed", 124)
@@ -154,7 +154,7 @@ def test_an_outside_scancel_withdraws_the_dispatch_and_nothing_is_resubmitted(
     h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
     assert h.slurm_job_id is not None
     slurm.cancel(h.slurm_job_id)
-    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    run_until(r, lambda: walked(r.handle(h.dispatch_id)))
     row = r.journal.dispatch(h.dispatch_id)
     assert row is not None
     assert (row.state, row.outcome) == ("WITHDRAWN", "withdrawn-outside")
@@ -182,7 +182,7 @@ def test_a_held_job_waits_past_its_cap_and_walks_only_after_release(
     assert slurm.row(h.slurm_job_id).reason == "JobHeldAdmin"
     assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
     subprocess.run(["scontrol", "release", h.slurm_job_id], check=True, capture_output=True, timeout=20)
-    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    run_until(r, lambda: walked(r.handle(h.dispatch_id)))
     assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
     triggers = [s.trigger for s in r.journal.steps(h.dispatch_id)]
     assert triggers[:3] == ["submit", "hold", "release"]
@@ -192,16 +192,17 @@ def test_a_held_job_waits_past_its_cap_and_walks_only_after_release(
 def test_a_job_requeued_before_the_router_saw_it_run_is_never_run_twice(
     slurm: Cluster, make_router: Callable[..., Router], tmp_path: Path
 ) -> None:
-    """A job that ran and was requeued (PENDING, no batch host) counts as started: never cancelled nor resubmitted."""
+    """A job that ran and was requeued (PENDING, no batch host) counts as started: never cancelled nor resubmitted;
+    it is followed pending where SLURM put it (REQUEUED: issue 38)."""
     r = make_router(cap=2.0)
     h = r.dispatch(slurm.spec(gpus=8, time_limit=600))
     assert h.slurm_job_id is not None
     slurm.wait_for(lambda: slurm.row(h.slurm_job_id or "").state == "RUNNING", "the job to start")
     subprocess.run(["scontrol", "requeue", h.slurm_job_id], check=True, capture_output=True, timeout=20)
     slurm.wait_for(lambda: slurm.row(h.slurm_job_id or "").state == "PENDING", "the requeued job to pend")
-    run_until(r, lambda: r.handle(h.dispatch_id).final)
-    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).slurm_job_id) == ("RUNNING", h.slurm_job_id)
-    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "start"]
+    run_until(r, lambda: walked(r.handle(h.dispatch_id)))
+    assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).slurm_job_id) == ("REQUEUED", h.slurm_job_id)
+    assert [s.trigger for s in r.journal.steps(h.dispatch_id)] == ["submit", "start", "requeue"]
     assert [j.job_id for j in jobs_of(slurm, h.dispatch_id)] == [h.slurm_job_id]
     assert ledger(tmp_path) == []
 
@@ -228,7 +229,7 @@ def test_a_stalled_controller_never_walks_a_job_past_a_free_rung(
     # One squeue per 0.5 s poll at most, fewer with the back-off: the stalled controller is not hammered.
     assert runner.calls["squeue"] - before <= stalled / 0.5 + 1
     r.scheduler.runner.timeout_seconds = 20.0  # type: ignore[attr-defined]
-    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    run_until(r, lambda: walked(r.handle(h.dispatch_id)))
     assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
     assert "pause" in [s.trigger for s in r.journal.steps(h.dispatch_id)]
     assert ledger(tmp_path) == []
@@ -252,7 +253,7 @@ def test_a_controller_restart_that_lost_the_job_and_reused_its_id(
         [*argv, *slurm.job_args(), slurm.script(300)], capture_output=True, text=True, check=True, timeout=20
     ).stdout.strip()
     assert stranger == h.slurm_job_id  # the controller handed our id to someone else
-    run_until(r, lambda: r.handle(h.dispatch_id).final)
+    run_until(r, lambda: walked(r.handle(h.dispatch_id)))
     assert (r.handle(h.dispatch_id).state, r.handle(h.dispatch_id).qos) == ("RUNNING", "normal-eur")
     assert "belongs to another job" in r.journal.steps(h.dispatch_id)[1].note
     assert slurm.row(stranger).state == "PENDING"  # untouched
@@ -292,7 +293,7 @@ def test_ctrl_c_during_sbatch_stops_following_and_the_job_is_queued_once(slurm: 
 
     def running() -> bool:
         found = journal.dispatch(row.id)
-        return found is not None and found.final
+        return found is not None and walked(found)
 
     slurm.wait_for(running, "the driver to queue and start the job", timeout=60, tick=0.2)
     final = journal.dispatch(row.id)

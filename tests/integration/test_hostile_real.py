@@ -17,7 +17,7 @@ import pytest
 
 from tests.processes import processes_with
 
-from .cli_harness import cli, read_journal, submit_args
+from .cli_harness import cli, read_journal, submit_args, watch_walked
 from .conftest import Cluster
 from .settled import assert_settled, ledger
 from .test_faults_real import cli_config, damage_journal
@@ -140,8 +140,7 @@ def test_a_job_moved_to_another_qos_runs_there_and_every_view_says_so(slurm: Clu
     dispatch_id = submitted.stdout.strip()
     job_id = str(_status(config, dispatch_id)["slurm_job_id"])
     _scontrol("update", f"JobId={job_id}", "QOS=low-eur")
-    watch = cli(config, "watch")
-    assert watch.returncode == 0, watch.stderr
+    watch_walked(slurm, config, tmp_path, dispatch_id)  # (watch itself follows a running job to its end)
     status = _status(config, dispatch_id)
     assert (status["state"], status["qos"], status["slurm_job_id"]) == ("RUNNING", "low-eur", job_id)
     assert "low-eur" in cli(config, "status").stdout
@@ -182,8 +181,7 @@ def test_a_job_whose_time_limit_someone_changed_is_never_walked(slurm: Cluster, 
     assert (status["state"], status["slurm_job_id"]) == ("SUBMITTED(high-eur)", job_id)
     assert [j.job_id for j in slurm.queue() if j.comment.startswith(f"fsm-{dispatch_id}")] == [job_id]
     slurm.cancel(*blockers)
-    watch = cli(config, "watch")
-    assert watch.returncode == 0, watch.stderr
+    watch_walked(slurm, config, tmp_path, dispatch_id)  # (watch itself follows a running job to its end)
     status = _status(config, dispatch_id)
     assert (status["state"], status["qos"]) == ("RUNNING", "high-eur")
     assert ledger(tmp_path) == []

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.api import Fellows
 from fellows_fsm.config.file import load_config
 from fellows_fsm.core.vocab import PaidStatus
+from fellows_fsm.driver.reports import Progress
 from fellows_fsm.testing import FakePaidLane
 
 from .cli_harness import cli, json_of, ledger_config

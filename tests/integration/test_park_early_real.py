@@ -25,6 +25,8 @@ from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.observe import parse_slurm_time
 from tests.integration.conftest import Cluster
 
+from .settled import walked
+
 pytestmark = pytest.mark.slurm
 
 CAP = 60.0
@@ -50,7 +52,7 @@ def run_dispatch(slurm: Cluster, tmp_path: Path, policy: str) -> tuple[list[Step
         def done(_: object) -> bool:
             nonlocal polls
             polls += 1
-            return router.handle(handle.dispatch_id).final or polls > 400
+            return walked(router.handle(handle.dispatch_id)) or polls > 400
 
         router.run(until=done)
         final = router.handle(handle.dispatch_id)

@@ -24,6 +24,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
 from tests.integration.conftest import REPO, Cluster, QueueRow
+from tests.integration.settled import walked_out
 
 pytestmark = pytest.mark.slurm
 
@@ -97,7 +98,7 @@ def test_kill_around_the_first_sbatch_then_restart(slurm: Cluster, tmp_path: Pat
     assert second.returncode == 0, second.stderr
     handle = journal.dispatch(dispatch_id)
     assert handle is not None
-    assert (handle.state, handle.qos, handle.final) == ("RUNNING", "high-eur", True)
+    assert (handle.state, handle.qos, handle.final) == ("RUNNING", "high-eur", False)  # followed to its end
     jobs = jobs_of(slurm, dispatch_id)
     assert len(jobs) == 1, jobs
     assert (jobs[0].state, jobs[0].qos, jobs[0].job_id) == ("RUNNING", "high-eur", handle.job_id)
@@ -188,8 +189,8 @@ def test_200_dispatches_one_squeue_per_tick(slurm: Cluster, tmp_path: Path, requ
         squeue_per_tick.append(port.runner.calls["squeue"] - seen[0])
         seen[0] = port.runner.calls["squeue"]
 
-    router.run(on_tick=count)
-    assert not router.live, "dispatches still live"
+    router.run(on_tick=count, until=lambda _: walked_out(router))  # a running job is followed on: not waited for
+    assert walked_out(router), "dispatches still walking"
     assert set(squeue_per_tick) == {1}, Counter(squeue_per_tick)
     outcomes = Counter((h.state, h.qos) for h in (router.handle(i) for i in ids))
     # high-eur and normal-eur each cap this user at 16 GPUs; low-eur has no cap: the node's 64 GPUs fill.
@@ -216,7 +217,7 @@ def test_in_place_rung_change_on_real_slurm(slurm: Cluster, tmp_path: Path, requ
     request.addfinalizer(journal.close)  # closed even when an assertion fails (an open one warns later on)
     router = Router(config, port, journal).start()
     handle = router.dispatch(slurm.spec(gpus=8, time_limit=600))
-    router.run()
+    router.run(until=lambda _: walked_out(router))  # a running job is followed on: not waited for
     final = router.handle(handle.dispatch_id)
     assert (final.state, final.qos, final.slurm_job_id) == ("RUNNING", "normal-eur", handle.slurm_job_id)
     jobs = jobs_of(slurm, handle.dispatch_id)

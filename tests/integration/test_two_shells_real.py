@@ -129,7 +129,7 @@ def test_the_follower_takes_over_when_the_driver_is_killed_mid_rung(slurm: Clust
         assert qos == "normal-eur"
         assert own in ids
     after = {row["dispatch_id"]: row for row in _status(config)}
-    assert {(after[i]["state"], after[i]["qos"], after[i]["final"]) for i in ids} == {("RUNNING", "normal-eur", True)}
+    assert {(after[i]["state"], after[i]["qos"], after[i]["final"]) for i in ids} == {("RUNNING", "normal-eur", False)}
     with _journal(config) as journal:
         for dispatch_id in ids:
             # A successor that started late journals the time nobody watched as a pause and a resume.

@@ -25,7 +25,7 @@ from fellows_fsm.ui import app as ui_app
 
 CAPS = {"high-eur": 16, "normal-eur": 16, "dev-eur": 8}
 PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
-DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "outcome"}
+DISPATCH_KEYS = {"dispatch_id", "state", "lane", "qos", "slurm_job_id", "final", "result", "exit_code", "outcome"}
 HISTORY_KEYS = {"at", "from", "to", "trigger", "qos", "slurm_job_id", "reason", "note"}
 
 
@@ -35,9 +35,16 @@ class SchedulingFake(FakeScheduler):
     def __init__(self, *, scheduling: bool = True, **kwargs: object) -> None:
         super().__init__(SystemClock(), **kwargs)  # type: ignore[arg-type]
         self.scheduling = scheduling
+        self.run_seconds: float | None = None
+        """A job that ran this long has completed (exit 0) at the next observation; None: jobs run for ever."""
 
     def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
-        """Schedule (if on), then observe."""
+        """End the jobs that ran ``run_seconds`` (if set), schedule (if on), then observe."""
+        if self.run_seconds is not None:
+            now = self.clock.now()
+            for job in list(self.jobs.values()):
+                if job.state == "RUNNING" and job.start_time is not None and now - job.start_time >= self.run_seconds:
+                    self.end(job.job_id)
         if self.scheduling and not self.unreachable:
             self.schedule()
         return super().observe(job_ids)
@@ -48,6 +55,8 @@ def _config_text(state_dir: Path, ledger: Path, *, fail_gcp: bool = False, extra
     if fail_gcp:
         code += "; sys.exit('quota exceeded in europe-west4')"
     command = json.dumps([sys.executable, "-c", code, str(ledger), "{dispatch_id}"])
+    # Running jobs are looked at every poll (their ends recorded at once), unless the test's lines say otherwise.
+    router = "" if "[router]" in extra else "\n[router]\nfollow_interval_seconds = 0.05\n"
     return f"""
 state_dir = "{state_dir}"
 
@@ -55,7 +64,7 @@ state_dir = "{state_dir}"
 park_cap_seconds = 0.3
 poll_interval_seconds = 0.05
 {extra}
-
+{router}
 [lanes.gcp]
 command = {command}
 """
@@ -111,6 +120,8 @@ def _toml(env: Path, *, fellows: str = "", router: str = "", gcp: str | None = N
     for key, value in (("park_cap_seconds", "0.3"), ("poll_interval_seconds", "0.05")):
         if key not in fellows:
             fellows += f"\n{key} = {value}"
+    if "follow_interval_seconds" not in router:
+        router += "\nfollow_interval_seconds = 0.05"
     return (
         f'{top}\nstate_dir = "{env / "state"}"\n\n[fellows]\n{fellows}\n\n[router]\n{router}\n\n'
         f"[lanes.gcp]\ncommand = {command}\n"
@@ -140,7 +151,8 @@ def refused(result: Result, code: int, *words: str) -> str:
 
 
 def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
-    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending; their ids."""
+    """Fill the env's journal with ``dispatches`` dispatches, the oldest ``live`` still pending, the others ended
+    (their job ran and completed); their ids."""
     clock = SystemClock()
     fake = FakeScheduler(clock)
     ladder = SlurmSettings(park_cap_seconds=600).ladder
@@ -154,6 +166,8 @@ def _journal_of(env: Path, dispatches: int, live: int) -> list[str]:
             if i >= live:
                 assert d.job_id is not None
                 fake.start(d.job_id)
+                d.advance(fake.observe([d.job_id])[d.job_id])
+                fake.end(d.job_id)  # a final dispatch: its job ran and ended (RUNNING is followed)
                 d.advance(fake.observe([d.job_id])[d.job_id])
             ids.append(d.id)
     finally:

@@ -258,7 +258,8 @@ def test_check_refuses_an_unknown_intent(make_fellows: MakeFellows) -> None:
 def test_follow_while_driving_walks_to_normal_eur(
     make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory
 ) -> None:
-    """follow drives the dispatch off a full high-eur to RUNNING on normal-eur, reporting each state change."""
+    """follow drives the dispatch off a full high-eur to RUNNING on normal-eur (not final: its job is followed to its
+    end), reporting each state change."""
     fill(capped_fake, "high-eur")
     fellows = make_fellows()
     dispatch_id = fellows.submit(SPEC).dispatch_id
@@ -270,7 +271,7 @@ def test_follow_while_driving_walks_to_normal_eur(
         on_tick=ticks.append,
         sleep=cluster_sleep(frozen, capped_fake),
     )
-    assert (done.state, done.qos, done.final) == ("RUNNING", "normal-eur", True)
+    assert (done.state, done.qos, done.final) == ("RUNNING", "normal-eur", False)
     assert states[0] == "SUBMITTED(high-eur)"
     assert states[-1] == "RUNNING"
     assert "RESUBMITTED(normal-eur)" in states
@@ -377,17 +378,21 @@ def test_a_lane_pinned_dispatch_is_handed_off_once_by_the_process_that_takes_ove
 def test_watch_takes_over_and_drives_every_live_dispatch(
     make_fellows: MakeFellows, capped_fake: FakeScheduler, frozen: FrozenDateTimeFactory, other_driver: Journal
 ) -> None:
-    """watch follows while another process drives, then drives every enqueued dispatch to RUNNING."""
+    """watch follows while another process drives, then drives every enqueued dispatch to RUNNING and follows each
+    job to its end."""
     fellows = make_fellows()
     ids = [fellows.submit(SPEC).dispatch_id for _ in range(2)]
 
     def release(n: int) -> None:
         if n == 2:
             other_driver.release_driver()
+        for job in capped_fake.live_jobs(token_prefix="fsm-"):
+            if job.state == "RUNNING" and n >= 4:
+                capped_fake.end(job.job_id)
 
     handles = fellows.watch(sleep=cluster_sleep(frozen, capped_fake, then=release))
     assert sorted(h.dispatch_id for h in handles) == sorted(ids)
-    assert {h.state for h in handles} == {"RUNNING"}
+    assert {(h.state, h.result) for h in handles} == {("ENDED", "succeeded")}
 
 
 def test_poll_is_none_while_another_process_drives(

@@ -29,13 +29,15 @@ from tests.unit.cli_helpers import (
 
 
 def test_submit_walks_to_normal_eur_and_prints_json(env: Path, scheduling_fake: SchedulingFake, script: Path) -> None:
-    """With the user's high-eur cap full, submit --json follows the dispatch to RUNNING on normal-eur."""
+    """With the user's high-eur cap full, submit --json follows the dispatch to RUNNING on normal-eur (not final:
+    followed to its end; no result yet)."""
     fill(scheduling_fake, "high-eur")
     result = run("submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out.keys() >= DISPATCH_KEYS
-    assert (out["state"], out["lane"], out["qos"], out["final"]) == ("RUNNING", "fellows", "normal-eur", True)
+    assert (out["state"], out["lane"], out["qos"], out["final"]) == ("RUNNING", "fellows", "normal-eur", False)
+    assert (out["result"], out["exit_code"]) == (None, None)
     assert scheduling_fake.jobs[out["slurm_job_id"]].qos == "normal-eur"
     assert ledger(env) == []
 
@@ -77,7 +79,7 @@ def test_submit_pin_gcp_hands_off_at_once(env: Path, scheduling_fake: Scheduling
 def test_submit_detach_prints_the_id_and_watch_drives_it(
     env: Path, scheduling_fake: SchedulingFake, script: Path
 ) -> None:
-    """--detach prints only the dispatch id; watch --once shows it waiting on high-eur, watch follows it to RUNNING
+    """--detach prints only the dispatch id; watch --once shows it waiting on high-eur, watch follows it to its end
     (a 30 s cap here: the background driver must not walk it on before watch --once looks, on a loaded machine)."""
     config = env / "fellows.toml"
     config.write_text(config.read_text().replace("park_cap_seconds = 0.3", "park_cap_seconds = 30"))
@@ -90,10 +92,12 @@ def test_submit_detach_prints_the_id_and_watch_drives_it(
     assert once.exit_code == 0, once.output
     assert [d["state"] for d in json.loads(once.stdout)] == ["SUBMITTED(high-eur)"]
     scheduling_fake.scheduling = True
+    scheduling_fake.run_seconds = 0.2  # its job completes: watch follows it to its end
     done = run("watch", "--json")
     assert done.exit_code == 0, done.output
     [out] = json.loads(done.stdout)
-    assert (out["dispatch_id"], out["state"], out["qos"]) == (dispatch_id, "RUNNING", "high-eur")
+    assert (out["dispatch_id"], out["state"], out["qos"]) == (dispatch_id, "ENDED", "high-eur")
+    assert (out["result"], out["exit_code"], out["final"]) == ("succeeded", 0, True)
     assert run("watch").stdout.startswith("no live dispatches")
 
 
@@ -307,9 +311,10 @@ def test_detach_while_another_router_drives_enqueues_without_queueing(
     assert result.exit_code == 6, result.output
     [row] = json.loads(run("status", "--json").stdout)
     assert (row["state"], row["final"]) == ("SUBMITTED(high-eur)", False), row["outcome"]
+    scheduling_fake.run_seconds = 0.2  # its job completes: watch follows it to its end
     done = run("watch", "--json")
     assert done.exit_code == 0, done.output
-    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(row["dispatch_id"], "RUNNING")]
+    assert [(d["dispatch_id"], d["state"]) for d in json.loads(done.stdout)] == [(row["dispatch_id"], "ENDED")]
     assert len(scheduling_fake.jobs) == 1
 
 

@@ -61,6 +61,9 @@ class RouterConfig:
     """Submit each rung with ``sbatch --deadline`` so SLURM itself drops a job still pending at the window's end
     plus its time limit. Off by default: SLURM's deadline is not moved by a hold, an outage or time no driver
     watched, so it can drop a job while no driver is alive to queue its next rung (docs/configuration.md)."""
+    follow_interval_seconds: float = 30.0
+    """How often a job that started is looked at until it ends (its end is recorded within this, or the poll
+    interval if that is longer); it rides on a poll's one squeue, and its end on that poll's one sacct."""
     driver_idle_seconds: float = 30.0
     """How long the background driver stays up once nothing is live (then it exits; any command restarts it)."""
     change_rung: str = "cancel"
@@ -80,6 +83,7 @@ class RouterConfig:
                 f"[router] max_rung_changes_per_tick={self.max_rung_changes_per_tick!r} must be at least 1"
             )
         positive_seconds("[router] driver_idle_seconds", self.driver_idle_seconds, most=86_400.0)
+        positive_seconds("[router] follow_interval_seconds", self.follow_interval_seconds, most=86_400.0)
         if self.change_rung not in ("cancel", "in-place"):
             raise ConfigError(f"[router] change_rung={self.change_rung!r} is not known; use 'cancel' or 'in-place'")
         if self.order is not None and (not self.order or self.order[0] != LADDER_LANE):

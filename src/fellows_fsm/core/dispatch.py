@@ -30,7 +30,7 @@ from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.looks import LOST_AFTER_SECONDS
 from fellows_fsm.core.paid import Gate
 from fellows_fsm.core.paid_tail import LaneSaid
-from fellows_fsm.core.vocab import FINAL_STATES, State, Trigger
+from fellows_fsm.core.vocab import FINAL_STATES, FOLLOWED_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 
@@ -177,7 +177,7 @@ class Dispatch:
 
     @property
     def is_final(self) -> bool:
-        """True once nothing more will happen: RUNNING, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone."""
+        """True once nothing more will happen: ENDED, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone."""
         return self.state in FINAL_STATES or (self.pinned and self.state == State.CANCELLED)
 
     @property
@@ -251,7 +251,7 @@ class Dispatch:
         now; the step is journaled AT it), so neither walks a job past a free rung to a paid lane. ``why`` is the
         step's note. Nothing happens to a pinned, final, never-submitted or already paused dispatch."""
         self._begin(now, False)
-        if self.paused or self.is_final or not self.history or self.pinned:
+        if self.paused or self.is_final or not self.history or self.pinned or self.state in FOLLOWED_STATES:
             return self._done(Decision((), None))
         self._pause(since, why)
         return self._done(Decision(tuple(self.effects), None))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from fellows_fsm.core.ends import EndMark
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.scheduler.port import JobSpec
@@ -86,6 +87,8 @@ class Record:
     """A lane command's step: what is journaled of the command with it (in the same transaction)."""
     paid: PaidMark | None = None
     """A paid run's step: what is journaled of the run with it (the paid_runs row, in the same transaction)."""
+    end: EndMark | None = None
+    """A free job's end step: how it ended (the ends row, in the same transaction)."""
 
 
 @attrs.frozen

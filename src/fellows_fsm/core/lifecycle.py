@@ -26,7 +26,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from fellows_fsm.core import paid_tail
+from fellows_fsm.core import ends, paid_tail
 from fellows_fsm.core.effects import Attach, CancelJobs, DeletePaid, HandOff
 from fellows_fsm.core.ladder import Rung
 from fellows_fsm.core.paid import (
@@ -390,6 +390,7 @@ TABLE: tuple[Row, ...] = (
     Row(T.PAUSE, RUNG, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.PARKED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
     Row(T.PAUSE, State.CANCELLED, SAME, (walks_ladder, window_running), _pause_note, _keep_pause, told=True),
+    *ends.ROWS,  # the job started: followed to its end (ends.py); requeued by SLURM: followed where it put it
     *paid_tail.ROWS,  # the paid tail: a pinned dispatch's budget, the lane command, the paid run, its timers
     # A user's cancel of a paid job: WITHDRAWN journaled first, then its one delete (DeletePaid).
     Row(T.RECALL, PAID, State.WITHDRAWN, (), *_RECALL_STEP, True, _WITHDRAWN, paid=PaidStatus.CANCELLING),
@@ -397,9 +398,12 @@ TABLE: tuple[Row, ...] = (
     Row(T.RECALL, State.HANDING_OFF, State.WITHDRAWN, (command_not_started,), *_RECALL_STEP, True, _WITHDRAWN),
 )
 # What the ``recall`` row from LIVE leaves alone: a lane's handoff and its ends (a paid state has rows of its own).
-_NOT_RECALLED = (_S.HANDING_OFF, _S.HANDED_OFF, _S.HANDOFF_UNKNOWN, _S.PAID_DONE, _S.PAID_FAILED, _S.NO_BUDGET)
+_NOT_RECALLED = frozenset(
+    {_S.HANDING_OFF, _S.HANDED_OFF, _S.HANDOFF_UNKNOWN, _S.PAID_DONE, _S.PAID_FAILED, _S.NO_BUDGET, _S.ENDED}
+)
 RECALLABLE = tuple(s for s in State if s not in _NOT_RECALLED and s not in PAID_LIVE_STATES)
-"""Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too; a paid job
+"""Besides the rungs, the states a user's cancel withdraws from (a job that runs is scancelled too, its end
+journaled ``cancelled``; a paid job
 queued or running is deleted: DeletePaid); a dispatch handed to an unfollowed command lane is that lane's to cancel
 (the ``recall`` row from HANDING_OFF: only before its command)."""
 TRIGGERS = tuple(dict.fromkeys(row.trigger for row in TABLE))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fellows_fsm.scheduler.port import Observation, Phase
+from fellows_fsm.scheduler.port import COULD_NOT_TELL, Observation, Phase
 
 if TYPE_CHECKING:
     from fellows_fsm.core.dispatch import Dispatch
@@ -26,8 +26,8 @@ def checked(d: Dispatch, obs: Observation) -> Observation:
     ):
         d.note = f"job id {obs.job_id} now belongs to another job ({obs.token}); ours was lost by the controller"
         return Observation(obs.job_id, Phase.GONE, state="LOST")
-    if obs.phase is not _UNKNOWN:
-        d.unknown_since = None
+    if obs.phase is not _UNKNOWN or obs.state == COULD_NOT_TELL:
+        d.unknown_since = None  # (accounting could not be asked: "could not tell", never counted toward lost)
         return obs
     if d.unknown_since is None:
         d.unknown_since = d.now

@@ -17,14 +17,23 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from transitions import Machine, MachineError
 
-from fellows_fsm.core import lifecycle
+from fellows_fsm.core import ends, lifecycle
 from fellows_fsm.core.effects import Command, CommandEnd, Record, Step
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.lifecycle import RECALLABLE, TABLE, row_of
 from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.paid_tail import LaneSaid
 from fellows_fsm.core.row import INITIAL, LIVE, NEXT_RUNG, PAID, RUNG, SAME, Guard, Row
-from fellows_fsm.core.vocab import FIXED_STATES, LANE_STATES, PAID_LIVE_STATES, Outcome, State, Trigger, is_final_state
+from fellows_fsm.core.vocab import (
+    FIXED_STATES,
+    LANE_STATES,
+    PAID_LIVE_STATES,
+    Outcome,
+    Result,
+    State,
+    Trigger,
+    is_final_state,
+)
 from fellows_fsm.errors import TransitionNotAllowed
 
 if TYPE_CHECKING:
@@ -136,6 +145,7 @@ def _journal(row: Row, dest: str, d: Model) -> None:
     """Journal the step about to happen (a Record effect), before its bookkeeping and anything it announces."""
     if row.note is not None:
         d.note = row.note(d)  # type: ignore[arg-type]  # the notes of a lane-pinned dispatch's rows read no rung
+    end = ends.end_mark(d, row.trigger)  # (the state left: a started job's end, or its cancel)
     onto_next = row.dest == NEXT_RUNG
     rung_index = d.rung_index + 1 if onto_next else d.rung_index
     obs = d.look
@@ -155,11 +165,13 @@ def _journal(row: Row, dest: str, d: Model) -> None:
     )
     d.history.append(step)
     outcome = f"{row.outcome}{d.note}" if row.outcome == _REJECTED else row.outcome
+    if row.outcome == _ENDED:
+        outcome = end.result if end is not None else str(Result.UNKNOWN)
     final = is_final_state(dest, pinned=d.pinned)
     label = state_label(d.ladder, dest) if d.ladder is not None else dest
     command = Command(row.command) if row.command else None  # the driver adds the command's argv, or its end
     paid = PaidMark(row.paid) if row.paid else None  # the driver adds the run's lane, GPUs, price, times
-    d.effects.append(Record(d.id, step, label, final, outcome, command, paid))
+    d.effects.append(Record(d.id, step, label, final, outcome, command, paid, end))
     d.note = ""
 
 
@@ -247,7 +259,12 @@ def first_row(d: Dispatch, rows: Rows | None = None) -> tuple[str | None, float,
 
 
 _NEVER = float("inf")
-_SUBMIT, _RESUBMIT, _REJECTED = T.SUBMIT, T.RESUBMIT, Outcome.REJECTED  # (every step: an Enum member read is slow)
+_SUBMIT, _RESUBMIT, _REJECTED, _ENDED = (
+    T.SUBMIT,
+    T.RESUBMIT,
+    Outcome.REJECTED,
+    Outcome.ENDED,
+)  # (every step: an Enum member read is slow)
 
 
 def replay(d: Model, steps: list[Step]) -> None:

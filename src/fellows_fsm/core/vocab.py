@@ -15,6 +15,7 @@ from enum import StrEnum
 __all__ = [
     "FINAL_STATES",
     "FIXED_STATES",
+    "FOLLOWED_STATES",
     "LADDER_LANE",
     "LANE_STATES",
     "MEANING",
@@ -22,6 +23,7 @@ __all__ = [
     "HandoffStatus",
     "Outcome",
     "PaidStatus",
+    "Result",
     "State",
     "Trigger",
     "is_final_state",
@@ -39,6 +41,8 @@ class State(StrEnum):
     PARKED = "PARKED"
     CANCELLED = "CANCELLED"
     RUNNING = "RUNNING"
+    REQUEUED = "REQUEUED"
+    ENDED = "ENDED"
     FAILED_TO_GCP = "FAILED_TO_GCP"
     WITHDRAWN = "WITHDRAWN"
     REFUSED = "REFUSED"
@@ -93,6 +97,10 @@ class Trigger(StrEnum):
     PAID_GONE = "paid_gone"
     PAID_STUCK = "paid_stuck"
     PAID_OVERRUN = "paid_overrun"
+    REQUEUE = "requeue"
+    RUN_AGAIN = "run_again"
+    END = "end"
+    LOST = "lost"
 
 
 class Outcome(StrEnum):
@@ -121,8 +129,27 @@ class Outcome(StrEnum):
     """Its paid run would have passed the budget, and ``on_budget = "refuse"``."""
     BUDGET = "budget"
     """Waiting on its last free rung: the paid run its limit needs would pass the budget."""
+    ENDED = "ended"
+    """An end step's mark: the journal's outcome is the job's result word (``succeeded``, ``failed``, ...)."""
     REJECTED = "rejected: "
     """The prefix of a refused first submit's outcome; SLURM's one-line reason follows."""
+
+
+class Result(StrEnum):
+    """How a job ended, one word on every lane (the journal's ends ``result``; ``result`` in every JSON)."""
+
+    SUCCEEDED = "succeeded"
+    """COMPLETED with exit 0 (a paid lane: PAID_DONE)."""
+    FAILED = "failed"
+    """FAILED or a non-zero exit, BOOT_FAIL, DEADLINE (SLURM's word in the note; a paid lane: PAID_FAILED)."""
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    NODE_FAIL = "node_fail"
+    PREEMPTED = "preempted"
+    CANCELLED = "cancelled"
+    """Someone's scancel (who, where sacct says), or ``fellows-fsm cancel`` of a running job."""
+    UNKNOWN = "unknown"
+    """SLURM no longer knows the job and accounting cannot say: never a guess of success."""
 
 
 class HandoffStatus(StrEnum):
@@ -178,7 +205,7 @@ a ladder dispatch reaches them through the same rows."""
 
 FINAL_STATES = frozenset(
     {
-        State.RUNNING,
+        State.ENDED,
         State.WITHDRAWN,
         State.REFUSED,
         State.HANDED_OFF,
@@ -190,12 +217,17 @@ FINAL_STATES = frozenset(
         State.NO_BUDGET,
     }
 )
-"""The states nothing leaves (a pinned dispatch's CANCELLED too: ``is_final_state``)."""
+"""The states nothing leaves (a pinned dispatch's CANCELLED too: ``is_final_state``). RUNNING is the walk's goal,
+not an end: its job is followed until it ends (ENDED, or WITHDRAWN by a cancel)."""
+FOLLOWED_STATES = (State.RUNNING, State.REQUEUED)
+"""A free job that started: followed (one look per follow interval) until it ends."""
 
 MEANING: dict[str, str] = {
     State.PARKED: "the rung's window closed (or it can never start the job); cancelling, only if still pending",
     State.CANCELLED: "the rung's job is confirmed gone, never started; next rung or GCP",
-    State.RUNNING: "the job started on the free cluster (final)",
+    State.RUNNING: "the job started on a free cluster: the walk's goal; followed until it ends",
+    State.REQUEUED: "SLURM requeued the running job: followed pending where SLURM put it, never walked again",
+    State.ENDED: "its job ended: the result (succeeded, failed, timeout, ...) and exit code are journaled (final)",
     State.FAILED_TO_GCP: "every rung parked out: the fallback lane is next (handed to it once)",
     State.WITHDRAWN: "its job was cancelled by someone else, by `fellows-fsm cancel` or by Ctrl-C while queued (final)",
     State.REFUSED: "SLURM refused the first submit: nothing was queued (final)",
@@ -218,7 +250,7 @@ MEANING: dict[str, str] = {
 
 
 def is_final_state(state: str, *, pinned: bool) -> bool:
-    """Is a dispatch in ``state`` final: RUNNING, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone?
+    """Is a dispatch in ``state`` final: ENDED, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone?
 
     FAILED_TO_GCP is not final here: the dispatch is final once its handoff is recorded.
     """

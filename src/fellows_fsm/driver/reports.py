@@ -6,7 +6,7 @@ import attrs
 
 from fellows_fsm.journal.schema import DispatchRow
 
-__all__ = ["Handle", "TickReport"]
+__all__ = ["Handle", "Progress", "TickReport"]
 
 
 @attrs.frozen
@@ -20,12 +20,17 @@ class Handle:
     qos: str | None
     slurm_job_id: str | None
     final: bool = False
+    """True once its job has ended (or it ended without one): RUNNING is not final, its job is followed."""
     outcome: str = ""
+    result: str | None = None
+    """How its job ended, one word on every lane (``succeeded``, ``failed``, ``timeout``, ...); None until then."""
+    exit_code: int | None = None
+    """Its job's exit code, once ended (None: none known)."""
 
     @classmethod
-    def from_row(cls, row: DispatchRow) -> Handle:
-        """A handle from a journal row."""
-        return cls(row.id, row.lane, row.label, row.qos, row.job_id, row.final, row.outcome)
+    def from_row(cls, row: DispatchRow, *, result: str | None = None, exit_code: int | None = None) -> Handle:
+        """A handle from a journal row (and its result, read from its end)."""
+        return cls(row.id, row.lane, row.label, row.qos, row.job_id, row.final, row.outcome, result, exit_code)
 
 
 @attrs.frozen
@@ -42,3 +47,16 @@ class TickReport:
     failures: tuple[str, ...]
     """One line per dispatch that failed this tick (a failed handoff command, a refused submit)."""
     unreachable: bool
+
+
+@attrs.frozen
+class Progress:
+    """What ``follow`` and ``watch`` report after each poll (driving) or each journal read (following)."""
+
+    at: float
+    driving: bool
+    """True while this process drives the journal; False while it follows another process read-only."""
+    driver: str | None = None
+    """Who drives the journal while this process does not, as its lock file says (``pid 42 on node1``)."""
+    report: TickReport | None = None
+    """The poll's report while this process drives; None while it follows read-only."""

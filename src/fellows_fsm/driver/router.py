@@ -27,6 +27,7 @@ from fellows_fsm.driver import recovery, strays
 from fellows_fsm.driver.budget import TickGate, on_their_way
 from fellows_fsm.driver.cadence import unwatched
 from fellows_fsm.driver.clusters import Clusters
+from fellows_fsm.driver.ends import Follow, handle_of
 from fellows_fsm.driver.executor import Executor, TickOutcome
 from fellows_fsm.driver.handoffs import HANDOFF_CHECK_SECONDS, Handoffs
 from fellows_fsm.driver.inbox import answer_cancels, enqueue, lane_from_json, lane_json, new_id
@@ -93,6 +94,7 @@ class Router:
         self.cluster_workload = WorkloadCache(self.lanes.ladder)
         self.workloads = {name: WorkloadCache(lane) for name, lane in self.lanes.slurm.items() if name != LADDER_LANE}
         """Fellows' and each other SLURM lane's workload for ``park_early = "calibrated"`` (read every few minutes)."""
+        self.follow = Follow(config.router.follow_interval_seconds, config.fellows.poll_interval_seconds)
         self.deferred = 0
         """Dispatches that waited for the per-tick bound on rung changes in the last tick."""
         self._last_answer: dict[str, float] = {}
@@ -236,10 +238,10 @@ class Router:
 
     def handle(self, dispatch_id: str) -> Handle:
         """Where a dispatch stands, from the journal."""
-        row = self.journal.dispatch(dispatch_id)
-        if row is None:
+        handle = handle_of(self.journal, dispatch_id)  # (with its result once ended: driver/ends.py)
+        if handle is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {self.journal.path}")
-        return Handle.from_row(row)
+        return handle
 
     def poll(self) -> TickReport:
         """One tick: ONE observe of every live job, every dispatch moves on that fresh state, ONE cancel call.
@@ -266,13 +268,11 @@ class Router:
             self._start_pinned(dispatch_id, lane, spec)
         for parked_out in self.roster.take_parked_out():
             self._hand_off_after_ladder(parked_out)
-        # 1. ONE observe of every live job; for the jobs cancelled last tick it is their read-back.
-        job_ids = [d.job_id for d in self.live.values() if d.job_id is not None and not d.is_final]
+        # 1. ONE observe of every live job (a running one per follow interval: ends.py), last tick's cancels' read-back.
+        walking = self.follow.looked_at(self.live.values(), now)
+        job_ids = [d.job_id for d in walking if d.job_id is not None and not d.is_final]
         observations, down = self.clusters.observe_each(job_ids) if job_ids else ({}, {})
-        for lane in self.clusters.ports:
-            if lane not in down:
-                self._last_answer[lane] = now
-        walking = list(self.live.values())
+        self._last_answer.update({lane: now for lane in self.clusters.ports if lane not in down})
         if down:
             # The clock stops for the dispatches on a cluster that does not answer (journaled); the others move on.
             for lane, exc in down.items():

@@ -121,6 +121,8 @@ class Withdrawal:
         row = journal.dispatch(dispatch_id)
         if row is None:
             raise ConfigError(f"dispatch {dispatch_id!r} is not in the journal {journal.path}")
+        if row.state == State.ENDED:  # its job ended (the end's rows: core/ends.py): nothing is left to cancel
+            raise FellowsError(f"dispatch {row.id} has ended ({row.outcome}): there is nothing left to cancel")
         if row.state in PAID_LIVE_STATES:
             return self._withdraw_paid(row.id)
         if row.state == State.HANDING_OFF:

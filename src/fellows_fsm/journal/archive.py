@@ -43,7 +43,7 @@ SETTLE_SECONDS = 3600.0
 MOVING = "moving"
 """The archive's meta key of the ids copied and maybe not yet deleted from the journal (set with each copy, cut to
 those still in the journal after each delete): a reader counts the dispatches in both files from it alone."""
-_CHILDREN = ("transitions", "jobs", "handoffs", "paid_runs")
+_CHILDREN = ("transitions", "jobs", "handoffs", "paid_runs", "ends")
 """A dispatch's rows besides its own, each keyed by ``dispatch_id``."""
 
 

@@ -105,10 +105,10 @@ def journaled_failure(journal: Journal, dispatch_id: str, exc: FellowsError) -> 
 
 
 def outcome_error(journal: Journal, dispatch_id: str) -> FellowsError | None:
-    """The error a finished dispatch ends a command with, or None for RUNNING, handed off, a paid job that
-    succeeded, or still live."""
+    """The error a finished dispatch ends a command with, or None for RUNNING or ENDED (its job ran: how it ended is
+    ``wait``'s exit code), handed off, a paid job that succeeded, or still live."""
     row = journal.dispatch(dispatch_id)
-    if row is None or not row.final or row.label == State.RUNNING or row.outcome in _FINE:
+    if row is None or not row.final or row.label in (State.RUNNING, State.ENDED) or row.outcome in _FINE:
         return None
     if row.outcome == Outcome.NO_BUDGET:
         return NoBudget(f"dispatch {row.id} ended NO_BUDGET, nothing paid: {journal.steps(row.id)[-1].note}")

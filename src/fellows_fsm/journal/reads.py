@@ -22,6 +22,7 @@ from fellows_fsm.core.budget import EndedSum, Windows
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.journal.archive import MOVING, archive_path
+from fellows_fsm.journal.ends import FREE_SUMS, JobEnded
 from fellows_fsm.journal.file import JournalFile, damaged
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
 from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
@@ -120,6 +121,31 @@ class JournalReads(JournalFile):
         """A dispatch's paid run, or None."""
         rows = self._own("SELECT * FROM {schema}.paid_runs WHERE dispatch_id=?", dispatch_id)
         return PaidRun(**dict(rows[0])) if rows else None
+
+    # ----------------------------------------------------------------- free jobs' ends
+    def ends(self, dispatch_ids: Sequence[str] | None = None) -> dict[str, JobEnded]:
+        """How each of ``dispatch_ids``' free jobs ended (all: None), by dispatch id (one without an end: absent),
+        the archive's included."""
+        if dispatch_ids is not None and not dispatch_ids:
+            return {}
+        cond, args = "1", tuple(dispatch_ids or ())
+        if dispatch_ids is not None:
+            cond = f"dispatch_id IN ({','.join('?' * len(args))})"
+        rows = self._both(
+            f"SELECT * FROM main.ends WHERE {cond}",  # noqa: S608 - only placeholders are joined in
+            f"SELECT * FROM archive.ends a WHERE {cond} AND " + _MOVED.format(key="dispatch_id"),  # noqa: S608
+            args,
+        )
+        return {r["dispatch_id"]: JobEnded(**dict(r)) for r in rows}
+
+    def free_sums(self, since: float) -> list[tuple[str, int, float]]:
+        """(lane, jobs, GPU-hours) of the free jobs that ended since ``since``, per lane, in ONE query (the
+        archive's included: a move never changes ``spend``)."""
+        source = "main.ends"
+        if self.archived():
+            moved = _MOVED.format(key="dispatch_id")
+            source = f"(SELECT * FROM main.ends UNION ALL SELECT a.* FROM archive.ends a WHERE {moved})"  # noqa: S608 - ours
+        return [(r["lane"], r["runs"], r["gpu_hours"]) for r in self._read(FREE_SUMS.format(source=source), (since,))]
 
     # ----------------------------------------------------------------- requests and the driver's settings
     def get_meta(self, key: str) -> Any:

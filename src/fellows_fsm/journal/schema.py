@@ -11,7 +11,23 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+ENDS = """
+CREATE TABLE IF NOT EXISTS ends (
+    dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
+    lane TEXT NOT NULL,
+    job_id TEXT,
+    result TEXT NOT NULL,
+    exit_code INTEGER,
+    slurm_state TEXT NOT NULL,
+    started_at REAL,
+    ended_at REAL NOT NULL,
+    elapsed_seconds REAL,
+    gpus INTEGER NOT NULL,
+    note TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS ends_by_time ON ends(ended_at);
+"""
 PAID_RUNS = """
 CREATE TABLE IF NOT EXISTS paid_runs (
     dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
@@ -53,6 +69,9 @@ MIGRATIONS: dict[int, str] = {
     # A paid run is followed to its end and counted (issue 27): one row per handoff, written with its steps.
     3: PAID_RUNS,
     4: DISPATCH_INDEXES,
+    # A free job is followed to its end (issue 38): one row per ended job, written with its end step. A journal
+    # written before keeps its RUNNING dispatches final (they were never followed).
+    5: ENDS,
 }
 SCHEMA = (
     """
@@ -110,6 +129,7 @@ CREATE TABLE IF NOT EXISTS handoffs (
 """
     + PAID_RUNS
     + DISPATCH_INDEXES
+    + ENDS
 )
 
 

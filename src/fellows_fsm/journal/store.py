@@ -26,6 +26,7 @@ from fellows_fsm.core.paid import PaidMark
 from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.check import mark_check_due
+from fellows_fsm.journal.ends import write_end
 from fellows_fsm.journal.lock import DriverLock
 from fellows_fsm.journal.reads import JournalReads
 from fellows_fsm.journal.scripts import drop_script
@@ -171,6 +172,8 @@ class Journal(JournalReads, DriverLock):
                         _write_command(db, effect.dispatch_id, step.at, effect.command)
                     if effect.paid is not None:
                         _write_paid(db, effect.dispatch_id, step.at, effect.paid)
+                    if effect.end is not None:
+                        write_end(db, effect.dispatch_id, effect.end)
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,

@@ -15,7 +15,7 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.errors import QosRejected, SchedulerUnreachable, SubmitRejected
-from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
+from fellows_fsm.scheduler.port import COULD_NOT_TELL, JobEnd, JobSpec, Observation, Phase, Workload
 
 __all__ = ["FakeJob", "FakeScheduler"]
 
@@ -44,6 +44,12 @@ class FakeJob:
     start_on_cancel: bool = False
     """Start this job just before the next cancel lands (the late-start race)."""
     forgotten: bool = False
+    exit_code: int | None = None
+    """How it exited (``end``); None: no exit code (never ran, or SLURM gives none)."""
+    end_time: float | None = None
+    restarts: int = 0
+    """How often it was requeued after it started (``requeue``): a requeued job reads started, as squeue's
+    RestartCnt makes the real port read it."""
 
     @property
     def phase(self) -> Phase:
@@ -51,16 +57,25 @@ class FakeJob:
         if self.forgotten:
             return Phase.UNKNOWN
         if self.state == "PENDING":
-            return Phase.PENDING
+            return Phase.STARTED if self.restarts else Phase.PENDING
         if self.start_time is not None:
             return Phase.STARTED
         return Phase.GONE
 
-    def observe(self) -> Observation:
-        """This job as an Observation."""
+    @property
+    def ended(self) -> bool:
+        """Did the job end after it started (accounting would have its end)?"""
+        return self.start_time is not None and self.state not in ("PENDING", "RUNNING")
+
+    def observe(self, *, accounting: bool = True) -> Observation:
+        """This job as an Observation (``accounting`` False: sacct could not be asked, so no end is known)."""
         if self.forgotten:
-            return Observation(self.job_id, Phase.UNKNOWN)
+            return Observation(self.job_id, Phase.UNKNOWN, state="" if accounting else COULD_NOT_TELL)
         token = self.token or None
+        end = None
+        if self.ended and accounting:
+            ran = (self.end_time or 0.0) - (self.start_time or 0.0)
+            end = JobEnd(self.state, self.exit_code, max(ran, 0.0), self.spec.gpus, self.end_time)
         return Observation(
             job_id=self.job_id,
             phase=self.phase,
@@ -70,6 +85,7 @@ class FakeJob:
             start_time=self.start_time,
             token=token,
             expected_start=self.expected_start if self.state == "PENDING" else None,
+            end=end,
         )
 
 
@@ -103,6 +119,8 @@ class FakeScheduler:
         """While True, every call raises SchedulerUnreachable (a controller outage)."""
         self.unreachable_delivered = True
         """Whether an outage's calls may have reached the controller (False: a refused connection, nothing done)."""
+        self.accounting_down = False
+        """While True, accounting (sacct) cannot be asked: no end is known, a lost job is "could not tell"."""
         self.past: Workload | None = None
         """What ``history`` answers (None: an empty history read now); a test sets it."""
         self._ids = itertools.count(1000)
@@ -123,9 +141,14 @@ class FakeScheduler:
         """Every listed job in one call; unknown ids map to UNKNOWN."""
         self.calls["observe"] += 1
         self._check_reachable()
+        jobs = [self.jobs.get(job_id) for job_id in job_ids]
+        if any(job is None or job.forgotten or job.ended for job in jobs):
+            self.calls["sacct"] += 1  # the real port's one batched sacct for the jobs squeue shows ended or lost
+        up = not self.accounting_down
+        unknown = Observation("", Phase.UNKNOWN, state="" if up else COULD_NOT_TELL)
         return {
-            job_id: self.jobs[job_id].observe() if job_id in self.jobs else Observation(job_id, Phase.UNKNOWN)
-            for job_id in job_ids
+            job_id: job.observe(accounting=up) if job is not None else attrs.evolve(unknown, job_id=job_id)
+            for job_id, job in zip(job_ids, jobs, strict=True)
         }
 
     def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
@@ -239,11 +262,19 @@ class FakeScheduler:
         job.reason = reason
         job.expected_start = expected_start
 
-    def end(self, job_id: str, state: str = "COMPLETED") -> None:
-        """End a job with a final SLURM state (COMPLETED after running; CANCELLED or DEADLINE unstarted)."""
+    def end(self, job_id: str, state: str = "COMPLETED", *, exit_code: int | None = None) -> None:
+        """End a job with a final SLURM state (COMPLETED after running; CANCELLED or DEADLINE unstarted) and its
+        exit code (default: 0 for COMPLETED, none otherwise)."""
         job = self.jobs[job_id]
         job.state = state
         job.reason = None
+        job.exit_code = exit_code if exit_code is not None or state != "COMPLETED" else 0
+        job.end_time = self.clock.now()
+
+    def requeue(self, job_id: str) -> None:
+        """Put a running job back in the queue, as ``scontrol requeue`` does: pending again, started once."""
+        job = self.jobs[job_id]
+        job.state, job.reason, job.restarts = "PENDING", "BeginTime", job.restarts + 1
 
     def forget(self, job_id: str) -> None:
         """Make the scheduler lose track of a job (purged from every record): it reads UNKNOWN, and as for a real

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     import os
 
 __all__ = [
+    "COULD_NOT_TELL",
     "FinishedJob",
+    "JobEnd",
     "JobSpec",
     "Observation",
     "PendingJob",
@@ -202,6 +204,28 @@ def job_spec(
     )
 
 
+COULD_NOT_TELL = "could-not-tell"
+"""An UNKNOWN observation's state when accounting (sacct) could not be asked: never counted toward a lost job."""
+
+
+@attrs.frozen
+class JobEnd:
+    """How a started job ended, as accounting (sacct) reports it: SLURM's word, exit code, how long it ran, GPUs."""
+
+    state: str
+    """SLURM's own word, e.g. ``COMPLETED``, ``FAILED``, ``CANCELLED by 1000``."""
+    exit_code: int | None = None
+    """The job's exit code (a signal N reads 128 + N); None when SLURM gives none."""
+    elapsed_seconds: float | None = None
+    """How long it ran (sacct's Elapsed); None: accounting has no record."""
+    gpus: int | None = None
+    """The GPUs it held (sacct's AllocTRES gres/gpu); None: not known."""
+    ended_at: float | None = None
+    """When it ended (sacct's End)."""
+    accounted: bool = True
+    """False: read from squeue's word alone (accounting answered, with no record of the job)."""
+
+
 @attrs.frozen
 class Observation:
     """One job as the scheduler reported it at one moment."""
@@ -224,6 +248,8 @@ class Observation:
     expected_start: float | None = None
     """For a PENDING job, when the scheduler expects to start it (squeue's StartTime: the backfill scheduler's
     estimate, computed from time limits); None when it gives none (N/A) or the job is not pending."""
+    end: JobEnd | None = None
+    """How a job that started has ended (None: it has not, or accounting could not say yet)."""
 
     @property
     def live(self) -> bool:

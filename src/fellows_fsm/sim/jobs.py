@@ -8,7 +8,7 @@ from __future__ import annotations
 import attrs
 
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.scheduler.port import Observation, Phase
+from fellows_fsm.scheduler.port import JobEnd, Observation, Phase
 
 __all__ = ["FELLOWS_TIERS", "SimJob", "Tier", "parse_tier"]
 
@@ -81,4 +81,12 @@ class SimJob:
             qos=self.qos,
             start_time=self.start_time,
             expected_start=self.expected_start if self.state == "PENDING" else None,
+            end=self._end(),
         )
+
+    def _end(self) -> JobEnd | None:
+        """How it ended, as accounting says (a completed run: exit 0, its duration, its GPUs)."""
+        if self.state != "COMPLETED" or self.start_time is None:
+            return None
+        ended = self.end_time if self.end_time is not None else self.start_time + self.duration
+        return JobEnd("COMPLETED", 0, ended - self.start_time, self.gpus, ended)

@@ -20,7 +20,7 @@ from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config, RouterConfig
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.ladder import split_job_id
-from fellows_fsm.core.vocab import LADDER_LANE, State
+from fellows_fsm.core.vocab import LADDER_LANE, Trigger
 from fellows_fsm.driver.router import Router
 from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
@@ -203,7 +203,7 @@ def _run_router(trace: Sequence[TraceJob], strategy: str, cap: float, params: Si
             outcomes.append(_outcome(job, lane="rejected", qos=None, start_seconds=None, rung_changes=0))
             continue
         changes = sum(1 for s in d.history if s.trigger == "resubmit")
-        if d.state == State.RUNNING and d.job_id is not None:
+        if any(s.trigger == Trigger.START for s in d.history) and d.job_id is not None:
             where, raw = split_job_id(d.job_id)
             ran = clusters[where].jobs[raw]
             assert ran.start_time is not None

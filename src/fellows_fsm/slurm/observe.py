@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
-from fellows_fsm.scheduler.port import Observation, Phase, ReasonGroup
+from fellows_fsm.errors import SchedulerUnreachable
+from fellows_fsm.scheduler.port import COULD_NOT_TELL, JobEnd, Observation, Phase, ReasonGroup
 from fellows_fsm.slurm.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
@@ -24,6 +25,9 @@ __all__ = [
     "SQUEUE_FORMAT",
     "JobRow",
     "Observer",
+    "ended_word",
+    "gpus_of",
+    "parse_exit_code",
     "parse_sacct",
     "parse_slurm_time",
     "parse_squeue",
@@ -52,8 +56,10 @@ SQUEUE_FIELDS = (
 )
 SQUEUE_FORMAT = ",".join(f"{field}:|" for field in SQUEUE_FIELDS)
 # NodeList ("None assigned" for a job that never ran) plays %B's part: sacct's Start of a job cancelled
-# while pending is sometimes None and sometimes the cancel time.
-SACCT_FIELDS = "JobID,State,Reason,QOS,Start,NodeList,Comment"
+# while pending is sometimes None and sometimes the cancel time. ExitCode, ElapsedRaw, AllocTRES and End say how a
+# started job ended (its result, exit code and GPU-hours); the comment comes last since it may hold '|'.
+SACCT_FIELDS = "JobID,State,Reason,QOS,Start,NodeList,ExitCode,ElapsedRaw,AllocTRES,End,Comment"
+_SACCT_PARTS = SACCT_FIELDS.count(",") + 1
 INVALID_JOB_ID = "Invalid job id specified"
 
 _PENDING = frozenset({"PENDING", "RESV_DEL_HOLD", "REQUEUE_HOLD", "REQUEUED", "REQUEUE_FED", "SPECIAL_EXIT"})
@@ -119,6 +125,7 @@ def _row(
     restarted: bool = False,
     partition: str = "",
     time_limit: str = "",
+    ended: tuple[str, str, str, str] | None = None,
 ) -> JobRow:
     # A requeued job ran once: for the dispatch it started, whatever it reads now (PENDING, a future start).
     phase = Phase.STARTED if restarted else phase_of(state, started=started)
@@ -137,8 +144,51 @@ def _row(
         expected_start=expected,
         partition=_text_or_none(partition),
         time_limit_seconds=_limit_seconds(time_limit),
+        end=_end_of(state, ended) if ended is not None and phase is Phase.STARTED else None,
     )
     return JobRow(job_id, observation, observation.token)
+
+
+def ended_word(state: str) -> bool:
+    """Is ``state`` (squeue's or sacct's word, e.g. ``CANCELLED by 0``) one a job ends with?"""
+    word = state.split(" ", 1)[0].rstrip("+")
+    return word in _ENDED or word in _ENDED_MAYBE_UNSTARTED
+
+
+def parse_exit_code(text: str) -> int | None:
+    """sacct's ``ExitCode`` (``3:0``: exit 3; ``0:9``: killed by signal 9, read as 128 + 9) as one integer."""
+    code, _, signal = text.strip().partition(":")
+    if not code.isdigit():
+        return None
+    if int(code) == 0 and signal.isdigit() and int(signal) > 0:
+        return 128 + int(signal)
+    return int(code)
+
+
+def gpus_of(tres: str) -> int | None:
+    """The GPUs in a TRES list (``cpu=1,gres/gpu=2,mem=1G``: 2; ``gres/gpu:a100=2`` counts too); None: none listed."""
+    total = None
+    for item in tres.split(","):
+        name, _, count = item.partition("=")
+        if (name == "gres/gpu" or name.startswith("gres/gpu:")) and count.isdigit():
+            if name == "gres/gpu":
+                return int(count)
+            total = (total or 0) + int(count)
+    return total
+
+
+def _end_of(state: str, ended: tuple[str, str, str, str]) -> JobEnd | None:
+    """A started job's end from sacct's ExitCode, ElapsedRaw, AllocTRES and End (None: it has not ended)."""
+    if not ended_word(state):
+        return None
+    exit_code, elapsed, tres, end = ended
+    return JobEnd(
+        state=state,
+        exit_code=parse_exit_code(exit_code),
+        elapsed_seconds=float(elapsed) if elapsed.strip().isdigit() else None,
+        gpus=gpus_of(tres),
+        ended_at=parse_slurm_time(end),
+    )
 
 
 def _limit_seconds(text: str) -> int | None:
@@ -153,18 +203,28 @@ def _limit_seconds(text: str) -> int | None:
 
 
 def _parse_rows(stdout: str, command: str, *, ran: Callable[[str], bool]) -> dict[str, JobRow]:
-    """Parse ``id|state|reason|qos|start|<where it ran>|comment`` lines; ``ran`` reads the where-it-ran field."""
+    """Parse ``SACCT_FIELDS`` lines (``id|state|reason|qos|start|<where it ran>|exit|elapsed|tres|end|comment``);
+    ``ran`` reads the where-it-ran field."""
     rows: dict[str, JobRow] = {}
     for line in stdout.splitlines():
         if not line.strip():
             continue
-        parts = line.split("|", 6)
-        if len(parts) != 7:
+        parts = line.split("|", _SACCT_PARTS - 1)
+        if len(parts) != _SACCT_PARTS:
             log.warning("%s: ignoring a line not in the expected format: %r", command, line)
             continue
-        job_id, state, reason, qos, start, where, comment = parts
+        job_id, state, reason, qos, start, where, exit_code, elapsed, tres, end, comment = parts
         started = ran(where) and parse_slurm_time(start) is not None
-        rows[job_id.strip()] = _row(job_id.strip(), state.strip(), reason, qos, start, started=started, comment=comment)
+        rows[job_id.strip()] = _row(
+            job_id.strip(),
+            state.strip(),
+            reason,
+            qos,
+            start,
+            started=started,
+            comment=comment,
+            ended=(exit_code, elapsed, tres, end),
+        )
     return rows
 
 
@@ -221,6 +281,19 @@ def sacct_argv(job_ids: Iterable[str] | None = None, *, user: str | None = None,
     return (*argv, "-o", SACCT_FIELDS)
 
 
+def _booked_end(seen: Observation, booked: JobRow | None, *, answered: bool) -> JobEnd | None:
+    """How a job squeue shows ended ended: accounting's record; squeue's word alone when accounting answered with
+    no record of it (COMPLETED is exit 0 by SLURM's definition); None when accounting could not be asked."""
+    if booked is not None and booked.observation.end is not None:
+        # A record with no End yet is accounting catching up (slurmdbd was down when the job ended: its end
+        # message is still on its way from slurmctld, and the record reads an exit code of 0): asked again.
+        return booked.observation.end if booked.observation.end.ended_at is not None else None
+    if not answered or booked is not None:
+        return None  # could not tell, or accounting still has it running: asked again next poll
+    word = seen.state.split(" ", 1)[0]
+    return JobEnd(state=seen.state, exit_code=0 if word == "COMPLETED" else None, accounted=False)
+
+
 @attrs.define
 class Observer:
     """Turns job ids into Observations: ONE squeue (one attempt), at most one sacct for the ids it did not show.
@@ -240,18 +313,48 @@ class Observer:
     """Per pending job id: the QoS and the limit reason last seen for it (see ``_steady``)."""
 
     def observe(self, job_ids: Sequence[str]) -> dict[str, Observation]:
-        """Every id in ``job_ids`` mapped to an Observation; ids no record knows map to Phase.UNKNOWN."""
+        """Every id in ``job_ids`` mapped to an Observation; ids no record knows map to Phase.UNKNOWN (with
+        ``COULD_NOT_TELL`` when sacct could not be asked). A started job squeue shows ended, or no longer shows, is
+        read in the same one sacct: how it ended (``Observation.end``) is accounting's word, never a guess."""
         wanted = list(dict.fromkeys(job_ids))
         if not wanted:
             return {}
         rows = self._squeue(wanted)
-        missing = [job_id for job_id in wanted if job_id not in rows]
-        if missing:
-            rows.update(self.sacct_rows(missing))
-        return {
-            job_id: self._steady(rows[job_id].observation) if job_id in rows else Observation(job_id, Phase.UNKNOWN)
-            for job_id in wanted
-        }
+        ended = {i for i in wanted if i in rows and rows[i].observation.phase is Phase.STARTED}
+        ended = {i for i in ended if ended_word(rows[i].observation.state)}
+        asked = [job_id for job_id in wanted if job_id not in rows or job_id in ended]
+        accounted = self._accounting(asked) if asked else {}
+        out: dict[str, Observation] = {}
+        for job_id in wanted:
+            row = rows.get(job_id)
+            booked = accounted.get(job_id) if accounted is not None else None
+            if row is None:
+                if booked is not None:
+                    out[job_id] = self._steady(booked.observation)
+                else:
+                    out[job_id] = Observation(
+                        job_id, Phase.UNKNOWN, state="" if accounted is not None else COULD_NOT_TELL
+                    )
+                continue
+            seen = self._steady(row.observation)
+            if job_id in ended:
+                seen = attrs.evolve(seen, end=_booked_end(seen, booked, answered=accounted is not None))
+            out[job_id] = seen
+        return out
+
+    def _accounting(self, job_ids: Sequence[str]) -> dict[str, JobRow] | None:
+        """One sacct for ``job_ids``, one attempt; None when it could not be asked (slurmdbd down, or slurmctld
+        with it: asked again next poll, and never the reason to pause a cluster whose squeue answered)."""
+        since = time.time() - self.sacct_lookback_seconds
+        try:
+            result = self.runner.run(sacct_argv(job_ids, since=since), retry=ONE_ATTEMPT)
+        except SchedulerUnreachable as exc:
+            log.warning("sacct could not be asked (%s); the jobs stay unknown", exc)
+            return None
+        if not result.ok:
+            log.warning("sacct failed (%s); the jobs stay unknown", result.message)
+            return None
+        return parse_sacct(result.stdout)
 
     def _steady(self, seen: Observation) -> Observation:
         """``seen``, with the last limit reason of a still-pending job on the same QoS instead of ``None``.

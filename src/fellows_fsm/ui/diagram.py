@@ -40,6 +40,9 @@ SPINE_TAIL = (
 )
 """The paid tail the spine draws after FAILED_TO_GCP: handed to a followed paid lane, to its end."""
 _SEED = (LifecycleState.PARKED, LifecycleState.CANCELLED, LifecycleState.RUNNING, LifecycleState.FAILED_TO_GCP)
+_FREE_END = (LifecycleState.ENDED,)
+"""The end the spine draws after RUNNING: its job followed until it ended (the walk's goal is RUNNING, its end
+this)."""
 
 
 def guards() -> tuple[Any, ...]:
@@ -103,11 +106,11 @@ def mermaid(ladder: Ladder | None, *, title: str = "dispatch lifecycle") -> str:
 
 
 def spine_definition(ladder: Ladder) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The spine of ``ladder``'s machine: the seed's states (its rungs, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP) and
-    the paid tail, with every row between two of them that moves (one edge per trigger, no guards: a chart for a
-    person; ``mermaid`` draws every row)."""
+    """The spine of ``ladder``'s machine: the seed's states (its rungs, PARKED, CANCELLED, RUNNING, FAILED_TO_GCP), a
+    free job's end (ENDED) and the paid tail, with every row between two of them that moves (one edge per trigger,
+    no guards: a chart for a person; ``mermaid`` draws every row)."""
     states, transitions = machine_definition(ladder)
-    names = {r.state_name for r in ladder.rungs} | set(_SEED) | set(SPINE_TAIL)
+    names = {r.state_name for r in ladder.rungs} | set(_SEED) | set(_FREE_END) | set(SPINE_TAIL)
     kept: dict[tuple[str, str, str], dict[str, Any]] = {}
     for t in transitions:
         if t["source"] in names and t["dest"] in names and t["dest"] != t["source"]:

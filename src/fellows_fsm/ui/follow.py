@@ -14,15 +14,17 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from fellows_fsm.api import Fellows, Progress
+from fellows_fsm.api import Fellows
 from fellows_fsm.core.effects import Step
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State, Trigger
+from fellows_fsm.driver.reports import Progress
 from fellows_fsm.journal.history import budget_reason, history_entries
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paid import paid_words
 from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled, paid_facts
+from fellows_fsm.ui.wait import end_words
 from fellows_fsm.ui.words import span
 
 __all__ = ["LiveState", "follow_live", "live", "summary", "watch_view"]
@@ -38,6 +40,9 @@ def summary(dispatch_id: str, journal: Journal) -> str:
     last = (
         str(row.ladder[-1].get("lane", LADDER_LANE)) if row.ladder else LADDER_LANE
     )  # the last SLURM lane of its ladder
+    end = journal.ends([dispatch_id]).get(dispatch_id) if row.label == State.ENDED else None
+    if end is not None:
+        return f"dispatch {row.id} ended: {end_words(end)} (SLURM job {end.job_id or '-'})"
     if row.label == "RUNNING":
         cluster = cluster_of(row.job_id) or LADDER_LANE
         where = row.qos if cluster == LADDER_LANE else f"{row.qos}@{cluster}"  # as the rung's label says it

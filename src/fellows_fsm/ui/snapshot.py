@@ -14,9 +14,11 @@ import attrs
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.ends import dispatch_result
 from fellows_fsm.core.ladder import split_job_id
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import LADDER_LANE, State
+from fellows_fsm.core.vocab import FOLLOWED_STATES, LADDER_LANE, State
+from fellows_fsm.journal.ends import JobEnded
 from fellows_fsm.journal.history import budget_reason, waits_for_budget
 from fellows_fsm.journal.queries import restore
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow
@@ -118,7 +120,7 @@ class Snapshot:
     def of_dispatch(cls, d: Dispatch, *, lane: str | None = None) -> Snapshot:
         """Read (never drive) a live Dispatch (``lane``: the dispatch's, by default its ladder's first lane)."""
         obs = d.look
-        walking = not d.pinned and not d.is_final
+        walking = not d.pinned and not d.is_final and d.state not in FOLLOWED_STATES  # (a running job: no window)
         later = math.fsum(r.park_cap_seconds for r in d.ladder.rungs[d.rung_index + 1 :])
         return cls(
             dispatch_id=d.id,
@@ -230,13 +232,17 @@ def dispatch_json(
     paid: PaidRun | None = None,
     budget: str | None = None,
     now: float | None = None,
+    end: JobEnded | None = None,
 ) -> dict[str, Any]:
     """One dispatch as a JSON object: ``dispatch_id``, ``state``, ``lane``, ``qos``, ``slurm_job_id`` (as the journal
     keeps it: ``<id>@<cluster>`` off fellows) and more; when its ladder walks several clusters also ``cluster`` (the
     SLURM lane of its job, or of the rung in hand) and ``cluster_job_id`` (SLURM's own id on that cluster); with a
     paid run a ``paid`` object (ui/paid.py: ``paid_json``, its GPU-hours and cost as of ``now``, default the
     wall clock), while the budget keeps it on its last free rung ``budget_reason``. Any other dispatch's object
-    has neither key."""
+    has neither key. ``result`` (core/ends.py: one word on every lane) and ``exit_code`` are null until its job
+    ended (``end``: the journal's ends row); then ``ended_at``, ``elapsed_seconds`` and ``gpu_hours`` say when and
+    how long (a free job's)."""
+    word = dispatch_result(row.state, row.outcome, final=row.final, ended=end.result if end is not None else None)
     snap = Snapshot.of_row(row, handoff)
     where: dict[str, Any] = {}
     if snap.several_clusters:
@@ -251,6 +257,9 @@ def dispatch_json(
         **where,
         "slurm_job_id": row.job_id,
         "final": row.final,
+        "result": word,
+        "exit_code": end.exit_code if end is not None else None,
+        **(_end_json(end) if end is not None else {}),
         "outcome": row.outcome,
         "intent": row.intent,
         "pinned": row.pinned,
@@ -261,6 +270,10 @@ def dispatch_json(
         **({"paid": paid_json(paid, time.time() if now is None else now)} if paid is not None else {}),
         **({"budget_reason": budget} if budget is not None else {}),
     }
+
+
+def _end_json(end: JobEnded) -> dict[str, Any]:
+    return {"ended_at": iso_utc(end.ended_at), "elapsed_seconds": end.elapsed_seconds, "gpu_hours": end.gpu_hours}
 
 
 def shown_state(snap: Listed) -> str:
@@ -320,7 +333,7 @@ def left_ladder(snap: Snapshot) -> bool:
 
 def state_style(label: str) -> str:
     """The rich style a shown state is drawn in: green once it runs, yellow once it left the ladder, else cyan."""
-    if label in (State.RUNNING, State.HANDED_OFF, State.PAID_DONE):
+    if label in (State.RUNNING, State.HANDED_OFF, State.PAID_DONE, State.ENDED):
         return "bold green"
     if label in (
         State.FAILED_TO_GCP,
@@ -340,6 +353,8 @@ def state_style(label: str) -> str:
 def status_words(snap: Listed) -> str:
     """The state column of ``status``: the shown state with where it is, e.g. ``RUNNING(normal-eur)``."""
     state = shown_state(snap)
+    if state == State.ENDED and snap.outcome:
+        return f"{State.ENDED}({snap.outcome})"  # its result (the journal's outcome of an end step)
     if state == State.RUNNING and snap.qos:
         cluster = cluster_of(snap.job_id)
         return f"{State.RUNNING}({snap.qos if cluster in (None, LADDER_LANE) else f'{snap.qos}@{cluster}'})"

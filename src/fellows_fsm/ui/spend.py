@@ -27,6 +27,7 @@ from fellows_fsm.driver.inbox import driver_budget
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.queries import read_spend
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
+from fellows_fsm.ui.free import free_json, free_table, read_free
 from fellows_fsm.ui.paid import cost_words, hours_words
 
 __all__ = ["spend", "spend_json", "spend_table"]
@@ -173,15 +174,17 @@ def _remember(config: Config) -> None:
         click.echo(f"fellows-fsm: note: {said}", err=True)
 
 
-@main.command(short_help="What the paid lanes spent: today, this week, this month.")
+@main.command(short_help="What the paid lanes spent and the free clusters gave: today, this week, this month.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @config_option
 @click.pass_context
 def spend(ctx: click.Context, as_json: bool) -> None:
     """What the paid runs cost today, this week and this month (GPU-hours and cost, per lane), what the live ones
-    may still add at worst, and the [budget] limits. A run counts, all of it, in the day, week and month its
-    handoff began ([budget] timezone). Like submit, it gives the journal's driver this config's [budget] (a raised
-    one lets a waiting dispatch through at its next tick); otherwise it only reads the journal."""
+    may still add at worst, and the [budget] limits; then the free clusters' GPU-hours (the jobs that ended there)
+    and what they saved at the price of the first paid lane of [router] order. A paid run counts, all of it, in the
+    day, week and month its handoff began ([budget] timezone). Like submit, it gives the journal's driver this
+    config's [budget] (a raised one lets a waiting dispatch through at its next tick); otherwise it only reads the
+    journal."""
     config = config_of(ctx)
     known = config.journal_path.exists()  # no journal yet: no driver to tell, and none is made here
     with open_journal(config, readonly=True) as journal:
@@ -191,7 +194,8 @@ def spend(ctx: click.Context, as_json: bool) -> None:
     with open_journal(config, readonly=True) as journal:
         budget = journaled_budget(journal) or config.budget  # the one the driver applies
         s = read_spend(journal, budget)
+        free = read_free(journal, config, s.now)  # what the free clusters gave (ui/free.py)
     if as_json:
-        echo_json(spend_json(s, budget))
+        echo_json({**spend_json(s, budget), "free": free_json(free)})
     else:
-        make_console().print(spend_table(s, budget))
+        make_console().print(Group(spend_table(s, budget), Text(""), free_table(free, budget.currency or "")))

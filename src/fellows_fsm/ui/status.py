@@ -45,6 +45,7 @@ def status_table(
     paid: Mapping[str, PaidRun] | None = None,
     budget: Mapping[str, str] | None = None,
     now: float | None = None,
+    ended: Mapping[str, str] | None = None,
 ) -> RenderableType:
     """The journal's dispatches, one row each (``updated`` maps a dispatch id to its last change); fits 80 columns.
 
@@ -53,7 +54,7 @@ def status_table(
     ``paid`` maps a dispatch id to its paid run: once one listed has one, a ``GPU-h·cost`` column says its
     GPU-hours and cost as of ``now`` (default: the wall clock), and a line under the table the bound of each that
     may still spend. ``budget`` maps a dispatch id to why the budget keeps it on its last free rung: one line each
-    under the table.
+    under the table; ``ended`` to how its job ended (result, exit code, when, how long, GPU-hours): one line each.
     """
     at = time.time() if now is None else now
     runs = paid or {}
@@ -74,6 +75,9 @@ def status_table(
         why = (budget or {}).get(snap.dispatch_id)
         if why:
             lines.append(Text(f"{snap.dispatch_id} waits on its last free rung: {why}", style="yellow"))
+        words = (ended or {}).get(snap.dispatch_id)
+        if words:
+            lines.append(Text(f"{snap.dispatch_id} ended: {words}", style="dim"))
     table = _table(rows, updated, runs, at)
     return Group(table, *lines) if lines else table
 

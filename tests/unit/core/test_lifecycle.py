@@ -106,14 +106,15 @@ def test_full_walk_high_normal_low_then_gcp(
 def test_running_from_every_rung(
     reached: ReachFactory, fake: FakeScheduler, frozen: FrozenDateTimeFactory, index: int
 ) -> None:
-    """A job seen running on any rung makes the dispatch RUNNING, with no further submission."""
+    """A job seen running on any rung makes the dispatch RUNNING (the walk's goal, followed: not final), with no
+    further submission however long it runs."""
     d = reached(RUNGS[index])
     assert d.job_id is not None
     fake.start(d.job_id)
     frozen.tick(5)
     poll(d, fake)
     assert d.state == RUNNING
-    assert d.is_final
+    assert not d.is_final
     frozen.tick(10 * CAP)
     poll(d, fake)
     assert d.state == RUNNING

@@ -15,6 +15,7 @@ from freezegun.api import FrozenDateTimeFactory
 from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.core.vocab import FOLLOWED_STATES
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
@@ -108,15 +109,34 @@ def ledger(tmp_path: Path, lane: str) -> list[str]:
 def drive(
     router: Router, fake: FakeScheduler, frozen: FrozenDateTimeFactory, *, step: float = 5, ticks: int = 200
 ) -> None:
-    """Let the fake cluster schedule and the router poll until nothing is live."""
+    """Let the fake cluster schedule and the router poll until nothing is walked any more: every dispatch is final or
+    its job runs (the walk's goal; the driver then follows it to its end: ``follow``)."""
     for _ in range(ticks):
         fake.schedule()
         frozen.tick(step)
         router.poll()
-        if not router.busy:
+        if not router.busy or walked_out(router):
             return
         if router.running:
             time.sleep(0.02)  # a handoff command runs in real time while the router's clock is frozen
+    raise AssertionError("dispatches still live after the tick budget")
+
+
+def walked_out(router: Router) -> bool:
+    """Is every dispatch the router drives final or running (nothing handing off, paid or on a rung)?"""
+    others = router.handing or router.running or router.pending_handoffs or router.paid.busy
+    return not others and all(d.state in FOLLOWED_STATES for d in router.live.values())
+
+
+def follow(
+    router: Router, fake: FakeScheduler, frozen: FrozenDateTimeFactory, *, step: float = 5, ticks: int = 200
+) -> None:
+    """Poll until nothing is live at all: every running job followed to its end (the test ends them)."""
+    for _ in range(ticks):
+        frozen.tick(step)
+        router.poll()
+        if not router.busy:
+            return
     raise AssertionError("dispatches still live after the tick budget")
 
 

@@ -20,7 +20,13 @@ from fellows_fsm.driver.strays import dispatch_of
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import Phase
-from tests.unit.driver.fixtures import PRIORITY, frozen, ledger, ledger_lane  # noqa: F401 (frozen: a fixture)
+from tests.unit.driver.fixtures import (  # noqa: F401 (frozen: a fixture)
+    PRIORITY,
+    frozen,
+    ledger,
+    ledger_lane,
+    walked_out,
+)
 
 CAP = 60.0
 INST_CAP = 120.0
@@ -56,14 +62,15 @@ def router(tmp_path: Path, fellows: FakeScheduler, inst: FakeScheduler) -> Itera
 
 
 def drive(r: Router, clusters: list[FakeScheduler], frozen: FrozenDateTimeFactory, ticks: int = 400) -> float:
-    """Poll every 5 s (both clusters scheduling) until nothing is live; return the seconds it took."""
+    """Poll every 5 s (both clusters scheduling) until nothing is walked (final, or its job runs: followed); return
+    the seconds it took."""
     start = time.time()
     for _ in range(ticks):
         for c in clusters:
             c.schedule()
         frozen.tick(5)
         r.poll()
-        if not r.busy:
+        if not r.busy or walked_out(r):
             return time.time() - start
         if r.running:
             time.sleep(0.02)

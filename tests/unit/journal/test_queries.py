@@ -50,7 +50,7 @@ def test_history_of_a_prefix_parses_only_the_matching_row(env: Path, monkeypatch
     parsed = _count_parsed_rows(monkeypatch)
     result = run("history", "11", "--json")
     assert result.exit_code == 0, result.output
-    assert [e["trigger"] for e in json.loads(result.stdout)] == ["submit", "start"]
+    assert [e["trigger"] for e in json.loads(result.stdout)] == ["submit", "start", "end"]
     assert parsed == [ids[11]]
 
 

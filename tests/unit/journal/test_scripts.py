@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm import Config, FakeScheduler, Fellows, JobSpec, SlurmSettings, UsageError
+from fellows_fsm.config.file import RouterConfig
 from fellows_fsm.journal.scripts import MAX_SCRIPT_BYTES, ORPHAN_AGE_SECONDS, SCRIPTS, keep_script, sweep_scripts
 
 
@@ -35,10 +36,15 @@ def test_a_script_over_sbatchs_limit_is_refused_and_nothing_is_kept(tmp_path: Pa
 
 
 def test_a_submit_keeps_the_script_until_the_dispatch_is_final(tmp_path: Path) -> None:
-    """Fellows.submit journals the spec with its kept copy; the copy goes once the job starts (final)."""
+    """Fellows.submit journals the spec with its kept copy; the copy stays while the job runs (followed) and goes
+    once it ended (final)."""
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
-    config = Config(fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5), state_dir=tmp_path / "state")
+    config = Config(
+        fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5),
+        router=RouterConfig(follow_interval_seconds=0.001),
+        state_dir=tmp_path / "state",
+    )
     fake = FakeScheduler(total_gpus=64)
     with Fellows(config, scheduler=fake) as fellows:
         handle = fellows.submit(JobSpec("train", str(script), gpus=8), check=False).handle
@@ -49,6 +55,10 @@ def test_a_submit_keeps_the_script_until_the_dispatch_is_final(tmp_path: Path) -
         fake.start(job.job_id)
         fellows.poll()
         assert fellows.handle(handle.dispatch_id).state == "RUNNING"
+        assert kept.exists()
+        fake.end(job.job_id)
+        fellows.poll()
+        assert fellows.handle(handle.dispatch_id).state == "ENDED"
     assert not kept.parent.exists()
 
 
@@ -57,14 +67,21 @@ def test_a_driver_start_sweeps_copies_no_dispatch_will_submit(tmp_path: Path) ->
     state = tmp_path / "state"
     script = tmp_path / "train.sbatch"
     script.write_text("#!/bin/bash\nsleep 1\n", encoding="utf-8")
-    config = Config(fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5), state_dir=state)
+    config = Config(
+        fellows=SlurmSettings(park_cap_seconds=60, poll_interval_seconds=5),
+        router=RouterConfig(follow_interval_seconds=0.001),
+        state_dir=state,
+    )
     fake = FakeScheduler(total_gpus=64)
     with Fellows(config, scheduler=fake) as fellows:
         live = fellows.submit(JobSpec("live", str(script), gpus=8), check=False).handle.dispatch_id
         ended = fellows.submit(JobSpec("ended", str(script), gpus=8), check=False).handle.dispatch_id
-        fake.start(next(j.job_id for j in fake.jobs.values() if j.spec.name == "ended"))
+        job = next(j.job_id for j in fake.jobs.values() if j.spec.name == "ended")
+        fake.start(job)
         fellows.poll()
-        assert fellows.handle(ended).state == "RUNNING"
+        fake.end(job)
+        fellows.poll()
+        assert fellows.handle(ended).state == "ENDED"
     # What a process killed at the wrong moment leaves: a final dispatch's copy, a submit's copy with no row.
     for name in (ended, "0123456789ab", "ba9876543210"):
         (state / SCRIPTS / name).mkdir(parents=True, exist_ok=True)

@@ -190,6 +190,8 @@ def test_final_since_reads_the_dispatches_that_ended_at_or_after_a_time(tmp_path
         assert ended.job_id is not None
         fake.start(ended.job_id)
         ended.advance(fake.observe([ended.job_id])[ended.job_id])
+        fake.end(ended.job_id)
+        ended.advance(fake.observe([ended.job_id])[ended.job_id])
         assert ended.is_final
         row = journal.dispatch("e1")
         assert row is not None

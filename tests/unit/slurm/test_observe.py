@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from fellows_fsm.errors import SchedulerUnreachable
-from fellows_fsm.scheduler.port import Phase
+from fellows_fsm.scheduler.port import COULD_NOT_TELL, Phase
 from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.observe import (
     SACCT_FIELDS,
@@ -143,9 +143,9 @@ def test_malformed_squeue_lines_are_skipped() -> None:
 def test_sacct_lines_record_state_words_and_start() -> None:
     """sacct's 'CANCELLED by 0' is kept as the state; a job that had nodes started, one without never did."""
     rows = parse_sacct(
-        f"3|CANCELLED by 0|None|high-eur|{T0}|gpu01|\n"
-        "4|CANCELLED by 0|None|high-eur|None|None assigned|fsm-x-r0\n"
-        f"2|RUNNING|None|high-eur|{T0}|gpu01|\n"
+        f"3|CANCELLED by 0|None|high-eur|{T0}|gpu01|0:15|60|cpu=1,gres/gpu=2|{T0}|\n"
+        "4|CANCELLED by 0|None|high-eur|None|None assigned|0:0|0||None|fsm-x-r0\n"
+        f"2|RUNNING|None|high-eur|{T0}|gpu01|0:0|60|cpu=1|Unknown|\n"
     )
     assert rows["3"].observation.phase is Phase.STARTED
     assert rows["3"].observation.state == "CANCELLED by 0"
@@ -156,7 +156,7 @@ def test_sacct_lines_record_state_words_and_start() -> None:
 
 def test_sacct_start_stamped_on_a_job_cancelled_while_pending_is_not_a_start() -> None:
     """slurmdbd sometimes records the cancel time as Start of a never-run job; without nodes it never ran."""
-    row = parse_sacct(f"4|CANCELLED by 0|QOSMaxGRESPerUser|high-eur|{T0}|None assigned|t\n")["4"]
+    row = parse_sacct(f"4|CANCELLED by 0|QOSMaxGRESPerUser|high-eur|{T0}|None assigned|0:0|0||{T0}|t\n")["4"]
     assert row.observation.phase is Phase.GONE
     assert row.observation.start_time is None
 
@@ -199,7 +199,9 @@ def test_ids_squeue_forgot_go_to_one_sacct() -> None:
     runner = MockRunner.scripted(
         {
             "squeue": [(0, f"1|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
-            "sacct": [(0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|gpu01|\n", "")],
+            "sacct": [
+                (0, "2|COMPLETED|None|high-eur|2026-11-29T01:00:00|gpu01|0:0|60|gres/gpu=8|2026-11-29T01:01:00|\n", "")
+            ],
         }
     )
     seen = Observer(runner).observe(["1", "2", "3"])
@@ -322,3 +324,119 @@ def test_remembered_reason_is_forgotten_when_the_job_moves_on(second: str, expec
 def test_contention_reasons_are_not_remembered() -> None:
     """Only limit reasons are remembered: Resources followed by None reads as None."""
     assert _reasons([_pending("5", "Resources"), _pending("5", "None")]) == ["Resources", None]
+
+
+def test_sacct_reads_how_a_started_job_ended() -> None:
+    """sacct's ExitCode, ElapsedRaw, AllocTRES and End say how a started job ended: exit 3 is 3, a signal 9 with
+    exit 0 reads 137, the GPUs come from gres/gpu; a running job has no end."""
+    rows = parse_sacct(
+        f"5|FAILED|None|high-eur|{T0}|gpu01|3:0|125|billing=1,cpu=1,gres/gpu=8,mem=1G,node=1|{T0}|t\n"
+        f"6|CANCELLED by 1000|None|high-eur|{T0}|gpu01|0:9|61|cpu=1,gres/gpu:a100=2|{T0}|t\n"
+        f"7|RUNNING|None|high-eur|{T0}|gpu01|0:0|61|cpu=1|Unknown|t\n"
+    )
+    five, six = rows["5"].observation.end, rows["6"].observation.end
+    assert five is not None
+    assert (five.state, five.exit_code, five.elapsed_seconds, five.gpus) == ("FAILED", 3, 125.0, 8)
+    assert five.ended_at == parse_slurm_time(T0)
+    assert six is not None
+    assert (six.exit_code, six.gpus) == (137, 2)
+    assert rows["7"].observation.end is None
+
+
+def test_a_job_squeue_shows_ended_is_read_in_the_same_one_sacct() -> None:
+    """squeue showing a started job ended (and another gone) costs one sacct for both, never one per job; the end
+    is accounting's."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [
+                (
+                    0,
+                    f"1|COMPLETED|None|high-eur|{T0}|gpu01|0|gpu|10:00|a|\n"
+                    f"2|RUNNING|None|high-eur|{T0}|gpu01|0|gpu|10:00|b|\n",
+                    "",
+                )
+            ],
+            "sacct": [
+                (
+                    0,
+                    f"1|COMPLETED|None|high-eur|{T0}|gpu01|0:0|30|gres/gpu=8|{T0}|a\n"
+                    f"3|TIMEOUT|None|high-eur|{T0}|gpu01|0:15|60|gres/gpu=1|{T0}|c\n",
+                    "",
+                )
+            ],
+        }
+    )
+    seen = Observer(runner).observe(["1", "2", "3"])
+    assert runner.calls == {"squeue": 1, "sacct": 1}
+    assert "1,3" in next(a for a in runner.argvs if a[0] == "sacct")
+    assert seen["1"].end is not None
+    assert seen["1"].end.exit_code == 0
+    assert seen["2"].end is None
+    assert seen["3"].end is not None
+    assert seen["3"].end.state == "TIMEOUT"
+
+
+def test_accounting_down_leaves_an_ended_job_without_an_end() -> None:
+    """slurmdbd down: a job squeue shows ended has no end yet (could not tell), and one squeue no longer shows is
+    UNKNOWN marked "could not tell" (never counted toward a lost job)."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [(0, f"1|FAILED|None|high-eur|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
+            "sacct": [(1, "", "sacct: error: Problem talking to the database: Connection refused\n")],
+        }
+    )
+    seen = Observer(runner).observe(["1", "2"])
+    assert seen["1"].phase is Phase.STARTED
+    assert seen["1"].end is None
+    assert seen["2"].phase is Phase.UNKNOWN
+    assert seen["2"].state == COULD_NOT_TELL
+
+
+def test_accounting_without_a_record_gives_squeues_word_alone() -> None:
+    """Accounting answered with no record of a job squeue shows ended: its end is squeue's word alone (COMPLETED
+    is exit 0 by SLURM's definition; any other word has no exit code), marked not accounted."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [
+                (
+                    0,
+                    f"1|COMPLETED|None|q|{T0}|gpu01|0|gpu|10:00|a|\n2|NODE_FAIL|None|q|{T0}|gpu01|0|gpu|10:00|b|\n",
+                    "",
+                )
+            ],
+            "sacct": [(0, "", "")],
+        }
+    )
+    seen = Observer(runner).observe(["1", "2"])
+    one, two = seen["1"].end, seen["2"].end
+    assert one is not None
+    assert (one.exit_code, one.accounted) == (0, False)
+    assert two is not None
+    assert (two.state, two.exit_code) == ("NODE_FAIL", None)
+
+
+def test_an_unreachable_sacct_is_could_not_tell_not_an_outage() -> None:
+    """A sacct the runner reads as an outage ("Connection refused") is asked once and read as "could not tell": the
+    poll's squeue answered, so the cluster is not paused for it."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [(0, f"1|COMPLETED|None|q|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
+            "sacct": [(1, "", "sacct: error: Connection refused\n")] * 3,
+        }
+    )
+    seen = Observer(runner).observe(["1", "2"])
+    assert runner.calls == {"squeue": 1, "sacct": 1}
+    assert seen["1"].end is None
+    assert seen["2"].state == COULD_NOT_TELL
+
+
+def test_an_accounting_record_without_an_end_time_is_asked_again() -> None:
+    """A job squeue shows ended whose accounting record has no End yet (slurmdbd catching up after an outage, its
+    exit code not in yet) has no end this poll: asked again, never read as exit 0."""
+    runner = MockRunner.scripted(
+        {
+            "squeue": [(0, f"1|FAILED|None|q|{T0}|gpu01|0|gpu|10:00|a|\n", "")],
+            "sacct": [(0, f"1|FAILED|None|q|{T0}|gpu01|0:0|13|gres/gpu=1|Unknown|a\n", "")],
+        }
+    )
+    assert Observer(runner).observe(["1"])["1"].end is None

@@ -221,7 +221,10 @@ def test_find_by_token_picks_the_newest_tagged_job() -> None:
 def test_find_by_token_falls_back_to_sacct_then_none() -> None:
     """A token squeue does not show is looked up in sacct; found nowhere, the answer is None."""
     port, runner = _port(
-        {"squeue": [(0, "", "")], "sacct": [(0, "3|COMPLETED|None|high-eur|" + T0 + "|gpu01|fsm-a\n", "")]}
+        {
+            "squeue": [(0, "", "")],
+            "sacct": [(0, "3|COMPLETED|None|high-eur|" + T0 + "|gpu01|0:0|5|cpu=1|" + T0 + "|fsm-a\n", "")],
+        }
     )
     found = port.find_by_token("fsm-a")
     assert found is not None

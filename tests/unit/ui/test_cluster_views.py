@@ -345,6 +345,7 @@ park_cap_seconds = 120
 
 [router]
 order = ["fellows", "inst", "gcp"]
+follow_interval_seconds = 0.05
 """
 
 
@@ -352,7 +353,8 @@ def test_the_ladder_and_config_check_commands_read_every_cluster(env: Path, monk
     """fellows-fsm ladder --json reads inst's grants through inst's own port and judges inst's rungs on them;
     config check prints every cluster's rungs and the worst case before gcp (exit 0)."""
     config = env / "fellows.toml"
-    config.write_text(config.read_text(encoding="utf-8") + INST_TABLE, encoding="utf-8")
+    own = config.read_text(encoding="utf-8").replace("\n[router]\nfollow_interval_seconds = 0.05\n", "")
+    config.write_text(own + INST_TABLE, encoding="utf-8")  # (its [router] table in place of the env's)
     inst_port = FakeScheduler()
     asked: list[str] = []
 

@@ -30,6 +30,9 @@ def test_mermaid_has_the_seven_states_with_labels() -> None:
         ("PARKED", "PARKED"),
         ("CANCELLED", "CANCELLED"),
         ("RUNNING", "RUNNING"),
+        # Its job followed to its end (issue 38): requeued by SLURM, then ended.
+        ("REQUEUED", "REQUEUED"),
+        ("ENDED", "ENDED"),
         ("FAILED_TO_GCP", "FAILED_TO_GCP"),
         ("WITHDRAWN", "WITHDRAWN"),
         ("REFUSED", "REFUSED"),  # a first submit SLURM refused: a row of the table (refuse), no longer a view word
@@ -68,18 +71,20 @@ def test_mermaid_edges_show_guards() -> None:
 
 
 def test_the_spine_holds_the_seeds_states_and_the_paid_tail() -> None:
-    """`fellows-fsm diagram`'s spine draws exactly the seed's seven states and the paid tail, their loop (park,
-    cancel, resubmit, move, give_up, start) and the tail's steps, each edge labelled by its triggers only."""
+    """`fellows-fsm diagram`'s spine draws exactly the seed's seven states, a free job's end and the paid tail, their
+    loop (park, cancel, resubmit, move, give_up, start), the end and the tail's steps, each edge labelled by its
+    triggers only."""
     text = spine_mermaid(SlurmSettings(park_cap_seconds=600).ladder)
     states = [label for label, _ in re.findall(r'^\s*state "([^"]+)" as (\S+)$', text, flags=re.MULTILINE)]
     seed = ["SUBMITTED(high-eur)", "RESUBMITTED(normal-eur)", "RESUBMITTED(low-eur)", "PARKED", "CANCELLED"]
-    assert states == [*seed, "RUNNING", "FAILED_TO_GCP", *SPINE_TAIL]
+    assert states == [*seed, "RUNNING", "ENDED", "FAILED_TO_GCP", *SPINE_TAIL]
     edges = re.findall(r"^\s*(\S+) --> (\S+): (.*)$", text, flags=re.MULTILINE)
     assert all("[" not in label and len(label) <= 40 for _, _, label in edges), edges
     assert all(src != dst for src, dst, _ in edges)  # no step that stays (hold, pause, ...): those are --full's
     triggers = {t for _, _, label in edges for t in label.split(" | ")}
     loop = {"park", "cancel", "resubmit", "move", "give_up", "start", "drop", "hand_off", "paid", "paid_start"}
-    assert loop | {"paid_end", "paid_fail", "paid_stuck", "paid_overrun"} == triggers
+    assert loop | {"end", "lost", "paid_end", "paid_fail", "paid_stuck", "paid_overrun"} == triggers
+    assert ("RUNNING", "ENDED", "end | lost") in edges
     assert ("CANCELLED", "FAILED_TO_GCP", "give_up") in edges
     assert "[*] --> SUBMITTED_high_eur" in text
 

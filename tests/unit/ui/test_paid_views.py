@@ -391,7 +391,9 @@ def test_a_one_cluster_dispatch_with_no_paid_run_shows_what_it_always_did(
             "lane": "fellows",
             "qos": "high-eur",
             "slurm_job_id": "1000",
-            "final": True,
+            "final": False,  # its job runs: followed to its end (issue 38)
+            "result": None,  # (issue 38: how its job ended, null until then)
+            "exit_code": None,
             "outcome": "",
             "intent": "prod",
             "pinned": False,
@@ -444,7 +446,7 @@ def test_spend_totals_today_this_week_and_this_month_across_a_day_boundary(
     frozen.move_to("2026-11-25 12:00:00")  # Wednesday
     live = running_an_hour(router, lane, frozen)
     out = json.loads(cli("spend", "--json"))
-    assert list(out) == ["now", "timezone", "currency", "day", "week", "month", "budget"]
+    assert list(out) == ["now", "timezone", "currency", "day", "week", "month", "budget", "free"]
     day, week, month = out["day"], out["week"], out["month"]
     assert (day["start"], week["start"], month["start"]) == (
         "2026-11-25T00:00:00+00:00",
