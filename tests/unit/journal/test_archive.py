@@ -79,6 +79,7 @@ def build(state_dir: Path, days: int = 40, per_day: int = 3, *, live: bool = Tru
             lane.move(paid.dispatch_id, PaidStatus.RUNNING)
             settle()
             clock.advance_to(clock.now() + 1800.0)
+            fake.end(started.slurm_job_id, exit_code=0)  # its job ends (followed to its end: issue 38)
             if day < days or not live:
                 lane.move(paid.dispatch_id, PaidStatus.SUCCEEDED, "exit 0")
                 ended[paid.dispatch_id] = "paid"
@@ -106,6 +107,7 @@ def answers(path: Path) -> dict[str, Any]:
             )
             for r in rows
         }
+        ends = journal.ends()
         spent = read_spend(journal, BUDGET, NOW)
         return {
             "ids": [r.id for r in rows],
@@ -116,6 +118,8 @@ def answers(path: Path) -> dict[str, Any]:
             "recent": [r.id for r in journal.recent(5)],
             "spend": spent,
             "sums": sorted(journal.paid_sums(Windows.at(NOW, UTC), NOW)),
+            "ends": ends,
+            "free": journal.free_sums(NOW - 60 * DAY),
         }
 
 
@@ -165,6 +169,8 @@ def test_a_move_changes_no_answer(journal_path: Path, built: tuple[Path, dict[st
         assert paid_moved  # spend reads runs from the archive, not only from the journal
     assert answers(journal_path) == before
     assert before["spend"].month.total.runs > 0
+    assert any(i in moved for i in before["ends"])  # free jobs' ends are read from the archive too (spend's free)
+    assert before["free"] and before["free"][0][1] > 0
 
 
 def test_nothing_that_may_still_spend_moves(journal_path: Path) -> None:
