@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fellows_fsm import cli
 from fellows_fsm.config.file import load_config
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.script import read_script_defaults
 from fellows_fsm.testing import ThreadedDriver
+from fellows_fsm.ui import submitting
 from tests.unit.cli_helpers import (
     DISPATCH_KEYS,
     SchedulingFake,
@@ -254,7 +254,7 @@ def test_unreachable_slurm_at_submit_exits_6(
     env: Path, scheduling_fake: SchedulingFake, script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When SLURM does not answer the first submit, submit exits 6 and the dispatch stays journaled for watch."""
-    monkeypatch.setattr(cli, "DETACH_WAIT_SECONDS", 0.5)  # how long submit waits for the driver's first sbatch
+    monkeypatch.setattr(submitting, "DETACH_WAIT_SECONDS", 0.5)  # how long submit waits for the driver's first sbatch
     scheduling_fake.unreachable = True
     result = run("submit", str(script))
     assert result.exit_code == 6
@@ -301,7 +301,7 @@ def test_detach_while_another_router_drives_enqueues_without_queueing(
 ) -> None:
     """submit --detach never queues a job itself: while a process that does not tick holds the lock, it waits
     for that driver's sbatch, exits 6 with the dispatch journaled, and the next driver queues the job."""
-    monkeypatch.setattr(cli, "DETACH_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(submitting, "DETACH_WAIT_SECONDS", 0.5)
     driver = Journal(load_config().journal_path)
     driver.acquire_driver()
     try:
