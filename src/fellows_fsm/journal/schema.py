@@ -11,7 +11,7 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAID_RUNS = """
 CREATE TABLE IF NOT EXISTS paid_runs (
     dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
@@ -29,6 +29,33 @@ CREATE TABLE IF NOT EXISTS paid_runs (
 CREATE INDEX IF NOT EXISTS paid_runs_by_time ON paid_runs(handed_at);
 CREATE INDEX IF NOT EXISTS paid_runs_by_status ON paid_runs(status);
 """
+OUTBOX = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    dispatch_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    at REAL NOT NULL,
+    step_seq INTEGER,
+    facts TEXT NOT NULL,
+    body TEXT
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+    seq INTEGER NOT NULL,
+    sink TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    first_at REAL,
+    last_at REAL,
+    next_at REAL,
+    answer TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (seq, sink)
+);
+CREATE INDEX IF NOT EXISTS deliveries_by_status ON deliveries(status, sink);
+"""
+"""The notifications' outbox (issue 39): one row per event, written in the same transaction as the step it reports
+(``step_seq``: its transitions row; ``body``: the exact bytes sent, fixed at the first send), and what became of it
+at each sink. No foreign key to dispatches: an archived dispatch's rows may go while its events are still sent."""
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
@@ -44,6 +71,8 @@ MIGRATIONS: dict[int, str] = {
     " UPDATE dispatches SET state='REFUSED', label='REFUSED' WHERE final=1 AND outcome LIKE 'rejected: %';",
     # A paid run is followed to its end and counted (issue 27): one row per handoff, written with its steps.
     3: PAID_RUNS,
+    # The notifications' outbox (issue 39): two new tables, nothing else changed.
+    4: OUTBOX,
 }
 SCHEMA = (
     """
@@ -100,6 +129,7 @@ CREATE TABLE IF NOT EXISTS handoffs (
 );
 """
     + PAID_RUNS
+    + OUTBOX
 )
 
 

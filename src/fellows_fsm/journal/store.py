@@ -26,8 +26,8 @@ from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidMark, PaidRun
 from fellows_fsm.core.vocab import LADDER_LANE, HandoffStatus, PaidStatus
 from fellows_fsm.errors import JournalError
-from fellows_fsm.journal.file import JournalFile
 from fellows_fsm.journal.lock import DriverLock
+from fellows_fsm.journal.outbox import OutboxRows, write_events
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow, JobRow, Listing
 from fellows_fsm.journal.schema import dispatch_row as _dispatch_row
 from fellows_fsm.journal.scripts import drop_script
@@ -36,7 +36,7 @@ from fellows_fsm.scheduler.port import JobSpec
 __all__ = ["Journal"]
 
 
-class Journal(JournalFile, DriverLock):
+class Journal(OutboxRows, DriverLock):
     """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
 
     def check_intact(self) -> None:
@@ -130,14 +130,15 @@ class Journal(JournalFile, DriverLock):
         """Commit one decision's journal effects together (steps, then job ids), before anything they announce.
 
         Every step is its own transitions row; the dispatch row is updated once, to where the last effect leaves it.
-        A lane command's step writes the command's handoffs row with it (its argv when it starts, how it ended).
+        A lane command's step writes the command's handoffs row with it (its argv when it starts, how it ended), and
+        each step the events it is told as (journal/outbox.py: ``write_events``): no event without its step.
         """
         row: dict[str, dict[str, Any]] = {}
         with self._write() as db:
             for effect in effects:
                 if isinstance(effect, Record):
                     step = effect.step
-                    db.execute(
+                    cursor = db.execute(
                         "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
                         " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (
@@ -157,6 +158,7 @@ class Journal(JournalFile, DriverLock):
                         _write_command(db, effect.dispatch_id, step.at, effect.command)
                     if effect.paid is not None:
                         _write_paid(db, effect.dispatch_id, step.at, effect.paid)
+                    write_events(db, effect, int(cursor.lastrowid or 0))  # the outbox: told in the same transaction
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,
