@@ -9,7 +9,7 @@ import pytest
 from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig
-from fellows_fsm.core.effects import Record, Step
+from fellows_fsm.core.effects import Attach, Record, Step
 from fellows_fsm.core.events import ENDED, Event, events_of
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import JournalError
@@ -36,7 +36,7 @@ def test_a_walk_journals_queued_then_rung_changed_with_where_from_and_why(tmp_pa
     _walk(journal)
     events = journal.events_of("w1")
     assert [e.event for e in events] == ["queued", "rung_changed"]  # park and cancel are not told
-    assert events[0].facts["qos"] == "high-eur" and events[0].facts["lane"] == "fellows"
+    assert (events[0].facts["qos"], events[0].facts["lane"]) == ("high-eur", "fellows")
     changed = events[1].facts
     assert changed["from"] == {"lane": "fellows", "qos": "high-eur"}
     assert changed["to"] == {"lane": "fellows", "qos": "normal-eur"}
@@ -53,10 +53,14 @@ def test_an_event_is_rolled_back_with_its_step(tmp_path: Path) -> None:
     step = Step(
         at=1.0, source="RUNNING", dest=State.PAID_DONE, trigger=Trigger.PAID_END, rung_index=0, qos="", job_id=None
     )
-    with pytest.raises(JournalError):  # a job id row that breaks the foreign key, after the step and its event
+
+    def step_then_a_broken_row() -> None:  # a job row that breaks the foreign key, after the step and its event
         with journal.batch():
             journal.write([Record("w1", step, "PAID_DONE", final=True)])
-            journal._write().__enter__().execute("INSERT INTO jobs VALUES ('nope', 0, '1', 0)")
+            journal.write([Attach("nope", 0, "1", 0.0)])
+
+    with pytest.raises(JournalError):
+        step_then_a_broken_row()
     db = sqlite3.connect(path)
     steps = db.execute("SELECT count(*) FROM transitions WHERE trigger='paid_end'").fetchone()[0]
     events = db.execute("SELECT count(*) FROM outbox WHERE event='ended'").fetchone()[0]
@@ -96,5 +100,5 @@ def test_a_sink_is_sent_only_what_was_journaled_after_it_was_named_and_not_yet_d
     again = journal.put_delivery(second.seq, "late", status=FAILED, at=2.0, next_at=None, answer="404")
     assert (again.attempts, again.first_at, again.last_at) == (2, 1.0, 2.0)
     assert journal.unsent("late", ["queued", "rung_changed"]) == []
-    assert journal.fix_body(first.seq, "a") == "a" and journal.fix_body(first.seq, "b") == "a"  # kept once
+    assert [journal.fix_body(first.seq, "a"), journal.fix_body(first.seq, "b")] == ["a", "a"]  # kept once
     journal.close()
