@@ -22,6 +22,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
+from fellows_fsm.config.notify import MetricsConfig, NotifyConfig
 from fellows_fsm.config.route import Route, check_intent
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
@@ -119,6 +120,10 @@ class Config:
     router: RouterConfig = attrs.field(factory=RouterConfig)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig)
     """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
+    notify: NotifyConfig = attrs.field(factory=NotifyConfig)
+    """The ``[notify]`` table: where a user is told of the steps (config/notify.py)."""
+    metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
+    """The ``[metrics]`` table: a Prometheus textfile and /metrics address of the driver."""
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
     allow_network_state_dir: bool = False
     """Drive a journal whose state_dir is on a network filesystem (NFS, Lustre, GPFS, ...) anyway, with SQLite's
@@ -264,7 +269,7 @@ class Config:
 
         A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
         """
-        known = {"fellows", "lanes", "router", "budget", "state_dir", "allow_network_state_dir"}
+        known = {"fellows", "lanes", "router", "budget", "notify", "metrics", "state_dir", "allow_network_state_dir"}
         for key in data:
             if key not in known:
                 guess = did_you_mean(key, known)
@@ -276,7 +281,10 @@ class Config:
             refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))
             router = RouterConfig(**dict(router_table))
             budget = BudgetConfig.from_table(_table(data, "budget", source))
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {
+                "notify": NotifyConfig.from_table(_table(data, "notify", source)),
+                "metrics": MetricsConfig.from_table(_table(data, "metrics", source)),
+            }
             if "state_dir" in data:
                 if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
                     raise ConfigError(f"state_dir={data['state_dir']!r} must be a directory path (a string)")
@@ -316,6 +324,8 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "budget": plain_table(config.budget.table()),
+        "notify": config.notify.table(),
+        "metrics": config.metrics.table(),
         "state_dir": str(config.state_dir.absolute()),
         "allow_network_state_dir": config.allow_network_state_dir,
     }

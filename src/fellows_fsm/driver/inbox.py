@@ -26,6 +26,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, config_mapping
+from fellows_fsm.config.notify import check_secrets
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -104,6 +105,7 @@ def admit(config: Config, spec: JobSpec, route: Route, *, ladder: Ladder | None 
     ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets the current
     directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
+    check_secrets(config.notify)  # a sink's secret_env unset here: refused, nothing queued
     if route.ladder is None:
         return Admission(spec, route.lane, None, True, _settings(config, route.lane, note))
     fellows = config.fellows
@@ -355,6 +357,7 @@ def remember_config(config: Config, journal: Journal) -> str | None:
     applied = driver_budget(journal) or config.budget  # (no driver config yet: a driver would start with this one)
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+    journal.mark_sinks([sink.name for sink in config.notify.sinks])  # a new sink is told what happens from now on
     return remember_budget(config, journal, at=time.time(), applied=applied)  # applied from the driver's next tick
 
 

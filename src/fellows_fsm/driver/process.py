@@ -27,6 +27,8 @@ import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.vocab import LADDER_LANE
+from fellows_fsm.driver.budget import journaled_budget
 from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.wake import WakeChannel, wake_problem
@@ -36,6 +38,7 @@ from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.slurm.lane import ladder_lane
+from fellows_fsm.notify.service import Notifier
 from fellows_fsm.scheduler.port import Scheduler
 
 __all__ = ["LOG_BYTES", "DriverStatus", "ensure_driver", "log_path", "main", "serve", "spawn", "status", "stop"]
@@ -149,21 +152,40 @@ def serve(
     clock = clock or SystemClock()
     journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
     channel = WakeChannel(config.journal_path, stop_event)
+    notifier: Notifier | None = None
     try:
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
         channel.open()  # before the first poll: a message journaled after it wakes this driver, one before it is read
+        notifier = Notifier(
+            config, journal, budget=lambda: journaled_budget(journal) or config.budget, calls=_calls(scheduler)
+        ).start()
         while True:
             router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
-            _run(router, config, clock, channel)
-            journal.release_driver()
+            _run(router, config, clock, channel, notifier)
             if stop_event.is_set() or not has_work(journal):
+                notifier.stop()  # (before the lock goes: the next driver's senders do not overlap these)
+                notifier = None
+                journal.release_driver()
                 return True
+            journal.release_driver()
             if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
                 return True  # another driver took over the work in between
     finally:
+        if notifier is not None:
+            notifier.stop()
         channel.close()
         journal.close()
+
+
+def _calls(scheduler: Scheduler) -> Callable[[], Mapping[str, Mapping[str, int]]] | None:
+    """The driver's SLURM calls per command (its ladder lane's port), for the metrics; None for a port that does
+    not count them."""
+    runner = getattr(scheduler, "runner", None)
+    counts = getattr(runner, "calls", None)
+    if counts is None:
+        return None
+    return lambda: {LADDER_LANE: dict(counts)}
 
 
 def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bool:
@@ -178,7 +200,7 @@ def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bo
     return False
 
 
-def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> None:
+def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel, notifier: Notifier) -> None:
     stop_event = channel.stop
     grace = config.router.driver_idle_seconds
     idle_since: list[float] = []
@@ -186,7 +208,7 @@ def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> 
     def until(_: object) -> bool:
         if stop_event.is_set():
             return True
-        if router.busy:
+        if router.busy or notifier.busy():  # an event still to send keeps the driver (till it is given up on)
             idle_since.clear()
             return False
         if not idle_since:
@@ -194,7 +216,7 @@ def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel) -> 
         return clock.now() - idle_since[0] >= grace
 
     # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished.
-    router.run(until=until, sleep=channel.sleep, linger=True, woken=channel.woken)
+    router.run(until=until, sleep=channel.sleep, linger=True, woken=channel.woken, on_tick=notifier.on_tick)
 
 
 # --------------------------------------------------------------------------- status and stop, for the CLI

@@ -255,6 +255,10 @@ class OutboxRows(JournalFile):
         rows = self._read("SELECT sink, status, count(*) FROM deliveries GROUP BY sink, status")
         return {(r[0], r[1]): int(r[2]) for r in rows}
 
+    def event_facts(self, event: str) -> list[dict[str, Any]]:
+        """The facts of every event named ``event`` (the metrics count rung changes from them)."""
+        return [json.loads(r[0]) for r in self._read("SELECT facts FROM outbox WHERE event=?", (event,))]
+
     def event_counts(self) -> dict[str, int]:
         """How many events of each name the outbox holds."""
         return {r[0]: int(r[1]) for r in self._read("SELECT event, count(*) FROM outbox GROUP BY event")}
