@@ -34,6 +34,7 @@ from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.wake import WakeChannel, wake_problem
 from fellows_fsm.errors import FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
+from fellows_fsm.journal.outbox import UNDELIVERABLE
 from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
@@ -232,6 +233,8 @@ class DriverStatus:
     log: Path
     wake: str | None = None
     """Why a command cannot wake the driver (the poll still drives), or None."""
+    undeliverable: Mapping[str, int] = attrs.field(factory=dict)
+    """How many events each sink gave up on (``fellows-fsm notify log`` shows them)."""
 
 
 def status(config: Config) -> DriverStatus:
@@ -239,13 +242,17 @@ def status(config: Config) -> DriverStatus:
     path = config.journal_path
     lock = path.with_name(path.name + ".lock")
     running = lock_held(lock)
-    live = 0
+    live, undeliverable = 0, {}
     if path.exists():
         with contextlib.closing(Journal(path, readonly=True)) as journal:
             live = len(journal.dispatches(live_only=True))
+            with contextlib.suppress(FellowsError):  # (a journal of an older schema has no outbox yet)
+                counts = journal.delivery_counts()
+                undeliverable = {sink: n for (sink, status), n in counts.items() if status == UNDELIVERABLE}
     owner = _owner(lock)
     background = running and owner is not None and owner.kind == "background"  # the one that listens (wake.py)
-    return DriverStatus(path, owner, running, live, log_path(path), wake_problem(path) if background else None)
+    wake = wake_problem(path) if background else None
+    return DriverStatus(path, owner, running, live, log_path(path), wake, undeliverable)
 
 
 def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> DriverOwner | None:
