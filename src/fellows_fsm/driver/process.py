@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -39,8 +39,10 @@ from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.slurm.lane import ladder_lane
-from fellows_fsm.notify.service import Notifier
 from fellows_fsm.scheduler.port import Scheduler
+
+if TYPE_CHECKING:
+    from fellows_fsm.notify.service import Notifier
 
 __all__ = ["LOG_BYTES", "DriverStatus", "ensure_driver", "log_path", "main", "serve", "spawn", "status", "stop"]
 
@@ -158,6 +160,8 @@ def serve(
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
         channel.open()  # before the first poll: a message journaled after it wakes this driver, one before it is read
+        from fellows_fsm.notify.service import Notifier  # noqa: PLC0415 - httpx and prometheus_client: the driver's only
+
         notifier = Notifier(
             config, journal, budget=lambda: journaled_budget(journal) or config.budget, calls=_calls(scheduler)
         ).start()

@@ -11,15 +11,17 @@ import os
 import signal
 import ssl
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 import attrs
-import httpx
 
 from fellows_fsm.config.notify import COMMAND_ENVIRONMENT, SinkConfig, redact_url
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.notify.envelope import headers, slack_text
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Answer", "SinkClient"]
 
@@ -48,6 +50,8 @@ class SinkClient:
         self._client: httpx.Client | None = None
 
     def _http(self) -> httpx.Client:
+        import httpx  # noqa: PLC0415 - its package imports click and rich: loaded only when a webhook is sent
+
         if self._client is None:
             verify: ssl.SSLContext | bool = True
             if self.sink.ca_file is not None:
@@ -71,6 +75,8 @@ class SinkClient:
 
     # ----------------------------------------------------------------------------------------------- a webhook
     def _post(self, event: str, event_id: str, body: str) -> Answer:
+        import httpx  # noqa: PLC0415 - see _http
+
         sink = self.sink
         payload = (
             body.encode() if sink.format == "json" else json.dumps({"text": slack_text(json.loads(body))}).encode()
