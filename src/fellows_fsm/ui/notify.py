@@ -13,7 +13,7 @@ from rich.table import Table
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.notify import SinkConfig
+from fellows_fsm.config.notify import EVENTS, SinkConfig
 from fellows_fsm.driver.budget import journaled_budget
 from fellows_fsm.errors import FellowsError, UsageError
 from fellows_fsm.notify.envelope import VERSION
@@ -21,7 +21,7 @@ from fellows_fsm.notify.metrics import text
 from fellows_fsm.notify.sinks import SinkClient
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 
-__all__ = ["metrics", "notify"]
+__all__ = ["metrics", "notify", "notify_facts"]
 
 
 @main.group(short_help="Notifications: send a test event to a sink, see recent deliveries.")
@@ -136,3 +136,27 @@ def metrics(ctx: click.Context) -> None:
         raise FellowsError(f"no journal at {config.journal_path} yet; submit a job first")
     with open_journal(config, readonly=True) as journal:
         click.echo(text(journal, journaled_budget(journal) or config.budget), nl=False)
+
+
+def notify_facts(config: Config) -> list[tuple[str, str]]:
+    """What ``config check`` says of the sinks and metrics: each sink's kind, where (a URL redacted), its events,
+    how it is signed (the secret's variable or file, never its value)."""
+    facts: list[tuple[str, str]] = []
+    for sink in config.notify.sinks:
+        signed = (
+            f"signed with ${sink.secret_env}"
+            if sink.secret_env
+            else (f"signed with the key in {sink.secret_file}" if sink.secret_file else "not signed")
+        )
+        if sink.kind == "command":
+            signed = "the event JSON on stdin, its values in FSM_* variables"
+        events = "every event" if len(sink.events) == len(EVENTS) else ", ".join(sink.events)
+        facts.append((f"notify {sink.name}", f"{sink.shown}; {events}; {signed}; timeout {sink.timeout_seconds:g} s"))
+    if config.notify.sinks:
+        facts.append(("notify retries", f"for {config.notify.give_up_after_seconds:g} s, then undeliverable"))
+    m = config.metrics
+    if m.textfile is not None:
+        facts.append(("metrics textfile", f"{m.textfile} (rewritten each poll)"))
+    if m.listen is not None:
+        facts.append(("metrics endpoint", f"http://{m.listen[0]}:{m.listen[1]}/metrics (served by the driver)"))
+    return facts

@@ -129,3 +129,18 @@ def test_a_plain_http_url_to_loopback_or_allowed_is_taken_and_shown_redacted() -
     assert redact_url("https://hooks.slack.com/services/T0/B0/XYZ") == "https://hooks.slack.com/…"
     with pytest.raises(ConfigError, match="give_up_after_seconds"):
         Config.from_mapping({"notify": {"give_up_after_seconds": -1}})
+
+
+def test_config_check_shows_the_sinks_redacted_and_no_secret(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FSM_HOOK_SECRET", SECRET)
+    _add(env, _hook("https://hooks.slack.com/services/T0/B0/XYZ", 'format = "slack"\nevents = ["ended", "attention"]'))
+    _add(env, '[metrics]\nlisten = "127.0.0.1:9464"\ntextfile = "/tmp/f.prom"')
+    result = run("config", "check")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "slack webhook https://hooks.slack.com/…" in out
+    assert "ended, attention" in out
+    assert "signed with $FSM_HOOK_SECRET" in out
+    assert "http://127.0.0.1:9464/metrics" in out
+    assert "XYZ" not in out
+    assert SECRET not in out
