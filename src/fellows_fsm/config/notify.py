@@ -49,7 +49,9 @@ COMMAND_ENVIRONMENT = {
 }
 """The environment variable of every value a command sink gets (the event as JSON comes on its stdin)."""
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_KINDS = ("webhook", "command")
+COMMAND_SINK = "command"
+"""The kind of a sink that runs a command (a sink's kind is no lane's: a sink is asked ``runs_command``)."""
+_KINDS = ("webhook", COMMAND_SINK)
 _FORMATS = ("json", "slack")
 _SINK_KEYS = (
     "kind",
@@ -167,7 +169,7 @@ class SinkConfig:
         plain = table.get("allow_plain_http", False)
         if not isinstance(plain, bool):
             raise ConfigError(f"{where} allow_plain_http={plain!r} must be true or false")
-        if kind == "command":
+        if kind == COMMAND_SINK:
             extra = sorted(set(table) & {"url", "format", "secret_env", "secret_file", "ca_file", "allow_plain_http"})
             if extra:
                 raise ConfigError(
@@ -203,9 +205,14 @@ class SinkConfig:
         return cls(**values)
 
     @property
+    def runs_command(self) -> bool:
+        """Is it a command sink (else a webhook)?"""
+        return self.kind == COMMAND_SINK
+
+    @property
     def shown(self) -> str:
         """Where it sends, as it may be shown (a URL redacted)."""
-        if self.kind == "command":
+        if self.runs_command:
             return f"command {self.command[0]}"
         return f"{self.format} webhook {redact_url(self.url or '')}"
 
@@ -233,7 +240,7 @@ class SinkConfig:
     def table(self) -> dict[str, Any]:
         """The table ``from_table`` takes (for the journaled driver config: names, never a secret's value)."""
         out: dict[str, Any] = {"kind": self.kind, "events": list(self.events), "timeout_seconds": self.timeout_seconds}
-        if self.kind == "command":
+        if self.runs_command:
             out["command"] = list(self.command)
             return out
         out.update(url=self.url, format=self.format, allow_plain_http=self.allow_plain_http)

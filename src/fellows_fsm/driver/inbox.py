@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -26,7 +27,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, config_mapping
-from fellows_fsm.config.notify import check_secrets
+from fellows_fsm.config.notify import EVENTS, check_secrets
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -69,6 +70,7 @@ __all__ = [
     "journaled_config",
     "lane_from_json",
     "lane_json",
+    "notify_work",
     "reaches",
     "remember_config",
     "request_cancel",
@@ -344,6 +346,18 @@ def has_work(journal: Journal) -> bool:
     if journal.dispatches(live_only=True) or cancels_waiting(journal):
         return True
     return bool(journal.paid_runs(status=[PaidStatus.CANCELLING]))
+
+
+def notify_work(journal: Journal) -> bool:
+    """Is an event still to be sent to a sink of the driver's config? A command starts a driver for it (a driver
+    killed before it sent an event sends it after the restart), and the driver stays until it is sent or given up."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    sinks = saved["config"].get("notify", {}) if isinstance(saved, dict) and "config" in saved else {}
+    with contextlib.suppress(FellowsError, sqlite3.Error):  # (a journal of an older schema: no outbox yet)
+        for name, table in sinks.items() if isinstance(sinks, dict) else ():
+            if isinstance(table, dict) and journal.unsent(name, table.get("events", EVENTS), limit=1):
+                return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------------- the driver's config

@@ -29,7 +29,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.driver.budget import journaled_budget
-from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, remember_config
+from fellows_fsm.driver.inbox import config_remembered, has_work, journaled_config, notify_work, remember_config
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.wake import WakeChannel, wake_problem
 from fellows_fsm.errors import FellowsError, JournalBusy
@@ -73,7 +73,8 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     own = journal is None
     journal = journal if journal is not None else Journal(path, readonly=True)
     try:
-        if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
+        work = has_work(journal) or notify_work(journal)
+        if journal.driver_alive() or not work or not os.access(path.parent, os.W_OK):
             return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
         if not config_remembered(journal):
             if journal.readonly:

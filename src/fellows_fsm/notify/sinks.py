@@ -67,7 +67,7 @@ class SinkClient:
     def send(self, event: str, event_id: str, dispatch_id: str, body: str) -> Answer:
         """Send the envelope ``body`` (its exact bytes, for the JSON format) once."""
         try:
-            if self.sink.kind == "command":
+            if self.sink.runs_command:
                 return self._run(event, event_id, dispatch_id, body)
             return self._post(event, event_id, body)
         except ConfigError as exc:  # its secret cannot be read now: a later attempt may find it

@@ -148,7 +148,7 @@ def notify_facts(config: Config) -> list[tuple[str, str]]:
             if sink.secret_env
             else (f"signed with the key in {sink.secret_file}" if sink.secret_file else "not signed")
         )
-        if sink.kind == "command":
+        if sink.runs_command:
             signed = "the event JSON on stdin, its values in FSM_* variables"
         events = "every event" if len(sink.events) == len(EVENTS) else ", ".join(sink.events)
         facts.append((f"notify {sink.name}", f"{sink.shown}; {events}; {signed}; timeout {sink.timeout_seconds:g} s"))
