@@ -17,6 +17,7 @@ from benchmarks import (
     render_clusters,
     render_issue25,
     render_issue26,
+    render_notify,
     render_paid,
     render_sim_clusters,
 )
@@ -100,6 +101,7 @@ def _pct(v: dict[str, Any], unit: str = " s") -> str:
 OVERHEAD_RUNS = (
     ("decision_overhead", "dispatches 0.5 s apart, Router"),
     ("decision_overhead_burst", "a burst of 20 at once, Router"),
+    ("decision_overhead_hanging_sink", "dispatches 0.5 s apart, Router, a [notify] sink that never answers"),
 )
 
 
@@ -1073,6 +1075,7 @@ def main() -> None:
     section_sim_clusters()
     section_clusters()
     section_paid()
+    section_notify()
 
 
 BG_CMD = (
@@ -1509,6 +1512,12 @@ def section_clusters() -> None:
 def section_paid() -> None:
     """Append issue 27's two measured targets (benchmarks/results/paid_follow.json, spend_read.json, spend.json)."""
     _append(render_paid.section(_load("paid_follow"), _load("spend_read"), _load("spend"), _provenance))
+
+
+def section_notify() -> None:
+    """Append issue 39's figures (benchmarks/results/notify_delivery.json, decision_overhead_hanging_sink.json)."""
+    plain, hanging = _load("decision_overhead"), _load("decision_overhead_hanging_sink")
+    _append(render_notify.section(_load("notify_delivery"), plain, hanging, _provenance))
 
 
 def _append(lines: list[str]) -> None:
