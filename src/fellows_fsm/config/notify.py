@@ -124,6 +124,13 @@ def _check_argv(key: str, value: object) -> tuple[str, ...]:
                     else f"use one of {', '.join('{' + p + '}' for p in sorted(COMMAND_PLACEHOLDERS))}"
                 )
                 raise ConfigError(f"{key} uses placeholder {{{name}}}, which an argument may not carry; {fix}")
+        try:
+            item.format_map(dict.fromkeys(COMMAND_PLACEHOLDERS, "x"))
+        except (KeyError, ValueError, IndexError, AttributeError) as exc:
+            raise ConfigError(
+                f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{event}} "
+                "and a literal brace as {{ or }}"
+            ) from None
     return tuple(value)
 
 

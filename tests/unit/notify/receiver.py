@@ -41,6 +41,8 @@ class Receiver:
         """Statuses to answer in turn (then ``default``)."""
         self.default = 200
         self.hang_seconds = 0.0
+        self.location = ""
+        """A Location header to answer with (a redirect), or none."""
         self._lock = threading.Lock()
         receiver = self
 
@@ -60,6 +62,8 @@ class Receiver:
                 try:
                     self.send_response(code)
                     self.send_header("Content-Length", "2")
+                    if receiver.location and 300 <= code < 400:
+                        self.send_header("Location", receiver.location)
                     self.end_headers()
                     self.wfile.write(b"ok")
                 except OSError:  # the sender gave up waiting (a hanging receiver): nobody reads the answer
