@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 THRESHOLDS = (80, 100)
 """The percentages of a [budget] window whose passing is told (``budget_threshold``), once per window."""
 _PASSED = "notify.threshold."
+CALLS_EVERY_SECONDS = 30.0
+"""How often at most the driver journals its SLURM call counts for ``fellows-fsm metrics`` (the endpoint and the
+textfile read the same journal)."""
 
 
 class Notifier:
@@ -48,6 +51,7 @@ class Notifier:
         self._budget = budget or (lambda: config.budget)
         self._calls = calls
         self._last_calls: dict[str, dict[str, int]] | None = None
+        self._calls_due = 0.0
         self.senders = [
             SinkSender(sink, journal, give_up_after_seconds=config.notify.give_up_after_seconds)
             for sink in config.notify.sinks
@@ -112,11 +116,13 @@ class Notifier:
 
     def watch_once(self, now: float | None = None) -> None:
         """Journal the SLURM call counts if they changed, tell the budget thresholds passed, rewrite the textfile."""
-        if self._calls is not None:
+        at = time.monotonic()
+        if self._calls is not None and at >= self._calls_due:
             calls = {c: dict(n) for c, n in self._calls().items()}
-            if calls != self._last_calls:
+            if calls != self._last_calls:  # one small write at most every CALLS_EVERY_SECONDS, only on a change
                 remember_calls(self.journal, calls)
                 self._last_calls = calls
+                self._calls_due = at + CALLS_EVERY_SECONDS
         budget = self._budget()
         if budget is not None and budget.limited:
             self.thresholds(budget, time.time() if now is None else now)
