@@ -112,6 +112,9 @@ def _facts(db: sqlite3.Connection, effect: Record, step_seq: int, event: Event) 
     }
     if event in (Event.QUEUED, Event.STARTED) and step.qos:
         facts.update(lane=_lane_of(db, d, step.rung_index), qos=step.qos, job_id=step.job_id)
+    elif event == Event.QUEUED:  # pinned to a lane: no rung, its lane
+        lane = db.execute("SELECT lane FROM dispatches WHERE id=?", (d,)).fetchone()
+        facts["lane"] = lane[0] if lane is not None else None
     if event == Event.RUNG_CHANGED:
         before = db.execute(
             "SELECT rung_index, qos FROM transitions WHERE dispatch_id=? AND seq<? ORDER BY seq DESC LIMIT 1",

@@ -102,3 +102,11 @@ def test_a_sink_is_sent_only_what_was_journaled_after_it_was_named_and_not_yet_d
     assert journal.unsent("late", ["queued", "rung_changed"]) == []
     assert [journal.fix_body(first.seq, "a"), journal.fix_body(first.seq, "b")] == ["a", "a"]  # kept once
     journal.close()
+
+
+def test_a_dispatch_pinned_to_a_lane_is_queued_on_that_lane(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.add_lane_dispatch("p1", SPEC, intent="prod", lane="gcp", at=5.0)
+    [queued] = journal.events_of("p1")
+    assert (queued.event, queued.facts["lane"], queued.at) == ("queued", "gcp", 5.0)
+    journal.close()
