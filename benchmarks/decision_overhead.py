@@ -114,7 +114,7 @@ def _hanging_receiver() -> ThreadingHTTPServer:
     return server
 
 
-def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> dict[str, Any]:
+def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None, *, sink: bool = False) -> dict[str, Any]:
     """One run: blockers, ``args.dispatches`` dispatches walking the whole ladder, the lags from the journal
     (``port``: the router's port, default the local SLURM commands; benchmarks.ssh_transport passes one over ssh)."""
     realslurm.cancel(realslurm.live_ids())
@@ -126,7 +126,7 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
     realslurm.wait_state(blockers, "RUNNING")
     port = port or SlurmScheduler(CommandRunner(timeout_seconds=30))
     with tempfile.TemporaryDirectory(prefix="fellows-overhead-") as state_dir:
-        hanging = _hanging_receiver() if args.hanging_sink else None
+        hanging = _hanging_receiver() if sink else None
         notify = NotifyConfig()
         if hanging is not None:  # every event to a receiver that reads the request and never answers
             url = f"http://127.0.0.1:{hanging.server_address[1]}/hook"
@@ -207,7 +207,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     version = SlurmScheduler(CommandRunner()).scancel_version()
-    runs = [scenario(args) for _ in range(args.repeats)]
+    runs, baseline = [], []
+    for _ in range(args.repeats):  # with --hanging-sink, a run without any sink before each: both saw the same load
+        if args.hanging_sink:
+            baseline.append(scenario(args))
+        runs.append(scenario(args, sink=args.hanging_sink))
     blocker = realslurm.sbatch("high-eur", 8, 600, name="blocker")
     blocker2 = realslurm.sbatch("high-eur", 8, 600, name="blocker")
     try:
@@ -229,6 +233,18 @@ def main() -> None:
         "stagger_seconds": args.stagger,
         "router": "Router",
         "hanging_sink": args.hanging_sink,
+        **(
+            {
+                "baseline_no_sink_rung_deadline_to_next_job_queued_seconds": percentiles(
+                    [x for run in baseline for x in run["rung_lag"]]
+                ),
+                "baseline_no_sink_last_deadline_to_gcp_handoff_started_seconds": percentiles(
+                    [x for run in baseline for x in run["handoff_start_lag"]]
+                ),
+            }
+            if baseline
+            else {}
+        ),
         "runs": [{k: v for k, v in run.items() if not k.endswith("lag")} for run in runs],
         "rung_deadline_to_next_job_queued_seconds": percentiles(rung_lag),
         "last_deadline_to_gcp_handoff_done_seconds": percentiles(handoff_lag),

@@ -14,6 +14,10 @@ def _pct(v: dict[str, Any], scale: float = 1000.0, unit: str = " ms") -> str:
     return " / ".join(f"{v[k] * scale:.1f}{unit}" for k in ("p50", "p95", "max")) + f" (n={v['n']})"
 
 
+def _row(label: str, rung: dict[str, Any], start: dict[str, Any]) -> str:
+    return f"| {label} | {_pct(rung, 1.0, ' s')} | {_pct(start, 1.0, ' s')} |"
+
+
 def section(
     delivery: dict[str, Any] | None,
     plain: dict[str, Any] | None,
@@ -33,17 +37,29 @@ def section(
             f"({delivery['delivered']} of {delivery['events']} delivered).\n"
         )
         lines.append(f"- {provenance(delivery)}\n")
-    if hanging is None or plain is None:
+    if hanging is None:
         lines.append(
             "Decision overhead (benchmark a) with a sink that never answers: not run yet "
             "(`.venv/bin/python -m benchmarks.decision_overhead --hanging-sink` on the real SLURM, then the render).\n"
         )
         return lines
     key = "rung_deadline_to_next_job_queued_seconds"
+    started = "last_deadline_to_gcp_handoff_started_seconds"
+    base = hanging.get("baseline_no_sink_" + key)
+    base_started = hanging.get("baseline_no_sink_" + started)
     lines.append(
-        "Decision overhead (benchmark a, dispatches 0.5 s apart) with every event sent to a loopback receiver that "
-        "reads the request and never answers (timeout 30 s), against no sink; deadline -> next rung queued, p50 / "
-        f"p95 / max: with the sink {_pct(hanging[key], 1.0, ' s')}, without {_pct(plain[key], 1.0, ' s')}.\n"
+        f"Decision overhead (benchmark a, {hanging['repeats']} runs of {hanging['dispatches']} dispatches 0.5 s apart, "
+        "caps of {:g} s, poll {:g} s) with every event sent to a loopback receiver that reads the request and never "
+        "answers (the sink's timeout 30 s), against no sink in runs alternating with them (the same load); p50 / "
+        "p95 / max:\n".format(hanging["park_cap_seconds"], hanging["poll_interval_seconds"])
     )
+    lines.append("| | deadline -> next rung queued | last deadline -> GCP command started |")
+    lines.append("|---|---|---|")
+    lines.append(_row("a sink that never answers", hanging[key], hanging[started]))
+    if base is not None and base_started is not None:
+        lines.append(_row("no sink", base, base_started))
+    elif plain is not None:
+        lines.append(_row("no sink (section a's run)", plain[key], plain[started]))
+    lines.append("")
     lines.append(f"- {provenance(hanging)}\n")
     return lines
