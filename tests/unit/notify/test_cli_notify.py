@@ -144,3 +144,21 @@ def test_config_check_shows_the_sinks_redacted_and_no_secret(env: Path, monkeypa
     assert "http://127.0.0.1:9464/metrics" in out
     assert "XYZ" not in out
     assert SECRET not in out
+
+
+def test_driver_status_says_which_sink_gave_up_on_events(env: Path, scheduling_fake: SchedulingFake) -> None:
+    from fellows_fsm.journal.outbox import UNDELIVERABLE  # noqa: PLC0415
+    from fellows_fsm.journal.store import Journal  # noqa: PLC0415
+
+    (env / "state").mkdir(exist_ok=True)
+    journal = Journal(env / "state" / "journal.sqlite3")
+    journal.mark_sinks(["hook"])
+    event_id = journal.put_event("", "budget_threshold", 1.0, {"reason": "x"})
+    [event] = journal.events_of("")
+    assert event.event_id == event_id
+    journal.put_delivery(event.seq, "hook", status=UNDELIVERABLE, at=2.0, next_at=None, answer="HTTP 503")
+    journal.close()
+    result = run("driver", "status")
+    assert result.exit_code == 0, result.output
+    assert "1 event(s) undeliverable at sink 'hook'" in result.stdout
+    assert json.loads(run("driver", "status", "--json").stdout)["undeliverable"] == {"hook": 1}
