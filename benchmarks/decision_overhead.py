@@ -103,12 +103,14 @@ def _hanging_receiver() -> ThreadingHTTPServer:
     class Hang(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            server.requests += 1  # type: ignore[attr-defined]
             time.sleep(3600)
 
         def log_message(self, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hang)
+    server.requests = 0  # type: ignore[attr-defined]
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -172,7 +174,8 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None, *, si
             rung_lag, handoff_lag, handoff_start_lag, walked = overheads(journal, args.cap)
         finally:
             ids = [job.job_id for row in journal.dispatches() for job in journal.jobs(row.id)]
-            sent_events = sum(journal.delivery_counts().values())
+            sent_events = sum(journal.delivery_counts().values())  # attempts answered (or timed out) by now
+            received = int(getattr(hanging, "requests", 0))  # requests the hanging receiver read
             notifier.stop()
             if hanging is not None:
                 hanging.shutdown()
@@ -187,6 +190,7 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None, *, si
         "seconds": round(seconds, 1),
         "polls": polls,
         "events_attempted": sent_events,
+        "requests_received_by_the_hanging_sink": received,
         "commands": dict(port.runner.calls),
         "command_seconds_mean": {
             name: round(port.runner.seconds[name] / n, 4) for name, n in port.runner.calls.items() if n
