@@ -11,7 +11,8 @@ HEADING = "## Notifications (issue 39): step to delivery, and the walk with a si
 
 
 def _pct(v: dict[str, Any], scale: float = 1000.0, unit: str = " ms") -> str:
-    return " / ".join(f"{v[k] * scale:.1f}{unit}" for k in ("p50", "p95", "max")) + f" (n={v['n']})"
+    digits = 1 if scale > 1 else 3
+    return " / ".join(f"{v[k] * scale:.{digits}f}{unit}" for k in ("p50", "p95", "max")) + f" (n={v['n']})"
 
 
 def _row(label: str, rung: dict[str, Any], start: dict[str, Any]) -> str:
@@ -23,7 +24,9 @@ def section(
     plain: dict[str, Any] | None,
     hanging: dict[str, Any] | None,
     provenance: Callable[[dict[str, Any]], str],
+    real_provenance: Callable[[dict[str, Any]], str] | None = None,
 ) -> list[str]:
+    """The section's lines (``real_provenance``: the provenance of a real-SLURM run, its lock or netns named)."""
     lines = [HEADING]
     if delivery is None:
         lines.append("Step to delivery: not run.\n")
@@ -60,6 +63,13 @@ def section(
         lines.append(_row("no sink", base, base_started))
     elif plain is not None:
         lines.append(_row("no sink (section a's run)", plain[key], plain[started]))
+    received = [run.get("requests_received_by_the_hanging_sink") for run in hanging.get("runs", [])]
+    if received and all(n is not None for n in received):
+        lines.append(
+            f"\nThe receiver read {', '.join(str(n) for n in received)} request(s) in the runs: each attempt waits the "
+            "sink's 30 s timeout, so its sender was inside an unanswered request for the whole of each run."
+        )
     lines.append("")
-    lines.append(f"- {provenance(hanging)}\n")
+    where = (real_provenance or provenance)(hanging).replace("  \n", "; ").strip()
+    lines.append(f"- {where}\n")
     return lines
