@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from fellows_fsm.config.notify import SinkConfig
 from fellows_fsm.errors import FellowsError
-from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING, UNDELIVERABLE, OutboxEvent
+from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING, UNDELIVERABLE, Delivery, OutboxEvent
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.notify.envelope import body
 from fellows_fsm.notify.sinks import Answer, SinkClient
@@ -95,7 +95,7 @@ class SinkSender:
                 continue
             answer = self._send(event)
             attempts += 1
-            status = self._record(event, answer, before.first_at if before is not None else None, before)
+            status = self._record(event, answer, before)
             if status == PENDING:
                 blocked.add(event.dispatch_id)
         return attempts
@@ -104,9 +104,10 @@ class SinkSender:
         kept = event.body if event.body is not None else self.journal.fix_body(event.seq, body(self.journal, event))
         return self.client.send(event.event, event.event_id, event.dispatch_id, kept)
 
-    def _record(self, event: OutboxEvent, answer: Answer, first_at: float | None, before: object) -> str:
+    def _record(self, event: OutboxEvent, answer: Answer, before: Delivery | None) -> str:
         now = self.now()
-        attempts = (getattr(before, "attempts", 0) or 0) + 1
+        first_at = before.first_at if before is not None else None
+        attempts = (before.attempts if before is not None else 0) + 1
         next_at: float | None = None
         if answer.ok:
             status = DELIVERED
