@@ -132,7 +132,7 @@ def test_a_404_is_recorded_and_never_retried(tmp_path: Path) -> None:
 
 
 def test_a_hanging_receiver_costs_one_timeout_per_attempt_and_gives_up_after_the_configured_time(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     journal = Journal(tmp_path / "j.sqlite3")
     clock = Clock()
@@ -151,6 +151,9 @@ def test_a_hanging_receiver_costs_one_timeout_per_attempt_and_gives_up_after_the
         sender.run_once()
     last = [journal.delivery(e.seq, "hook") for e in journal.events_of("h1")]
     assert [d.status if d else None for d in last] == [UNDELIVERABLE, DELIVERED]
+    [said] = [r for r in caplog.records if "undeliverable" in r.getMessage()]  # the driver's log says so
+    assert said.levelname == "ERROR"
+    assert "secret-path" not in said.getMessage()
     journal.close()
 
 
