@@ -172,6 +172,14 @@ def _event(row: sqlite3.Row) -> OutboxEvent:
 class OutboxRows(JournalFile):
     """The outbox's reads and writes, for the Journal (journal/store.py) to inherit."""
 
+    def has_outbox(self) -> bool:
+        """Does the file have the outbox yet? A journal of an older schema opened to read has none until a driver
+        upgrades it: its readers see no event and no delivery, not a "damaged" journal."""
+        if not getattr(self, "_outbox_known", False):
+            rows = self._read("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='deliveries'")
+            self._outbox_known = bool(rows[0][0])
+        return self._outbox_known
+
     def put_event(self, dispatch_id: str, event: str, at: float, facts: dict[str, Any]) -> str:
         """Journal an event that is no dispatch's step (a budget window passing a threshold); returns its id."""
         event_id = uuid.uuid4().hex
@@ -199,6 +207,8 @@ class OutboxRows(JournalFile):
 
     def unsent(self, sink: str, events: Sequence[str], *, limit: int = 200) -> list[OutboxEvent]:
         """The events ``sink`` asks for, journaled after it was named, with no final delivery yet, oldest first."""
+        if not self.has_outbox():
+            return []
         start = self.sink_start(sink)
         if start is None or not events:
             return []
@@ -217,6 +227,8 @@ class OutboxRows(JournalFile):
 
     def events_of(self, dispatch_id: str) -> list[OutboxEvent]:
         """A dispatch's events, in the order they were journaled."""
+        if not self.has_outbox():
+            return []
         return [_event(r) for r in self._read("SELECT * FROM outbox WHERE dispatch_id=? ORDER BY seq", (dispatch_id,))]
 
     def fix_body(self, seq: int, body: str) -> str:
@@ -246,6 +258,8 @@ class OutboxRows(JournalFile):
 
     def recent_deliveries(self, limit: int = 50) -> list[Delivery]:
         """The latest deliveries (their event's name and id joined in), newest last."""
+        if not self.has_outbox():
+            return []
         rows = self._read(
             "SELECT d.*, o.event, o.event_id, o.dispatch_id FROM deliveries d JOIN outbox o ON o.seq = d.seq"
             " ORDER BY d.last_at DESC, d.seq DESC LIMIT ?",
@@ -255,11 +269,15 @@ class OutboxRows(JournalFile):
 
     def delivery_counts(self) -> dict[tuple[str, str], int]:
         """How many deliveries each sink has in each status."""
+        if not self.has_outbox():
+            return {}
         rows = self._read("SELECT sink, status, count(*) FROM deliveries GROUP BY sink, status")
         return {(r[0], r[1]): int(r[2]) for r in rows}
 
     def event_facts(self, event: str) -> list[dict[str, Any]]:
         """The facts of every event named ``event`` (the metrics count rung changes from them)."""
+        if not self.has_outbox():
+            return []
         return [json.loads(r[0]) for r in self._read("SELECT facts FROM outbox WHERE event=?", (event,))]
 
     def event_counts(self) -> dict[str, int]:

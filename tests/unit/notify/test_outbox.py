@@ -18,6 +18,8 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.testing import Driven
 from tests.unit.journal.journals import SPEC
 
+DATA = Path(__file__).parents[1] / "journal" / "data"
+
 
 def _walk(journal: Journal) -> Driven:
     fake = FakeScheduler()
@@ -110,3 +112,16 @@ def test_a_dispatch_pinned_to_a_lane_is_queued_on_that_lane(tmp_path: Path) -> N
     [queued] = journal.events_of("p1")
     assert (queued.event, queued.facts["lane"], queued.at) == ("queued", "gcp", 5.0)
     journal.close()
+
+
+def test_a_journal_of_an_older_schema_read_only_has_no_events_and_a_driver_upgrades_it(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript((DATA / "journal_3666b49.sql").read_text(encoding="utf-8"))  # schema 3: no outbox
+    db.close()
+    reader = Journal(path, readonly=True)
+    assert (reader.recent_deliveries(), reader.delivery_counts(), reader.unsent("x", ["queued"])) == ([], {}, [])
+    reader.close()
+    writer = Journal(path)  # the driver's open: every migration applied, the outbox among them
+    assert writer.has_outbox()
+    writer.close()
