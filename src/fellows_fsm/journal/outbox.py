@@ -280,6 +280,28 @@ class OutboxRows(JournalFile):
             return []
         return [json.loads(r[0]) for r in self._read("SELECT facts FROM outbox WHERE event=?", (event,))]
 
+    def rung_change_counts(self) -> dict[tuple[str, str, str], int]:
+        """How many ``rung_changed`` events each (to lane, from QoS, to QoS) has, counted in ONE query."""
+        if not self.has_outbox():
+            return {}
+        rows = self._read(
+            "SELECT coalesce(json_extract(facts, '$.to.lane'), ''), coalesce(json_extract(facts, '$.from.qos'), ''),"
+            " coalesce(json_extract(facts, '$.to.qos'), ''), count(*) FROM outbox WHERE event='rung_changed'"
+            " GROUP BY 1, 2, 3"
+        )
+        return {(str(r[0]), str(r[1]), str(r[2])): int(r[3]) for r in rows}
+
+    def paid_totals(self, now: float) -> dict[str, tuple[float, float]]:
+        """Every paid run's GPU-hours and cost so far, summed per lane in ONE query (core/paid.py ``PaidRun``'s
+        arithmetic: its lane's own run time if it reported one, else from its first running look to its end)."""
+        rows = self._read(
+            "SELECT lane, TOTAL(h), TOTAL(coalesce(price, 0) * h) FROM (SELECT lane, price_per_gpu_hour AS price,"
+            " gpus * (CASE WHEN run_seconds IS NOT NULL THEN MAX(run_seconds, 0.0) WHEN running_at IS NULL THEN 0.0"
+            " ELSE MAX(COALESCE(ended_at, ?) - running_at, 0.0) END) / 3600.0 AS h FROM paid_runs) GROUP BY lane",
+            (now,),
+        )
+        return {str(r[0]): (float(r[1]), float(r[2])) for r in rows}
+
     def event_counts(self) -> dict[str, int]:
         """How many events of each name the outbox holds."""
         return {r[0]: int(r[1]) for r in self._read("SELECT event, count(*) FROM outbox GROUP BY event")}

@@ -53,18 +53,13 @@ class JournalCollector(Collector):
             "Rung changes (each a step onto the next rung).",
             labels=["lane", "from_qos", "to_qos"],
         )
-        for (lane, before, after), n in sorted(_rung_changes(j).items()):
+        for (lane, before, after), n in sorted(j.rung_change_counts().items()):
             changes.add_metric([lane, before, after], n)
         yield changes
         hours = CounterMetricFamily("fellows_paid_gpu_hours", "Paid GPU-hours run so far.", labels=["lane"])
         cost = CounterMetricFamily("fellows_paid_cost", "Paid cost so far (priced lanes).", labels=["lane"])
         now = time.time()
-        per_lane: dict[str, list[float]] = {}
-        for run in j.paid_runs():
-            acc = per_lane.setdefault(run.lane, [0.0, 0.0])
-            acc[0] += run.gpu_hours(now)
-            acc[1] += run.cost(now) or 0.0
-        for lane, (h, c) in sorted(per_lane.items()):
+        for lane, (h, c) in sorted(j.paid_totals(now).items()):
             hours.add_metric([lane], h)
             cost.add_metric([lane], c)
         yield hours
@@ -108,14 +103,6 @@ class JournalCollector(Collector):
 
 def _finite(value: float) -> float:
     return value if math.isfinite(value) else -math.inf
-
-
-def _rung_changes(journal: Journal) -> Counter[tuple[str, str, str]]:
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for facts in journal.event_facts("rung_changed"):
-        before, after = facts.get("from") or {}, facts.get("to") or {}
-        counts[(str(after.get("lane") or ""), str(before.get("qos") or ""), str(after.get("qos") or ""))] += 1
-    return counts
 
 
 def registry_of(journal: Journal, budget: BudgetConfig | None) -> CollectorRegistry:

@@ -48,6 +48,8 @@ def test_a_walk_tells_the_receiver_each_step_in_order_signed(
         assert result.exit_code == 0, result.output
         dispatch_id = json.loads(result.stdout)["dispatch_id"]
         _wait_for(lambda: len(r.got) >= 3)
+        # (the receiver reads a request before the sender records its answer)
+        _wait_for(lambda: len(json.loads(run("notify", "log", "--json").stdout)) >= 3)
         log = run("notify", "log", "--json")
         metrics = run("metrics")
     assert [g.json["event"] for g in r.got] == ["queued", "rung_changed", "started"]

@@ -186,3 +186,24 @@ def test_the_sender_thread_delivers_what_a_tick_journaled(tmp_path: Path) -> Non
     assert FAILED not in {d.status for d in journal.recent_deliveries()}
     assert isinstance(SinkSender, type)
     journal.close()
+
+
+def test_the_paid_totals_of_the_metrics_are_the_paid_runs_own_arithmetic(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite3")
+    _paid(journal, "r1", 2, 4)  # handed off, never seen running: nothing ran yet
+    _paid(journal, "r2", 4, 4)
+    journal.set_paid("r2", 1000.0, PaidMark(PaidStatus.RUNNING))
+    journal.set_paid("r2", 1000.0 + 5400, PaidMark(PaidStatus.SUCCEEDED))  # 1.5 h on 4 GPUs
+    _paid(journal, "r3", 1, 4)
+    journal.set_paid("r3", 2000.0, PaidMark(PaidStatus.RUNNING))  # still running
+    now = 2000.0 + 1800
+    expected: dict[str, list[float]] = {}
+    for run in journal.paid_runs():
+        acc = expected.setdefault(run.lane, [0.0, 0.0])
+        acc[0] += run.gpu_hours(now)
+        acc[1] += run.cost(now) or 0.0
+    totals = journal.paid_totals(now)
+    assert totals.keys() == expected.keys()
+    assert totals["gcp"] == pytest.approx(tuple(expected["gcp"]))
+    assert totals["gcp"][0] == pytest.approx(6.0 + 0.5)
+    journal.close()
