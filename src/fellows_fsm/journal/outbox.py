@@ -274,12 +274,6 @@ class OutboxRows(JournalFile):
         rows = self._read("SELECT sink, status, count(*) FROM deliveries GROUP BY sink, status")
         return {(r[0], r[1]): int(r[2]) for r in rows}
 
-    def event_facts(self, event: str) -> list[dict[str, Any]]:
-        """The facts of every event named ``event`` (the metrics count rung changes from them)."""
-        if not self.has_outbox():
-            return []
-        return [json.loads(r[0]) for r in self._read("SELECT facts FROM outbox WHERE event=?", (event,))]
-
     def rung_change_counts(self) -> dict[tuple[str, str, str], int]:
         """How many ``rung_changed`` events each (to lane, from QoS, to QoS) has, counted in ONE query."""
         if not self.has_outbox():
@@ -301,7 +295,3 @@ class OutboxRows(JournalFile):
             (now,),
         )
         return {str(r[0]): (float(r[1]), float(r[2])) for r in rows}
-
-    def event_counts(self) -> dict[str, int]:
-        """How many events of each name the outbox holds."""
-        return {r[0]: int(r[1]) for r in self._read("SELECT event, count(*) FROM outbox GROUP BY event")}
