@@ -274,6 +274,28 @@ class OutboxRows(JournalFile):
         rows = self._read("SELECT sink, status, count(*) FROM deliveries GROUP BY sink, status")
         return {(r[0], r[1]): int(r[2]) for r in rows}
 
+    def paused(self) -> list[tuple[str, int, float, str, float]]:
+        """Each live dispatch whose last step is a ``pause`` (its cluster stopped answering; a ``resume`` ends it):
+        (dispatch id, the pause's step seq, when, its rung's lane, its rung's park cap), in ONE query."""
+        rows = self._read(
+            "SELECT d.id, t.seq, t.at, t.rung_index, d.ladder FROM dispatches d JOIN transitions t ON t.seq ="
+            " (SELECT max(seq) FROM transitions WHERE dispatch_id = d.id) WHERE d.final = 0 AND t.trigger = 'pause'"
+        )
+        out = []
+        for r in rows:
+            rungs = json.loads(r[4] or "[]")
+            rung = rungs[r[3]] if 0 <= r[3] < len(rungs) else {}
+            out.append(
+                (
+                    str(r[0]),
+                    int(r[1]),
+                    float(r[2]),
+                    str(rung.get("lane", LADDER_LANE)),
+                    float(rung.get("park_cap_seconds", 0.0)),
+                )
+            )
+        return out
+
     def rung_change_counts(self) -> dict[tuple[str, str, str], int]:
         """How many ``rung_changed`` events each (to lane, from QoS, to QoS) has, counted in ONE query."""
         if not self.has_outbox():

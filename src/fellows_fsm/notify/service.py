@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 THRESHOLDS = (80, 100)
 """The percentages of a [budget] window whose passing is told (``budget_threshold``), once per window."""
 _PASSED = "notify.threshold."
+_OUTAGE = "notify.outage."
+OUTAGE_EVERY_SECONDS = 30.0
+"""How often at most the watcher looks for a cluster that has not answered for longer than a rung's park cap."""
 CALLS_EVERY_SECONDS = 30.0
 """How often at most the driver journals its SLURM call counts for ``fellows-fsm metrics`` (the endpoint and the
 textfile read the same journal)."""
@@ -52,6 +55,7 @@ class Notifier:
         self._calls = calls
         self._last_calls: dict[str, dict[str, int]] | None = None
         self._calls_due = 0.0
+        self._outages_due = 0.0
         self.senders = [
             SinkSender(sink, journal, give_up_after_seconds=config.notify.give_up_after_seconds)
             for sink in config.notify.sinks
@@ -126,11 +130,45 @@ class Notifier:
         budget = self._budget()
         if budget is not None and budget.limited:
             self.thresholds(budget, time.time() if now is None else now)
+        if at >= self._outages_due:
+            self._outages_due = at + OUTAGE_EVERY_SECONDS
+            self.outages(time.time() if now is None else now)
         if self.config.metrics.textfile is not None:
             try:
                 write_textfile(str(self.config.metrics.textfile), self.journal, budget)
             except OSError as exc:
                 log.error("[metrics] textfile = %s cannot be written: %s", self.config.metrics.textfile, exc)
+
+    def outages(self, now: float) -> list[str]:
+        """Journal one ``attention`` event per cluster outage that has lasted longer than the park cap of a rung
+        waiting on it (the dispatches' ``pause`` steps say when it began; told once per outage, however many
+        dispatches wait on it); returns the event ids."""
+        told: list[str] = []
+        by_lane: dict[str, list[tuple[str, int, float, str, float]]] = {}
+        for paused in self.journal.paused():
+            by_lane.setdefault(paused[3], []).append(paused)
+        for lane, waiting in sorted(by_lane.items()):
+            first = min(waiting, key=lambda p: p[2])
+            cap = min(p[4] for p in waiting)
+            if now - first[2] <= cap:
+                continue
+            key = f"{_OUTAGE}{lane}.{first[1]}"  # the outage's first pause step: once per outage
+            if self.journal.get_meta(key) is not None:
+                continue
+            down = now - first[2]
+            facts = {
+                "result": "UNREACHABLE",
+                "lane": lane,
+                "since_seconds": round(down, 1),
+                "dispatches": sorted(p[0] for p in waiting),
+                "reason": f"cluster {lane} has not answered for {down:.0f} s, longer than a waiting rung's "
+                f"park cap ({cap:g} s); {len(waiting)} dispatch(es) wait, their windows stopped",
+            }
+            with self.journal.batch():  # the mark and its event together: told once, never lost
+                self.journal.put_meta(key, now)
+                told.append(self.journal.put_event("", Event.ATTENTION, now, facts))
+            log.warning("notify: %s", facts["reason"])
+        return told
 
     def thresholds(self, budget: BudgetConfig, now: float) -> list[str]:
         """Journal a ``budget_threshold`` event for each window that passed 80 % or 100 % of its limit since it

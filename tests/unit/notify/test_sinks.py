@@ -10,9 +10,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
 
-from fellows_fsm import JobSpec
+from fellows_fsm import Dispatch, FakeScheduler, FellowsConfig, JobSpec
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.notify import MetricsConfig, NotifyConfig, SinkConfig
@@ -25,6 +26,8 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.notify.sender import SinkSender
 from fellows_fsm.notify.service import Notifier
 from fellows_fsm.notify.sinks import SinkClient
+from fellows_fsm.testing import Driven
+from tests.unit.journal.journals import SPEC
 from tests.unit.notify.receiver import Receiver, free_port
 from tests.unit.notify.test_outbox import _walk
 
@@ -206,4 +209,28 @@ def test_the_paid_totals_of_the_metrics_are_the_paid_runs_own_arithmetic(tmp_pat
     assert totals.keys() == expected.keys()
     assert totals["gcp"] == pytest.approx(tuple(expected["gcp"]))
     assert totals["gcp"][0] == pytest.approx(6.0 + 0.5)
+    journal.close()
+
+
+def test_a_cluster_silent_longer_than_a_waiting_rungs_cap_is_told_once_as_attention(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite3")
+    fake = FakeScheduler()
+    with freeze_time("2026-11-30 12:00:00") as frozen:
+        ds = [
+            Driven(Dispatch(f"u{i}", SPEC, FellowsConfig(park_cap_seconds=60).ladder), fake, journal) for i in range(2)
+        ]
+        for d in ds:
+            journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
+            d.submit()
+        frozen.tick(5)
+        for d in ds:
+            d.pause()  # the cluster did not answer: each dispatch's clock stops
+        paused_at = time.time()
+    notifier = Notifier(Config(state_dir=tmp_path), journal)
+    assert notifier.outages(paused_at + 30) == []  # within the cap: nothing said
+    [event_id] = notifier.outages(paused_at + 61)
+    assert notifier.outages(paused_at + 120) == []  # one outage, told once (not once per dispatch)
+    [told] = [e for e in journal.events_of("") if e.event_id == event_id]
+    assert (told.event, told.facts["result"], told.facts["lane"]) == ("attention", "UNREACHABLE", "fellows")
+    assert told.facts["dispatches"] == ["u0", "u1"]
     journal.close()
