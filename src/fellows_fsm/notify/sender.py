@@ -47,12 +47,13 @@ class SinkSender:
         *,
         give_up_after_seconds: float,
         now: Callable[[], float] = time.time,
+        hidden: frozenset[str] = frozenset(),
     ) -> None:
         self.sink = sink
         self.journal = journal
         self.give_up = give_up_after_seconds
         self.now = now
-        self.client = SinkClient(sink)
+        self.client = SinkClient(sink, hidden=hidden)
         self.wake = threading.Event()
         self.stop = threading.Event()
         self._thread: threading.Thread | None = None

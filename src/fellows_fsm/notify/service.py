@@ -56,8 +56,9 @@ class Notifier:
         self._last_calls: dict[str, dict[str, int]] | None = None
         self._calls_due = 0.0
         self._outages_due = 0.0
+        secrets = frozenset(s.secret_env for s in config.notify.sinks if s.secret_env)
         self.senders = [
-            SinkSender(sink, journal, give_up_after_seconds=config.notify.give_up_after_seconds)
+            SinkSender(sink, journal, give_up_after_seconds=config.notify.give_up_after_seconds, hidden=secrets)
             for sink in config.notify.sinks
         ]
         self._tick = threading.Event()

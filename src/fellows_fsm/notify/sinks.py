@@ -45,8 +45,10 @@ def _retryable_status(code: int) -> bool:
 class SinkClient:
     """One sink's sending end (a webhook's httpx client, kept open), for the one thread that sends to it."""
 
-    def __init__(self, sink: SinkConfig) -> None:
+    def __init__(self, sink: SinkConfig, *, hidden: frozenset[str] = frozenset()) -> None:
+        """``hidden``: the environment variables a command sink must not get (every sink's ``secret_env``)."""
         self.sink = sink
+        self.hidden = hidden
         self._client: httpx.Client | None = None
 
     def _http(self) -> httpx.Client:
@@ -127,7 +129,8 @@ class SinkClient:
             "sink": sink.name,
         }
         argv = [item.format_map({k: values[k] for k in ("dispatch_id", "event", "event_id")}) for item in sink.command]
-        env = {**os.environ, **{COMMAND_ENVIRONMENT[k]: v for k, v in values.items()}}
+        kept = {k: v for k, v in os.environ.items() if k not in self.hidden}  # no sink's secret reaches a command
+        env = {**kept, **{COMMAND_ENVIRONMENT[k]: v for k, v in values.items()}}
         try:
             proc = subprocess.Popen(
                 argv,

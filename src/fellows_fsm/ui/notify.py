@@ -69,7 +69,7 @@ def test(ctx: click.Context, name: str | None) -> None:
     failed = False
     for sink in _sinks(config, name):
         event_id, body = _test_body()
-        client = SinkClient(sink)
+        client = SinkClient(sink, hidden=frozenset(s.secret_env for s in config.notify.sinks if s.secret_env))
         try:
             answer = client.send("test", event_id, "", body)
         finally:

@@ -60,7 +60,10 @@ def test_a_slack_sink_posts_the_facts_in_words_signed(monkeypatch: pytest.Monkey
     assert "dispatch d1 (train) ended PAID_DONE (paid-succeeded): it ran" in got.json["text"]
 
 
-def test_a_command_sink_gets_its_values_in_fsm_variables_and_the_event_on_stdin(tmp_path: Path) -> None:
+def test_a_command_sink_gets_its_values_in_fsm_variables_and_the_event_on_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FSM_SLACK_KEY", "another sink's secret")  # (an FSM_ name, so the dump below would show it)
     out = tmp_path / "got.json"
     code = (  # a literal brace doubled, as in every template
         "import json, os, sys; json.dump({{'argv': sys.argv[2:], 'stdin': sys.stdin.read(),"
@@ -71,7 +74,7 @@ def test_a_command_sink_gets_its_values_in_fsm_variables_and_the_event_on_stdin(
     sink = SinkConfig.from_table(
         "c", {"kind": "command", "command": [sys.executable, "-c", code, str(out), "{event}", "{dispatch_id}"]}
     )
-    answer = SinkClient(sink).send("ended", "e1", "d1", _body())
+    answer = SinkClient(sink, hidden=frozenset({"FSM_SLACK_KEY"})).send("ended", "e1", "d1", _body())
     assert (answer.ok, answer.said) == (True, "exit 0")
     got = json.loads(out.read_text())
     assert got["argv"] == ["ended", "d1"]
@@ -79,6 +82,7 @@ def test_a_command_sink_gets_its_values_in_fsm_variables_and_the_event_on_stdin(
     assert got["env"]["FSM_EVENT"] == "ended"
     assert got["env"]["FSM_JOB_NAME"] == "train"  # a value the user controls: only in the environment
     assert got["env"]["FSM_REASON"] == "it ran"
+    assert "FSM_SLACK_KEY" not in got["env"]  # no sink's secret reaches a command
 
 
 def test_a_command_sink_that_hangs_is_killed_at_its_timeout_and_retried() -> None:
