@@ -205,13 +205,21 @@ class OutboxRows(JournalFile):
         rows = self._read("SELECT value FROM meta WHERE key=?", (_SINK_START + name,))
         return int(json.loads(rows[0][0])) if rows else None
 
-    def unsent(self, sink: str, events: Sequence[str], *, limit: int = 200) -> list[OutboxEvent]:
-        """The events ``sink`` asks for, journaled after it was named, with no final delivery yet, oldest first."""
+    def last_event(self) -> int:
+        """The seq of the last event journaled (0: none)."""
+        if not self.has_outbox():
+            return 0
+        return int(self._read("SELECT coalesce(max(seq), 0) FROM outbox")[0][0])
+
+    def unsent(self, sink: str, events: Sequence[str], *, limit: int = 200, after: int = 0) -> list[OutboxEvent]:
+        """The events ``sink`` asks for, journaled after it was named (and after seq ``after``, below which the
+        caller knows every one final), with no final delivery yet, oldest first."""
         if not self.has_outbox():
             return []
         start = self.sink_start(sink)
         if start is None or not events:
             return []
+        start = max(start, after)
         marks = ",".join("?" * len(events))
         rows = self._read(
             "SELECT o.* FROM outbox o LEFT JOIN deliveries d ON d.seq = o.seq AND d.sink = ?"  # noqa: S608 - placeholders only

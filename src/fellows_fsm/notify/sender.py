@@ -57,6 +57,9 @@ class SinkSender:
         self.wake = threading.Event()
         self.stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.after = 0
+        """Every event up to this seq is final for this sink (or not one it asks for): the next reads start past it
+        (a long journal's delivered events are never read again)."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name=f"notify-{self.sink.name}", daemon=True)
@@ -84,7 +87,10 @@ class SinkSender:
         """Send what is due now (each dispatch's events in order); returns how many attempts were made."""
         blocked: set[str] = set()
         attempts = 0
-        for event in self.journal.unsent(self.sink.name, self.sink.events):
+        last = self.journal.last_event()  # read first: an event journaled after it has a higher seq
+        due = self.journal.unsent(self.sink.name, self.sink.events, after=self.after)
+        self.after = max(self.after, due[0].seq - 1 if due else last)
+        for event in due:
             if self.stop.is_set():
                 break
             if event.dispatch_id in blocked:
@@ -100,6 +106,10 @@ class SinkSender:
             if status == PENDING:
                 blocked.add(event.dispatch_id)
         return attempts
+
+    def pending(self) -> bool:
+        """Is an event still to be sent (now or after its back-off)?"""
+        return bool(self.journal.unsent(self.sink.name, self.sink.events, limit=1, after=self.after))
 
     def _send(self, event: OutboxEvent) -> Answer:
         kept = event.body if event.body is not None else self.journal.fix_body(event.seq, body(self.journal, event))

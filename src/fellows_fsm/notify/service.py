@@ -91,7 +91,7 @@ class Notifier:
 
     def busy(self) -> bool:
         """Is any event still to be sent (the driver stays until it is delivered, refused or given up on)?"""
-        return any(self.journal.unsent(s.sink.name, s.sink.events, limit=1) for s in self.senders)
+        return any(sender.pending() for sender in self.senders)
 
     def stop(self) -> None:
         self._stop.set()

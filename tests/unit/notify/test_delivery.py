@@ -197,3 +197,21 @@ def test_the_metrics_parse_with_prometheus_clients_own_parser(tmp_path: Path) ->
     assert parsed["fellows_notify_undeliverable"] == {(("sink", "hook"),): 1.0}
     assert parsed["fellows_budget_remaining"] == {(("window", "day_gpu_hours"),): 10.0}
     journal.close()
+
+
+def test_the_sender_reads_past_what_is_final_and_still_sends_what_comes_later(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite3")
+    clock = Clock()
+    with Receiver(secret=SECRET) as r:
+        sender = _sender(journal, r.url, clock)
+        _walks(journal, "w1")
+        sender.run_once()
+        assert sender.after == 0  # (the events were read from the start: nothing was final before)
+        sender.run_once()
+        assert sender.after == journal.last_event()  # both delivered: the next reads start past them
+        assert not sender.pending()
+        _walks(journal, "w2")
+        assert sender.pending()
+        sender.run_once()
+    assert [g.json["dispatch"]["dispatch_id"] for g in r.got] == ["w1", "w1", "w2", "w2"]
+    journal.close()
