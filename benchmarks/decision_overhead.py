@@ -19,17 +19,21 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from benchmarks import realslurm
 from benchmarks.common import percentiles, spread, write_result
 from fellows_fsm.config.file import Config, RouterConfig
+from fellows_fsm.config.notify import NotifyConfig, SinkConfig
 from fellows_fsm.core.lifecycle import window_deadline
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.slurm.config import SlurmSettings
+from fellows_fsm.notify.service import Notifier
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.runner import CommandRunner
 
@@ -93,7 +97,26 @@ def floor(repeats: int) -> dict[str, object]:
     }
 
 
-def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> dict[str, Any]:
+def _hanging_receiver() -> ThreadingHTTPServer:
+    """A loopback HTTP server that reads each request and never answers (until it is shut down)."""
+
+    class Hang(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            server.requests += 1  # type: ignore[attr-defined]
+            time.sleep(3600)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hang)
+    server.requests = 0  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None, *, sink: bool = False) -> dict[str, Any]:
     """One run: blockers, ``args.dispatches`` dispatches walking the whole ladder, the lags from the journal
     (``port``: the router's port, default the local SLURM commands; benchmarks.ssh_transport passes one over ssh)."""
     realslurm.cancel(realslurm.live_ids())
@@ -105,13 +128,20 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
     realslurm.wait_state(blockers, "RUNNING")
     port = port or SlurmScheduler(CommandRunner(timeout_seconds=30))
     with tempfile.TemporaryDirectory(prefix="fellows-overhead-") as state_dir:
+        hanging = _hanging_receiver() if sink else None
+        notify = NotifyConfig()
+        if hanging is not None:  # every event to a receiver that reads the request and never answers
+            url = f"http://127.0.0.1:{hanging.server_address[1]}/hook"
+            notify = NotifyConfig(sinks=(SinkConfig.from_table("never", {"url": url, "timeout_seconds": 30}),))
         config = Config(
             fellows=SlurmSettings(park_cap_seconds=args.cap, poll_interval_seconds=args.poll, park_early="off"),
             lanes=(CommandSettings(name="gcp", command=("true", "{dispatch_id}")),),
             router=RouterConfig(),
+            notify=notify,
             state_dir=state_dir,
         )
         journal = Journal(config.journal_path)
+        notifier = Notifier(config, journal).start()  # as the driver runs it (driver/process.py: serve)
         router = Router(config, port, journal).start()
         specs = [realslurm.spec(f"ovh-{i}", 8, 300) for i in range(args.dispatches)]
         due = [time.time() + i * args.stagger for i in range(len(specs))]
@@ -130,6 +160,7 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
         def count(_report: object) -> None:
             nonlocal polls
             polls += 1
+            notifier.on_tick()
 
         started = time.time()
         try:
@@ -143,6 +174,12 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
             rung_lag, handoff_lag, handoff_start_lag, walked = overheads(journal, args.cap)
         finally:
             ids = [job.job_id for row in journal.dispatches() for job in journal.jobs(row.id)]
+            sent_events = sum(journal.delivery_counts().values())  # attempts answered (or timed out) by now
+            received = int(getattr(hanging, "requests", 0))  # requests the hanging receiver read
+            notifier.stop()
+            if hanging is not None:
+                hanging.shutdown()
+                hanging.server_close()
             journal.close()
             realslurm.cancel(ids + blockers)
     return {
@@ -152,6 +189,8 @@ def scenario(args: argparse.Namespace, port: SlurmScheduler | None = None) -> di
         "walked": walked,
         "seconds": round(seconds, 1),
         "polls": polls,
+        "events_attempted": sent_events,
+        "requests_received_by_the_hanging_sink": received,
         "commands": dict(port.runner.calls),
         "command_seconds_mean": {
             name: round(port.runner.seconds[name] / n, 4) for name, n in port.runner.calls.items() if n
@@ -167,9 +206,16 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=0.5, help="seconds between two dispatches (0: a burst)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of the whole scenario, pooled")
     parser.add_argument("--floor-repeats", type=int, default=10)
+    parser.add_argument(
+        "--hanging-sink", action="store_true", help="a [notify] webhook sink whose receiver never answers"
+    )
     args = parser.parse_args()
     version = SlurmScheduler(CommandRunner()).scancel_version()
-    runs = [scenario(args) for _ in range(args.repeats)]
+    runs, baseline = [], []
+    for _ in range(args.repeats):  # with --hanging-sink, a run without any sink before each: both saw the same load
+        if args.hanging_sink:
+            baseline.append(scenario(args))
+        runs.append(scenario(args, sink=args.hanging_sink))
     blocker = realslurm.sbatch("high-eur", 8, 600, name="blocker")
     blocker2 = realslurm.sbatch("high-eur", 8, 600, name="blocker")
     try:
@@ -190,6 +236,19 @@ def main() -> None:
         "poll_interval_seconds": args.poll,
         "stagger_seconds": args.stagger,
         "router": "Router",
+        "hanging_sink": args.hanging_sink,
+        **(
+            {
+                "baseline_no_sink_rung_deadline_to_next_job_queued_seconds": percentiles(
+                    [x for run in baseline for x in run["rung_lag"]]
+                ),
+                "baseline_no_sink_last_deadline_to_gcp_handoff_started_seconds": percentiles(
+                    [x for run in baseline for x in run["handoff_start_lag"]]
+                ),
+            }
+            if baseline
+            else {}
+        ),
         "runs": [{k: v for k, v in run.items() if not k.endswith("lag")} for run in runs],
         "rung_deadline_to_next_job_queued_seconds": percentiles(rung_lag),
         "last_deadline_to_gcp_handoff_done_seconds": percentiles(handoff_lag),
@@ -211,7 +270,8 @@ def main() -> None:
     print(f"  SLURM floor (scancel + sbatch + RUNNING): {slurm_floor['scancel_sbatch_running_seconds']}")
     # The host's SLURM (22.05) keeps the plain names; another version's run is written beside it.
     suffix = "" if version[:2] == (22, 5) else f"_slurm{version[0]}.{version[1]:02d}"
-    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst") + suffix
+    sink = "_hanging_sink" if args.hanging_sink else ""
+    name = "decision_overhead" + ("" if args.stagger > 0 else "_burst") + sink + suffix
     print(f"wrote {write_result(name, result, module='decision_overhead')}")
 
 

@@ -8,6 +8,7 @@ file is reported as not run. It runs no benchmark itself.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from benchmarks import (
     render_issue25,
     render_issue26,
     render_journal,
+    render_notify,
     render_paid,
     render_sim_clusters,
 )
@@ -102,6 +104,7 @@ def _pct(v: dict[str, Any], unit: str = " s") -> str:
 OVERHEAD_RUNS = (
     ("decision_overhead", "dispatches 0.5 s apart, Router"),
     ("decision_overhead_burst", "a burst of 20 at once, Router"),
+    ("decision_overhead_hanging_sink", "dispatches 0.5 s apart, Router, a [notify] sink that never answers"),
 )
 
 
@@ -1079,6 +1082,7 @@ def main() -> None:
     section_paid()
     section_journal()
     _append(render_ends.section(_load("ends_fake"), _load("ends_real"), lambda r: _provenance(r, locked=True)))
+    section_notify()
 
 
 BG_CMD = (
@@ -1521,6 +1525,13 @@ def section_journal() -> None:
     """Append issue 40's journal of 1,000,000 finished dispatches (benchmarks/results/journal_scale.json)."""
     r = _load("journal_scale")
     _append(render_journal.section(r, _load("controller_cost_journal"), _provenance(r) if r is not None else ""))
+
+
+def section_notify() -> None:
+    """Append issue 39's figures (benchmarks/results/notify_delivery.json, decision_overhead_hanging_sink.json)."""
+    plain, hanging = _load("decision_overhead"), _load("decision_overhead_hanging_sink")
+    real = functools.partial(_provenance, locked=True)
+    _append(render_notify.section(_load("notify_delivery"), plain, hanging, _provenance, real))
 
 
 def _append(lines: list[str]) -> None:

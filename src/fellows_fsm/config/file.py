@@ -23,6 +23,7 @@ import attrs
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
 from fellows_fsm.config.journal import JournalConfig
+from fellows_fsm.config.notify import MetricsConfig, NotifyConfig
 from fellows_fsm.config.route import Route, check_intent
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
@@ -126,6 +127,10 @@ class Config:
     """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
     journal: JournalConfig = attrs.field(factory=JournalConfig)
     """The ``[journal]`` table: how long finished dispatches stay in the journal before the archive."""
+    notify: NotifyConfig = attrs.field(factory=NotifyConfig)
+    """The ``[notify]`` table: where a user is told of the steps (config/notify.py)."""
+    metrics: MetricsConfig = attrs.field(factory=MetricsConfig)
+    """The ``[metrics]`` table: a Prometheus textfile and /metrics address of the driver."""
     state_dir: Path = attrs.field(factory=_default_state_dir, converter=Path)
     allow_network_state_dir: bool = False
     """Drive a journal whose state_dir is on a network filesystem (NFS, Lustre, GPFS, ...) anyway, with SQLite's
@@ -271,7 +276,17 @@ class Config:
 
         A relative ``state_dir`` is taken relative to ``base`` (the config file's directory) when given.
         """
-        known = {"fellows", "lanes", "router", "budget", "journal", "state_dir", "allow_network_state_dir"}
+        known = {
+            "fellows",
+            "lanes",
+            "router",
+            "budget",
+            "journal",
+            "notify",
+            "metrics",
+            "state_dir",
+            "allow_network_state_dir",
+        }
         for key in data:
             if key not in known:
                 guess = did_you_mean(key, known)
@@ -284,7 +299,10 @@ class Config:
             router = RouterConfig(**dict(router_table))
             budget = BudgetConfig.from_table(_table(data, "budget", source))
             journal = JournalConfig.from_table(_table(data, "journal", source))
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {
+                "notify": NotifyConfig.from_table(_table(data, "notify", source)),
+                "metrics": MetricsConfig.from_table(_table(data, "metrics", source)),
+            }
             if "state_dir" in data:
                 if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
                     raise ConfigError(f"state_dir={data['state_dir']!r} must be a directory path (a string)")
@@ -333,6 +351,8 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "budget": plain_table(config.budget.table()),
         "journal": config.journal.table(),
+        "notify": config.notify.table(),
+        "metrics": config.metrics.table(),
         "state_dir": str(config.state_dir.absolute()),
         "allow_network_state_dir": config.allow_network_state_dir,
     }

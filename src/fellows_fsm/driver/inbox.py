@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -26,6 +27,7 @@ import attrs
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config, config_mapping
+from fellows_fsm.config.notify import EVENTS, check_secrets
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import PaidStatus
@@ -71,6 +73,7 @@ __all__ = [
     "journaled_config",
     "lane_from_json",
     "lane_json",
+    "notify_work",
     "offer_env",
     "reaches",
     "remember_config",
@@ -109,6 +112,7 @@ def admit(config: Config, spec: JobSpec, route: Route, *, ladder: Ladder | None 
     ``note`` is kept in the settings and written on the first step. A local job with no ``workdir`` gets the current
     directory, so the driver's sbatch runs where the user's own would (a job with no --chdir runs there).
     """
+    check_secrets(config.notify)  # a sink's secret_env unset here: refused, nothing queued
     if route.ladder is None:
         return Admission(spec, route.lane, None, True, _settings(config, route.lane, note))
     fellows = config.fellows
@@ -376,6 +380,18 @@ def has_work(journal: Journal) -> bool:
     return bool(journal.paid_runs(status=[PaidStatus.CANCELLING]))
 
 
+def notify_work(journal: Journal) -> bool:
+    """Is an event still to be sent to a sink of the driver's config? A command starts a driver for it (a driver
+    killed before it sent an event sends it after the restart), and the driver stays until it is sent or given up."""
+    saved = journal.get_meta(DRIVER_CONFIG)
+    sinks = saved["config"].get("notify", {}) if isinstance(saved, dict) and "config" in saved else {}
+    with contextlib.suppress(FellowsError, sqlite3.Error):  # (a journal of an older schema: no outbox yet)
+        for name, table in sinks.items() if isinstance(sinks, dict) else ():
+            if isinstance(table, dict) and journal.unsent(name, table.get("events", EVENTS), limit=1):
+                return True
+    return False
+
+
 # ----------------------------------------------------------------------------------------------- the driver's config
 def remember_config(config: Config, journal: Journal) -> str | None:
     """Journal what a driver started later needs (the config, SLURM_CONF and PATH), so it needs neither a config
@@ -388,6 +404,7 @@ def remember_config(config: Config, journal: Journal) -> str | None:
     saved = journal.get_meta(DRIVER_CONFIG)
     env = offered_env(_slurm_lanes(config), saved.get("env") if saved else None, os.environ, PASSED_ENV)
     journal.put_meta(DRIVER_CONFIG, {"config": config_mapping(config), "source": config.source, "env": env})
+    journal.mark_sinks([sink.name for sink in config.notify.sinks])  # a new sink is told what happens from now on
     return remember_budget(config, journal, at=time.time(), applied=applied)  # applied from the driver's next tick
 
 

@@ -21,12 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
+from fellows_fsm.core.vocab import LADDER_LANE
+from fellows_fsm.driver.budget import journaled_budget
 from fellows_fsm.driver.compaction import Compaction
 from fellows_fsm.driver.environment import Health, env_problem_line
 from fellows_fsm.driver.inbox import (
@@ -34,17 +36,23 @@ from fellows_fsm.driver.inbox import (
     config_remembered,
     has_work,
     journaled_config,
+    notify_work,
     remember_config,
 )
+from fellows_fsm.driver.reports import TickReport
 from fellows_fsm.driver.router import Router
 from fellows_fsm.driver.wake import WakeChannel, wake_problem
 from fellows_fsm.errors import FellowsError, JournalBusy
 from fellows_fsm.journal.lock import DriverOwner, lock_held
+from fellows_fsm.journal.outbox import UNDELIVERABLE
 from fellows_fsm.journal.statefs import check_room
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane
 from fellows_fsm.lanes.slurm.lane import ladder_lane
 from fellows_fsm.scheduler.port import Scheduler
+
+if TYPE_CHECKING:
+    from fellows_fsm.notify.service import Notifier
 
 __all__ = ["LOG_BYTES", "DriverStatus", "ensure_driver", "log_path", "main", "serve", "spawn", "status", "stop"]
 
@@ -75,7 +83,8 @@ def ensure_driver(config: Config, journal: Journal | None = None) -> DriverOwner
     own = journal is None
     journal = journal if journal is not None else Journal(path, readonly=True)
     try:
-        if journal.driver_alive() or not has_work(journal) or not os.access(path.parent, os.W_OK):
+        work = has_work(journal) or notify_work(journal)
+        if journal.driver_alive() or not work or not os.access(path.parent, os.W_OK):
             return None  # driven already, nothing to do, or a journal this user cannot drive (status still reads)
         if not config_remembered(journal):
             if journal.readonly:
@@ -159,21 +168,42 @@ def serve(
     clock = clock or SystemClock()
     journal = Journal(config.journal_path, allow_network_fs=config.allow_network_state_dir)
     channel = WakeChannel(config.journal_path, stop_event)
+    notifier: Notifier | None = None
     try:
         if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
             return False
         channel.open()  # before the first poll: a message journaled after it wakes this driver, one before it is read
+        from fellows_fsm.notify.service import Notifier  # noqa: PLC0415 - httpx and prometheus_client: the driver's only
+
+        notifier = Notifier(
+            config, journal, budget=lambda: journaled_budget(journal) or config.budget, calls=_calls(scheduler)
+        ).start()
         while True:
             router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
-            _run(router, config, clock, channel, _looker(journal, health))
-            journal.release_driver()
+            _run(router, config, clock, channel, look=_looker(journal, health), notifier=notifier)
             if stop_event.is_set() or not has_work(journal):
+                notifier.stop()  # (before the lock goes: the next driver's senders do not overlap these)
+                notifier = None
+                journal.release_driver()
                 return True
+            journal.release_driver()
             if not _take_lock(journal, kind=kind, log=log, at=clock.now()):
                 return True  # another driver took over the work in between
     finally:
+        if notifier is not None:
+            notifier.stop()
         channel.close()
         journal.close()
+
+
+def _calls(scheduler: Scheduler) -> Callable[[], Mapping[str, Mapping[str, int]]] | None:
+    """The driver's SLURM calls per command (its ladder lane's port), for the metrics; None for a port that does
+    not count them."""
+    runner = getattr(scheduler, "runner", None)
+    counts = getattr(runner, "calls", None)
+    if counts is None:
+        return None
+    return lambda: {LADDER_LANE: dict(counts)}
 
 
 def _take_lock(journal: Journal, *, kind: str, log: str | None, at: float) -> bool:
@@ -203,7 +233,15 @@ def _looker(journal: Journal, health: Health | None) -> Callable[[], None]:
     return look
 
 
-def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel, look: Callable[[], None]) -> None:
+def _run(
+    router: Router,
+    config: Config,
+    clock: Clock,
+    channel: WakeChannel,
+    *,
+    look: Callable[[], None],
+    notifier: Notifier,
+) -> None:
     stop_event = channel.stop
     grace = config.router.driver_idle_seconds
     idle_since: list[float] = []
@@ -218,17 +256,23 @@ def _run(router: Router, config: Config, clock: Clock, channel: WakeChannel, loo
         look()
         if stop_event.is_set():
             return True
-        if router.busy:
+        if router.busy or notifier.busy():  # an event still to send keeps the driver (till it is given up on)
             idle_since.clear()
             return False
         if not idle_since:
             idle_since.append(clock.now())
         return clock.now() - idle_since[0] >= grace
 
-    # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished. What ended long ago moves to the
-    # archive a batch at a time, after a turn, at a low cadence (driver/compaction.py).
+    # A stop (SIGTERM) or a wake-up ends the wait; the tick in hand was finished. After a turn: the notifications'
+    # senders are woken, and what ended long ago moves to the archive a batch at a time, at a low cadence
+    # (driver/compaction.py).
     compaction = Compaction(config.journal_path, config.journal.keep_days, clock)
-    router.run(until=until, on_tick=compaction.step, sleep=channel.sleep, linger=True, woken=woken)
+
+    def on_tick(report: TickReport) -> None:
+        notifier.on_tick(report)
+        compaction.step(report)
+
+    router.run(until=until, on_tick=on_tick, sleep=channel.sleep, linger=True, woken=woken)
 
 
 # --------------------------------------------------------------------------- status and stop, for the CLI
@@ -246,6 +290,8 @@ class DriverStatus:
     """Why a command cannot wake the driver (the poll still drives), or None."""
     env: str | None = None
     """Why the running driver cannot run SLURM's commands (driver/environment.py: ``env_problem_line``), or None."""
+    undeliverable: Mapping[str, int] = attrs.field(factory=dict)
+    """How many events each sink gave up on (``fellows-fsm notify log`` shows them)."""
 
 
 def status(config: Config) -> DriverStatus:
@@ -253,14 +299,18 @@ def status(config: Config) -> DriverStatus:
     path = config.journal_path
     lock = path.with_name(path.name + ".lock")
     running = lock_held(lock)
-    live, env = 0, None
+    live, env, undeliverable = 0, None, {}
     if path.exists():
         with contextlib.closing(Journal(path, readonly=True)) as journal:
             live = len(journal.dispatches(live_only=True))
             env = env_problem_line(journal)
+            with contextlib.suppress(FellowsError):  # (a journal of an older schema has no outbox yet)
+                counts = journal.delivery_counts()
+                undeliverable = {sink: n for (sink, status), n in counts.items() if status == UNDELIVERABLE}
     owner = _owner(lock)
     background = running and owner is not None and owner.kind == "background"  # the one that listens (wake.py)
-    return DriverStatus(path, owner, running, live, log_path(path), wake_problem(path) if background else None, env)
+    wake = wake_problem(path) if background else None
+    return DriverStatus(path, owner, running, live, log_path(path), wake, env, undeliverable)
 
 
 def stop(config: Config, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> DriverOwner | None:

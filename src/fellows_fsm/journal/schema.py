@@ -11,7 +11,7 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 ENDS = """
 CREATE TABLE IF NOT EXISTS ends (
     dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
@@ -53,6 +53,33 @@ CREATE INDEX IF NOT EXISTS dispatches_ended ON dispatches(updated_at) WHERE fina
 """What a command reads without reading the finished dispatches (issue 40): the live ones (``final=0``, a partial
 index of only them), the most recent ones (``status``), and the ones ended since a time (a follower, the archive's
 move of those ended before ``keep_days``)."""
+OUTBOX = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    dispatch_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    at REAL NOT NULL,
+    step_seq INTEGER,
+    facts TEXT NOT NULL,
+    body TEXT
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+    seq INTEGER NOT NULL,
+    sink TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    first_at REAL,
+    last_at REAL,
+    next_at REAL,
+    answer TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (seq, sink)
+);
+CREATE INDEX IF NOT EXISTS deliveries_by_status ON deliveries(status, sink);
+"""
+"""The notifications' outbox (issue 39): one row per event, written in the same transaction as the step it reports
+(``step_seq``: its transitions row; ``body``: the exact bytes sent, fixed at the first send), and what became of it
+at each sink. No foreign key to dispatches: an archived dispatch's rows may go while its events are still sent."""
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
@@ -72,6 +99,8 @@ MIGRATIONS: dict[int, str] = {
     # A free job is followed to its end (issue 38): one row per ended job, written with its end step. A journal
     # written before keeps its RUNNING dispatches final (they were never followed).
     5: ENDS,
+    # The notifications' outbox (issue 39): two new tables, nothing else changed.
+    6: OUTBOX,
 }
 SCHEMA = (
     """
@@ -130,6 +159,7 @@ CREATE TABLE IF NOT EXISTS handoffs (
     + PAID_RUNS
     + DISPATCH_INDEXES
     + ENDS
+    + OUTBOX
 )
 
 

@@ -28,6 +28,7 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.check import mark_check_due
 from fellows_fsm.journal.ends import write_end
 from fellows_fsm.journal.lock import DriverLock
+from fellows_fsm.journal.outbox import OutboxRows, write_events
 from fellows_fsm.journal.reads import JournalReads
 from fellows_fsm.journal.scripts import drop_script
 from fellows_fsm.scheduler.port import JobSpec
@@ -35,7 +36,7 @@ from fellows_fsm.scheduler.port import JobSpec
 __all__ = ["Journal"]
 
 
-class Journal(JournalReads, DriverLock):
+class Journal(OutboxRows, JournalReads, DriverLock):
     """The SQLite journal at ``path``; also the lifecycle's Recorder for the dispatches it drives."""
 
     def check_intact(self) -> None:
@@ -145,14 +146,15 @@ class Journal(JournalReads, DriverLock):
         """Commit one decision's journal effects together (steps, then job ids), before anything they announce.
 
         Every step is its own transitions row; the dispatch row is updated once, to where the last effect leaves it.
-        A lane command's step writes the command's handoffs row with it (its argv when it starts, how it ended).
+        A lane command's step writes the command's handoffs row with it (its argv when it starts, how it ended), and
+        each step the events it is told as (journal/outbox.py: ``write_events``): no event without its step.
         """
         row: dict[str, dict[str, Any]] = {}
         with self._write() as db:
             for effect in effects:
                 if isinstance(effect, Record):
                     step = effect.step
-                    db.execute(
+                    cursor = db.execute(
                         "INSERT INTO transitions (dispatch_id, at, source, dest, trigger, rung_index, qos, job_id,"
                         " reason, note) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (
@@ -174,6 +176,7 @@ class Journal(JournalReads, DriverLock):
                         _write_paid(db, effect.dispatch_id, step.at, effect.paid)
                     if effect.end is not None:
                         write_end(db, effect.dispatch_id, effect.end)
+                    write_events(db, effect, int(cursor.lastrowid or 0))  # the outbox: told in the same transaction
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,

@@ -42,9 +42,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 "log": str(found.log),
                 "wake": found.wake,
                 "env_problem": found.env,
+                "undeliverable": dict(found.undeliverable),
             }
         )
         return
+    for sink, n in sorted(found.undeliverable.items()):
+        click.echo(f"notify: {n} event(s) undeliverable at sink {sink!r}; `fellows-fsm notify log` shows them")
     if owner is None:
         click.echo(f"no driver for {found.journal} ({found.live} live dispatch(es)); log {found.log}")
         return

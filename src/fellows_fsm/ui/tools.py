@@ -44,6 +44,7 @@ from fellows_fsm.ui.app import (
     open_journal,
 )
 from fellows_fsm.ui.ladder import ladder_report, ladder_table
+from fellows_fsm.ui.notify import notify_facts
 from fellows_fsm.ui.paths import dot_source, path_mermaid, svg
 from fellows_fsm.ui.words import span
 
@@ -207,6 +208,8 @@ def _config_view(config: Config) -> RenderableType:
         if not lane.walks_ladder:
             facts.add_row(f"paid {lane.name}", _paid_fact(lane))
     facts.add_row("budget", _budget_fact(config))
+    for key, fact in notify_facts(config):  # every URL redacted, no secret's value
+        facts.add_row(key, fact)
     for lane in config.slurm_lanes:
         facts.add_row(f"cluster {lane.name}" if several else "cluster", _cluster_fact(lane))
     return Group(Text(f"config {config.source}"), rungs, lanes, facts)

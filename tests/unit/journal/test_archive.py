@@ -170,7 +170,8 @@ def test_a_move_changes_no_answer(journal_path: Path, built: tuple[Path, dict[st
     assert answers(journal_path) == before
     assert before["spend"].month.total.runs > 0
     assert any(i in moved for i in before["ends"])  # free jobs' ends are read from the archive too (spend's free)
-    assert before["free"] and before["free"][0][1] > 0
+    assert before["free"]
+    assert before["free"][0][1] > 0
 
 
 def test_nothing_that_may_still_spend_moves(journal_path: Path) -> None:
