@@ -4,8 +4,8 @@ textfile writer, its HTTP endpoint): nothing of the format is written here.
 ``fellows_dispatches{state,lane}``, ``fellows_rung_changes_total{lane,from_qos,to_qos}``,
 ``fellows_paid_gpu_hours_total{lane}``, ``fellows_paid_cost_total{lane}``, ``fellows_budget_remaining{window}``,
 ``fellows_slurm_calls_total{cluster,command}`` (the driver's own calls, as it last journaled them),
-``fellows_notify_deliveries{sink,status}`` and ``fellows_notify_undeliverable_total{sink}``. Not yet:
-``fellows_free_gpu_hours_total{cluster}`` (the SLURM jobs' ends are not journaled yet).
+``fellows_notify_deliveries{sink,status}``, ``fellows_notify_undeliverable_total{sink}`` and
+``fellows_free_gpu_hours_total{cluster}`` (the free jobs' GPU-hours, as their ends were journaled: issue 38).
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ class JournalCollector(Collector):
             cost.add_metric([lane], c)
         yield hours
         yield cost
+        free = CounterMetricFamily(
+            "fellows_free_gpu_hours", "Free GPU-hours run so far (the ended jobs on each SLURM lane).", labels=["cluster"]
+        )
+        for lane, _jobs, gpu_hours in j.free_sums(0.0):
+            free.add_metric([lane], gpu_hours)
+        yield free
         yield from self._budget(now)
         calls = CounterMetricFamily(
             "fellows_slurm_calls", "SLURM commands run by the driver.", labels=["cluster", "command"]

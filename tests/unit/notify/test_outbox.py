@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
+from prometheus_client.parser import text_string_to_metric_families
 
 from fellows_fsm import Dispatch, FakeScheduler, SlurmSettings
 from fellows_fsm.core.effects import Attach, Record, Step
@@ -15,6 +16,7 @@ from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.notify.metrics import text
 from fellows_fsm.testing import Driven
 from tests.unit.journal.journals import SPEC
 
@@ -148,4 +150,11 @@ def test_a_free_jobs_end_is_told_ended_with_its_result_word_and_exit_code(tmp_pa
     assert [e.event for e in events] == ["queued", "started", "ended"]
     ended = events[-1].facts
     assert (ended["result"], ended["exit_code"]) == ("failed", 3)
+    # and its GPU-hours are the free lane's metric (sacct's Elapsed x its GPUs, as journaled with its end)
+    families = {f.name: f for f in text_string_to_metric_families(text(journal, None))}
+    [sample] = families["fellows_free_gpu_hours"].samples
+    end = journal.ends(["w2"])["w2"]
+    assert sample.labels == {"cluster": "fellows"}
+    assert sample.value == pytest.approx(end.gpus * (end.elapsed_seconds or 0) / 3600)
+    assert sample.value > 0
     journal.close()
