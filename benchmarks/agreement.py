@@ -106,17 +106,21 @@ def replay_real(
             release(wake)
             time.sleep(max(0.0, wake - time.time()))
 
+        def walking(_: object = None) -> bool:
+            """Is a dispatch still walking (a started job is followed to its end since issue 38: not waited for)?"""
+            return any(d.state not in STARTED for d in router.live.values())
+
         try:
-            while sent < len(events) or router.live:
-                if not router.live:
+            while sent < len(events) or walking():
+                if not walking():
                     release(origin + events[sent].submit_at)
                     continue
-                router.run(sleep=sleep)
+                router.run(sleep=sleep, until=lambda _: not walking())
             outcomes = []
             for job in (j for j in trace if j.mine):
                 d = dispatches[job.index]
                 changes = sum(1 for s in d.history if s.trigger == "resubmit")
-                if d.state == State.RUNNING and d.look is not None:
+                if d.state in STARTED and d.look is not None:
                     start = d.look.start_time
                     wait = None if start is None else max(0.0, start - submitted[job.index])
                     outcomes.append(JobOutcome(job.index, job.gpus, job.duration, "fellows", d.rung.qos, wait, changes))
@@ -130,6 +134,10 @@ def replay_real(
             journal.close()
             realslurm.cancel(ids + background)
     return RunResult(STRATEGY[park_early], cap, tuple(outcomes))
+
+
+STARTED = frozenset({State.RUNNING, State.REQUEUED, State.ENDED})
+"""Where a job that started on a free rung stands (the simulator's "ran on fellows")."""
 
 
 @attrs.frozen

@@ -56,14 +56,18 @@ def _waiting_on_high_eur(slurm: Cluster, tmp_path: Path, *, script: str | None =
 
 def test_a_script_removed_while_its_job_waits_on_high_eur_runs_on_the_next_rung(slurm: Cluster, tmp_path: Path) -> None:
     """The script (and its folder) removed while the job waits on high-eur: normal-eur's sbatch submits the script as
-    it was at submit, the job RUNS there, nothing is paid, and the kept copy is gone once the dispatch is final."""
+    it was at submit, the job RUNS there, nothing is paid, and the kept copy is gone once the dispatch is final (its
+    job followed to its end: here withdrawn while it runs)."""
     dispatch_id, script = _waiting_on_high_eur(slurm, tmp_path)
     script.unlink()
     script.parent.rmdir()
     row = final_row(slurm, tmp_path, dispatch_id, timeout=90)
     assert (row.label, row.qos) == ("RUNNING", "normal-eur"), row
     assert ledger(tmp_path) == []
-    assert not (tmp_path / "state" / "scripts" / dispatch_id).exists()
+    kept = tmp_path / "state" / "scripts" / dispatch_id
+    assert kept.exists()  # kept while its job runs (a requeue submits it again)
+    assert cli(tmp_path / "fellows.toml", "cancel", dispatch_id).returncode == 0
+    slurm.wait_for(lambda: not kept.exists(), "the kept copy to go once the dispatch is final", timeout=30)
     check_settled(slurm, tmp_path, [dispatch_id])
 
 

@@ -146,22 +146,28 @@ def test_a_compaction_killed_then_run_beside_a_driver_and_readers_changes_no_ans
 
 def test_the_background_driver_moves_what_ended_before_keep_days_itself(slurm: Cluster, tmp_path: Path) -> None:
     """With `[journal] keep_days = 0`, a background driver started by a later submit moves the dispatch that ran
-    before it (final RUNNING) to the archive after its first poll, with no `journal compact`: `history` and
-    `status --all` still show it, and the live dispatch stays in the journal."""
+    before it (ENDED: its job was followed to its end) to the archive after its first poll, with no `journal
+    compact`: `history` and `status --all` still show it, and the live dispatch stays in the journal."""
     path = ledger_config(
-        tmp_path, cap=30.0, poll=0.5, router="driver_idle_seconds = 1\n", lanes=False, fellows="qos_ladder = []\n"
+        tmp_path,
+        cap=30.0,
+        poll=0.5,
+        router="driver_idle_seconds = 1\nfollow_interval_seconds = 0.5\n",
+        lanes=False,
+        fellows="qos_ladder = []\n",
     )
     path.write_text(path.read_text(encoding="utf-8") + "\n[journal]\nkeep_days = 0\n", encoding="utf-8")
     first = cli(path, "submit", "--json", "--gpus", "1", "--time", "10:00", slurm.script(1), "--", *slurm.job_args())
     ran = json_of(first)
     assert ran["state"] == "RUNNING"
     journal_path = tmp_path / "state" / "journal.sqlite3"
+    deadline = time.monotonic() + 60
+    while lock_held(journal_path.with_name("journal.sqlite3.lock")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the driver records the job's end, then idles out (1 s): the next submit starts another
+    assert not lock_held(journal_path.with_name("journal.sqlite3.lock"))
     history_before = cli(path, "history", ran["dispatch_id"], "--json")
     assert history_before.returncode == 0, history_before.stderr
-    deadline = time.monotonic() + 30
-    while lock_held(journal_path.with_name("journal.sqlite3.lock")) and time.monotonic() < deadline:
-        time.sleep(0.2)  # the driver idles out (1 s): the next submit starts another
-    assert not lock_held(journal_path.with_name("journal.sqlite3.lock"))
+    assert json_of(history_before)[-1]["to"] == "ENDED"
     assert not archive_path(journal_path).exists()
     slurm.occupy("high-eur", 8, count=2)  # (the first job slept 1 s) the next dispatch stays pending: live
     second = cli(path, *submit_args(slurm, "--detach"))
