@@ -41,7 +41,11 @@ def test_a_dispatch_another_process_enqueues_is_adopted_and_submitted_on_the_nex
     steps = r.journal.steps(dispatch_id)
     assert [(s.trigger, s.qos, s.note) for s in steps] == [("submit", "high-eur", "kept by the preflight")]
     assert r.handle(dispatch_id).slurm_job_id is not None
-    assert set(r.driven) == {dispatch_id, lane_id}
+    assert dispatch_id in r.driven
+    # The lane-pinned one was adopted too: its handoff is journaled and its command started (on a loaded machine the
+    # command may have ended within the same poll, its dispatch final: CI saw that).
+    assert r.journal.handoff(lane_id) is not None
+    assert lane_id in r.driven or r.handle(lane_id).final
     r.poll()
     assert [s.trigger for s in r.journal.steps(dispatch_id)] == ["submit"]  # adopted once, never submitted twice
 
