@@ -65,7 +65,7 @@ class JournalCollector(Collector):
         yield hours
         yield cost
         free = CounterMetricFamily(
-            "fellows_free_gpu_hours", "Free GPU-hours run so far (the jobs ended on each SLURM lane).", ["cluster"]
+            "fellows_free_gpu_hours", "Free GPU-hours run so far (ended jobs, per SLURM lane).", labels=["cluster"]
         )
         for lane, _jobs, gpu_hours in j.free_sums(0.0):
             free.add_metric([lane], gpu_hours)
