@@ -21,6 +21,7 @@ from fellows_fsm.errors import FellowsError, Interrupted, SchedulerUnreachable, 
 from fellows_fsm.journal.history import budget_reason, history_entries, waits_for_budget
 from fellows_fsm.journal.queries import RECENT, outcome_error, select
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.snapshot import Snapshot, dispatch_json, paid_facts, shows_paid
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui import app
 from fellows_fsm.ui import completion as _completion_command
@@ -49,8 +50,6 @@ from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_v
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.init import config_header, none_in, where_config
 from fellows_fsm.ui.many import script_specs, split_scripts, submit_scripts
-from fellows_fsm.ui.paid import shows_paid
-from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, paid_facts
 from fellows_fsm.ui.status import status_table
 from fellows_fsm.ui.submitting import (
     dispatch_object,

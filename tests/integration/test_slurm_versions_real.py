@@ -11,13 +11,13 @@ from rich.console import Console
 
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.snapshot import Snapshot
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import Phase
 from fellows_fsm.testing import Driven
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.live import dispatch_panel
-from fellows_fsm.ui.snapshot import Snapshot
 
 from .conftest import Cluster
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from fellows_fsm.clock import iso_utc
 from fellows_fsm.journal.outbox import OutboxEvent
+from fellows_fsm.journal.snapshot import dispatch_json, paid_facts
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 
 __all__ = ["VERSION", "envelope", "headers", "signature", "slack_text"]
 
@@ -24,7 +24,7 @@ _TOP = ("reason", "cost")
 
 def envelope(journal: Journal, event: OutboxEvent) -> dict[str, Any]:
     """The envelope of ``event``: ``version``, ``event_id``, ``event``, ``at`` (RFC 3339, UTC), ``dispatch`` (the
-    object ``status --json`` gives for it, as the journal has it now; null for an event of no dispatch),
+    object ``status --json`` gives for it, as the journal has it now, its job's end with it; null for an event of no dispatch),
     ``reason`` (the sentence its step's history shows), ``cost`` (where money is involved, else absent) and
     ``details`` (what the event says beyond: a rung change's ``from``, ``to`` and ``why``; a start's ``lane``,
     ``qos`` and ``job_id``; an end's ``result``, ``outcome`` and ``exit_code``; ...)."""
@@ -33,7 +33,8 @@ def envelope(journal: Journal, event: OutboxEvent) -> dict[str, Any]:
     if row is not None:
         handoff = journal.handoff(row.id)
         paid, budget = paid_facts(journal, row, handoff)
-        dispatch = dispatch_json(row, handoff, paid=paid, budget=budget, now=event.at)
+        end = journal.ends([row.id]).get(row.id)
+        dispatch = dispatch_json(row, handoff, paid=paid, budget=budget, now=event.at, end=end)
     facts = dict(event.facts)
     out: dict[str, Any] = {
         "version": VERSION,

@@ -19,11 +19,11 @@ from fellows_fsm.core.effects import Step
 from fellows_fsm.core.vocab import LADDER_LANE, PAID_LIVE_STATES, Outcome, State, Trigger
 from fellows_fsm.driver.reports import Progress
 from fellows_fsm.journal.history import budget_reason, history_entries
+from fellows_fsm.journal.snapshot import Snapshot, cluster_of, journaled, paid_facts
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import REFRESH_SECONDS, next_lane_of
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paid import paid_words
-from fellows_fsm.ui.snapshot import Snapshot, cluster_of, journaled, paid_facts
 from fellows_fsm.ui.wait import end_words
 from fellows_fsm.ui.words import span
 

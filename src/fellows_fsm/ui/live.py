@@ -16,8 +16,9 @@ from rich.text import Text
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import PaidStatus, State
 from fellows_fsm.journal.history import HistoryEntry
+from fellows_fsm.journal.snapshot import Snapshot
 from fellows_fsm.ui.paid import cost_words, hours_words, paid_words
-from fellows_fsm.ui.snapshot import Snapshot, left_ladder, shown_label, shown_state, state_style
+from fellows_fsm.ui.snapshot import left_ladder, shown_label, shown_state, state_style
 from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import clock, explain_reason, gpu_words, span
 

@@ -17,10 +17,10 @@ import click
 from fellows_fsm.config.file import Config
 from fellows_fsm.errors import FellowsError, SchedulerUnreachable
 from fellows_fsm.journal.queries import outcome_error
+from fellows_fsm.journal.snapshot import dispatch_json, paid_facts
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.script import time_seconds
 from fellows_fsm.ui.app import echo_json, open_fellows
-from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 
 __all__ = ["script_specs", "split_scripts", "submit_scripts"]
 

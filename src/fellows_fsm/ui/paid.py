@@ -1,4 +1,5 @@
-"""A dispatch's paid run as a user reads it: its GPU-hours and cost in words and as JSON.
+"""A dispatch's paid run as a user reads it: its GPU-hours and cost in words (its JSON object is the journal's:
+journal/snapshot.py, ``paid_json``).
 
 Values only: the journal's ``PaidRun`` (core/paid.py) is given; nothing here reads the journal or prints.
 """
@@ -6,35 +7,11 @@ Values only: the journal's ``PaidRun`` (core/paid.py) is given; nothing here rea
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from fellows_fsm.clock import iso_utc
 from fellows_fsm.core.paid import PaidRun
-from fellows_fsm.core.vocab import PaidStatus, State
+from fellows_fsm.core.vocab import PaidStatus
 
-_FOLLOWED = frozenset(
-    {
-        PaidStatus.QUEUED,
-        PaidStatus.RUNNING,
-        PaidStatus.SUCCEEDED,
-        PaidStatus.CANCELLING,
-        PaidStatus.CANCELLED,
-        PaidStatus.GONE,
-    }
-)
-"""A run in one of these was seen on its lane (followed)."""
-_PAID_STATES = frozenset(
-    {State.PAID_QUEUED, State.PAID_RUNNING, State.PAID_UNKNOWN, State.PAID_DONE, State.PAID_FAILED}
-)
-
-__all__ = ["bound_words", "cost_words", "hours_words", "paid_cell", "paid_json", "paid_words", "shows_paid"]
-
-
-def shows_paid(run: PaidRun, state: str) -> bool:
-    """Do the views show this run (a dispatch in ``state``): one its lane followed, or one with a price. A handoff
-    to a lane with neither (a command lane as before issue 27: no ``status``, no ``price_per_gpu_hour``) shows as
-    it always did: nothing is known of its run but the command's exit."""
-    return run.price_per_gpu_hour is not None or run.status in _FOLLOWED or state in _PAID_STATES
+__all__ = ["bound_words", "cost_words", "hours_words", "paid_cell", "paid_words"]
 
 
 def hours_words(hours: float) -> str:
@@ -75,28 +52,3 @@ def paid_words(run: PaidRun, now: float) -> str:
         return f"not followed: counted at {bound_words(run)}"
     said = f"{hours_words(run.gpu_hours(now))} GPU-h · {cost_words(run.cost(now))}"
     return f"{said} ({bound_words(run)})" if run.live else said
-
-
-def _finite(value: float | None) -> float | None:
-    """A number JSON can carry: no bound (inf) is null."""
-    return None if value is None or math.isinf(value) else value
-
-
-def paid_json(run: PaidRun, now: float) -> dict[str, Any]:
-    """The ``paid`` object of a dispatch's JSON: ``lane``, ``status`` (the paid_runs status: queued, running,
-    succeeded, failed, cancelled, ...), ``gpu_hours`` and ``cost`` so far (cost null: the lane has no price),
-    ``bound_gpu_hours`` and ``bound_cost`` (GPUs times its time limit; null: no limit, or no price),
-    ``price_per_gpu_hour``, ``running_at`` and ``ended_at`` (null: not seen running, not ended). A run its lane
-    cannot follow (status ``unfollowed``) has null ``gpu_hours`` and ``cost``: how long it ran is never known."""
-    known = run.status != PaidStatus.UNFOLLOWED
-    return {
-        "lane": run.lane,
-        "status": run.status,
-        "gpu_hours": run.gpu_hours(now) if known else None,
-        "cost": run.cost(now) if known else None,
-        "bound_gpu_hours": _finite(run.bound_gpu_hours),
-        "bound_cost": _finite(run.bound_cost),
-        "price_per_gpu_hour": run.price_per_gpu_hour,
-        "running_at": iso_utc(run.running_at) if run.running_at is not None else None,
-        "ended_at": iso_utc(run.ended_at) if run.ended_at is not None else None,
-    }

@@ -17,8 +17,9 @@ from rich.text import Text
 
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import LADDER_LANE, PaidStatus
+from fellows_fsm.journal.snapshot import cluster_of
 from fellows_fsm.ui.paid import paid_cell, paid_words
-from fellows_fsm.ui.snapshot import Listed, cluster_of, shown_state, state_style, status_words
+from fellows_fsm.ui.snapshot import Listed, shown_state, state_style, status_words
 from fellows_fsm.ui.table import Cell, Column, FixedTable
 from fellows_fsm.ui.words import short_when
 

@@ -18,8 +18,8 @@ from fellows_fsm.driver.inbox import DRIVER_CONFIG
 from fellows_fsm.errors import FellowsError, JournalFull, SchedulerUnreachable
 from fellows_fsm.journal.queries import journaled_failure
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.snapshot import dispatch_json, paid_facts
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 
 __all__ = [
     "DETACH_WAIT_SECONDS",

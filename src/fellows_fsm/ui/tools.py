@@ -98,7 +98,8 @@ def config_check(ctx: click.Context, offline: bool) -> None:
     replaced: list[str] = []
     if not offline:
         problems, replaced = world_problems(
-            config,
+            (config.fellows, *config.other_slurm_lanes),
+            config.lanes,
             lambda lane: bounded(
                 app.make_scheduler(config) if lane is config.fellows else app.make_lane_scheduler(config, lane)
             ),

@@ -17,10 +17,10 @@ from fellows_fsm.driver.ends import result
 from fellows_fsm.errors import FellowsError, UsageError, WaitTimeout
 from fellows_fsm.journal.ends import JobEnded
 from fellows_fsm.journal.queries import find
+from fellows_fsm.journal.snapshot import dispatch_json, paid_facts
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, open_fellows
 from fellows_fsm.ui.paid import hours_words
-from fellows_fsm.ui.snapshot import dispatch_json, paid_facts
 from fellows_fsm.ui.words import span
 
 __all__ = ["EXIT_CODES", "NO_RESULT", "end_words", "exit_code", "finish", "wait", "wait_all"]

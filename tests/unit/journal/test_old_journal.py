@@ -16,10 +16,11 @@ from fellows_fsm.core.vocab import HandoffStatus, State, Trigger
 from fellows_fsm.driver.executor import Executor
 from fellows_fsm.errors import TransitionNotAllowed
 from fellows_fsm.journal.history import history_entries
+from fellows_fsm.journal.snapshot import Snapshot, dispatch_json
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.fake import FakeScheduler
 from fellows_fsm.sim.clock import SimClock
-from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, status_words
+from fellows_fsm.ui.snapshot import status_words
 
 DATA = Path(__file__).parent / "data"
 READ_THEN = json.loads((DATA / "journal_3666b49_readings.json").read_text(encoding="utf-8"))

@@ -15,7 +15,9 @@ from fellows_fsm.core.events import ENDED, Event, events_of
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING
+from fellows_fsm.journal.snapshot import dispatch_json
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.notify.envelope import envelope
 from fellows_fsm.notify.metrics import text
 from fellows_fsm.testing import Driven
 from tests.unit.journal.journals import SPEC
@@ -150,6 +152,10 @@ def test_a_free_jobs_end_is_told_ended_with_its_result_word_and_exit_code(tmp_pa
     assert [e.event for e in events] == ["queued", "started", "ended"]
     ended = events[-1].facts
     assert (ended["result"], ended["exit_code"]) == ("failed", 3)
+    # the envelope's dispatch object is the one ``status --json`` gives: its result and exit code with it
+    told = envelope(journal, events[-1])["dispatch"]
+    assert (told["result"], told["exit_code"], told["final"]) == ("failed", 3, True)
+    assert told == dispatch_json(journal.dispatch("w2"), None, now=events[-1].at, end=journal.ends(["w2"])["w2"])
     # and its GPU-hours are the free lane's metric (sacct's Elapsed x its GPUs, as journaled with its end)
     families = {f.name: f for f in text_string_to_metric_families(text(journal, None))}
     [sample] = families["fellows_free_gpu_hours"].samples

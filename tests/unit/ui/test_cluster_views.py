@@ -21,6 +21,7 @@ from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.snapshot import Snapshot, dispatch_json, journaled
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo
 from fellows_fsm.ui import app as ui_app
@@ -31,7 +32,7 @@ from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.ladder import ladder_report, ladder_table
 from fellows_fsm.ui.live import dispatch_panel, watch_table
 from fellows_fsm.ui.paths import path_mermaid
-from fellows_fsm.ui.snapshot import Snapshot, dispatch_json, journaled, left_ladder
+from fellows_fsm.ui.snapshot import left_ladder
 from fellows_fsm.ui.status import status_table
 from tests.unit.cli_helpers import LADDER_GRANTS, run
 from tests.unit.driver.fixtures import PRIORITY, ledger_lane

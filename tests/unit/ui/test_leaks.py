@@ -8,8 +8,9 @@ import json
 import time
 
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.snapshot import Snapshot
 from fellows_fsm.ui.live import dispatch_panel
-from fellows_fsm.ui.snapshot import Snapshot, shown_label
+from fellows_fsm.ui.snapshot import shown_label
 from tests.unit.cli_helpers import run
 from tests.unit.ui.test_narrow import _render, walked  # noqa: F401 - a fixture
 

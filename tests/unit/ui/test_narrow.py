@@ -16,9 +16,9 @@ from rich.console import Console, RenderableType
 from fellows_fsm import FakeScheduler, JobSpec
 from fellows_fsm.config.file import load_config
 from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.snapshot import journaled
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ui.live import watch_table
-from fellows_fsm.ui.snapshot import journaled
 from fellows_fsm.ui.status import status_table
 from tests.unit.cli_helpers import SchedulingFake, run
 from tests.unit.ui.test_cluster_views import frozen, inst, router, row_of, walk_to_inst  # noqa: F401 - fixtures

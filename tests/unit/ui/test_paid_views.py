@@ -24,6 +24,7 @@ from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.driver.router import Router
 from fellows_fsm.journal.history import history_entries
 from fellows_fsm.journal.schema import DispatchRow
+from fellows_fsm.journal.snapshot import dispatch_json, journaled
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.scheduler.port import JobSpec as Spec
@@ -32,7 +33,6 @@ from fellows_fsm.ui import app as ui_app
 from fellows_fsm.ui.follow import summary
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.live import dispatch_panel, watch_table
-from fellows_fsm.ui.snapshot import dispatch_json, journaled
 from tests.unit.cli_helpers import run
 from tests.unit.driver.fixtures import CAP, fake, frozen  # noqa: F401
 
