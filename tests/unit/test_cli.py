@@ -12,7 +12,7 @@ import pytest
 
 from fellows_fsm.config.file import load_config
 from fellows_fsm.journal.store import Journal
-from fellows_fsm.slurm.script import read_script_defaults
+from fellows_fsm.scheduler.script import read_script_defaults
 from fellows_fsm.testing import ThreadedDriver
 from fellows_fsm.ui import submitting
 from tests.unit.cli_helpers import (

@@ -21,14 +21,14 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.driver.inbox import admit
 from fellows_fsm.errors import SubmitRejected, UsageError
 from fellows_fsm.lanes.slurm.config import SlurmSettings
+from fellows_fsm.scheduler.fields import parse_utc, utc_stamp
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.fields import parse_utc, utc_stamp
+from fellows_fsm.scheduler.script import read_script_defaults
 from fellows_fsm.slurm.mock import MockRunner, MockTransport
 from fellows_fsm.slurm.observe import parse_slurm_time
 from fellows_fsm.slurm.port import SlurmScheduler
 from fellows_fsm.slurm.render import format_deadline, render_sbatch
 from fellows_fsm.slurm.runner import CommandRunner
-from fellows_fsm.slurm.script import read_script_defaults
 from fellows_fsm.slurm.transport import Reply, remote_command
 from fellows_fsm.slurm.workload import parse_queue
 

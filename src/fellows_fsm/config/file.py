@@ -172,7 +172,7 @@ class Config:
         if self.budget.paid_cost_per_month is not None:
             for name in order[1:]:
                 settings = self.lane(name)
-                if not settings.walks_ladder and getattr(settings, "price_per_gpu_hour", None) is None:
+                if not settings.walks_ladder and settings.price_per_gpu_hour is None:
                     raise ConfigError(
                         f"{self.source}: [budget] paid_cost_per_month is set, but the paid lane {name!r} in the order "
                         f"has no price_per_gpu_hour, so its cost cannot be counted; give [lanes.{name}] "

@@ -21,8 +21,8 @@ import attrs
 from fellows_fsm.clock import Clock
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.route import Route
+from fellows_fsm.core.budget import never_paid
 from fellows_fsm.core.ladder import Ladder, Rung
-from fellows_fsm.driver.budget import never_paid_words
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -34,8 +34,8 @@ from fellows_fsm.errors import (
 )
 from fellows_fsm.lanes.base import LadderLane
 from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.scheduler.script import check_spec
 from fellows_fsm.slurm.accounting import Association, Grants, LadderCheck, QosInfo, check_ladder, check_lane
-from fellows_fsm.slurm.script import check_spec
 
 __all__ = [
     "GRANTS_TTL_SECONDS",
@@ -129,7 +129,7 @@ def check_request(
     With no ``read`` (a port with nothing to read them from) or a handoff lane pinned, no grants are checked. The
     lane the dispatch may be handed to that cannot be reached from here (a gcp-batch lane with no Google
     credentials) is ``refused`` first (CredentialsMissing, exit 11: nothing is queued). A job the budget can never
-    pay for is refused (NoBudget, exit 12) or noted (``never_paid_words``).
+    pay for is refused (NoBudget, exit 12) or noted (``_never_paid_words``).
     """
     check_spec(spec)
     if isinstance(given, Check):
@@ -149,7 +149,9 @@ def check_request(
     except ConfigError as exc:
         return Check(warnings=tuple(warnings), refused=exc)
     checked = _judged(config, route, parts, found, warnings)
-    refusal, note = never_paid_words(config, spec, route)
+    paid = route.paid  # pinned to a free lane, or no lane to hand it to: never handed off, never paid
+    why = None if paid is None else never_paid(config.budget, spec, config.lane(paid).price_per_gpu_hour)
+    refusal, note = _never_paid_words(config, route, why)
     if checked.refused is None and refusal is not None:
         return attrs.evolve(checked, refused=NoBudget(refusal))
     if checked.refused is None and note is not None:
@@ -347,3 +349,20 @@ class GrantsCache:
         except OSError as exc:
             log.info("could not write the grants cache %s: %s", self.path, exc)
             tmp.unlink(missing_ok=True)
+
+
+def _never_paid_words(config: Config, route: Route, why: str | None) -> tuple[str | None, str | None]:
+    """What ``submit`` says of a job the ``[budget]`` can never pay for, even with nothing spent (``why``, as
+    ``core/budget.py``: ``never_paid`` says it: over ``max_paid_gpu_hours_per_job``, no time limit, its worst case
+    alone over a day or a month): pinned to a paid lane,
+    under ``on_budget = "wait"`` a refusal (it could only wait for ever; nothing is queued; under "refuse" the gate
+    ends it NO_BUDGET at once, exit 12, as any pin over the budget); on the ladder, a note (it walks the free rungs
+    only). (None, None) for a job the budget can pay once its windows have room, or one no paid lane may take."""
+    name, pin = route.paid, route.pin
+    if name is None or why is None:
+        return None, None
+    if pin is not None:
+        refusal = f"{why}: lane {pin} can never run it under [budget] (it would wait for ever); nothing was queued"
+        return (None if config.budget.refuse else refusal), None
+    then = "it ends NO_BUDGET there" if config.budget.refuse else "it waits on the last one until [budget] changes"
+    return None, f"{why}: it can never be handed to lane {name}; it walks the free rungs only ({then})"

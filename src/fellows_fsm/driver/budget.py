@@ -17,8 +17,7 @@ from pathlib import Path
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
-from fellows_fsm.config.route import Route
-from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows, never_paid
+from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
@@ -222,22 +221,3 @@ class LaneGate:
     def take(self, dispatch_id: str, spec: JobSpec) -> None:
         """Reserve its worst case for the rest of this tick (its hand_off step journals its paid run)."""
         self.tick.take_at(dispatch_id, spec, self.price)
-
-
-def never_paid_words(config: Config, spec: JobSpec, route: Route) -> tuple[str | None, str | None]:
-    """What ``submit`` says of a job the ``[budget]`` can never pay for, even with nothing spent (over
-    ``max_paid_gpu_hours_per_job``, no time limit, its worst case alone over a day or a month): pinned to a paid lane,
-    under ``on_budget = "wait"`` a refusal (it could only wait for ever; nothing is queued; under "refuse" the gate
-    ends it NO_BUDGET at once, exit 12, as any pin over the budget); on the ladder, a note (it walks the free rungs
-    only). (None, None) for a job the budget can pay once its windows have room, or one no paid lane may take."""
-    name, pin = route.paid, route.pin
-    if name is None:
-        return None, None  # pinned to a free lane, or no lane to hand it to: never handed off
-    why = never_paid(config.budget, spec, getattr(config.lane(name), "price_per_gpu_hour", None))
-    if why is None:
-        return None, None
-    if pin is not None:
-        refusal = f"{why}: lane {pin} can never run it under [budget] (it would wait for ever); nothing was queued"
-        return (None if config.budget.refuse else refusal), None
-    then = "it ends NO_BUDGET there" if config.budget.refuse else "it waits on the last one until [budget] changes"
-    return None, f"{why}: it can never be handed to lane {name}; it walks the free rungs only ({then})"

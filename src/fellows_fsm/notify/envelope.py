@@ -24,10 +24,10 @@ _TOP = ("reason", "cost")
 
 def envelope(journal: Journal, event: OutboxEvent) -> dict[str, Any]:
     """The envelope of ``event``: ``version``, ``event_id``, ``event``, ``at`` (RFC 3339, UTC), ``dispatch`` (the
-    object ``status --json`` gives for it, as the journal has it now, its job's end with it; null for an event of no dispatch),
-    ``reason`` (the sentence its step's history shows), ``cost`` (where money is involved, else absent) and
-    ``details`` (what the event says beyond: a rung change's ``from``, ``to`` and ``why``; a start's ``lane``,
-    ``qos`` and ``job_id``; an end's ``result``, ``outcome`` and ``exit_code``; ...)."""
+    object ``status --json`` gives for it, as the journal has it now, its job's end with it; null for an event of
+    no dispatch), ``reason`` (the sentence its step's history shows), ``cost`` (where money is involved, else
+    absent) and ``details`` (what the event says beyond: a rung change's ``from``, ``to`` and ``why``; a start's
+    ``lane``, ``qos`` and ``job_id``; an end's ``result``, ``outcome`` and ``exit_code``; ...)."""
     row = journal.dispatch(event.dispatch_id) if event.dispatch_id else None
     dispatch = None
     if row is not None:

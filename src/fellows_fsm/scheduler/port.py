@@ -174,12 +174,13 @@ class JobSpec:
         """The job of an sbatch script, read as ``fellows-fsm submit SCRIPT`` reads it: its ``#SBATCH`` lines'
         GPUs (``--gres=gpu:N``, ``--gpus``), wall time (``--time``) and name (``--job-name``; else the file's stem),
         each given argument winning over its line as a command-line flag does. Checked as a submit checks a job
-        (``slurm/script.py``: ``check_spec``): a missing or unreadable script, a line or argument fellows-fsm
+        (``scheduler/script.py``: ``check_spec``): a missing or unreadable script, a line or argument fellows-fsm
         refuses, or a bad value raises UsageError (exit 2) naming it, before anything is journaled or queued.
 
-        It reads a file: the one method here that does I/O, through the script reader (``slurm/script.py``:
-        ``spec_from_script``), imported only when called (the core never calls it)."""
-        from fellows_fsm.slurm.script import spec_from_script  # noqa: PLC0415 - the reader imports this module
+        It reads a file: the one method here that does I/O, through the script reader (``scheduler/script.py``:
+        ``spec_from_script``), imported only when called, so that what the core imports does no I/O (the core never
+        calls it)."""
+        from fellows_fsm.scheduler.script import spec_from_script  # noqa: PLC0415 - the core imports this module
 
         return spec_from_script(
             cls, path, name=name, gpus=gpus, time_limit_seconds=time_limit_seconds, extra_args=extra_args
@@ -194,7 +195,7 @@ def job_spec(
     extra_args: Sequence[str] = (),
 ) -> JobSpec:
     """A JobSpec (one place for the ``extra_args`` converter, which mypy cannot see through); unchecked: a submit
-    checks it (``slurm/script.py``: ``check_spec``)."""
+    checks it (``scheduler/script.py``: ``check_spec``)."""
     return JobSpec(
         name=name,
         script=str(script),

@@ -2,7 +2,7 @@
 
 It reads accounting once and judges the ladder from those values; it never changes accounting, never
 submits, and never guesses a limit it could not read (an unreadable limit is treated as no limit).
-SLURM's field values are parsed in slurm/fields.py, the cluster's workload read in slurm/workload.py; their
+SLURM's field values are parsed in scheduler/fields.py, the cluster's workload read in slurm/workload.py; their
 names are re-exported here.
 """
 
@@ -15,8 +15,8 @@ import attrs
 
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.errors import ConfigError, SchedulerError
+from fellows_fsm.scheduler.fields import gpu_count, parse_duration
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.fields import gpu_count, parse_duration
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 from fellows_fsm.errors import SchedulerUnreachable
+from fellows_fsm.scheduler.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.scheduler.port import COULD_NOT_TELL, JobEnd, Observation, Phase, ReasonGroup
-from fellows_fsm.slurm.fields import parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
 
 __all__ = [

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
+from fellows_fsm.scheduler.script import read_script_defaults
 from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.pace import SubmitPace
 from fellows_fsm.slurm.render import LaneOptions, render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
-from fellows_fsm.slurm.script import read_script_defaults
 from fellows_fsm.slurm.workload import read_workload
 
 __all__ = ["SlurmScheduler", "parse_sbatch_id", "parse_version"]

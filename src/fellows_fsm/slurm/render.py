@@ -15,9 +15,9 @@ from pathlib import Path
 
 import attrs
 
+from fellows_fsm.scheduler.fields import parse_duration
+from fellows_fsm.scheduler.options import SHORT_FLAGS, long_options
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.fields import parse_duration
-from fellows_fsm.slurm.options import SHORT_FLAGS, long_options
 
 __all__ = [
     "DEFAULT_GRES",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from fellows_fsm.errors import SchedulerError
+from fellows_fsm.scheduler.fields import gpu_count, parse_duration, parse_utc, utc_stamp
 from fellows_fsm.scheduler.port import FinishedJob, PendingJob, RunningJob, Workload
-from fellows_fsm.slurm.fields import gpu_count, parse_duration, parse_utc, utc_stamp
 from fellows_fsm.slurm.runner import CommandRunner
 
 __all__ = [

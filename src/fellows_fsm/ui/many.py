@@ -19,7 +19,7 @@ from fellows_fsm.errors import FellowsError, SchedulerUnreachable
 from fellows_fsm.journal.queries import outcome_error
 from fellows_fsm.journal.snapshot import dispatch_json, paid_facts
 from fellows_fsm.scheduler.port import JobSpec
-from fellows_fsm.slurm.script import time_seconds
+from fellows_fsm.scheduler.script import time_seconds
 from fellows_fsm.ui.app import echo_json, open_fellows
 
 __all__ = ["script_specs", "split_scripts", "submit_scripts"]

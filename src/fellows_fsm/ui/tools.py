@@ -27,10 +27,10 @@ from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.lanes.slurm.world import bounded
 from fellows_fsm.lanes.world import world_problems
 from fellows_fsm.scheduler.port import Scheduler, job_spec
+from fellows_fsm.scheduler.script import time_seconds
 from fellows_fsm.sim.clusters import parse_cluster_options
 from fellows_fsm.sim.real_workload import WORKLOADS, real_trace
 from fellows_fsm.slurm.accounting import Grants
-from fellows_fsm.slurm.script import time_seconds
 from fellows_fsm.ui import app
 from fellows_fsm.ui import diagram as diagrams
 from fellows_fsm.ui.app import (

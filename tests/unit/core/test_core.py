@@ -90,7 +90,7 @@ def test_the_pure_modules_the_core_may_import_do_no_io() -> None:
     constructor for programs that reads a script: it imports the script reader when called, and no core module
     calls it."""
     outside, within = _without_from_script(SRC / "scheduler" / "port.py")
-    assert within == {"fellows_fsm.slurm.script"}
+    assert within == {"fellows_fsm.scheduler.script"}
     assert not [p.name for p in CORE.glob("*.py") if "from_script" in p.read_text(encoding="utf-8")]
     for name, imports in (("errors.py", _imports(SRC / "errors.py")), ("scheduler/port.py", outside)):
         assert imports <= {

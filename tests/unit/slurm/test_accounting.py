@@ -6,9 +6,9 @@ import pytest
 
 from fellows_fsm.errors import ConfigError, SchedulerError
 from fellows_fsm.lanes.slurm.config import SlurmSettings
+from fellows_fsm.scheduler.fields import gpu_count, parse_duration
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.slurm.accounting import Association, Grants, QosInfo, check_ladder, discover, parse_assoc, parse_qos
-from fellows_fsm.slurm.fields import gpu_count, parse_duration
 from fellows_fsm.slurm.mock import MockRunner
 from fellows_fsm.slurm.transport import Reply, Request
 

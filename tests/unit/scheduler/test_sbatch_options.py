@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fellows_fsm.errors import UsageError
-from fellows_fsm.slurm.options import OWNED_OPTIONS, SBATCH_LONG_OPTIONS, SCRIPT_READ, owned_option
-from fellows_fsm.slurm.script import read_script_defaults
+from fellows_fsm.scheduler.options import OWNED_OPTIONS, SBATCH_LONG_OPTIONS, SCRIPT_READ, owned_option
+from fellows_fsm.scheduler.script import read_script_defaults
 
 REFUSED = [
     ("--wait",),

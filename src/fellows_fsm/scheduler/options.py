@@ -1,6 +1,6 @@
 """The sbatch options fellows-fsm sets or relies on, and the one test of a user's arguments against them
 (``owned_option``), after ``--``, in ``JobSpec.extra_args`` and in ``#SBATCH`` lines. A leaf: it imports nothing of
-the package, so the script reader (slurm/script.py) and the port's ``JobSpec.from_script`` can both use it."""
+the package, so the script reader (scheduler/script.py) and the port's ``JobSpec.from_script`` can both use it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What an sbatch script's ``#SBATCH`` lines ask for: the one reader (GPUs, wall time, job name, working dir), as
 sbatch reads them (up to the first line that is neither blank nor a comment; the last value wins), and the one check
-of a job (``check_spec``). The command line and ``JobSpec.from_script`` both read a script here: it imports no port,
-no CLI (JobSpec only for its type)."""
+of a job (``check_spec``). The command line and ``JobSpec.from_script`` (port.py) both read a script here. It
+imports no port (a job is what ``Job`` says it has) and no CLI: the port's values stand on it, not the reverse."""
 
 from __future__ import annotations
 
@@ -10,18 +10,16 @@ import shlex
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import attrs
 
 from fellows_fsm.errors import UsageError
-from fellows_fsm.slurm.fields import parse_duration
-from fellows_fsm.slurm.options import owned_option
-
-if TYPE_CHECKING:
-    from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.scheduler.fields import parse_duration
+from fellows_fsm.scheduler.options import owned_option
 
 __all__ = [
+    "Job",
     "ScriptDefaults",
     "check_job_name",
     "check_script",
@@ -30,6 +28,24 @@ __all__ = [
     "spec_from_script",
     "time_seconds",
 ]
+
+
+class Job(Protocol):
+    """What the check reads of a job (the port's ``JobSpec`` has it): each value as given, checked here."""
+
+    @property
+    def name(self) -> object: ...
+    @property
+    def script(self) -> object: ...
+    @property
+    def gpus(self) -> object: ...
+    @property
+    def time_limit_seconds(self) -> object: ...
+    @property
+    def extra_args(self) -> Sequence[object]: ...
+
+
+J = TypeVar("J", bound=Job)
 
 
 @attrs.frozen
@@ -167,7 +183,7 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
     return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"), chdir=found.get("chdir"))
 
 
-def check_spec(spec: JobSpec) -> JobSpec:
+def check_spec(spec: J) -> J:
     """Refuse, in one line naming the value and what to give instead (UsageError, exit 2), a job fellows-fsm will
     not dispatch; return it unchanged. The one check of a job the command line and the Python API share
     (``Fellows.check`` and ``Fellows.submit`` make it before anything is journaled or queued).
@@ -188,10 +204,12 @@ def check_spec(spec: JobSpec) -> JobSpec:
             f"time limit {limit!r} is not a wall time; give whole seconds above zero, or None for the partition's "
             "default (--time 1:00:00; JobSpec(time_limit_seconds=3600) in Python)"
         )
+    args: list[str] = []
     for arg in spec.extra_args:
         if not isinstance(arg, str):
             raise UsageError(f"sbatch argument {arg!r} is not text; give every sbatch argument as a str")
-    if (owned := owned_option(spec.extra_args)) is not None:
+        args.append(arg)
+    if (owned := owned_option(args)) is not None:
         raise UsageError(
             f"sbatch option {owned[0]!r} (after `--`, or in JobSpec.extra_args) is set by fellows-fsm itself: "
             f"{owned[1]}"
@@ -203,14 +221,14 @@ def check_spec(spec: JobSpec) -> JobSpec:
 
 
 def spec_from_script(
-    make: Callable[..., JobSpec],
+    make: Callable[..., J],
     path: str | os.PathLike[str],
     *,
     name: str | None = None,
     gpus: int | None = None,
     time_limit_seconds: int | None = None,
     extra_args: Sequence[str] = (),
-) -> JobSpec:
+) -> J:
     """``JobSpec.from_script`` (``make`` is JobSpec): the script's ``#SBATCH`` GPUs, time and name (else its stem),
     each given argument winning, the script made absolute; checked (``check_spec``) as a submit checks it."""
     script = Path(path)
