@@ -20,7 +20,7 @@ import attrs
 
 from fellows_fsm.core.events import Event
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
+from fellows_fsm.tables import argv_template, positive_seconds, refuse_unknown_keys
 
 __all__ = [
     "COMMAND_ENVIRONMENT",
@@ -107,31 +107,26 @@ def _check_url(key: str, url: object, *, plain_ok: bool) -> str:
 
 
 def _check_argv(key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+    return argv_template(key, value, "['notify-send', 'fellows-fsm', '{event}']", _check_sink_item)
+
+
+def _check_sink_item(key: str, item: str) -> None:
+    for name in _PLACEHOLDER.findall(item.replace("{{", "").replace("}}", "")):
+        if name not in COMMAND_PLACEHOLDERS:
+            variable = COMMAND_ENVIRONMENT.get(name)
+            fix = (
+                f"read it from the environment as ${variable}"
+                if variable
+                else f"use one of {', '.join('{' + p + '}' for p in sorted(COMMAND_PLACEHOLDERS))}"
+            )
+            raise ConfigError(f"{key} uses placeholder {{{name}}}, which an argument may not carry; {fix}")
+    try:
+        item.format_map(dict.fromkeys(COMMAND_PLACEHOLDERS, "x"))
+    except (KeyError, ValueError, IndexError, AttributeError) as exc:
         raise ConfigError(
-            f"{key}={value!r} must be a non-empty list of arguments (argv, never a shell string), "
-            "e.g. ['notify-send', 'fellows-fsm', '{event}']"
-        )
-    for item in value:
-        if not isinstance(item, str):
-            raise ConfigError(f"{key} item {item!r} must be a string")
-        for name in _PLACEHOLDER.findall(item.replace("{{", "").replace("}}", "")):
-            if name not in COMMAND_PLACEHOLDERS:
-                variable = COMMAND_ENVIRONMENT.get(name)
-                fix = (
-                    f"read it from the environment as ${variable}"
-                    if variable
-                    else f"use one of {', '.join('{' + p + '}' for p in sorted(COMMAND_PLACEHOLDERS))}"
-                )
-                raise ConfigError(f"{key} uses placeholder {{{name}}}, which an argument may not carry; {fix}")
-        try:
-            item.format_map(dict.fromkeys(COMMAND_PLACEHOLDERS, "x"))
-        except (KeyError, ValueError, IndexError, AttributeError) as exc:
-            raise ConfigError(
-                f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{event}} "
-                "and a literal brace as {{ or }}"
-            ) from None
-    return tuple(value)
+            f"{key} item {item!r} is not a valid template ({exc}); write placeholders as {{event}} "
+            "and a literal brace as {{ or }}"
+        ) from None
 
 
 @attrs.frozen(kw_only=True)

@@ -12,26 +12,12 @@ from fellows_fsm.core.ends import EndMark
 __all__ = ["FREE_SUMS", "JobEnded", "write_end"]
 
 
-@attrs.frozen
-class JobEnded:
-    """A free job's end as the journal keeps it."""
+@attrs.frozen(kw_only=True)
+class JobEnded(EndMark):
+    """A free job's end as the journal keeps it: its end step's mark (result, exit code, SLURM's word, when, how long,
+    its GPUs; ``gpu_hours``), and whose."""
 
     dispatch_id: str
-    lane: str
-    job_id: str | None
-    result: str
-    exit_code: int | None
-    slurm_state: str
-    started_at: float | None
-    ended_at: float
-    elapsed_seconds: float | None
-    gpus: int
-    note: str = ""
-
-    @property
-    def gpu_hours(self) -> float:
-        """Its GPUs times how long it ran (sacct's Elapsed), in hours (0 when how long is not known)."""
-        return self.gpus * (self.elapsed_seconds or 0.0) / 3600.0
 
 
 def write_end(db: Any, dispatch_id: str, mark: EndMark) -> None:

@@ -18,7 +18,7 @@ import attrs
 
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.tables import positive_seconds, refuse_unknown_keys
+from fellows_fsm.tables import argv_template, positive_seconds, refuse_unknown_keys
 
 __all__ = ["LANE_ENVIRONMENT", "PLACEHOLDERS", "USER_VALUES", "CommandSettings", "gpu_hour_price"]
 
@@ -82,16 +82,7 @@ def gpu_hour_price(key: str, value: object) -> float:
 
 
 def _argv(key: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
-        raise ConfigError(
-            f"{key}={value!r} must be a non-empty list of arguments (argv, never a shell string), "
-            "e.g. ['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']"
-        )
-    for item in value:
-        if not isinstance(item, str):
-            raise ConfigError(f"{key} item {item!r} must be a string")
-        _check_template_item(key, item)
-    return tuple(value)
+    return argv_template(key, value, "['gcloud', 'batch', 'jobs', 'submit', 'fsm-{dispatch_id}']", _check_template_item)
 
 
 @attrs.frozen(kw_only=True)
