@@ -28,7 +28,7 @@ from fellows_fsm.errors import PaidLaneError
 from fellows_fsm.journal.lock import DriverOwner
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec, Observation, Scheduler, Workload
 
 __all__ = ["Driven", "FakePaidLane", "ThreadedDriver"]
@@ -186,18 +186,9 @@ class FakePaidLane:
             raise SystemExit(f"killed right after the create of fsm-{dispatch_id}")
         return CompletedHandoff(HandoffResult(argv, 0, argv[-1], ""))
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
         """After a crash: the create again, which finds the job if it was made."""
-        return self.start(dispatch_id, spec, files, now=started_at)
+        return self.start(dispatch_id, spec, files, now=was.at)
 
     def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
         """Where each job stands, in one call (recorded)."""

@@ -23,7 +23,7 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.statefs import full_error
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.base import HandoffLane, LaneSettings, PaidLane
-from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, unknown_note
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, Started, unknown_note
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -125,14 +125,8 @@ class Handoffs:
             )
         else:
             # A router died while the command ran: follow it (running, ended, or lost).
-            handoff = lane.adopt(
-                dispatch_id,
-                spec,
-                files,
-                journaled=tuple(previous.argv),
-                pid=previous.pid,
-                started_at=previous.started_at,
-            )
+            was = Started(tuple(previous.argv), previous.pid, previous.started_at)
+            handoff = lane.adopt(dispatch_id, spec, files, was)
         if handoff is None:  # journaled as started, and surely not started yet (its mark still says so)
             handoff = self._spawn(dispatch_id, lane, spec)
         self.running[dispatch_id] = (lane_name, handoff)

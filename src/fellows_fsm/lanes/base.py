@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles
+    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, Started
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
@@ -110,18 +110,9 @@ class HandoffLane(Lane, Protocol):
         where the handoff may keep its output (prepared by the driver)."""
         ...
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
-        """The handoff a previous driver started (``journaled``: what it was, as ``command`` said then; ``pid``
-        its process, if it ran as one), if it can still be followed."""
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
+        """The handoff a previous driver started (``was``: what it was, as ``command`` said then, its process if it
+        ran as one, when), if it can still be followed."""
         ...
 
 

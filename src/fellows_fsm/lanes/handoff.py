@@ -12,7 +12,7 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["MARK_BYTES", "CompletedHandoff", "Handoff", "HandoffFiles", "HandoffResult", "unknown_note"]
+__all__ = ["MARK_BYTES", "CompletedHandoff", "Handoff", "HandoffFiles", "HandoffResult", "Started", "unknown_note"]
 
 MARK_BYTES = 32
 """The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
@@ -37,6 +37,18 @@ class HandoffResult:
     def lost(self) -> bool:
         """True when nobody can tell how the command ended (its wrapper died without writing the status)."""
         return self.exit_status is None
+
+
+@attrs.frozen
+class Started:
+    """What a previous driver journaled of a handoff it started, for the lane to adopt it after a restart."""
+
+    command: tuple[str, ...]
+    """What the handoff was, as the lane's ``command`` said then (a command lane: its argv)."""
+    pid: int | None
+    """Its process, if it ran as one and the pid was journaled."""
+    at: float
+    """When it started."""
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ from fellows_fsm.errors import ConfigError, SubmitRejected
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
-from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 from fellows_fsm.sim.clock import SIM_EPOCH, SimClock
 from fellows_fsm.sim.cluster import SimCluster
@@ -59,18 +59,9 @@ class InProcessLane(CommandLane):
         self.handed[dispatch_id] = self.clock.now()
         return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, "", ""))
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
         """Nothing runs out of process: a handoff is adopted only if it was recorded."""
-        return self.start(dispatch_id, spec, files, now=started_at) if dispatch_id in self.handed else None
+        return self.start(dispatch_id, spec, files, now=was.at) if dispatch_id in self.handed else None
 
     def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
         """True once this dispatch was handed over."""

@@ -21,7 +21,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes import registry
 from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.lanes.command.lane import CommandLane
-from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import Scheduler
 from tests.unit.cli_helpers import SchedulingFake, refused, run
 
@@ -143,18 +143,9 @@ class BellLane:
         self.rung.append(dispatch_id)
         return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, "", ""))
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
         """A ring is never lost."""
-        return CompletedHandoff(HandoffResult(journaled, 0, "", "")) if dispatch_id in self.rung else None
+        return CompletedHandoff(HandoffResult(was.command, 0, "", "")) if dispatch_id in self.rung else None
 
 
 BELLS: list[BellLane] = []

@@ -31,7 +31,7 @@ from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, CommandSettings
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
 from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
-from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 
 if TYPE_CHECKING:
@@ -197,23 +197,14 @@ class CommandLane:
         argv = self.command(dispatch_id, spec)
         return spawn_handoff(argv, files, now=now, timeout_seconds=self.config.timeout_seconds, env=env)
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
-        """The handoff a previous router started (the argv ``journaled``), if it can still be followed (running, or
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
+        """The handoff a previous router started (``was.command``: its argv), if it can still be followed (running, or
         its status written).
 
         None when nothing can tell whether it ran: no pid was journaled and no status was written.
         """
         timeout = self.config.timeout_seconds
-        return adopt_handoff(journaled, files, pid=pid, started_at=started_at, timeout_seconds=timeout)
+        return adopt_handoff(was.command, files, pid=was.pid, started_at=was.at, timeout_seconds=timeout)
 
     # ------------------------------------------------------------------------------- the paid job, followed
     @property

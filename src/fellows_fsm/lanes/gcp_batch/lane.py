@@ -32,7 +32,7 @@ from fellows_fsm.lanes.gcp_batch.client import (
 from fellows_fsm.lanes.gcp_batch.config import KEYS, KIND, GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.errors import BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
-from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -196,16 +196,7 @@ class GcpBatchLane:
         handoff = CreateHandoff(words, started_at=now, timeout_seconds=self._settings.timeout_seconds)
         return handoff.begin(lambda: self._create(words, dispatch_id, spec, files))
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> CreateHandoff:
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> CreateHandoff:
         """The handoff a previous driver started: the create is made again, from the dispatch's journaled job. It is
         idempotent by the job's name, so this never makes a second job: a job the first create made answers 409,
         its labels are this dispatch's, and it is that job (ONE Batch job); one it never made is made now. Its

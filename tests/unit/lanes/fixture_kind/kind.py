@@ -14,7 +14,7 @@ from fellows_fsm.core.paid import PaidLook
 from fellows_fsm.core.vocab import PaidStatus
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 
 KIND = "ledger"
@@ -92,18 +92,9 @@ class LedgerLane:
         CLOUD.setdefault(dispatch_id, PaidLook(PaidStatus.QUEUED))
         return CompletedHandoff(HandoffResult(self.command(dispatch_id, spec), 0, dispatch_id, ""))
 
-    def adopt(
-        self,
-        dispatch_id: str,
-        spec: JobSpec,
-        files: HandoffFiles,
-        *,
-        journaled: tuple[str, ...],
-        pid: int | None,
-        started_at: float,
-    ) -> Handoff | None:
+    def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
         """After a restart: the create again, which finds the entry."""
-        return self.start(dispatch_id, spec, files, now=started_at)
+        return self.start(dispatch_id, spec, files, now=was.at)
 
     def look(self, dispatch_ids: Sequence[str]) -> Mapping[str, PaidLook]:
         """Where each entry stands, in one call."""

@@ -26,7 +26,7 @@ from fellows_fsm.lanes.gcp_batch.config import GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.fake import FakeBatchApi, Fault
 from fellows_fsm.lanes.gcp_batch.lane import CreateHandoff, GcpBatchLane
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
-from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 from tests.unit.cli_helpers import SchedulingFake, refused, run, world
 
@@ -138,7 +138,7 @@ def test_a_crash_between_the_create_and_its_answer_then_adopt_is_one_job(
 
     again = lane_of(fake, slept)  # the driver after the crash: a lane built again from the journaled table
     files = HandoffFiles(tmp_path / "handoffs", DISPATCH)
-    result = ended(again.adopt(DISPATCH, spec, files, journaled=journaled, pid=None, started_at=NOW))
+    result = ended(again.adopt(DISPATCH, spec, files, Started(journaled, None, NOW)))
     assert (result.exit_status, result.stdout) == (0, again.job_name(DISPATCH))
     assert len(fake.jobs) == 1
     assert next(iter(fake.jobs.values()))["uid"] == uid
@@ -188,7 +188,7 @@ def test_a_journaled_command_edited_by_hand_is_never_what_is_created(
     edited = ("gcp-batch", "create", "projects/p/locations/r/jobs/fsm-x", "--gpus=1", "--run=rm -rf /")
     lane = lane_of(fake, slept)
     files = files_of(tmp_path)
-    result = ended(lane.adopt(DISPATCH, spec, files, journaled=edited, pid=None, started_at=NOW))
+    result = ended(lane.adopt(DISPATCH, spec, files, Started(edited, None, NOW)))
     assert (result.exit_status, result.stdout) == (0, lane.job_name(DISPATCH))
     assert list(fake.jobs) == [lane.job_name(DISPATCH)]
     sent = json.dumps([r.body for r in fake.requests])
