@@ -29,11 +29,10 @@ from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import LaneSettings
-from fellows_fsm.lanes.registry import lane_table, parse_lane
+from fellows_fsm.lanes.registry import fellows_table, lane_table, parse_fellows, parse_lane
 from fellows_fsm.lanes.slurm.config import (
     SlurmSettings,
 )
-from fellows_fsm.lanes.slurm.lane import SLURM
 from fellows_fsm.tables import did_you_mean, positive_seconds, refuse_unknown_keys
 
 __all__ = ["STATE_DIR_ENV", "Config", "RouterConfig", "config_mapping", "config_warnings", "load_config"]
@@ -292,7 +291,7 @@ class Config:
                 guess = did_you_mean(key, known)
                 raise ConfigError(f"{source}: unknown table or key {key!r}{guess}; known: {', '.join(sorted(known))}")
         try:
-            fellows = SLURM.parse(LADDER_LANE, _table(data, "fellows", source))
+            fellows = parse_fellows(_table(data, "fellows", source))
             lanes = [parse_lane(name, table) for name, table in _table(data, "lanes", source).items()]
             router_table = _table(data, "router", source)
             refuse_unknown_keys("[router]", router_table, (a.name for a in attrs.fields(RouterConfig)))
@@ -346,7 +345,7 @@ def config_mapping(config: Config) -> dict[str, Any]:
         return {key: plain(item) for key, item in value.items() if item is not None}
 
     return {
-        "fellows": plain_table(SLURM.table(config.fellows)),
+        "fellows": plain_table(fellows_table(config.fellows)),
         "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "budget": plain_table(config.budget.table()),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.lanes.base import HandoffLane, LaneKind, LaneSettings
 from fellows_fsm.lanes.command.lane import COMMAND
@@ -25,7 +26,18 @@ if TYPE_CHECKING:
     from fellows_fsm.lanes.slurm.config import SlurmSettings
     from fellows_fsm.scheduler.port import Scheduler
 
-__all__ = ["DEFAULT_KIND", "KINDS", "Lanes", "build_lanes", "handoff_lane", "kind_of", "lane_table", "parse_lane"]
+__all__ = [
+    "DEFAULT_KIND",
+    "KINDS",
+    "Lanes",
+    "build_lanes",
+    "fellows_table",
+    "handoff_lane",
+    "kind_of",
+    "lane_table",
+    "parse_fellows",
+    "parse_lane",
+]
 
 KINDS: dict[str, LaneKind] = {
     COMMAND.name: COMMAND,
@@ -55,6 +67,17 @@ def parse_lane(name: str, table: Mapping[str, Any]) -> LaneSettings:
         raise ConfigError(f"[lanes.{name}] must be a table")
     kind = kind_of(name, table)
     return kind.parse(name, {key: value for key, value in table.items() if key != "kind"})
+
+
+def parse_fellows(table: Mapping[str, Any]) -> SlurmSettings:
+    """The settings of ``[fellows]``: the first SLURM lane (its name is the ladder's lane), parsed by the slurm kind
+    (no ``kind`` key: it is always SLURM)."""
+    return SLURM.parse(LADDER_LANE, table)
+
+
+def fellows_table(settings: SlurmSettings) -> dict[str, Any]:
+    """The ``[fellows]`` table of ``settings``, which ``parse_fellows`` reads back."""
+    return SLURM.table(settings)
 
 
 def lane_table(settings: LaneSettings) -> dict[str, Any]:
