@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles
+    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, LogsWay
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
@@ -122,6 +122,10 @@ class HandoffLane(Lane, Protocol):
     ) -> Handoff | None:
         """The handoff a previous driver started (``journaled``: what it was, as ``command`` said then; ``pid``
         its process, if it ran as one), if it can still be followed."""
+        ...
+
+    def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
+        """How the dispatch's job's logs are shown (``fellows-fsm logs``): an argv to run, or where they are."""
         ...
 
 

@@ -31,7 +31,7 @@ from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, CommandSettings
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
 from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
-from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, LogsWay
 from fellows_fsm.scheduler.port import JobSpec
 
 if TYPE_CHECKING:
@@ -263,6 +263,22 @@ class CommandLane:
             dispatch_ids, one, timeout=self.config.status_timeout_seconds, first=self._behind
         )
         return answers
+
+    def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
+        """The lane's ``logs`` template filled for the dispatch (the job's values in its environment), or, for a lane
+        without one, where to look (the lane's own tools, by the job's name)."""
+        template = self.config.logs
+        if template is None:
+            return LogsWay(
+                where=f"[lanes.{self.name}] has no logs command: look for job fsm-{dispatch_id} with the lane's own "
+                "tools, or add logs = [...] to the lane"
+            )
+        values = self.values(dispatch_id, spec)
+        return LogsWay(
+            self._fill(template, dispatch_id, values),
+            environment_of(values),
+            timeout_seconds=self.config.timeout_seconds,
+        )
 
     def delete(self, dispatch_id: str, *, spec: JobSpec | None = None) -> None:
         """Cancel the dispatch's paid job: the ``cancel`` command run once (bounded by ``timeout_seconds``); exit 0
