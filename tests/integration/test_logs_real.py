@@ -1,6 +1,7 @@
-"""`fellows-fsm logs` on the real SLURM (issue 38 item 4): a local job's SLURM default file and a custom --output/--error
-with patterns, read here; `logs -f` following a running job to its end; and a job on the second cluster, read over
-that lane's ssh master by a command that cannot see the file locally (its folder hidden in a mount namespace)."""
+"""`fellows-fsm logs` on the real SLURM (issue 38 item 4): a local job's SLURM default file and a custom
+--output/--error with patterns, read here; `logs -f` following a running job to its end; and a job on the second
+cluster, read over that lane's ssh master by a command that cannot see the file locally (its folder hidden in a
+mount namespace)."""
 
 from __future__ import annotations
 
