@@ -11,6 +11,7 @@ import pytest
 from fellows_fsm.errors import LogMissing
 from fellows_fsm.slurm.logs import (
     JobFacts,
+    OutputFiles,
     OutputPatterns,
     expand_pattern,
     locate,
@@ -63,7 +64,8 @@ def test_the_command_lines_option_wins_over_the_scripts_line_in_every_spelling()
 def test_the_scripts_output_error_and_chdir_are_what_is_journaled(tmp_path: Path) -> None:
     """#SBATCH --output/-e/--chdir are read up to the first command (sbatch's rule); a script without them: {}."""
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --output=o-%j.txt\n#SBATCH -e e-%j.txt\n#SBATCH -D /x\necho\n#SBATCH -o no\n")
+    lines = ["#!/bin/bash", "#SBATCH --output=o-%j.txt", "#SBATCH -e e-%j.txt", "#SBATCH -D /x", "echo", "#SBATCH -o x"]
+    script.write_text("\n".join(lines) + "\n")
     assert output_settings(script) == {"output": "o-%j.txt", "error": "e-%j.txt", "chdir": "/x"}
     assert read_script_defaults(script).output == "o-%j.txt"
     plain = tmp_path / "plain.sh"
@@ -82,7 +84,10 @@ def test_scontrols_line_gives_stdout_and_stderr_with_2205s_double_percent_undone
     assert parse_scontrol("JobId=1 StdErr=(null) StdOut=/a b/slurm-1.out Power=") == {"StdOut": "/a b/slurm-1.out"}
 
 
-def _locate(runner: MockRunner, patterns: OutputPatterns = OutputPatterns(), workdir: str | None = "/sub"):  # type: ignore[no-untyped-def]
+NONE = OutputPatterns()
+
+
+def _locate(runner: MockRunner, patterns: OutputPatterns = NONE, workdir: str | None = "/sub") -> OutputFiles:
     return locate(runner, "812", patterns, name="train", user=lambda: "ana", workdir=workdir)
 
 
@@ -137,7 +142,7 @@ def test_a_local_read_takes_the_bytes_after_the_offset_and_none_for_no_file(tmp_
     assert read_chunk(runner, str(path), 6, limit=3) == b"\xff w"
     assert read_chunk(runner, str(tmp_path / "none"), 0) is None
     assert runner.argvs == []  # no command ran
-    with pytest.raises(LogMissing, match="is a directory|cannot read"):
+    with pytest.raises(LogMissing, match=r"cannot read"):
         read_chunk(runner, str(tmp_path), 0)
 
 
