@@ -47,9 +47,9 @@ def _script(jobs_dir: Path, body: str) -> tuple[Path, str]:
     return folder, str(path)
 
 
-def _submit(config: Path, script: str, *sbatch: str, pin: tuple[str, ...] = ()) -> str:
-    """`submit --detach` of a 1-GPU, 5-minute job; its dispatch id."""
-    done = cli(config, "submit", "--detach", *pin, "--gpus", "1", "--time", "5:00", script, "--", *sbatch, timeout=60)
+def _submit(config: Path, script: str, *sbatch: str, flags: tuple[str, ...] = ()) -> str:
+    """`submit --detach` of a 1-GPU, 5-minute job (``flags`` before the script); its dispatch id."""
+    done = cli(config, "submit", "--detach", *flags, "--gpus", "1", "--time", "5:00", script, "--", *sbatch, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -76,7 +76,7 @@ def test_logs_prints_a_local_jobs_default_file_and_its_own_output_and_error(slur
         "#SBATCH --output=own-%j-%x.txt\n#SBATCH --error=own-%j.err\necho own-out\necho own-err >&2",
     )
     first = _submit(config, plain, f"--chdir={plain_dir}")
-    second = _submit(config, own, f"--chdir={own_dir}", "--job-name=named")
+    second = _submit(config, own, f"--chdir={own_dir}", flags=("--name", "named"))
     _ended(config, first, second)
     job1, job2 = _row(tmp_path, first).job_id, _row(tmp_path, second).job_id
     assert (plain_dir / f"slurm-{job1}.out").exists()
@@ -152,7 +152,7 @@ def test_logs_of_a_job_on_the_second_cluster_is_read_over_its_ssh_master(
     odd.mkdir(mode=0o777)
     odd.chmod(0o777)
     args = (f"--partition={second_slurm.partition}", f"--account={second_slurm.account}", f"--chdir={folder}")
-    dispatch_id = _submit(config, script, *args, "--error=it's here/err-%j.txt", pin=("--pin", "inst"))
+    dispatch_id = _submit(config, script, *args, "--error=it's here/err-%j.txt", flags=("--pin", "inst"))
     _ended(config, dispatch_id)
     row = _row(tmp_path, dispatch_id)
     raw = row.job_id.partition("@")[0]

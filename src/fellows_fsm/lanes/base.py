@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
-__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneFace", "LaneKind", "LaneSettings", "PaidLane"]
+__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneFace", "LaneKind", "LaneSettings", "PaidLane", "ShowsLogs"]
 
 
 class LaneFace(Protocol):
@@ -124,8 +124,14 @@ class HandoffLane(Lane, Protocol):
         its process, if it ran as one), if it can still be followed."""
         ...
 
+
+@runtime_checkable
+class ShowsLogs(Protocol):
+    """A lane that can say how its jobs' logs are shown (``fellows-fsm logs``); a kind without it: the command says
+    the lane cannot show them."""
+
     def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
-        """How the dispatch's job's logs are shown (``fellows-fsm logs``): an argv to run, or where they are."""
+        """How the dispatch's job's logs are shown: an argv to run, or one line saying where they are."""
         ...
 
 

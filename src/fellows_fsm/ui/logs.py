@@ -25,6 +25,7 @@ from fellows_fsm.errors import ConfigError, FellowsError, LaneError, LogMissing,
 from fellows_fsm.journal.queries import spec_of
 from fellows_fsm.journal.schema import DispatchRow, HandoffRow
 from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.base import ShowsLogs
 from fellows_fsm.lanes.registry import handoff_lane
 from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.slurm.logs import CHUNK_BYTES, OutputFiles, OutputPatterns, locate, read_chunk
@@ -145,12 +146,17 @@ def show_logs(
 
 def _lane_logs(config: Config, row: DispatchRow, handoff: HandoffRow, *, follow: bool, out: BinaryIO) -> int:
     """What the paid lane shows: its ``logs`` argv run (its output copied as it comes), or where they are."""
+    # The lane as configured now (a logs template added since is used), else as journaled with the dispatch.
+    settings = config.lane_named(handoff.lane)
     journaled = row.settings.get("fallback")
-    if isinstance(journaled, dict) and journaled.get("name") == handoff.lane:
+    if settings is None and isinstance(journaled, dict) and journaled.get("name") == handoff.lane:
         settings = lane_from_json(journaled)
-    else:
-        settings = config.lane(handoff.lane)
+    if settings is None:
+        raise ConfigError(f"lane {handoff.lane!r} of dispatch {row.id} is not configured here; add its table back")
     lane = handoff_lane(settings, state_dir=config.state_dir)
+    if not isinstance(lane, ShowsLogs):
+        click.echo(f"lane {handoff.lane} cannot show logs: look for job fsm-{row.id} with its own tools")
+        return ELSEWHERE
     way = lane.logs(row.id, spec_of(row))
     if way.argv is None:
         click.echo(way.where)

@@ -342,7 +342,7 @@ def run_once(
 class CommandKind:
     """The command kind, as the registry knows it: ``[lanes.<name>]`` with ``command``, ``probe``, ``manual_only``,
     ``timeout_seconds``, and to follow its paid job ``status``, ``cancel``, ``price_per_gpu_hour``,
-    ``queue_timeout_seconds`` and ``status_timeout_seconds``."""
+    ``queue_timeout_seconds`` and ``status_timeout_seconds``; ``logs`` for ``fellows-fsm logs``."""
 
     name = CommandSettings.kind
 
@@ -362,6 +362,7 @@ class CommandKind:
             "price_per_gpu_hour": settings.price_per_gpu_hour,
             "queue_timeout_seconds": settings.queue_timeout_seconds,
             "status_timeout_seconds": settings.status_timeout_seconds,
+            **({} if settings.logs is None else {"logs": list(settings.logs)}),  # only when set: older rows unchanged
         }
 
     def build(self, settings: CommandSettings, *, state_dir: Path) -> CommandLane:
