@@ -120,3 +120,18 @@ def test_a_command_lanes_logs_template_is_run_and_a_lane_without_one_says_where(
         f"[lanes.gcp] has no logs command: look for job fsm-{other} with the lane's own tools, or add logs = [...] "
         "to the lane"
     ]
+
+
+def test_the_completion_script_completes_logs_and_its_options() -> None:
+    """The shell completion (click's, from the commands themselves) completes 'lo' to logs and offers --err, -f."""
+    from click.testing import CliRunner  # noqa: PLC0415 - only these lines drive the completion protocol
+
+    from fellows_fsm import cli  # noqa: PLC0415
+
+    def complete(words: str) -> list[str]:
+        env = {"_FELLOWS_FSM_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+        return CliRunner().invoke(cli.main, [], env=env, prog_name="fellows-fsm").output.split()
+
+    assert "plain,logs" in complete("fellows-fsm lo")
+    options = complete("fellows-fsm logs abc -")
+    assert {"plain,--err", "plain,--follow", "plain,-f"} <= set(options)
