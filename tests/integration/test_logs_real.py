@@ -117,7 +117,10 @@ def test_logs_follow_prints_a_running_jobs_lines_as_they_come_until_it_ends(slur
         first = follower.stdout.readline()
         assert first == "line-1\n"
         assert not _row(tmp_path, dispatch_id).final  # printed while the job ran
-        rest, errors = follower.communicate(timeout=90)
+        rest = follower.stdout.read()  # to its end: the process exited (communicate would skip what readline buffered)
+        follower.wait(timeout=90)
+        assert follower.stderr is not None
+        errors = follower.stderr.read()
     finally:
         if follower.poll() is None:
             follower.kill()
