@@ -106,24 +106,24 @@ def test_logs_follow_prints_a_running_jobs_lines_as_they_come_until_it_ends(slur
     config = _config(tmp_path)
     folder, script = _script(slurm.jobs_dir, "for i in 1 2 3 4 5 6; do echo line-$i; sleep 1; done")
     dispatch_id = _submit(config, script, f"--chdir={folder}")
-    follower = subprocess.Popen(
+    with subprocess.Popen(
         [str(FELLOWS_FSM), "--config", str(config), "logs", "-f", dispatch_id],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert follower.stdout is not None
-        first = follower.stdout.readline()
-        assert first == "line-1\n"
-        assert not _row(tmp_path, dispatch_id).final  # printed while the job ran
-        rest = follower.stdout.read()  # to its end: the process exited (communicate would skip what readline buffered)
-        follower.wait(timeout=90)
-        assert follower.stderr is not None
-        errors = follower.stderr.read()
-    finally:
-        if follower.poll() is None:
-            follower.kill()
+    ) as follower:
+        try:
+            assert follower.stdout is not None
+            assert follower.stderr is not None
+            first = follower.stdout.readline()
+            assert first == "line-1\n"
+            assert not _row(tmp_path, dispatch_id).final  # printed while the job ran
+            rest = follower.stdout.read()  # to its end, the process's exit (communicate would skip readline's buffer)
+            follower.wait(timeout=90)
+            errors = follower.stderr.read()
+        finally:
+            if follower.poll() is None:
+                follower.kill()
     assert follower.returncode == 0, errors
     assert first + rest == "".join(f"line-{i}\n" for i in range(1, 7))
     row = _row(tmp_path, dispatch_id)
