@@ -14,6 +14,12 @@ from typing import Any
 
 import pytest
 
+from fellows_fsm.journal.queries import spec_of
+from fellows_fsm.slurm.logs import OutputPatterns, locate
+from fellows_fsm.slurm.port import SlurmScheduler
+from fellows_fsm.slurm.runner import CommandRunner
+from fellows_fsm.slurm.transport import LocalTransport, Reply, Request
+
 from .cli_harness import FELLOWS_FSM, cli, ledger_config, one_error, read_journal, stop_background_driver
 from .conftest import Cluster
 from .two_clusters import SecondCluster
@@ -173,3 +179,57 @@ def test_logs_of_a_job_on_the_second_cluster_is_read_over_its_ssh_master(
     assert gone.returncode == 31, gone.stderr
     assert f"on {second_slurm.host} over ssh" in gone.stderr
     assert str(folder / f"slurm-{raw}.out") in gone.stderr
+
+
+class _Forgetful:
+    """A transport here whose slurmctld has forgotten every job (past MinJobAge): scontrol answers as for an unknown
+    id, every other command runs for real."""
+
+    remote = False
+    where = "here"
+    peer = "the SLURM controller"
+    reach_hint = "check `scontrol ping`"
+
+    def __init__(self) -> None:
+        self.inner = LocalTransport()
+        self.asked: list[str] = []
+
+    def run(self, request: Request) -> Reply:
+        self.asked.append(request.argv[0])
+        if request.argv[0] == "scontrol":
+            return Reply(1, "", "slurm_load_jobs error: Invalid job id specified", 0.0)
+        return self.inner.run(request)
+
+
+def test_a_job_slurmctld_forgot_is_found_through_accounting_and_its_journaled_lines(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """With scontrol no help, the real sacct (StdOut/StdErr expanded on 24.11; WorkDir, JobName and User on 22.05,
+    with the #SBATCH --output/--error lines journaled at submit) finds the very files the job wrote."""
+    config = _config(tmp_path)
+    folder, script = _script(
+        slurm.jobs_dir, "#SBATCH --output=late-%x-%j.txt\n#SBATCH --error=late-%u-%j.err\necho late-out\necho e >&2"
+    )
+    dispatch_id = _submit(config, script, f"--chdir={folder}", flags=("--name", "late"))
+    _ended(config, dispatch_id)
+    row = _row(tmp_path, dispatch_id)
+    assert row.settings["output"] == {"output": "late-%x-%j.txt", "error": "late-%u-%j.err"}
+    spec = spec_of(row)
+    transport = _Forgetful()
+    runner = CommandRunner(transport=transport)
+    port = SlurmScheduler(runner)
+    slurm.sacct_row(row.job_id)  # accounting has recorded its end
+    found = locate(
+        runner,
+        row.job_id,
+        OutputPatterns.of(row.settings["output"], spec.extra_args),
+        name=spec.name,
+        user=lambda: port.user,
+        workdir=spec.workdir,
+    )
+    assert found.source == "sacct"
+    assert found.stdout == str(folder / f"late-late-{row.job_id}.txt")
+    assert found.stderr == str(folder / f"late-{port.user}-{row.job_id}.err")
+    assert Path(found.stdout).read_text() == "late-out\n"
+    assert Path(found.stderr).read_text() == "e\n"
+    assert transport.asked[:2] == ["scontrol", "sacct"]
