@@ -7,9 +7,12 @@ Exit codes: 0 printed, 2 no such dispatch, 30 no job yet (``NoJob``), 31 the fil
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import BinaryIO
@@ -163,20 +166,40 @@ def _lane_logs(config: Config, row: DispatchRow, handoff: HandoffRow, *, follow:
         return ELSEWHERE
     try:
         process = subprocess.Popen(  # an argv of the lane's config, never a shell
-            way.argv, env=None if way.env is None else dict(way.env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+            way.argv,
+            env=None if way.env is None else dict(way.env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            start_new_session=True,  # one group to end: a timeout or Ctrl-C ends what it started too
         )
     except OSError as exc:
         raise LaneError(f"[lanes.{handoff.lane}] logs {way.argv[0]!r} cannot run here: {exc.strerror}") from None
     assert process.stdout is not None
-    limit = None if follow else time.monotonic() + way.timeout_seconds
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    timer = None if follow else threading.Timer(way.timeout_seconds, kill)  # a silent hang is bounded too
     with process:
-        while chunk := os.read(process.stdout.fileno(), 65536):
-            out.write(chunk)
-            out.flush()
-            if limit is not None and time.monotonic() > limit:
-                process.kill()
-                raise LaneError(f"[lanes.{handoff.lane}] logs ran past {way.timeout_seconds:g} s: killed")
-        status = process.wait()
+        if timer is not None:
+            timer.start()
+        try:
+            while chunk := os.read(process.stdout.fileno(), 65536):
+                out.write(chunk)
+                out.flush()
+            status = process.wait()
+        except BaseException:  # Ctrl-C, or a closed stdout: its group goes with this command
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+    if killed.is_set():
+        raise LaneError(f"[lanes.{handoff.lane}] logs ran past its {way.timeout_seconds:g} s (timeout_seconds): killed")
     if status != 0:
         raise LaneError(f"[lanes.{handoff.lane}] logs of dispatch {row.id} exited {status}")
     return 0

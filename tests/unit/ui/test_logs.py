@@ -135,3 +135,27 @@ def test_the_completion_script_completes_logs_and_its_options() -> None:
     assert "plain,logs" in complete("fellows-fsm lo")
     options = complete("fellows-fsm logs abc -")
     assert {"plain,--err", "plain,--follow", "plain,-f"} <= set(options)
+
+
+@pytest.mark.parametrize(
+    ("code", "timeout", "words"),
+    [
+        ("import sys; print('partial'); sys.exit(3)", 30, "logs of dispatch"),
+        ("import time; print('partial', flush=True); time.sleep(60)", 0.5, "ran past its 0.5 s"),
+    ],
+    ids=["exits-3", "hangs-past-its-timeout"],
+)
+def test_a_logs_command_that_fails_or_hangs_is_exit_8_in_one_line(
+    env: Path, scheduling_fake: SchedulingFake, script: Path, code: str, timeout: float, words: str
+) -> None:
+    """A lane's logs that exits non-zero, or runs past the lane's timeout_seconds (killed with its group), is a
+    LaneError (exit 8, one line); what it printed before is printed."""
+    ledger = json.dumps([sys.executable, "-c", "pass"])
+    logs = json.dumps([sys.executable, "-c", code])
+    (env / "fellows.toml").write_text(_toml(env, gcp=f"{ledger}\nlogs = {logs}\ntimeout_seconds = {timeout}"))
+    result = run("submit", "--pin", "gcp", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    dispatch_id = json.loads(result.stdout)["dispatch_id"]
+    shown = run("logs", dispatch_id)
+    assert shown.stdout == "partial\n"
+    refused(shown, 8, "[lanes.gcp] logs", words)
