@@ -1,7 +1,7 @@
 """Where a SLURM job's output file is, and its bytes read where the job ran: here, or over the lane's own ssh master.
 
 Where: what slurmctld says while it knows the job (``scontrol show job``: StdOut, StdErr), else what accounting
-says (``sacct``: StdOut/StdErr with ``--expand-patterns`` where the version has them, 23.02 on; else its WorkDir,
+says (``sacct``: StdOut/StdErr with ``--expand-patterns`` where the version has them, as 24.11 does; else its WorkDir,
 JobName and User), else the job's own ``--output``/``--error``/``--chdir`` (its script's ``#SBATCH`` lines, journaled
 at submit, and its sbatch options), expanded as sbatch does; with none, ``slurm-%j.out`` in its working directory.
 A path is only ever an argv word: read here with ``open``, over ssh as one argument of a fixed ``sh`` program.
