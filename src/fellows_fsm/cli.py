@@ -29,6 +29,7 @@ from fellows_fsm.ui import demo as _demo_command
 from fellows_fsm.ui import driver as _driver_commands
 from fellows_fsm.ui import init as _init_commands
 from fellows_fsm.ui import journal as _journal_commands
+from fellows_fsm.ui import logs as _logs_command
 from fellows_fsm.ui import notify as _notify_commands
 from fellows_fsm.ui import spend as _spend_command
 from fellows_fsm.ui import tools as _tool_commands
@@ -65,9 +66,9 @@ from fellows_fsm.ui.wrap import wrapped
 # The console script's entry point (pyproject.toml): the group of ui/app.py, with every command of this module on it.
 __all__ = ["main"]
 # register driver, demo, spend, the tools, init and config path, completion, journal compact and check, wait,
-# notify and metrics
+# notify and metrics, logs
 _ = (_driver_commands, _demo_command, _tool_commands, _spend_command, _init_commands, _completion_command)
-__ = _journal_commands, _wait_command, _notify_commands
+__ = _journal_commands, _wait_command, _notify_commands, _logs_command
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,8 @@
     |   |                                     "refuse"): it ended NO_BUDGET, nothing paid
     |   +-- ...                       exit 8  each lane kind's own (lanes/<kind>/errors.py: the gcp-batch kind's
     |                                         BatchError, BatchRefused, BatchUnavailable, MachineRefused)
+    +-- NoJob                         exit 30 `logs`: the dispatch has no job whose output there is (yet)
+    +-- LogMissing                    exit 31 `logs`: the job's output file is missing or unreadable where it ran
     +-- Interrupted (KeyboardInterrupt) exit 130 Ctrl-C while a dispatch was being queued (it was withdrawn)
 
 Usage errors click finds itself are click's (exit 2, with its usage text). Nothing here prints; the CLI
@@ -46,7 +48,9 @@ __all__ = [
     "JournalError",
     "JournalFull",
     "LaneError",
+    "LogMissing",
     "NoBudget",
+    "NoJob",
     "PaidLaneError",
     "QosRejected",
     "SchedulerError",
@@ -183,6 +187,18 @@ class NoBudget(LaneError):
     """The dispatch ended NO_BUDGET: its paid run would have passed the [budget]."""
 
     exit_code = 12
+
+
+class NoJob(FellowsError):
+    """``logs`` of a dispatch that has no SLURM job yet (or ended without one): nothing to print."""
+
+    exit_code = 30
+
+
+class LogMissing(FellowsError):
+    """``logs``: the job's output file is not there, or cannot be read, where the job ran (named: path and host)."""
+
+    exit_code = 31
 
 
 class WaitTimeout(FellowsError, TimeoutError):

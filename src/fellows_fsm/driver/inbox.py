@@ -53,6 +53,7 @@ from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.registry import lane_table, parse_lane
 from fellows_fsm.lanes.slurm.config import SlurmSettings
 from fellows_fsm.scheduler.port import JobSpec
+from fellows_fsm.slurm.logs import output_settings
 
 __all__ = [
     "CANCEL_ANSWER",
@@ -151,10 +152,13 @@ def enqueue(
     now = time.time() if at is None else at
     # The script as it is now, kept before the row that uses it: every rung (and a paid lane) reads this copy.
     kept = keep_script(journal.path.parent, dispatch_id, admitted.spec)
+    settings = admitted.settings
+    if admitted.ladder is not None and kept.kept_script is not None:  # where its output goes, for `logs`
+        settings = {**settings, "output": output_settings(Path(kept.kept_script))}
     try:
         if admitted.ladder is None:
             journal.add_lane_dispatch(
-                dispatch_id, kept, intent=route.intent, lane=admitted.lane, at=now, settings=admitted.settings
+                dispatch_id, kept, intent=route.intent, lane=admitted.lane, at=now, settings=settings
             )
         else:
             journal.add_dispatch(
@@ -164,7 +168,7 @@ def enqueue(
                 pinned=admitted.pinned,
                 intent=route.intent,
                 at=now,
-                settings=admitted.settings,
+                settings=settings,
             )
     except BaseException:
         if journal.dispatch(dispatch_id) is None:

@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 
     from fellows_fsm.core.ladder import Ladder
     from fellows_fsm.core.paid import PaidLook
-    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, Started
+    from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, LogsWay, Started
     from fellows_fsm.scheduler.port import JobSpec, Scheduler
     from fellows_fsm.slurm.accounting import Grants
 
-__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneFace", "LaneKind", "LaneSettings", "PaidLane"]
+__all__ = ["HandoffLane", "LadderLane", "Lane", "LaneFace", "LaneKind", "LaneSettings", "PaidLane", "ShowsLogs"]
 
 
 class LaneFace(Protocol):
@@ -113,6 +113,16 @@ class HandoffLane(Lane, Protocol):
     def adopt(self, dispatch_id: str, spec: JobSpec, files: HandoffFiles, was: Started) -> Handoff | None:
         """The handoff a previous driver started (``was``: what it was, as ``command`` said then, its process if it
         ran as one, when), if it can still be followed."""
+        ...
+
+
+@runtime_checkable
+class ShowsLogs(Protocol):
+    """A lane that can say how its jobs' logs are shown (``fellows-fsm logs``); a kind without it: the command says
+    the lane cannot show them."""
+
+    def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
+        """How the dispatch's job's logs are shown: an argv to run, or one line saying where they are."""
         ...
 
 

@@ -7,15 +7,36 @@ must (the command kind as a process, lanes/command/process.py; the gcp-batch kin
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 import attrs
 
-__all__ = ["MARK_BYTES", "CompletedHandoff", "Handoff", "HandoffFiles", "HandoffResult", "Started", "unknown_note"]
+__all__ = [
+    "MARK_BYTES",
+    "CompletedHandoff",
+    "Handoff",
+    "HandoffFiles",
+    "HandoffResult",
+    "LogsWay",
+    "Started",
+    "unknown_note",
+]
 
 MARK_BYTES = 32
 """The size of the status file the router writes before the wrapper starts ("new", padded), rewritten in place."""
+
+
+@attrs.frozen
+class LogsWay:
+    """How a lane shows a paid job's logs (``fellows-fsm logs``): an argv to run with its environment (a command
+    lane's ``logs`` template, filled), or one line saying where they are (``where``) when the lane cannot show them."""
+
+    argv: tuple[str, ...] | None = None
+    env: Mapping[str, str] | None = None
+    where: str = ""
+    timeout_seconds: float = 600.0
 
 
 @attrs.frozen

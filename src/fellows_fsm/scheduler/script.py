@@ -57,10 +57,15 @@ class ScriptDefaults:
     name: str | None = None
     chdir: str | None = None
     """The job's working directory (``--chdir``/``-D``), as written."""
+    output: str | None = None
+    """The job's output file (``--output``/``-o``), as written (its patterns unexpanded)."""
+    error: str | None = None
+    """The job's error file (``--error``/``-e``), as written."""
 
 
 _OPTION_NAMES = {"--gres": "gres", "--gpus": "gpus", "-G": "gpus", "--time": "time", "-t": "time"}
 _OPTION_NAMES |= {"--job-name": "name", "-J": "name", "--chdir": "chdir", "-D": "chdir"}
+_OPTION_NAMES |= {"--output": "output", "-o": "output", "--error": "error", "-e": "error"}
 
 
 def time_seconds(text: str, where: str) -> int | None:
@@ -131,7 +136,8 @@ def check_job_name(name: object, where: str = "job name") -> str:
 
 
 def read_script_defaults(script: Path) -> ScriptDefaults:
-    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time``, ``--job-name`` and ``--chdir`` from the #SBATCH lines.
+    """Read ``--gres=gpu:N`` (or ``--gpus``), ``--time``, ``--job-name``, ``--chdir``, ``--output`` and ``--error``
+    from the #SBATCH lines.
 
     Like sbatch, it stops at the first line that is neither blank nor a comment; the last value wins. The
     script is checked first (``check_script``): a missing, directory or non-regular one is refused unopened.
@@ -180,7 +186,14 @@ def read_script_defaults(script: Path) -> ScriptDefaults:
     limit = time_seconds(found["time"], f"{found['time@']} --time") if "time" in found else None
     if "name" in found:
         check_job_name(found["name"], f"{found['name@']}: #SBATCH --job-name")
-    return ScriptDefaults(gpus=gpus, time_limit_seconds=limit, name=found.get("name"), chdir=found.get("chdir"))
+    return ScriptDefaults(
+        gpus=gpus,
+        time_limit_seconds=limit,
+        name=found.get("name"),
+        chdir=found.get("chdir"),
+        output=found.get("output"),
+        error=found.get("error"),
+    )
 
 
 def check_spec(spec: J) -> J:

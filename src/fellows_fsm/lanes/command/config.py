@@ -108,6 +108,9 @@ class CommandSettings:
     lane with it is followed after the handoff until the job ends."""
     cancel: tuple[str, ...] | None = None
     """Optional argv template that cancels the dispatch's paid job (exit 0: cancelled or already gone)."""
+    logs: tuple[str, ...] | None = None
+    """Optional argv template that prints the dispatch's job's logs (``fellows-fsm logs``; same placeholders and
+    checks as ``status``; the job's values in its environment)."""
     price_per_gpu_hour: float | None = None
     """What one GPU-hour costs on this lane, in the user's currency (None: unknown; GPU-hours are still counted)."""
     queue_timeout_seconds: float | None = None
@@ -145,7 +148,7 @@ class CommandSettings:
     def __attrs_post_init__(self) -> None:
         where = f"[lanes.{self.name}]"
         _argv(f"{where} command", self.command)
-        for key in ("probe", "status", "cancel"):
+        for key in ("probe", "status", "cancel", "logs"):
             if getattr(self, key) is not None:
                 _argv(f"{where} {key}", getattr(self, key))
         positive_seconds(f"{where} timeout_seconds", self.timeout_seconds)
@@ -178,6 +181,7 @@ class CommandSettings:
             "timeout_seconds",
             "status",
             "cancel",
+            "logs",
             "price_per_gpu_hour",
             "queue_timeout_seconds",
             "status_timeout_seconds",

@@ -31,7 +31,7 @@ from fellows_fsm.errors import ConfigError, PaidLaneError
 from fellows_fsm.lanes.command.config import LANE_ENVIRONMENT, PLACEHOLDERS, CommandSettings
 from fellows_fsm.lanes.command.follow import last_line, look_all, read_status
 from fellows_fsm.lanes.command.process import adopt_handoff, kill_group, spawn_handoff
-from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, Started
+from fellows_fsm.lanes.handoff import Handoff, HandoffFiles, HandoffResult, LogsWay, Started
 from fellows_fsm.scheduler.port import JobSpec
 
 if TYPE_CHECKING:
@@ -255,6 +255,22 @@ class CommandLane:
         )
         return answers
 
+    def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
+        """The lane's ``logs`` template filled for the dispatch (the job's values in its environment), or, for a lane
+        without one, where to look (the lane's own tools, by the job's name)."""
+        template = self.config.logs
+        if template is None:
+            return LogsWay(
+                where=f"[lanes.{self.name}] has no logs command: look for job fsm-{dispatch_id} with the lane's own "
+                "tools, or add logs = [...] to the lane"
+            )
+        values = self.values(dispatch_id, spec)
+        return LogsWay(
+            self._fill(template, dispatch_id, values),
+            environment_of(values),
+            timeout_seconds=self.config.timeout_seconds,
+        )
+
     def delete(self, dispatch_id: str, *, spec: JobSpec | None = None) -> None:
         """Cancel the dispatch's paid job: the ``cancel`` command run once (bounded by ``timeout_seconds``); exit 0
         means cancelled or already gone. PaidLaneError (one line: its last stderr line) otherwise, or if the lane
@@ -317,7 +333,7 @@ def run_once(
 class CommandKind:
     """The command kind, as the registry knows it: ``[lanes.<name>]`` with ``command``, ``probe``, ``manual_only``,
     ``timeout_seconds``, and to follow its paid job ``status``, ``cancel``, ``price_per_gpu_hour``,
-    ``queue_timeout_seconds`` and ``status_timeout_seconds``."""
+    ``queue_timeout_seconds`` and ``status_timeout_seconds``; ``logs`` for ``fellows-fsm logs``."""
 
     name = CommandSettings.kind
 
@@ -337,6 +353,7 @@ class CommandKind:
             "price_per_gpu_hour": settings.price_per_gpu_hour,
             "queue_timeout_seconds": settings.queue_timeout_seconds,
             "status_timeout_seconds": settings.status_timeout_seconds,
+            **({} if settings.logs is None else {"logs": list(settings.logs)}),  # only when set: older rows unchanged
         }
 
     def build(self, settings: CommandSettings, *, state_dir: Path) -> CommandLane:

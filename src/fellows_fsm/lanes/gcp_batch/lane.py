@@ -32,7 +32,7 @@ from fellows_fsm.lanes.gcp_batch.client import (
 from fellows_fsm.lanes.gcp_batch.config import KEYS, KIND, GcpBatchSettings
 from fellows_fsm.lanes.gcp_batch.errors import BatchUnavailable
 from fellows_fsm.lanes.gcp_batch.machines import machine_for
-from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult, Started
+from fellows_fsm.lanes.handoff import HandoffFiles, HandoffResult, LogsWay, Started
 from fellows_fsm.scheduler.port import JobSpec
 
 __all__ = [
@@ -237,6 +237,27 @@ class GcpBatchLane:
             log.warning("dispatch %s: cannot tell whether GCP Batch has its job: %s", dispatch_id, exc)
             return None
         return job is not None and job.labels.get(LABEL_DISPATCH) == label_value(dispatch_id)
+
+    def logs(self, dispatch_id: str, spec: JobSpec | None) -> LogsWay:
+        """Where the job's logs are: Cloud Logging, by the filter Google documents for a Batch job (its task logs'
+        ``logName`` and the job's ``uid``, read with one short get; when that fails, how to read the uid)."""
+        project = self._settings.project
+        job = job_id_for(dispatch_id)
+        try:
+            found = self._poller().get(job)
+        except FellowsError as exc:
+            log.info("dispatch %s: the uid of its Batch job could not be read: %s", dispatch_id, exc)
+            found = None
+        uid = (
+            f'"{found.uid}"'
+            if found is not None and found.uid
+            else f"<`gcloud batch jobs describe {job} --project={project} --location={self._settings.region} "
+            "--format=value(uid)`>"
+        )
+        return LogsWay(
+            where=f"GCP Batch job {self.job_name(dispatch_id)} logs to Cloud Logging: `gcloud logging read "
+            f"'logName=\"projects/{project}/logs/batch_task_logs\" labels.job_uid={uid}' --project={project}`"
+        )
 
     # ------------------------------------------------------------------ following the paid job
     def look(self, dispatch_ids: Sequence[str]) -> dict[str, PaidLook]:

@@ -426,3 +426,21 @@ def test_submit_with_no_google_credentials_exits_11_and_queues_nothing(
     refused(run(*args), 11, "gcloud auth application-default login", "GOOGLE_APPLICATION_CREDENTIALS")
     assert world(env, scheduling_fake) == before
     assert scheduling_fake.jobs == {}
+
+
+# --------------------------------------------------------------------------- where its logs are
+def test_its_logs_are_where_google_documents_a_batch_jobs_task_logs(fake: FakeBatchApi, slept: list[float]) -> None:
+    """`logs` of a dispatch on the lane is one line: the Cloud Logging filter of its job's task logs by the job's
+    uid (one get); with no such job, how to read the uid instead."""
+    make_jobs(fake, [DISPATCH])
+    lane = GcpBatchLane(settings_of(fake))
+    uid = BatchClient.connect(settings_of(fake).location, endpoint=fake.endpoint, anonymous=True).get(f"fsm-{DISPATCH}")
+    assert uid is not None
+    way = lane.logs(DISPATCH, None)
+    assert way.argv is None
+    assert 'logName="projects/proj-1/logs/batch_task_logs"' in way.where
+    assert f'labels.job_uid="{uid.uid}"' in way.where
+    assert f"projects/proj-1/locations/us-central1/jobs/fsm-{DISPATCH}" in way.where
+    assert "\n" not in way.where
+    none = lane.logs("aaaa00000000", None)
+    assert "gcloud batch jobs describe fsm-aaaa00000000 --project=proj-1 --location=us-central1" in none.where
