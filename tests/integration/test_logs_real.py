@@ -219,6 +219,13 @@ def test_a_job_slurmctld_forgot_is_found_through_accounting_and_its_journaled_li
     runner = CommandRunner(transport=transport)
     port = SlurmScheduler(runner)
     slurm.sacct_row(row.job_id)  # accounting has recorded its end
+    # ... and its details (slurmdbd's first record may lack them for a few seconds: JobName "allocation", no WorkDir)
+    plain = CommandRunner(transport=LocalTransport())
+    slurm.wait_for(
+        lambda: plain.run(("sacct", "-X", "-n", "-P", "-j", str(row.job_id), "-o", "WorkDir")).stdout.strip() != "",
+        f"sacct to record job {row.job_id}'s working dir",
+        timeout=30,
+    )
     found = locate(
         runner,
         row.job_id,

@@ -178,6 +178,10 @@ def locate(
         record = runner.run((*head, "-o", "WorkDir,JobName,User,NodeList"))
     lines = [line for line in record.stdout.splitlines() if line.strip()] if record.ok else []
     values = lines[-1].split("|") if lines else []  # a requeued job: its latest record
+    if values and not values[0]:
+        # slurmdbd's first record of a job may lack its details (22.05: JobName "allocation", no WorkDir) for a few
+        # seconds, even after its end: none of it is believed, so no wrong name is expanded into a path
+        values = []
     if len(values) >= 6 and values[4]:
         return OutputFiles(values[4], values[5] or values[4], "sacct")
     known_dir = values[0] if values and values[0] else None

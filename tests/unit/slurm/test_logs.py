@@ -123,6 +123,15 @@ def test_a_purged_job_on_2205_is_its_journaled_pattern_in_saccts_workdir() -> No
     assert runner.argvs[2] == ("sacct", "-X", "-n", "-P", "-j", "812", "-o", "WorkDir,JobName,User,NodeList")
 
 
+def test_an_accounting_record_without_its_details_is_not_believed() -> None:
+    """slurmdbd's first record of a job may lack its details for a few seconds, even after its end (22.05 seen:
+    JobName "allocation", no WorkDir): its name is never expanded into the path; the job's own name and options are."""
+    refused = (1, "", 'sacct: error: Invalid field requested: "StdOut"')
+    runner = MockRunner.scripted({"scontrol": [UNKNOWN_JOB], "sacct": [refused, (0, "|allocation|root|gpu01\n", "")]})
+    found = _locate(runner, OutputPatterns("o-%x-%u-%j.txt"))
+    assert (found.stdout, found.source) == ("/sub/o-train-ana-812.txt", "the job's options")
+
+
 def test_with_no_record_anywhere_it_is_slurms_default_in_the_jobs_chdir_under_the_submit_dir() -> None:
     """Neither scontrol nor sacct know it: slurm-%j.out, in the job's relative --chdir under where submit ran."""
     runner = MockRunner.scripted({"scontrol": [UNKNOWN_JOB], "sacct": [(0, "", "")]})
