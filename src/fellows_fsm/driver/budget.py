@@ -7,6 +7,9 @@ config file, or another project's config, never changes it), and each change is 
 is counted from the journal's paid runs (core/budget.py: ``BudgetGate``) plus the dispatches already on their way
 to a paid lane that are not paid runs yet (their worst case, reserved as they leave their last free rung). Nothing
 is read unless a dispatch asks: the journal is read at most once a tick, and only in a tick where one asks.
+
+With a ``[ledger]``, the same gate counts the shared ledger instead of the journal (driver/ledger.py:
+``LedgerGate``): the same rows ask it the same question, and a yes is a reservation held there.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from pathlib import Path
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows, never_paid
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
+from fellows_fsm.driver.ledger import LedgerGate
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -129,6 +134,8 @@ class TickGate:
         default: BudgetConfig,
         reservations: Callable[[], Mapping[str, Reservation]],
         price: float | None,
+        *,
+        ledger: LedgerConfig | None = None,
     ) -> None:
         self.journal = journal
         self.default = default
@@ -143,12 +150,18 @@ class TickGate:
         self._applied: BudgetConfig | None = None  # the previous count's, to log a change
         self.builds = 0
         """How many counts were made (at most one a tick): what a test reads."""
+        self.ledger = LedgerGate(ledger, journal.path) if ledger is not None else None
+        """The shared ledger the budget is counted in instead of the journal (None: the journal alone)."""
 
     def tick(self, now: float) -> None:
-        """A new tick: what is spent is counted again at the first ask."""
+        """A new tick: what is spent is counted again at the first ask; with a ledger, this driver's reservations
+        are brought in line with its journal first (``LedgerGate.reconcile``)."""
         self.now = now
         self._gate = None
         self._limits = None
+        if self.ledger is not None:
+            self.ledger.tick()
+            self.ledger.reconcile(self.journal, self.reservations().keys(), now, asked=self.limits.limited)
 
     @property
     def limits(self) -> BudgetConfig:
@@ -190,11 +203,15 @@ class TickGate:
         """``refusal`` for a run on a lane of this price per GPU-hour."""
         if not self.limits.limited:
             return None
+        if self.ledger is not None:
+            return self.ledger.refusal(dispatch_id, spec, price, self.limits)
         return self._count().refusal_at(dispatch_id, spec, price)
 
     def take_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> None:
         """``take`` for a run on a lane of this price per GPU-hour (the next tick counts it from its paid run)."""
-        if self.limits.limited:
+        if self.limits.limited and self.ledger is not None:
+            self.ledger.take(dispatch_id, spec, price, self.limits)
+        elif self.limits.limited:
             self._count().take_at(dispatch_id, spec, price)
 
     def priced(self, price: float | None) -> LaneGate:
