@@ -111,7 +111,7 @@ class LedgerConfig:
                 f"[ledger] password_env={self.password_env!r} must be the NAME of an environment variable (such as "
                 "'FELLOWS_LEDGER_PASSWORD'), never the password itself"
             )
-        for key, low in (("connect_timeout_seconds", 1.0), ("lease_seconds", 60.0)):
+        for key, low in (("connect_timeout_seconds", 1.0), ("lease_seconds", 1.0)):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise ConfigError(f"[ledger] {key}={value!r} must be a number of seconds")

@@ -65,7 +65,11 @@ class LedgerGate:
     """This driver's side of the shared ledger: its identity (team, user, machine, journal), the dispatches it holds
     a reservation for, and the ledger's last failure."""
 
-    def __init__(self, config: LedgerConfig, journal: Path, *, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self, config: LedgerConfig, journal: Path, *, ledger: Ledger | None = None, retry_seconds: float = RETRY_SECONDS
+    ) -> None:
+        self.retry_seconds = retry_seconds
+        """How long a failure is answered with before the ledger is asked again."""
         self.config = config
         self.ledger = ledger if ledger is not None else Ledger(config)
         self.who = Identity(
@@ -79,6 +83,10 @@ class LedgerGate:
         self._reconciled = False
         self.round_trips = 0
         """How many reservations were asked of the ledger (what a test reads)."""
+
+    def close(self) -> None:
+        """Close the connection to the ledger (the next ask connects again)."""
+        self.ledger.close()
 
     def tick(self) -> None:
         """A new tick: every dispatch is asked again."""
@@ -151,7 +159,7 @@ class LedgerGate:
         if reason != self._down:
             log.warning("%s: %s", reason, exc)
         self._down = reason
-        self._down_until = time.monotonic() + RETRY_SECONDS
+        self._down_until = time.monotonic() + self.retry_seconds
         return reason
 
     @property
