@@ -1,0 +1,159 @@
+"""Two real Routers (two journals: two machines' drivers) walking the fake cluster to the fake paid lane, their one
+[budget] counted in the real PostgreSQL ledger: the walk's own rows decide (budget_wait journals the ledger's
+words), exactly one of two is handed off when only one fits, the paid run is followed to its end and settled at what
+it ran, which frees the room the other one waits for; a restarted driver releases what it reserved for a dispatch no
+longer on its way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+from freezegun.api import FrozenDateTimeFactory
+
+from fellows_fsm import FakeScheduler, JobSpec, SlurmSettings
+from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.file import Config
+from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.core.vocab import PaidStatus
+from fellows_fsm.driver.router import Router
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.lanes.command.config import CommandSettings
+from fellows_fsm.testing import FakePaidLane
+
+from .ledger_pg import Postgres
+
+pytestmark = pytest.mark.postgres
+
+SPEC = JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=7200)  # at worst 16 GPU-hours
+GCP = CommandSettings(name="gcp", command=("unused",))
+PRIORITY = {"dev-eur": 200000, "high-eur": 100000, "normal-eur": 50000, "low-eur": 10000}
+
+
+@pytest.fixture
+def frozen() -> Iterator[FrozenDateTimeFactory]:
+    with freeze_time("2026-11-30 12:00:00") as f:
+        yield f
+
+
+@pytest.fixture
+def lane() -> FakePaidLane:
+    """The paid lane both machines hand to (one cloud account)."""
+    return FakePaidLane(GCP, price_per_gpu_hour=2.5)
+
+
+@pytest.fixture
+def machine(tmp_path: Path, ledger_url: str, lane: FakePaidLane, frozen: FrozenDateTimeFactory) -> Iterator[Any]:
+    """Start a router for machine ``name`` (its own state dir and journal, its own fake cluster where nothing
+    starts) with the given [budget], its [ledger] the test's database; journals and ledger connections closed
+    after."""
+    routers: list[Router] = []
+
+    def make(name: str, **budget: object) -> Router:
+        fake = FakeScheduler(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16, "normal-eur": 16}, total_gpus=0)
+        config = Config(
+            fellows=SlurmSettings(park_cap_seconds=60.0),
+            lanes=(GCP,),
+            budget=BudgetConfig(**budget),  # type: ignore[arg-type]
+            ledger=LedgerConfig(url=ledger_url, user="alice", team="lab"),
+            state_dir=tmp_path / name,
+        )
+        router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
+        routers.append(router)
+        return router
+
+    yield make
+    for router in routers:
+        if router.gate.ledger is not None:
+            router.gate.ledger.close()
+        router.journal.close()
+
+
+def _ticks(routers: list[Router], frozen: FrozenDateTimeFactory, n: int, step: float = 10) -> None:
+    for _ in range(n):
+        frozen.tick(step)
+        for router in routers:
+            router.poll()
+
+
+def _rows(postgres: Postgres, url: str) -> list[tuple[Any, ...]]:
+    with postgres.connect(url) as conn:
+        return conn.execute(  # type: ignore[no-any-return]
+            "SELECT dispatch_id, state, lane, gpu_hours, cost FROM reservations ORDER BY id"
+        ).fetchall()
+
+
+def test_two_machines_walks_share_one_budget_in_the_ledger_and_a_settled_run_frees_its_room(
+    machine: Callable[..., Router],
+    lane: FakePaidLane,
+    frozen: FrozenDateTimeFactory,
+    postgres: Postgres,
+    ledger_url: str,
+) -> None:
+    """25 paid GPU-hours a day for the team; each machine walks one 16 GPU-hour job to its last rung: one is
+    handed off (reserved, then created), the other waits on low-eur with the ledger's count in its budget_wait
+    step. The paid run ends after an hour (8 GPU-hours, 20 at 2.5): settled at that, and the waiting one fits
+    (8 + 16 <= 25) and is handed off."""
+    a = machine("a", paid_gpu_hours_per_day=25, scope="team")
+    b = machine("b", paid_gpu_hours_per_day=25, scope="team")
+    first = a.dispatch(SPEC).dispatch_id
+    second = b.dispatch(SPEC).dispatch_id
+    _ticks([a, b], frozen, 40)
+    states = {first: a.handle(first).state, second: b.handle(second).state}
+    assert sorted(states.values()) == ["PAID_QUEUED", "RESUBMITTED(low-eur)"], states
+    paid, waiting = (first, second) if states[first] == "PAID_QUEUED" else (second, first)
+    paid_router, waiting_router = (a, b) if paid == first else (b, a)
+    assert lane.created == [paid]
+    note = waiting_router.journal.steps(waiting)[-1]
+    assert (note.trigger, note.note) == (
+        "budget_wait",
+        "budget: 16 of 25 paid GPU-hours used today; this job's limit needs 16",
+    )
+    assert [(r[0], r[1]) for r in _rows(postgres, ledger_url)] == [(paid, "created")]
+
+    lane.move(paid, PaidStatus.RUNNING)
+    _ticks([a, b], frozen, 1)
+    _ticks([a, b], frozen, 36, step=100)  # an hour: 8 GPU-hours
+    lane.move(paid, PaidStatus.SUCCEEDED)
+    _ticks([a, b], frozen, 4)
+    assert paid_router.handle(paid).state == "PAID_DONE"
+    assert waiting_router.handle(waiting).state == "PAID_QUEUED"
+    rows = {r[0]: r for r in _rows(postgres, ledger_url)}
+    assert rows[paid][1:3] == ("settled", "gcp")
+    assert rows[paid][3] == pytest.approx(8.0, rel=0.05)
+    assert rows[paid][4] == pytest.approx(20.0, rel=0.05)
+    assert rows[waiting][1] == "created"
+
+
+def test_with_the_ledger_unreachable_the_walk_waits_on_its_last_rung_with_the_reason(
+    tmp_path: Path, lane: FakePaidLane, frozen: FrozenDateTimeFactory
+) -> None:
+    """A [ledger] nobody listens on: the walk still takes every free rung, then waits on low-eur (budget_wait, the
+    ledger's reason journaled once); no paid job is made; with on_budget = "refuse" it ends NO_BUDGET instead."""
+    for on_budget, end in (("wait", "RESUBMITTED(low-eur)"), ("refuse", "NO_BUDGET")):
+        fake = FakeScheduler(qos_priority=PRIORITY, qos_gpu_caps={"high-eur": 16}, total_gpus=0)
+        config = Config(
+            fellows=SlurmSettings(park_cap_seconds=60.0),
+            lanes=(GCP,),
+            budget=BudgetConfig(paid_gpu_hours_per_day=100, on_budget=on_budget),
+            ledger=LedgerConfig(url="postgresql://fellows@127.0.0.1:9/nobody", connect_timeout_seconds=1),
+            state_dir=tmp_path / on_budget,
+        )
+        router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
+        try:
+            d = router.dispatch(SPEC).dispatch_id
+            _ticks([router], frozen, 40)
+            assert router.handle(d).state == end
+            steps = router.journal.steps(d)
+            said = [s.note for s in steps if "shared ledger" in s.note]
+            assert said, [(s.trigger, s.note) for s in steps]
+            assert said[0].startswith("budget: the shared ledger postgresql://fellows@127.0.0.1:9/nobody cannot be")
+            if on_budget == "wait":
+                assert [s.trigger for s in steps].count("budget_wait") == 1
+        finally:
+            router.journal.close()
+    assert lane.created == []
