@@ -89,6 +89,20 @@ def test_two_machines_pinning_at_once_against_the_last_of_one_budget_exactly_one
     assert [(r[0], r[1] in ("created", "settled", "reserved"), round(r[2], 2)) for r in rows] == [
         (handed[0], True, 1.33)
     ]
+    # spend --scope user, from either machine: the one handoff, alice's, on gcp, at its worst case while it may run.
+    for config in configs:
+        shown = json_of(cli(config, "spend", "--scope", "user", "--json"))
+        assert shown["scope"] == "user"
+        assert shown["ledger"] == ledger_url
+        [today] = shown["day"]
+        assert (today["user"], today["lane"], today["runs"]) == ("alice", "gcp", 1)
+        assert today["gpu_hours"] == pytest.approx(8 * 600 / 3600, abs=0.01)
+        assert shown["budget"]["day_gpu_hours"] == pytest.approx(today["gpu_hours"])
+    table = cli(configs[0], "spend", "--scope", "user")
+    assert table.returncode == 0, table.stderr
+    assert "paid handoffs of user alice" in table.stdout, table.stdout
+    line = one_error(cli(configs[0], "spend", "--scope", "team"), 3)
+    assert "spend --scope team needs [ledger] team" in line, line
 
 
 def test_a_ledger_that_stops_answering_holds_the_pin_with_its_reason_and_lets_it_go_when_back(

@@ -29,7 +29,7 @@ from fellows_fsm.ledger.schema import migrate
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Identity", "Ledger", "OpenReservation", "Totals"]
+__all__ = ["Identity", "Ledger", "OpenReservation", "SpendRow", "Totals"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,39 @@ class OpenReservation:
     state: str
     lapsed: bool
     """A reservation whose lease ran out before its driver renewed it (it counts nothing now)."""
+
+
+@attrs.frozen
+class SpendRow:
+    """What one user's handoffs on one lane committed in one window (``day``, ``week``, ``month``), counted in the
+    server's clock: ended runs at what they ran, live ones (reserved, created) at their worst case."""
+
+    window: str
+    user: str
+    lane: str
+    runs: int
+    live: int
+    gpu_hours: float
+    cost: float | None
+    """None: no run of them has a price."""
+
+
+_SPEND = f"""
+WITH w AS (SELECT date_trunc('day', now(), {_ZONE}) AS day, date_trunc('week', now(), {_ZONE}) AS week,
+                  date_trunc('month', now(), {_ZONE}) AS month),
+r AS (SELECT r.*, {_COMMITTED_HOURS} AS hours, {_COMMITTED_COST} AS money,
+             (r.state = 'created' OR (r.state = 'reserved' AND r.lease_until > now()))::int AS live,
+             (r.price_per_gpu_hour IS NOT NULL)::int AS priced
+      FROM reservations r, w
+      WHERE r.reserved_at >= least(w.week, w.month) AND r.state <> 'released'
+        AND NOT (r.state = 'reserved' AND r.lease_until <= now())
+        AND (%(team)s::text IS NULL OR r.team = %(team)s) AND (%(user)s::text IS NULL OR r.user_name = %(user)s))
+SELECT win.name, r.user_name, coalesce(r.lane, ''), count(*), sum(r.live), sum(r.hours), sum(r.money), sum(r.priced)
+FROM r, w, LATERAL (VALUES ('day', w.day), ('week', w.week), ('month', w.month)) AS win(name, start)
+WHERE r.reserved_at >= win.start
+GROUP BY win.name, r.user_name, coalesce(r.lane, '')
+ORDER BY win.name, r.user_name, 3
+"""  # noqa: S608 - only this module's constant expressions are joined in; every value is a placeholder
 
 
 class Ledger:
@@ -277,6 +310,21 @@ class Ledger:
                     (list(ids),),
                 )
             )
+
+    def spend(self, who: Identity, *, team_scope: bool, zone: str | None) -> tuple[Totals, list[SpendRow]]:
+        """What the budget's handoffs committed today, this week and this month, per user and lane (the views'
+        ``spend --scope``), with the totals the gate counts."""
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> tuple[Totals, list[SpendRow]]:
+            scope = {"zone": zone, "team": who.team if team_scope else None, "user": None if team_scope else who.user}
+            rows = [
+                SpendRow(str(w), str(u), str(lane), int(n), int(live), float(h), float(c) if priced else None)
+                for w, u, lane, n, live, h, c, priced in conn.execute(_SPEND, scope).fetchall()
+            ]
+            return _totals(conn, who, team_scope=team_scope, zone=zone), rows
+
+        result: tuple[Totals, list[SpendRow]] = self._run(work)
+        return result
 
     def totals(self, who: Identity, *, team_scope: bool, zone: str | None) -> Totals:
         """The budget's totals now, without a lock (what a view shows)."""

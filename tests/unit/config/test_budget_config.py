@@ -106,7 +106,7 @@ def test_an_unknown_budget_key_lists_the_known_ones() -> None:
         Config.from_mapping({"budget": {"paid_gpu_hours_per_week": 10}})
     assert one_line(exc) == (
         "defaults: [budget]: unknown key 'paid_gpu_hours_per_week' (did you mean 'paid_gpu_hours_per_day'?); known "
-        "keys are currency, max_paid_gpu_hours_per_job, on_budget, paid_cost_per_month, paid_gpu_hours_per_day, "
+        "keys are currency, max_paid_gpu_hours_per_job, on_budget, paid_cost_per_month, paid_gpu_hours_per_day, scope, "
         "timezone"
     )
 
