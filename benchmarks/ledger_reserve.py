@@ -19,16 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
+from benchmarks.common import percentiles, write_result
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.driver.ledger import LedgerGate
@@ -59,13 +60,9 @@ print(json.dumps({"passed": passed, "times": times}))
 """
 
 
-def _quantiles(times: list[float]) -> dict[str, float]:
-    ordered = sorted(times)
-    return {
-        "p50_ms": 1000 * statistics.median(ordered),
-        "p95_ms": 1000 * ordered[int(0.95 * (len(ordered) - 1))],
-        "max_ms": 1000 * ordered[-1],
-    }
+def _quantiles(times: list[float]) -> dict[str, Any]:
+    """p50 / p95 / max of the asks, in milliseconds."""
+    return {"ask_ms": percentiles([1000 * t for t in times])}
 
 
 def main() -> None:
@@ -84,11 +81,14 @@ def main() -> None:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        results = {"a": _one_driver(url, args.asks), "b": _machines(url, args)}
+        results: dict[str, Any] = {"a": _one_driver(url, args.asks), "b": _machines(url, args)}
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    print(json.dumps(results, indent=2))
+    with psycopg.connect(base, autocommit=True) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+    results["server"] = f"PostgreSQL {version[0] if version else '?'} on loopback (scripts/dev-postgres: fsync=off)"
+    print(write_result("ledger_reserve", results))
 
 
 def _one_driver(url: str, asks: int) -> dict[str, object]:

@@ -60,7 +60,8 @@ def budget_owner(config: Config) -> str | None:
 
 def _words(budget: BudgetConfig) -> str:
     """A [budget] in one line: its keys that are set."""
-    keys = [f"{k} = {v!r}" for k, v in budget.table().items() if v is not None and (k != "on_budget" or budget.limited)]
+    shown = {k: v for k, v in budget.table().items() if v is not None and not (k == "scope" and v == "user")}
+    keys = [f"{k} = {v!r}" for k, v in shown.items() if k != "on_budget" or budget.limited]
     return ", ".join(keys) if budget.limited else "no limit"
 
 

@@ -156,4 +156,4 @@ def test_the_journaled_config_keeps_the_budget(table: dict[str, Any]) -> None:
     config = Config.from_mapping({"budget": table})
     mapping = config_mapping(config)
     assert Config.from_mapping(mapping).budget == config.budget
-    assert set(mapping["budget"]) == {"on_budget", *table}
+    assert set(mapping["budget"]) == {"on_budget", "scope", *table}

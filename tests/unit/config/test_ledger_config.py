@@ -3,6 +3,7 @@ from the config text and never shown, and without [ledger] everything as before.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from fellows_fsm.config.file import Config, config_mapping
 from fellows_fsm.config.ledger import LedgerConfig, login_name, redact_dsn
 from fellows_fsm.errors import ConfigError
+from tests.unit.cli_helpers import run
 
 URL = "postgresql://fellows@db.lab:5432/fellows"
 
@@ -113,3 +115,14 @@ def test_password_env_is_read_at_use_and_an_unset_one_names_the_variable(monkeyp
     assert ledger.password() == "s3cret"
     assert "s3cret" not in repr(ledger)
     assert LedgerConfig(url=URL).password() is None
+
+
+def test_spend_with_a_scope_and_no_ledger_is_one_line_exit_3(tmp_path: Path) -> None:
+    """``spend --scope user`` reads the shared ledger: with no [ledger] in the config, one line saying so, exit 3."""
+    config = tmp_path / "fellows.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n', encoding="utf-8")
+    result = run("--config", str(config), "spend", "--scope", "user")
+    assert result.exit_code == 3
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "spend --scope user reads the shared ledger, and there is no [ledger]" in lines[0]
