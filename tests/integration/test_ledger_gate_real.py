@@ -6,6 +6,7 @@ ledger gone and back, and every way a ledger can refuse this tool, in one line w
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from fellows_fsm.ledger.store import Ledger
 from fellows_fsm.scheduler.port import JobSpec
 
 from .ledger_pg import Postgres
+from .test_faults3_time_real import _wallstep
 
 pytestmark = pytest.mark.postgres
 
@@ -335,3 +337,46 @@ def test_two_machines_starting_at_once_apply_the_migrations_once(ledger_url: str
     with postgres.connect(ledger_url) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()]
     assert versions == list(range(1, newest() + 1))
+
+
+_SHIFTED = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from fellows_fsm.config.budget import BudgetConfig
+    from fellows_fsm.config.ledger import LedgerConfig
+    from fellows_fsm.driver.ledger import LedgerGate
+    from fellows_fsm.scheduler.port import JobSpec
+    gate = LedgerGate(LedgerConfig(url=sys.argv[1], user="alice"), Path(sys.argv[2]))
+    spec = JobSpec(name="big", script="big.sh", gpus=8, time_limit_seconds=3600)
+    why = gate.refusal(sys.argv[3], spec, None, BudgetConfig(paid_gpu_hours_per_day=10, timezone="UTC"))
+    gate.close()
+    print(time.time(), why)
+    """
+)
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0, 25 * 3600.0], ids=["hour-ahead", "hour-behind", "a-day-ahead"])
+def test_machines_whose_clocks_differ_count_the_same_windows(
+    postgres: Postgres, ledger_url: str, tmp_path: Path, step: float
+) -> None:
+    """A machine whose wall clock is ``step`` seconds off (an LD_PRELOAD library steps its CLOCK_REALTIME) reserves 8
+    of alice's 10 GPU-hours a day: a machine with a right clock is refused in the same day, and every row carries the
+    ledger server's time, never a machine's."""
+    step_file = tmp_path / "step"
+    step_file.write_text(str(step), encoding="utf-8")
+    env = {**os.environ, "LD_PRELOAD": str(_wallstep()), "WALLSTEP_FILE": str(step_file)}
+    argv = [sys.executable, "-c", _SHIFTED, ledger_url, str(tmp_path / "a" / "journal.sqlite3"), "d1"]
+    shifted = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert shifted.returncode == 0, shifted.stderr
+    their_time, why = shifted.stdout.split(" ", 1)
+    assert float(their_time) - time.time() == pytest.approx(step, abs=30)  # its clock really is off
+    assert why.strip() == "None"
+    limits = BudgetConfig(paid_gpu_hours_per_day=10, timezone="UTC")
+    other = _gate(ledger_url, tmp_path / "b" / "journal.sqlite3")
+    assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) == (
+        "budget: 8 of 10 paid GPU-hours used today; this job's limit needs 8"
+    )
+    with postgres.connect(ledger_url) as conn:
+        [(off,)] = conn.execute("SELECT max(abs(extract(epoch FROM now() - reserved_at))) FROM reservations").fetchall()
+    assert float(off) < 30
