@@ -157,3 +157,62 @@ def test_with_the_ledger_unreachable_the_walk_waits_on_its_last_rung_with_the_re
         finally:
             router.journal.close()
     assert lane.created == []
+
+
+def _restart(router: Router, machine: Callable[..., Router], name: str, **budget: object) -> Router:
+    """The driver of ``name`` dies (its lock released, its connection dropped: nothing else is done) and a new one
+    starts on the same state dir."""
+    if router.gate.ledger is not None:
+        router.gate.ledger.close()
+    router.journal.release_driver()
+    return machine(name, **budget)
+
+
+class _Killed(BaseException):
+    """The driver's process dying at this point (nothing after it runs)."""
+
+
+@pytest.mark.parametrize("after_create", [False, True], ids=["before-the-create", "after-the-create"])
+def test_a_driver_killed_at_its_handoff_holds_one_reservation_and_one_paid_job_counted_once(
+    machine: Callable[..., Router],
+    lane: FakePaidLane,
+    frozen: FrozenDateTimeFactory,
+    postgres: Postgres,
+    ledger_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    after_create: bool,
+) -> None:
+    """The driver dies in its handoff, after the ledger reservation and the journaled hand_off step: before the paid
+    lane's create, or after it and before its answer is journaled. The restarted driver (same state dir) keeps the
+    one reservation (created), ends with one paid job, and settles the run once at its end: one row, never a
+    second reservation."""
+    budget = {"paid_gpu_hours_per_day": 20}
+    real = FakePaidLane.start
+
+    def dying(self: FakePaidLane, dispatch_id: str, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(FakePaidLane, "start", real)  # it dies once
+        if after_create:
+            real(self, dispatch_id, *args, **kwargs)
+        raise _Killed
+
+    monkeypatch.setattr(FakePaidLane, "start", dying)
+    a = machine("a", **budget)
+    d = a.dispatch(SPEC).dispatch_id
+    with pytest.raises(_Killed):
+        _ticks([a], frozen, 60)
+    assert lane.created == ([d] if after_create else [])
+    assert [r[0] for r in _rows(postgres, ledger_url)] == [d]
+    a = _restart(a, machine, "a", **budget)
+    _ticks([a], frozen, 10)
+    assert a.handle(d).state == "PAID_QUEUED"
+    assert lane.created == [d]
+    assert [(r[0], r[1]) for r in _rows(postgres, ledger_url)] == [(d, "created")]
+    lane.move(d, PaidStatus.RUNNING)
+    _ticks([a], frozen, 19, step=100)  # about half an hour: 4 GPU-hours
+    lane.move(d, PaidStatus.SUCCEEDED)
+    _ticks([a], frozen, 4)
+    assert a.handle(d).state == "PAID_DONE"
+    assert lane.created == [d]
+    [(dispatch_id, state, lane_name, hours, _)] = _rows(postgres, ledger_url)
+    assert (dispatch_id, state, lane_name) == (d, "settled", "gcp")
+    assert hours == pytest.approx(4.0, rel=0.1)
