@@ -216,3 +216,52 @@ def test_a_driver_killed_at_its_handoff_holds_one_reservation_and_one_paid_job_c
     [(dispatch_id, state, lane_name, hours, _)] = _rows(postgres, ledger_url)
     assert (dispatch_id, state, lane_name) == (d, "settled", "gcp")
     assert hours == pytest.approx(4.0, rel=0.1)
+
+
+def test_each_free_job_s_gpu_hours_reach_the_ledger_at_its_end_once(
+    tmp_path: Path, ledger_url: str, lane: FakePaidLane, frozen: FrozenDateTimeFactory, postgres: Postgres
+) -> None:
+    """Three free jobs start and end on the fake cluster (2 GPUs, 30 minutes): their ends, journaled, are written
+    to the ledger's free_runs with the team, user, machine, journal, dispatch, job and GPU-hours, each once (a
+    restarted driver writes none again). No [budget] limit is needed for that."""
+    fake = FakeScheduler(qos_priority=PRIORITY, total_gpus=64)
+    config = Config(
+        fellows=SlurmSettings(park_cap_seconds=600.0),
+        lanes=(GCP,),
+        ledger=LedgerConfig(url=ledger_url, user="alice", team="lab"),
+        state_dir=tmp_path / "free",
+    )
+    router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
+    try:
+        ids = [router.dispatch(JobSpec(f"j{i}", "train.sbatch", gpus=2)).dispatch_id for i in range(3)]
+        for _ in range(5):
+            fake.schedule()
+            _ticks([router], frozen, 1)
+        assert all(router.handle(i).state == "RUNNING" for i in ids), [router.handle(i).state for i in ids]
+        jobs = {i: router.handle(i).slurm_job_id for i in ids}
+        frozen.tick(1800)
+        for i in ids:
+            fake.end(jobs[i], "COMPLETED")  # type: ignore[arg-type]
+        _ticks([router], frozen, 10)  # the ends' sacct, then the minute's write
+        _ticks([router], frozen, 7)
+        assert len(router.journal.ends()) == 3
+        with postgres.connect(ledger_url) as conn:
+            rows = conn.execute(
+                "SELECT dispatch_id, job_id, lane, gpus, gpu_hours, team, user_name, journal FROM free_runs"
+            ).fetchall()
+        assert sorted(r[0] for r in rows) == sorted(ids)
+        for r in rows:
+            assert r[1:4] == (jobs[r[0]], "fellows", 2)
+            assert r[4] == pytest.approx(1.0, abs=0.1)  # 2 GPUs x about 30 minutes
+            assert r[5:] == ("lab", "alice", str(config.journal_path.absolute()))
+        router.gate.close()
+        router.journal.release_driver()
+        router.journal.close()
+        router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
+        _ticks([router], frozen, 8)
+        with postgres.connect(ledger_url) as conn:
+            [(count,)] = conn.execute("SELECT count(*) FROM free_runs").fetchall()
+        assert count == 3
+    finally:
+        router.gate.close()
+        router.journal.close()

@@ -163,6 +163,12 @@ class TickGate:
         if self.ledger is not None:
             self.ledger.tick()
             self.ledger.reconcile(self.journal, self.reservations().keys(), now, asked=self.limits.limited)
+            self.ledger.publish_free(self.journal)
+
+    def close(self) -> None:
+        """Close the connection to the shared ledger, if there is one (the next ask connects again)."""
+        if self.ledger is not None:
+            self.ledger.close()
 
     @property
     def limits(self) -> BudgetConfig:

@@ -31,12 +31,16 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.ledger.store import Identity, Ledger
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["RETRY_SECONDS", "LedgerGate", "check_ledger"]
+__all__ = ["FREE_EVERY_SECONDS", "RETRY_SECONDS", "LedgerGate", "check_ledger"]
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 10.0
 """After the ledger did not answer (or refused), how long the gate answers with that reason before asking again."""
+FREE_EVERY_SECONDS = 60.0
+"""How often the free jobs' ends journaled since are written to the ledger (one transaction each time)."""
+FREE_BATCH = 1000
+"""At most this many free ends a time (a first publish of a long journal goes on at the next ones)."""
 
 
 _CHECKED: set[LedgerConfig] = set()
@@ -81,6 +85,8 @@ class LedgerGate:
         self._down: str | None = None
         self._down_until = 0.0
         self._reconciled = False
+        self._free_since: float | None = None  # the latest free end the ledger has of this journal
+        self._free_due = 0.0  # (monotonic) when the free ends are written next
         self.round_trips = 0
         """How many reservations were asked of the ledger (what a test reads)."""
 
@@ -166,6 +172,31 @@ class LedgerGate:
     def down(self) -> str | None:
         """Why the ledger cannot be asked now (None: it answered last, or was not asked yet)."""
         return self._still_down()
+
+    # ----------------------------------------------------------------- the free jobs' GPU-hours
+    def publish_free(self, journal: Journal) -> int:
+        """Write the free jobs' ends journaled since the last time to the ledger (its team, user, machine, journal,
+        dispatch, job, GPU-hours), at most once every ``FREE_EVERY_SECONDS`` and never while the ledger is down;
+        return how many were written. They count in no budget: they are what the free clusters gave."""
+        if time.monotonic() < self._free_due or self._still_down() is not None:
+            return 0
+        self._free_due = time.monotonic() + FREE_EVERY_SECONDS
+        try:
+            if self._free_since is None:
+                self._free_since = self.ledger.free_since(self.who)
+            ends = journal.ends_since(self._free_since, FREE_BATCH)
+            self.ledger.add_free(
+                self.who,
+                [(e.dispatch_id, e.job_id or "", e.lane, e.gpus, e.gpu_hours, e.result, e.ended_at) for e in ends],
+            )
+        except (LedgerUnreachable, ConfigError) as exc:
+            self._went_down(exc)
+            return 0
+        if ends:
+            self._free_since = ends[-1].ended_at
+            if len(ends) == FREE_BATCH:
+                self._free_due = 0.0  # more to write: the next tick goes on
+        return len(ends)
 
     # ----------------------------------------------------------------- each reservation's life
     def reconcile(self, journal: Journal, waiting: Collection[str], now: float, *, asked: bool) -> None:

@@ -326,6 +326,34 @@ class Ledger:
         result: tuple[Totals, list[SpendRow]] = self._run(work)
         return result
 
+    def free_since(self, who: Identity) -> float:
+        """The latest end (epoch seconds, the journal's clock) of this machine's journal's free jobs in the ledger."""
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT coalesce(extract(epoch FROM max(ended_at)), 0) FROM free_runs WHERE machine = %s "
+                "AND journal = %s",
+                (who.machine, who.journal),
+            ).fetchone()
+        )
+        return float(row[0]) if row is not None else 0.0
+
+    def add_free(self, who: Identity, ends: Sequence[tuple[str, str, str, int, float, str, float]]) -> None:
+        """Write free jobs' ends (dispatch id, job id, lane, GPUs, GPU-hours, result, end in epoch seconds) in one
+        transaction; one already there is left as it is."""
+        rows = [(who.team, who.user, who.machine, who.journal, *end) for end in ends]
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO free_runs (team, user_name, machine, journal, dispatch_id, job_id, lane, gpus, "
+                    "gpu_hours, result, ended_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_timestamp(%s)) "
+                    "ON CONFLICT (machine, journal, dispatch_id, job_id) DO NOTHING",
+                    rows,
+                )
+
+        if rows:
+            self._run(work)
+
     def totals(self, who: Identity, *, team_scope: bool, zone: str | None) -> Totals:
         """The budget's totals now, without a lock (what a view shows)."""
         result: Totals = self._run(lambda conn: _totals(conn, who, team_scope=team_scope, zone=zone))
