@@ -162,7 +162,7 @@ class TickGate:
         self._limits = None
         if self.ledger is not None:
             self.ledger.tick()
-            self.ledger.reconcile(self.journal, self.reservations().keys(), now, asked=self.limits.limited)
+            self.ledger.reconcile(self.journal, lambda: self.reservations().keys(), now, asked=self.limits.limited)
             self.ledger.publish_free(self.journal)
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from fellows_fsm.config.budget import BudgetConfig
@@ -199,17 +199,19 @@ class LedgerGate:
         return len(ends)
 
     # ----------------------------------------------------------------- each reservation's life
-    def reconcile(self, journal: Journal, waiting: Collection[str], now: float, *, asked: bool) -> None:
+    def reconcile(self, journal: Journal, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:
         """Bring this driver's reservations in line with its journal: renew those whose dispatch still waits for
-        the paid lane (``waiting``), mark created those with a live paid run, settle those whose run ended, release
-        the rest. Done at the first tick (``asked``: the budget is limited, so the gate may be asked) and then at
-        every tick while this driver holds a reservation; skipped while the ledger is down (retried later)."""
+        the paid lane (``waiting()``, read only when there is one to look at), mark created those with a live paid
+        run, settle those whose run ended, release the rest. Done at the first tick (``asked``: the budget is
+        limited, so the gate may be asked) and then at every tick while this driver holds a reservation; skipped
+        while the ledger is down (retried later)."""
         if (self._reconciled or not asked) and not self.held:
             return
         if self._still_down() is not None:
             return
         try:
             rows = self.ledger.open(self.who)
+            on_their_way = waiting() if rows else ()
             renew: list[int] = []
             release: list[int] = []
             created: dict[str, list[int]] = {}
@@ -217,7 +219,7 @@ class LedgerGate:
             for row in rows:
                 run = journal.paid_run(row.dispatch_id)
                 if run is None:
-                    if row.dispatch_id in waiting:
+                    if row.dispatch_id in on_their_way:
                         renew.append(row.id)
                         held.add(row.dispatch_id)
                     else:
