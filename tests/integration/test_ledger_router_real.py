@@ -25,6 +25,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.lanes.command.config import CommandSettings
 from fellows_fsm.testing import FakePaidLane
 
+from .cli_harness import cli, json_of
 from .ledger_pg import Postgres
 
 pytestmark = pytest.mark.postgres
@@ -265,3 +266,40 @@ def test_each_free_job_s_gpu_hours_reach_the_ledger_at_its_end_once(
     finally:
         router.gate.close()
         router.journal.close()
+
+
+def test_status_team_shows_every_machine_s_live_dispatches_as_last_published(
+    machine: Callable[..., Router], frozen: FrozenDateTimeFactory, ledger_url: str, tmp_path: Path
+) -> None:
+    """Two machines of the team walk a dispatch each: ``status --team --json`` (the real CLI, from a third
+    directory) lists both with their user, machine, journal and state; one withdrawn is gone at its driver's next
+    publish; a driver that stops with nothing live leaves nothing."""
+    a = machine("a", paid_gpu_hours_per_day=25, scope="team")
+    b = machine("b", paid_gpu_hours_per_day=25, scope="team")
+    first = a.dispatch(SPEC).dispatch_id
+    second = b.dispatch(SPEC).dispatch_id
+    _ticks([a, b], frozen, 2)
+    viewer = tmp_path / "viewer.toml"
+    viewer.write_text(
+        f'state_dir = "{tmp_path / "viewer"}"\n[ledger]\nurl = "{ledger_url}"\nuser = "carol"\nteam = "lab"\n',
+        encoding="utf-8",
+    )
+
+    def shown() -> dict[str, Any]:
+        return {d["dispatch_id"]: d for d in json_of(cli(viewer, "status", "--team", "--json"))["dispatches"]}
+
+    seen = shown()
+    assert set(seen) == {first, second}
+    assert seen[first]["journal"] == str(a.journal.path.absolute())
+    assert seen[second]["journal"] == str(b.journal.path.absolute())
+    assert {d["user"] for d in seen.values()} == {"alice"}
+    assert {d["label"] for d in seen.values()} == {"SUBMITTED(high-eur)"}
+    b.withdraw(second)
+    _ticks([a, b], frozen, 4)  # past the 30 s between two publishes
+    assert set(shown()) == {first}
+    a.withdraw(first)
+    a.gate.close()  # the driver stops: it publishes what it leaves, nothing live
+    assert shown() == {}
+    table = cli(viewer, "status", "--team")
+    assert table.returncode == 0, table.stderr
+    assert "live dispatches of team lab" in table.stdout

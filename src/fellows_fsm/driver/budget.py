@@ -164,10 +164,12 @@ class TickGate:
             self.ledger.tick()
             self.ledger.reconcile(self.journal, lambda: self.reservations().keys(), now, asked=self.limits.limited)
             self.ledger.publish_free(self.journal)
+            self.ledger.publish_live(self.journal)
 
     def close(self) -> None:
         """Close the connection to the shared ledger, if there is one (the next ask connects again)."""
         if self.ledger is not None:
+            self.ledger.publish_live(self.journal, now=True)  # what it leaves (nothing live, as a driver exits idle)
             self.ledger.close()
 
     @property

@@ -31,7 +31,7 @@ from fellows_fsm.journal.store import Journal
 from fellows_fsm.ledger.store import Identity, Ledger
 from fellows_fsm.scheduler.port import JobSpec
 
-__all__ = ["FREE_EVERY_SECONDS", "RETRY_SECONDS", "LedgerGate", "check_ledger"]
+__all__ = ["FREE_EVERY_SECONDS", "LIVE_EVERY_SECONDS", "RETRY_SECONDS", "LedgerGate", "check_ledger"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,8 @@ RETRY_SECONDS = 10.0
 """After the ledger did not answer (or refused), how long the gate answers with that reason before asking again."""
 FREE_EVERY_SECONDS = 60.0
 """How often the free jobs' ends journaled since are written to the ledger (one transaction each time)."""
+LIVE_EVERY_SECONDS = 30.0
+"""How often a driver publishes its live dispatches to the ledger (``status --team``), and when it stops."""
 FREE_BATCH = 1000
 """At most this many free ends a time (a first publish of a long journal goes on at the next ones)."""
 
@@ -87,6 +89,7 @@ class LedgerGate:
         self._reconciled = False
         self._free_since: float | None = None  # the latest free end the ledger has of this journal
         self._free_due = 0.0  # (monotonic) when the free ends are written next
+        self._live_due = 0.0  # (monotonic) when the live dispatches are published next
         self.round_trips = 0
         """How many reservations were asked of the ledger (what a test reads)."""
 
@@ -197,6 +200,25 @@ class LedgerGate:
             if len(ends) == FREE_BATCH:
                 self._free_due = 0.0  # more to write: the next tick goes on
         return len(ends)
+
+    # ----------------------------------------------------------------- what `status --team` shows
+    def publish_live(self, journal: Journal, *, now: bool = False) -> int:
+        """Publish this journal's live dispatches (state, label, lane, QoS, outcome) to the ledger, replacing what
+        this driver published before: at most once every ``LIVE_EVERY_SECONDS`` (``now``: at once, as the driver
+        stops), never while the ledger is down; return how many."""
+        if (not now and time.monotonic() < self._live_due) or self._still_down() is not None:
+            return 0
+        self._live_due = time.monotonic() + LIVE_EVERY_SECONDS
+        rows = [
+            (d.id, str(d.spec.get("name", "")), d.state, d.label, d.lane, d.qos, d.outcome)
+            for d in journal.dispatches(live_only=True)
+        ]
+        try:
+            self.ledger.publish_live(self.who, rows)
+        except (LedgerUnreachable, ConfigError) as exc:
+            self._went_down(exc)
+            return 0
+        return len(rows)
 
     # ----------------------------------------------------------------- each reservation's life
     def reconcile(self, journal: Journal, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:

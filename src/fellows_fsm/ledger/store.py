@@ -29,7 +29,7 @@ from fellows_fsm.ledger.schema import migrate
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Identity", "Ledger", "OpenReservation", "SpendRow", "Totals"]
+__all__ = ["Identity", "Ledger", "LiveRow", "OpenReservation", "SpendRow", "Totals"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,24 @@ class SpendRow:
     gpu_hours: float
     cost: float | None
     """None: no run of them has a price."""
+
+
+@attrs.frozen
+class LiveRow:
+    """One live dispatch as its driver last published it to the ledger (``status --team``)."""
+
+    user: str
+    machine: str
+    journal: str
+    dispatch_id: str
+    name: str
+    state: str
+    label: str
+    lane: str
+    qos: str | None
+    outcome: str
+    age_seconds: float
+    """How long ago its driver published it (the server's clock)."""
 
 
 _SPEND = f"""
@@ -353,6 +371,58 @@ class Ledger:
 
         if rows:
             self._run(work)
+
+    def publish_live(self, who: Identity, rows: Sequence[tuple[str, str, str, str, str, str | None, str]]) -> None:
+        """Replace this machine's journal's live dispatches (id, name, state, label, lane, QoS, outcome) in one
+        transaction: those no longer live are removed."""
+        ids = [row[0] for row in rows]
+        values = [(who.team, who.user, who.machine, who.journal, *row) for row in rows]
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction():
+                conn.execute(
+                    "DELETE FROM live_dispatches WHERE machine = %s AND journal = %s AND NOT dispatch_id = ANY(%s)",
+                    (who.machine, who.journal, ids),
+                )
+                if values:
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            "INSERT INTO live_dispatches (team, user_name, machine, journal, dispatch_id, name, state, "
+                            "label, lane, qos, outcome) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                            "ON CONFLICT (machine, journal, dispatch_id) DO UPDATE SET state = excluded.state, "
+                            "label = excluded.label, lane = excluded.lane, qos = excluded.qos, "
+                            "outcome = excluded.outcome, published_at = now()",
+                            values,
+                        )
+                conn.execute(
+                    "UPDATE live_dispatches SET published_at = now() WHERE machine = %s AND journal = %s",
+                    (who.machine, who.journal),
+                )
+
+        self._run(work)
+
+    def live(self, who: Identity, *, team_scope: bool) -> list[LiveRow]:
+        """The live dispatches every driver of the team (or of this user) last published, by user and machine."""
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[LiveRow]:
+            rows = conn.execute(
+                "SELECT user_name, machine, journal, dispatch_id, name, state, label, lane, qos, outcome, "
+                "extract(epoch FROM now() - published_at) FROM live_dispatches "
+                "WHERE (%(team)s::text IS NULL OR team = %(team)s) "
+                "AND (%(user)s::text IS NULL OR user_name = %(user)s) "
+                "ORDER BY user_name, machine, journal, dispatch_id",
+                {"team": who.team if team_scope else None, "user": None if team_scope else who.user},
+            ).fetchall()
+            return [
+                LiveRow(
+                    user=r[0], machine=r[1], journal=r[2], dispatch_id=r[3], name=r[4], state=r[5], label=r[6],
+                    lane=r[7], qos=r[8], outcome=r[9], age_seconds=float(r[10]),
+                )
+                for r in rows
+            ]  # fmt: skip
+
+        result: list[LiveRow] = self._run(work)
+        return result
 
     def totals(self, who: Identity, *, team_scope: bool, zone: str | None) -> Totals:
         """The budget's totals now, without a lock (what a view shows)."""

@@ -1,7 +1,7 @@
-"""``fellows-fsm spend --scope user|team``: what one budget shared across machines committed, read from the shared
-ledger (``[ledger]``): today, this week and this month, per user and lane, with the limits this machine's
-``[budget]`` applies. The rows are ledger/store.py's (``Ledger.spend``, counted in the server's clock); here are
-only the table and the JSON object.
+"""What the shared ledger (``[ledger]``) shows: ``spend --scope user|team`` (what one budget shared across machines
+committed today, this week and this month, per user and lane, with the limits this machine's ``[budget]`` applies)
+and ``status --team`` (every driver's live dispatches as it last published them). The rows are ledger/store.py's
+(``Ledger.spend``, ``Ledger.live``, in the server's clock); here are only the tables and the JSON objects.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.driver.ledger import LedgerGate
 from fellows_fsm.errors import ConfigError
-from fellows_fsm.ledger.store import SpendRow, Totals
+from fellows_fsm.ledger.store import LiveRow, SpendRow, Totals
 from fellows_fsm.ui.paid import cost_words, hours_words
 
-__all__ = ["read_shared_spend", "shared_spend_json", "shared_spend_table"]
+__all__ = ["read_shared_spend", "read_team", "shared_spend_json", "shared_spend_table", "team_json", "team_table"]
 
 _WINDOWS = (("day", "today"), ("week", "this week"), ("month", "this month"))
 
@@ -42,6 +42,57 @@ def read_shared_spend(config: Config, scope: str) -> tuple[LedgerConfig, Totals,
     finally:
         gate.close()
     return ledger, totals, rows
+
+
+def read_team(config: Config) -> tuple[LedgerConfig, list[LiveRow]]:
+    """Every live dispatch the drivers of the [ledger] team (of this user, with no team) last published."""
+    ledger = config.ledger
+    if ledger is None:
+        raise ConfigError(f"{config.source}: status --team reads the shared ledger, and there is no [ledger]")
+    gate = LedgerGate(ledger, config.journal_path)
+    try:
+        return ledger, gate.ledger.live(gate.who, team_scope=ledger.team is not None)
+    finally:
+        gate.close()
+
+
+def team_json(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> dict[str, Any]:
+    """``status --team --json``: ``ledger`` (redacted), ``team``, and ``dispatches``: each ``user``, ``machine``,
+    ``journal``, ``dispatch_id``, ``name``, ``state``, ``label``, ``lane``, ``qos``, ``outcome``, ``age_seconds`` (how
+    long ago its driver published it)."""
+    return {
+        "ledger": ledger.shown,
+        "team": ledger.team,
+        "dispatches": [
+            {
+                "user": r.user,
+                "machine": r.machine,
+                "journal": r.journal,
+                "dispatch_id": r.dispatch_id,
+                "name": r.name,
+                "state": r.state,
+                "label": r.label,
+                "lane": r.lane,
+                "qos": r.qos,
+                "outcome": r.outcome,
+                "age_seconds": round(r.age_seconds, 1),
+            }
+            for r in rows
+        ],
+    }
+
+
+def team_table(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> RenderableType:
+    """Each live dispatch of the team: user, machine, id, name, where it stands, and how old that word is."""
+    who = f"team {ledger.team}" if ledger.team is not None else f"user {ledger.user}"
+    table = Table(title=f"live dispatches of {who} in {ledger.shown}", title_justify="left", box=None, padding=(0, 1))
+    for header in ("user", "machine", "id", "name", "state", "seen"):
+        table.add_column(header, no_wrap=header != "name")
+    for r in rows:
+        table.add_row(r.user, r.machine, r.dispatch_id, r.name, r.label, f"{r.age_seconds:.0f} s ago")
+    if not rows:
+        return Group(table, Text("no live dispatch published", style="dim"))
+    return Group(table, Text("as each driver last published it (every 30 s, and when it stops)", style="dim"))
 
 
 def shared_spend_json(
