@@ -163,7 +163,12 @@ class Ledger:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
         self.close()
-        import psycopg  # noqa: PLC0415  (the [ledger] extra, needed only with a [ledger])
+        try:
+            import psycopg  # noqa: PLC0415  (the [ledger] extra, needed only with a [ledger])
+        except ImportError:
+            raise ConfigError(
+                "[ledger] needs psycopg 3, which is not installed here: pip install 'fellows-fsm[ledger]'"
+            ) from None
 
         shown = self.config.shown
         kwargs: dict[str, Any] = {}
@@ -205,9 +210,9 @@ class Ledger:
 
     def _run(self, work: Callable[[psycopg.Connection[tuple[Any, ...]]], Any]) -> Any:
         """``work`` on the connection; a connection lost under it is LedgerUnreachable (and made again next call)."""
+        conn = self._connect()  # (ConfigError without psycopg installed)
         import psycopg  # noqa: PLC0415
 
-        conn = self._connect()
         try:
             return work(conn)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:

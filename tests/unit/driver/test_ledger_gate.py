@@ -5,6 +5,7 @@ asking the ledger instead of the journal once a [ledger] is configured."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,8 @@ import pytest
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.ledger import LedgerConfig
-from fellows_fsm.driver.ledger import LedgerGate
-from fellows_fsm.errors import LedgerUnreachable
+from fellows_fsm.driver.ledger import LedgerGate, check_ledger
+from fellows_fsm.errors import ConfigError, LedgerUnreachable
 from fellows_fsm.ledger.store import Identity, Totals
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -122,3 +123,17 @@ def test_the_ledger_down_is_a_reason_and_is_asked_again_only_after_the_retry_tim
     assert gate.refusal("d1", EIGHT, None, LIMITS) is None
     assert fake.reserves == ["d1"]
     assert gate.down is None
+
+
+def test_a_ledger_without_psycopg_installed_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the [ledger] extra, what submit asks is a ConfigError (exit 3) naming it, and the gate's answer a
+    refusal that says the ledger cannot be asked: never an ImportError in a tick."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # an import of it raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'fellows-fsm\[ledger\]'"):
+        check_ledger(LedgerConfig(url=URL, user="alice"))
+    gate = LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3")
+    reason = gate.refusal("d1", EIGHT, None, LIMITS)
+    assert reason is not None
+    assert "(it refused this driver)" in reason
