@@ -182,6 +182,13 @@ class Ledger:
                 connect_timeout=max(1, math.ceil(self.config.connect_timeout_seconds)),
                 application_name="fellows-fsm",
                 options="-c lock_timeout=30s -c statement_timeout=60s",
+                # A host that stops answering mid-statement drops the connection within about 10 s (keepalives, and
+                # unacknowledged writes past the connect timeout), so no tick hangs on TCP's own retries.
+                keepalives=1,
+                keepalives_idle=5,
+                keepalives_interval=2,
+                keepalives_count=2,
+                tcp_user_timeout=int(1000 * max(1.0, self.config.connect_timeout_seconds)),
                 **kwargs,
             )
         except psycopg.OperationalError as exc:
