@@ -12,6 +12,7 @@ import getpass
 import math
 import os
 import re
+import socket
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -28,6 +29,7 @@ DEFAULT_LEASE_SECONDS = 1800.0
 
 _SCHEMES = ("postgresql", "postgres")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+:-]{0,254}")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _FIX = "give the password through PGPASSWORD, ~/.pgpass or [ledger] password_env (the name of a variable)"
 
@@ -86,6 +88,9 @@ class LedgerConfig:
     """The team this user's spending is shared with (``[budget] scope = "team"`` needs one); None: no team."""
     user: str = attrs.field(factory=login_name)
     """Who spends, in the ledger's rows (default: this machine's login name; one person's machines share it)."""
+    machine: str = attrs.field(factory=socket.gethostname)
+    """This machine's name in the ledger's rows (default: its host name). A reservation is this machine's and this
+    journal's: two machines that share a name and a state dir path must be told apart here."""
     password_env: str | None = None
     """The name of an environment variable holding the password (None: libpq's PGPASSWORD or ~/.pgpass)."""
     connect_timeout_seconds: float = 5.0
@@ -95,10 +100,12 @@ class LedgerConfig:
 
     def __attrs_post_init__(self) -> None:
         _check_url(self.url)
-        for key in ("team", "user"):
+        for key in ("team", "user", "machine"):
             value = getattr(self, key)
             if value is None and key == "team":
                 continue
+            if key == "machine" and isinstance(value, str) and _HOST.fullmatch(value):
+                continue  # a host name may be a long FQDN
             if not isinstance(value, str) or not _NAME.fullmatch(value):
                 raise ConfigError(
                     f"[ledger] {key}={value!r} must be a short name (letters, digits, '.', '_', '@', '+', '-'; "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import socket
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -79,7 +78,7 @@ class LedgerGate:
         self.config = config
         self.ledger = ledger if ledger is not None else Ledger(config)
         self.who = Identity(
-            team=config.team or "", user=config.user, machine=socket.gethostname(), journal=str(journal.absolute())
+            team=config.team or "", user=config.user, machine=config.machine, journal=str(journal.absolute())
         )
         self.held: set[str] = set()
         """Dispatch ids holding a reservation, as this driver knows (the ledger's ``open`` rows at a reconcile)."""

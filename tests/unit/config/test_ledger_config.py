@@ -69,12 +69,13 @@ def test_a_bad_url_is_one_line_and_never_shows_a_password(url: str, words: str) 
         ({"url": URL, "password_env": "hunter2 is my password"}, "must be the NAME of an environment variable"),
         ({"url": URL, "team": "a lab"}, "[ledger] team='a lab' must be a short name"),
         ({"url": URL, "user": ""}, "[ledger] user='' must be a short name"),
+        ({"url": URL, "machine": "gpu box"}, "[ledger] machine='gpu box' must be a short name"),
         ({"url": URL, "lease_seconds": 0}, "[ledger] lease_seconds=0 must be at least 1 seconds"),
         ({"url": URL, "connect_timeout_seconds": True}, "must be a number of seconds"),
         ({"url": URL, "tema": "lab"}, "unknown key 'tema' (did you mean 'team'?)"),
         ({"team": "lab"}, "[ledger] needs url"),
     ],
-    ids=["password-env", "team", "user", "lease", "timeout", "unknown", "no-url"],
+    ids=["password-env", "team", "user", "machine", "lease", "timeout", "unknown", "no-url"],
 )
 def test_each_bad_ledger_value_is_named(table: dict[str, Any], words: str) -> None:
     """Each bad key of [ledger]: one line naming it and its value."""
