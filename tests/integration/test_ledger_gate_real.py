@@ -380,3 +380,34 @@ def test_machines_whose_clocks_differ_count_the_same_windows(
     with postgres.connect(ledger_url) as conn:
         [(off,)] = conn.execute("SELECT max(abs(extract(epoch FROM now() - reserved_at))) FROM reservations").fetchall()
     assert float(off) < 30
+
+
+def test_the_publisher_keeps_free_ends_while_the_ledger_is_gone_and_writes_each_once_when_back(
+    postgres: Postgres, ledger_url: str, tmp_path: Path
+) -> None:
+    """Free ends handed to the publisher (its own thread) while the ledger takes no connection are kept and
+    retried, the handing over never waits; once the ledger is back each is written once, even one handed twice."""
+    name = ledger_url.rsplit("/", 1)[1]
+    _ledger(LedgerConfig(url=ledger_url)).check()  # the schema, before the database closes
+    with postgres.connect() as conn:
+        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+    gate = LedgerGate(
+        LedgerConfig(url=ledger_url, user="alice", connect_timeout_seconds=1), tmp_path / "journal.sqlite3",
+        retry_seconds=0.5,
+    )  # fmt: skip
+    _OPEN.append(gate)
+    end = ("d1", "17", "fellows", 2, 1.0, "succeeded", time.time())
+    try:
+        started = time.monotonic()
+        gate.publisher.offer(free=[end])
+        assert time.monotonic() - started < 0.5  # handed over, not written
+        assert not gate.publisher.flush(1.5)
+        assert gate.publisher.failures >= 1
+    finally:
+        with postgres.connect() as conn:
+            conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    gate.publisher.offer(free=[end])
+    assert gate.publisher.flush(10.0)
+    with postgres.connect(ledger_url) as conn:
+        assert conn.execute("SELECT dispatch_id, job_id, gpu_hours FROM free_runs").fetchall() == [("d1", "17", 1.0)]

@@ -74,11 +74,23 @@ def machine(tmp_path: Path, ledger_url: str, lane: FakePaidLane, frozen: FrozenD
         router.journal.close()
 
 
-def _ticks(routers: list[Router], frozen: FrozenDateTimeFactory, n: int, step: float = 10) -> None:
+def _ticks(
+    routers: list[Router], frozen: FrozenDateTimeFactory, n: int, step: float = 10, *, published: bool = True
+) -> None:
+    """Poll each router ``n`` times, ``step`` frozen seconds apart; each poll's report to the ledger written before
+    the clock moves on (psycopg's connect deadline reads the frozen monotonic clock too)."""
     for _ in range(n):
         frozen.tick(step)
         for router in routers:
             router.poll()
+            if published:
+                _published(router, 2.0)
+
+
+def _published(router: Router, timeout: float = 10.0) -> bool:
+    """Wait (``timeout`` at most) until the router's publisher thread wrote what its ticks handed it."""
+    gate = router.gate.ledger
+    return gate is not None and gate.publisher.flush(timeout)
 
 
 def _rows(postgres: Postgres, url: str) -> list[tuple[Any, ...]]:
@@ -147,7 +159,7 @@ def test_with_the_ledger_unreachable_the_walk_waits_on_its_last_rung_with_the_re
         router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
         try:
             d = router.dispatch(SPEC).dispatch_id
-            _ticks([router], frozen, 40)
+            _ticks([router], frozen, 40, published=False)  # (its reports are never written: nobody listens)
             assert router.handle(d).state == end
             steps = router.journal.steps(d)
             said = [s.note for s in steps if "shared ledger" in s.note]
@@ -156,6 +168,7 @@ def test_with_the_ledger_unreachable_the_walk_waits_on_its_last_rung_with_the_re
             if on_budget == "wait":
                 assert [s.trigger for s in steps].count("budget_wait") == 1
         finally:
+            router.gate.close()
             router.journal.close()
     assert lane.created == []
 
@@ -246,6 +259,7 @@ def test_each_free_job_s_gpu_hours_reach_the_ledger_at_its_end_once(
         _ticks([router], frozen, 10)  # the ends' sacct, then the minute's write
         _ticks([router], frozen, 7)
         assert len(router.journal.ends()) == 3
+        assert _published(router)
         with postgres.connect(ledger_url) as conn:
             rows = conn.execute(
                 "SELECT dispatch_id, job_id, lane, gpus, gpu_hours, team, user_name, journal FROM free_runs"
@@ -260,6 +274,7 @@ def test_each_free_job_s_gpu_hours_reach_the_ledger_at_its_end_once(
         router.journal.close()
         router = Router(config, fake, Journal(config.journal_path), lanes={"gcp": lane}).start()
         _ticks([router], frozen, 8)
+        assert _published(router)
         with postgres.connect(ledger_url) as conn:
             [(count,)] = conn.execute("SELECT count(*) FROM free_runs").fetchall()
         assert count == 3
@@ -279,6 +294,8 @@ def test_status_team_shows_every_machine_s_live_dispatches_as_last_published(
     first = a.dispatch(SPEC).dispatch_id
     second = b.dispatch(SPEC).dispatch_id
     _ticks([a, b], frozen, 2)
+    assert _published(a)
+    assert _published(b)
     viewer = tmp_path / "viewer.toml"
     viewer.write_text(
         f'state_dir = "{tmp_path / "viewer"}"\n[ledger]\nurl = "{ledger_url}"\nuser = "carol"\nteam = "lab"\n',
@@ -296,6 +313,7 @@ def test_status_team_shows_every_machine_s_live_dispatches_as_last_published(
     assert {d["label"] for d in seen.values()} == {"SUBMITTED(high-eur)"}
     b.withdraw(second)
     _ticks([a, b], frozen, 4)  # past the 30 s between two publishes
+    assert _published(b)
     assert set(shown()) == {first}
     a.withdraw(first)
     a.gate.close()  # the driver stops: it publishes what it leaves, nothing live

@@ -163,7 +163,7 @@ class TickGate:
         if self.ledger is not None:
             self.ledger.tick()
             self.ledger.reconcile(self.journal, lambda: self.reservations().keys(), now, asked=self.limits.limited)
-            self.ledger.publish_free(self.journal)
+            self.ledger.publish_free(self.journal, now)
             self.ledger.publish_live(self.journal)
 
     def close(self) -> None:

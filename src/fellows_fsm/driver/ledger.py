@@ -25,6 +25,7 @@ from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.core.budget import BudgetGate
 from fellows_fsm.core.paid import worst_gpu_hours
+from fellows_fsm.driver.publisher import Publisher
 from fellows_fsm.errors import ConfigError, LedgerUnreachable
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ledger.store import Identity, Ledger
@@ -40,6 +41,9 @@ FREE_EVERY_SECONDS = 60.0
 """How often the free jobs' ends journaled since are written to the ledger (one transaction each time)."""
 LIVE_EVERY_SECONDS = 30.0
 """How often a driver publishes its live dispatches to the ledger (``status --team``), and when it stops."""
+FREE_LOOKBACK_SECONDS = 2 * 86400.0
+"""How far back a starting driver hands over free ends (the ledger keeps each once): an end journaled by a driver
+that died before telling the ledger is told by the next one within that."""
 FREE_BATCH = 1000
 """At most this many free ends a time (a first publish of a long journal goes on at the next ones)."""
 
@@ -86,14 +90,18 @@ class LedgerGate:
         self._down: str | None = None
         self._down_until = 0.0
         self._reconciled = False
-        self._free_since: float | None = None  # the latest free end the ledger has of this journal
+        self._free_since: float | None = None  # the latest free end handed to the publisher
         self._free_due = 0.0  # (monotonic) when the free ends are written next
         self._live_due = 0.0  # (monotonic) when the live dispatches are published next
         self.round_trips = 0
         """How many reservations were asked of the ledger (what a test reads)."""
+        self.publisher = Publisher(config, self.who, retry_seconds=retry_seconds)
+        """What the ledger is told that decides nothing (free ends, live dispatches), written by a thread of its own."""
 
     def close(self) -> None:
-        """Close the connection to the ledger (the next ask connects again)."""
+        """Close the connection to the ledger (the next ask connects again) and stop the publisher, which writes
+        what it was given first (waiting at most the connect timeout and a little)."""
+        self.publisher.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.ledger.close()
 
     def tick(self) -> None:
@@ -175,48 +183,36 @@ class LedgerGate:
         """Why the ledger cannot be asked now (None: it answered last, or was not asked yet)."""
         return self._still_down()
 
-    # ----------------------------------------------------------------- the free jobs' GPU-hours
-    def publish_free(self, journal: Journal) -> int:
-        """Write the free jobs' ends journaled since the last time to the ledger (its team, user, machine, journal,
-        dispatch, job, GPU-hours), at most once every ``FREE_EVERY_SECONDS`` and never while the ledger is down;
-        return how many were written. They count in no budget: they are what the free clusters gave."""
-        if time.monotonic() < self._free_due or self._still_down() is not None:
+    # ----------------------------------------------------------------- what the ledger is told (off the tick)
+    def publish_free(self, journal: Journal, now: float) -> int:
+        """Hand the publisher (driver/publisher.py: its own thread) the free jobs' ends journaled since the last
+        time (from ``FREE_LOOKBACK_SECONDS`` before the first call: one already in the ledger is kept once), at most
+        once every ``FREE_EVERY_SECONDS``; return how many. They count in no budget: what the free clusters gave."""
+        if time.monotonic() < self._free_due:
             return 0
         self._free_due = time.monotonic() + FREE_EVERY_SECONDS
-        try:
-            if self._free_since is None:
-                self._free_since = self.ledger.free_since(self.who)
-            ends = journal.ends_since(self._free_since, FREE_BATCH)
-            self.ledger.add_free(
-                self.who,
-                [(e.dispatch_id, e.job_id or "", e.lane, e.gpus, e.gpu_hours, e.result, e.ended_at) for e in ends],
-            )
-        except (LedgerUnreachable, ConfigError) as exc:
-            self._went_down(exc)
-            return 0
-        if ends:
-            self._free_since = ends[-1].ended_at
-            if len(ends) == FREE_BATCH:
-                self._free_due = 0.0  # more to write: the next tick goes on
+        since = now - FREE_LOOKBACK_SECONDS if self._free_since is None else self._free_since
+        ends = journal.ends_since(since, FREE_BATCH)
+        self.publisher.offer(
+            free=[(e.dispatch_id, e.job_id or "", e.lane, e.gpus, e.gpu_hours, e.result, e.ended_at) for e in ends]
+        )
+        self._free_since = ends[-1].ended_at if ends else since
+        if len(ends) == FREE_BATCH:
+            self._free_due = 0.0  # more to hand over: the next tick goes on
         return len(ends)
 
-    # ----------------------------------------------------------------- what `status --team` shows
     def publish_live(self, journal: Journal, *, now: bool = False) -> int:
-        """Publish this journal's live dispatches (state, label, lane, QoS, outcome) to the ledger, replacing what
+        """Hand the publisher this journal's live dispatches (state, label, lane, QoS, outcome), which replace what
         this driver published before: at most once every ``LIVE_EVERY_SECONDS`` (``now``: at once, as the driver
-        stops), never while the ledger is down; return how many."""
-        if (not now and time.monotonic() < self._live_due) or self._still_down() is not None:
+        stops); return how many."""
+        if not now and time.monotonic() < self._live_due:
             return 0
         self._live_due = time.monotonic() + LIVE_EVERY_SECONDS
         rows = [
             (d.id, str(d.spec.get("name", "")), d.state, d.label, d.lane, d.qos, d.outcome)
             for d in journal.dispatches(live_only=True)
         ]
-        try:
-            self.ledger.publish_live(self.who, rows)
-        except (LedgerUnreachable, ConfigError) as exc:
-            self._went_down(exc)
-            return 0
+        self.publisher.offer(live=rows)
         return len(rows)
 
     # ----------------------------------------------------------------- each reservation's life

@@ -356,17 +356,6 @@ class Ledger:
         result: tuple[Totals, list[SpendRow]] = self._run(work)
         return result
 
-    def free_since(self, who: Identity) -> float:
-        """The latest end (epoch seconds, the journal's clock) of this machine's journal's free jobs in the ledger."""
-        row = self._run(
-            lambda conn: conn.execute(
-                "SELECT coalesce(extract(epoch FROM max(ended_at)), 0) FROM free_runs WHERE machine = %s "
-                "AND journal = %s",
-                (who.machine, who.journal),
-            ).fetchone()
-        )
-        return float(row[0]) if row is not None else 0.0
-
     def add_free(self, who: Identity, ends: Sequence[tuple[str, str, str, int, float, str, float]]) -> None:
         """Write free jobs' ends (dispatch id, job id, lane, GPUs, GPU-hours, result, end in epoch seconds) in one
         transaction; one already there is left as it is."""
