@@ -20,6 +20,7 @@ from benchmarks import (
     render_issue25,
     render_issue26,
     render_journal,
+    render_ledger,
     render_notify,
     render_paid,
     render_sim_clusters,
@@ -1083,6 +1084,7 @@ def main() -> None:
     section_journal()
     _append(render_ends.section(_load("ends_fake"), _load("ends_real"), lambda r: _provenance(r, locked=True)))
     section_notify()
+    section_ledger()
 
 
 BG_CMD = (
@@ -1532,6 +1534,11 @@ def section_notify() -> None:
     plain, hanging = _load("decision_overhead"), _load("decision_overhead_hanging_sink")
     real = functools.partial(_provenance, locked=True)
     _append(render_notify.section(_load("notify_delivery"), plain, hanging, _provenance, real))
+
+
+def section_ledger() -> None:
+    """Append issue 42's figures (benchmarks/results/ledger_reserve.json)."""
+    _append(render_ledger.section(_load("ledger_reserve"), _provenance))
 
 
 def _append(lines: list[str]) -> None:

@@ -43,6 +43,9 @@ DEFAULT_SHARDS = 6
 UNIT = "tests/unit/"
 # mermaid's own parser runs on Node.js, which the Debian 13 root has not: that file runs on the host only.
 HOST_ONLY = ("tests/unit/ui/test_mermaid_valid.py",)
+# The shared ledger's tests need Debian's PostgreSQL (scripts/dev-postgres), installed on the host only; they do not
+# depend on the SLURM version, so they run in the host's real shards.
+HOST_ONLY_REAL = ("tests/integration/test_ledger_",)
 # A test no durations file knows yet counts as this many seconds (a real-SLURM test's median is of this order).
 UNKNOWN_SECONDS = {"unit": 0.2, "real": 15.0}
 SLOWEST = 15
@@ -154,7 +157,7 @@ def plan(ids: list[str], versions: list[str], native: str, per_version: int) -> 
     for version in versions:
         table = durations.get(version, {})
         unit = [t for t in ids if t.startswith(UNIT) and (version == native or not t.startswith(HOST_ONLY))]
-        real = [t for t in ids if not t.startswith(UNIT)]
+        real = [t for t in ids if not t.startswith(UNIT) and (version == native or not t.startswith(HOST_ONLY_REAL))]
         if unit:
             shard = Shard(version, "unit", 1)
             deal(unit, [shard], table)

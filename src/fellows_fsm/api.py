@@ -188,6 +188,8 @@ class Fellows:
     @serialized
     def close(self) -> None:
         """Stop driving (the dispatches go on; the next driver recovers them) and close the journal."""
+        if self._router is not None:
+            self._router.gate.close()
         self._router = None
         self.journal.close()
 

@@ -50,6 +50,7 @@ from fellows_fsm.ui.app import (
 from fellows_fsm.ui.follow import LiveState, follow_live, live, summary, watch_view
 from fellows_fsm.ui.history import history_table
 from fellows_fsm.ui.init import config_header, none_in, where_config
+from fellows_fsm.ui.ledger import read_team, team_json, team_table
 from fellows_fsm.ui.many import script_specs, split_scripts, submit_scripts
 from fellows_fsm.ui.status import status_table
 from fellows_fsm.ui.submitting import (
@@ -269,16 +270,24 @@ _RECENT = RECENT
 @click.option(
     "--last", type=click.IntRange(min=0), default=_RECENT, show_default=True, metavar="N", help="Recent ones shown."
 )
+@click.option("--team", is_flag=True, help="The live dispatches of the whole [ledger] team, every machine's.")
 @config_option
 @click.pass_context
 def status(  # noqa: PLR0917 - click passes every option as an argument
-    ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool, show_all: bool, last: int
+    ctx: click.Context, dispatch_id: str | None, as_json: bool, live_only: bool, show_all: bool, last: int, team: bool
 ) -> None:
     """Where the live dispatches and the N most recent ones stand (or DISPATCH_ID, or --all of them).
 
-    It only reads the journal, so it is safe while a router drives it.
+    It only reads the journal, so it is safe while a router drives it. --team reads the shared [ledger] instead.
     """
     config = config_of(ctx)
+    if team:
+        ledger, live = read_team(config)
+        if as_json:
+            echo_json(team_json(ledger, live))
+        else:
+            make_console().print(team_table(ledger, live))
+        return
     with open_journal(config, readonly=True) as journal:  # read-only use: never the driver lock
         _start_driver_for_reader(config, journal)
         total = journal.count()

@@ -5,6 +5,8 @@
     |                                         an sbatch option after `--` that fellows-fsm owns)
     +-- ConfigError (ValueError)      exit 3  a config value, file or environment variable is wrong
     |   +-- TraceError                exit 3  a simulator trace line is wrong (names the line and the key)
+    |   +-- LedgerRefused             exit 3  the [ledger] refused this tool: a wrong password, a missing database
+    |                                         or role, a schema newer than this version knows (nothing queued)
     +-- TransitionNotAllowed          exit 4  a trigger fired from a state, or past a guard, that forbids it
     +-- SchedulerError                exit 5  the scheduler refused or failed a request
     |   +-- SchedulerUnreachable      exit 6  the controller did not answer (retried before this is raised), or
@@ -18,6 +20,8 @@
     +-- JournalError                  exit 7  the journal is unreadable, corrupt, or held by another router
     |   +-- JournalBusy               exit 7  another live router drives it (names the holder)
     |   +-- JournalFull               exit 7  the state dir's filesystem is full: nothing can be journaled
+    +-- LedgerUnreachable             exit 1  the [ledger] did not answer within connect_timeout_seconds (a paid
+    |                                         handoff waits for it; free walks never do)
     +-- LaneError                     exit 8  a fallback lane (e.g. the GCP command) failed
     |   +-- HandoffUnknown            exit 10 the lane's command was started but how it ended is unknown (its
     |   |                                     wrapper was killed, and the lane has no probe): check the lane
@@ -48,6 +52,8 @@ __all__ = [
     "JournalError",
     "JournalFull",
     "LaneError",
+    "LedgerRefused",
+    "LedgerUnreachable",
     "LogMissing",
     "NoBudget",
     "NoJob",
@@ -181,6 +187,15 @@ class CredentialsMissing(LaneError):
     """A paid lane the dispatch may reach has no credentials; nothing was queued."""
 
     exit_code = 11
+
+
+class LedgerRefused(ConfigError):
+    """The shared ledger answered, and refused: a wrong password, no such database or role, a schema newer than this
+    version of fellows-fsm knows. The message names the ledger by its redacted URL, never the password."""
+
+
+class LedgerUnreachable(FellowsError):
+    """The shared ledger did not answer (refused, timed out): no paid job is handed off until it does."""
 
 
 class NoBudget(LaneError):

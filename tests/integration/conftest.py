@@ -228,4 +228,5 @@ def slurm(cluster: Cluster) -> Iterator[Cluster]:
     cluster.empty_queue()
 
 
+from .ledger_pg import ledger_url, postgres  # noqa: E402, F401  (the shared ledger's PostgreSQL)
 from .two_clusters import second_cluster, second_slurm  # noqa: E402, F401  (the second cluster's fixtures)

@@ -17,10 +17,13 @@ import attrs
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.tables import refuse_unknown_keys
 
-__all__ = ["ON_BUDGET", "BudgetConfig"]
+__all__ = ["ON_BUDGET", "SCOPES", "BudgetConfig"]
 
 ON_BUDGET = ("wait", "refuse")
 """What a dispatch whose paid run would pass the budget does: wait on its last free rung, or end NO_BUDGET."""
+
+SCOPES = ("user", "team")
+"""Whose spending a budget counts with a [ledger]: all of this user's machines, or the whole team's."""
 
 _LIMITS = ("paid_gpu_hours_per_day", "paid_cost_per_month", "max_paid_gpu_hours_per_job")
 
@@ -50,11 +53,16 @@ class BudgetConfig:
     shown beside every cost by ``spend`` and ``config check``; None: costs are bare numbers."""
     timezone: str | None = None
     """The IANA zone whose calendar days, weeks (from Monday) and months the budget counts in; None: this
-    machine's local time."""
+    machine's local time (with a [ledger]: the ledger server's own TimeZone setting)."""
+    scope: str = "user"
+    """With a [ledger]: 'user' counts every machine of this user, 'team' every member of the [ledger] team
+    (without a [ledger] the budget is this journal's, whatever the scope)."""
 
     def __attrs_post_init__(self) -> None:
         for key in _LIMITS:
             _limit(key, getattr(self, key))
+        if self.scope not in SCOPES:
+            raise ConfigError(f"[budget] scope={self.scope!r} is not known; use 'user' or 'team'")
         if self.on_budget not in ON_BUDGET:
             raise ConfigError(f"[budget] on_budget={self.on_budget!r} is not known; use 'wait' or 'refuse'")
         if self.currency is not None and (

@@ -23,6 +23,7 @@ import attrs
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.discover import find_config
 from fellows_fsm.config.journal import JournalConfig
+from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.config.notify import MetricsConfig, NotifyConfig
 from fellows_fsm.config.route import Route, check_intent
 from fellows_fsm.core.ladder import Ladder
@@ -124,6 +125,8 @@ class Config:
     router: RouterConfig = attrs.field(factory=RouterConfig)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig)
     """The ``[budget]`` table: what the paid lanes may spend (default: no limit)."""
+    ledger: LedgerConfig | None = None
+    """The ``[ledger]`` table: the shared ledger the budget is counted in (None: this journal alone)."""
     journal: JournalConfig = attrs.field(factory=JournalConfig)
     """The ``[journal]`` table: how long finished dispatches stay in the journal before the archive."""
     notify: NotifyConfig = attrs.field(factory=NotifyConfig)
@@ -177,6 +180,11 @@ class Config:
                         f"has no price_per_gpu_hour, so its cost cannot be counted; give [lanes.{name}] "
                         "price_per_gpu_hour (what one GPU-hour costs there) or leave paid_cost_per_month out"
                     )
+        if self.budget.scope == "team" and (self.ledger is None or self.ledger.team is None):
+            raise ConfigError(
+                f"{self.source}: [budget] scope='team' needs a [ledger] with a team (team = 'your-lab'); "
+                "or use scope='user'"
+            )
 
     @cached_property
     def auto_order(self) -> tuple[str, ...]:
@@ -280,6 +288,7 @@ class Config:
             "lanes",
             "router",
             "budget",
+            "ledger",
             "journal",
             "notify",
             "metrics",
@@ -302,6 +311,8 @@ class Config:
                 "notify": NotifyConfig.from_table(_table(data, "notify", source)),
                 "metrics": MetricsConfig.from_table(_table(data, "metrics", source)),
             }
+            if "ledger" in data:
+                extra["ledger"] = LedgerConfig.from_table(_table(data, "ledger", source))
             if "state_dir" in data:
                 if not isinstance(data["state_dir"], str) or not data["state_dir"].strip():
                     raise ConfigError(f"state_dir={data['state_dir']!r} must be a directory path (a string)")
@@ -349,6 +360,7 @@ def config_mapping(config: Config) -> dict[str, Any]:
         "lanes": {lane.name: plain_table(lane_table(lane)) for lane in config.lanes},
         "router": plain_table({f.name: getattr(config.router, f.name) for f in attrs.fields(RouterConfig)}),
         "budget": plain_table(config.budget.table()),
+        **({"ledger": plain_table(config.ledger.table())} if config.ledger is not None else {}),
         "journal": config.journal.table(),
         "notify": config.notify.table(),
         "metrics": config.metrics.table(),

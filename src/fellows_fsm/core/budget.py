@@ -337,6 +337,15 @@ class BudgetGate:
         for gpus, limit_seconds, lane_price in pending.values():
             self._add(worst_gpu_hours(gpus, limit_seconds), lane_price)
 
+    @classmethod
+    def counted(cls, config: Limits, day_gpu_hours: float, month_cost: float, price: float | None) -> BudgetGate:
+        """A gate over totals counted elsewhere (the shared ledger's, in its server's clock): today's committed paid
+        GPU-hours and this month's committed cost, already summed."""
+        gate = cls(config, (), 0.0, {}, price)
+        gate._day_gpu_hours = day_gpu_hours
+        gate._month_cost = month_cost
+        return gate
+
     def _add(self, worst: float, price: float | None) -> None:
         self._day_gpu_hours += worst
         if price is not None and worst:

@@ -23,6 +23,7 @@ from fellows_fsm.config.file import Config
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import never_paid
 from fellows_fsm.core.ladder import Ladder, Rung
+from fellows_fsm.driver.ledger import check_ledger
 from fellows_fsm.errors import (
     ConfigError,
     FellowsError,
@@ -129,7 +130,9 @@ def check_request(
     With no ``read`` (a port with nothing to read them from) or a handoff lane pinned, no grants are checked. The
     lane the dispatch may be handed to that cannot be reached from here (a gcp-batch lane with no Google
     credentials) is ``refused`` first (CredentialsMissing, exit 11: nothing is queued). A job the budget can never
-    pay for is refused (NoBudget, exit 12) or noted (``_never_paid_words``).
+    pay for is refused (NoBudget, exit 12) or noted (``_never_paid_words``). With a ``[ledger]`` and a limited
+    [budget], a ledger that refuses this tool (``LedgerRefused``, exit 3) is refused; one that does not answer is a
+    warning (the paid handoff waits for it).
     """
     check_spec(spec)
     if isinstance(given, Check):
@@ -140,6 +143,11 @@ def check_request(
     missing = _missing_credentials(config, route.paid)
     if missing is not None:
         return Check(warnings=tuple(warnings), refused=missing)
+    if config.ledger is not None and route.paid is not None and config.budget.limited:
+        try:  # the shared ledger: a wrong password, database or schema is refused before anything is queued
+            warnings.extend(filter(None, [check_ledger(config.ledger)]))
+        except ConfigError as exc:
+            return Check(warnings=tuple(warnings), refused=exc)
     lanes = [(each, r) for each, r in [(lane, read), *others] if each.name in route.walk]
     parts = _parts(config, route, clock, lanes, warnings)
     if isinstance(parts, Check):

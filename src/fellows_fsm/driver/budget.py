@@ -7,6 +7,9 @@ config file, or another project's config, never changes it), and each change is 
 is counted from the journal's paid runs (core/budget.py: ``BudgetGate``) plus the dispatches already on their way
 to a paid lane that are not paid runs yet (their worst case, reserved as they leave their last free rung). Nothing
 is read unless a dispatch asks: the journal is read at most once a tick, and only in a tick where one asks.
+
+With a ``[ledger]``, the same gate counts the shared ledger instead of the journal (driver/ledger.py:
+``LedgerGate``): the same rows ask it the same question, and a yes is a reservation held there.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from pathlib import Path
 
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
+from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.core.budget import BudgetGate, EndedSum, Reservation, Windows
 from fellows_fsm.core.dispatch import Dispatch
 from fellows_fsm.core.paid import LIVE_PAID, PaidRun
 from fellows_fsm.core.vocab import State
+from fellows_fsm.driver.ledger import LedgerGate
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.scheduler.port import JobSpec
 
@@ -54,7 +59,8 @@ def budget_owner(config: Config) -> str | None:
 
 def _words(budget: BudgetConfig) -> str:
     """A [budget] in one line: its keys that are set."""
-    keys = [f"{k} = {v!r}" for k, v in budget.table().items() if v is not None and (k != "on_budget" or budget.limited)]
+    shown = {k: v for k, v in budget.table().items() if v is not None and not (k == "scope" and v == "user")}
+    keys = [f"{k} = {v!r}" for k, v in shown.items() if k != "on_budget" or budget.limited]
     return ", ".join(keys) if budget.limited else "no limit"
 
 
@@ -128,6 +134,8 @@ class TickGate:
         default: BudgetConfig,
         reservations: Callable[[], Mapping[str, Reservation]],
         price: float | None,
+        *,
+        ledger: LedgerConfig | None = None,
     ) -> None:
         self.journal = journal
         self.default = default
@@ -142,12 +150,26 @@ class TickGate:
         self._applied: BudgetConfig | None = None  # the previous count's, to log a change
         self.builds = 0
         """How many counts were made (at most one a tick): what a test reads."""
+        self.ledger = LedgerGate(ledger, journal.path) if ledger is not None else None
+        """The shared ledger the budget is counted in instead of the journal (None: the journal alone)."""
 
     def tick(self, now: float) -> None:
-        """A new tick: what is spent is counted again at the first ask."""
+        """A new tick: what is spent is counted again at the first ask; with a ledger, this driver's reservations
+        are brought in line with its journal first (``LedgerGate.reconcile``)."""
         self.now = now
         self._gate = None
         self._limits = None
+        if self.ledger is not None:
+            self.ledger.tick()
+            self.ledger.reconcile(self.journal, lambda: self.reservations().keys(), now, asked=self.limits.limited)
+            self.ledger.publish_free(self.journal, now)
+            self.ledger.publish_live(self.journal)
+
+    def close(self) -> None:
+        """Close the connection to the shared ledger, if there is one (the next ask connects again)."""
+        if self.ledger is not None:
+            self.ledger.publish_live(self.journal, now=True)  # what it leaves (nothing live, as a driver exits idle)
+            self.ledger.close()
 
     @property
     def limits(self) -> BudgetConfig:
@@ -189,11 +211,15 @@ class TickGate:
         """``refusal`` for a run on a lane of this price per GPU-hour."""
         if not self.limits.limited:
             return None
+        if self.ledger is not None:
+            return self.ledger.refusal(dispatch_id, spec, price, self.limits)
         return self._count().refusal_at(dispatch_id, spec, price)
 
     def take_at(self, dispatch_id: str, spec: JobSpec, price: float | None) -> None:
         """``take`` for a run on a lane of this price per GPU-hour (the next tick counts it from its paid run)."""
-        if self.limits.limited:
+        if self.limits.limited and self.ledger is not None:
+            self.ledger.take(dispatch_id, spec, price, self.limits)
+        elif self.limits.limited:
             self._count().take_at(dispatch_id, spec, price)
 
     def priced(self, price: float | None) -> LaneGate:

@@ -180,7 +180,10 @@ def serve(
         ).start()
         while True:
             router = Router(config, scheduler, journal, clock=clock, lanes=lanes).start()
-            _run(router, config, clock, channel, look=_looker(journal, health), notifier=notifier)
+            try:
+                _run(router, config, clock, channel, look=_looker(journal, health), notifier=notifier)
+            finally:
+                router.gate.close()  # its connection to the [ledger], if any
             if stop_event.is_set() or not has_work(journal):
                 notifier.stop()  # (before the lock goes: the next driver's senders do not overlap these)
                 notifier = None

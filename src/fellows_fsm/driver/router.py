@@ -85,7 +85,7 @@ class Router:
         interval = config.fellows.poll_interval_seconds
         self.paid = PaidFollower(journal, self.clock, interval=interval, step=self.executor.paid_step)
         """The paid jobs followed to their end: one look per paid lane per poll; their deletes (driver/paid.py)."""
-        self.gate = TickGate(journal, config.budget, self._reservations, self._paid_price())
+        self.gate = TickGate(journal, config.budget, self._reservations, self._paid_price(), ledger=config.ledger)
         """The [budget], counted at most once a tick from the journal, asked by a last free rung (driver/budget.py)."""
         self.roster = Roster(self.handoffs, self.paid, self.gate)
         """Every dispatch this router drives, shared with recovery and withdrawal."""

@@ -138,6 +138,12 @@ class JournalReads(JournalFile):
         )
         return {r["dispatch_id"]: JobEnded(**dict(r)) for r in rows}
 
+    def ends_since(self, since: float, limit: int) -> list[JobEnded]:
+        """The free jobs' ends journaled with an end at or after ``since``, oldest first, at most ``limit`` (the
+        journal's only: what the shared ledger is told, driver/ledger.py; one at ``since`` again: kept once there)."""
+        rows = self._read("SELECT * FROM main.ends WHERE ended_at >= ? ORDER BY ended_at LIMIT ?", (since, limit))
+        return [JobEnded(**dict(r)) for r in rows]
+
     def free_sums(self, since: float) -> list[tuple[str, int, float]]:
         """(lane, jobs, GPU-hours) of the free jobs that ended since ``since``, per lane, in ONE query (the
         archive's included: a move never changes ``spend``)."""

@@ -28,6 +28,7 @@ from fellows_fsm.errors import FellowsError
 from fellows_fsm.journal.queries import read_spend
 from fellows_fsm.ui.app import config_of, config_option, echo_json, main, make_console, open_journal
 from fellows_fsm.ui.free import free_json, free_table, read_free
+from fellows_fsm.ui.ledger import read_shared_spend, shared_spend_json, shared_spend_table
 from fellows_fsm.ui.paid import cost_words, hours_words
 
 __all__ = ["spend", "spend_json", "spend_table"]
@@ -176,16 +177,29 @@ def _remember(config: Config) -> None:
 
 @main.command(short_help="What the paid lanes spent and the free clusters gave: today, this week, this month.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "team"]),
+    default=None,
+    help="Read the shared [ledger] instead of this journal: this user on every machine, or the whole team.",
+)
 @config_option
 @click.pass_context
-def spend(ctx: click.Context, as_json: bool) -> None:
+def spend(ctx: click.Context, as_json: bool, scope: str | None) -> None:
     """What the paid runs cost today, this week and this month (GPU-hours and cost, per lane), what the live ones
     may still add at worst, and the [budget] limits; then the free clusters' GPU-hours (the jobs that ended there)
     and what they saved at the price of the first paid lane of [router] order. A paid run counts, all of it, in the
     day, week and month its handoff began ([budget] timezone). Like submit, it gives the journal's driver this
     config's [budget] (a raised one lets a waiting dispatch through at its next tick); otherwise it only reads the
-    journal."""
+    journal. With --scope user|team it reads the shared [ledger] instead: per user and lane."""
     config = config_of(ctx)
+    if scope is not None:
+        ledger, totals, rows = read_shared_spend(config, scope)
+        if as_json:
+            echo_json(shared_spend_json(ledger, scope, totals, rows, config.budget))
+        else:
+            make_console().print(shared_spend_table(ledger, scope, totals, rows, config.budget))
+        return
     known = config.journal_path.exists()  # no journal yet: no driver to tell, and none is made here
     with open_journal(config, readonly=True) as journal:
         changed = known and (journaled_budget(journal) or BudgetConfig()) != config.budget

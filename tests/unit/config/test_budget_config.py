@@ -106,7 +106,7 @@ def test_an_unknown_budget_key_lists_the_known_ones() -> None:
         Config.from_mapping({"budget": {"paid_gpu_hours_per_week": 10}})
     assert one_line(exc) == (
         "defaults: [budget]: unknown key 'paid_gpu_hours_per_week' (did you mean 'paid_gpu_hours_per_day'?); known "
-        "keys are currency, max_paid_gpu_hours_per_job, on_budget, paid_cost_per_month, paid_gpu_hours_per_day, "
+        "keys are currency, max_paid_gpu_hours_per_job, on_budget, paid_cost_per_month, paid_gpu_hours_per_day, scope, "
         "timezone"
     )
 
@@ -156,4 +156,4 @@ def test_the_journaled_config_keeps_the_budget(table: dict[str, Any]) -> None:
     config = Config.from_mapping({"budget": table})
     mapping = config_mapping(config)
     assert Config.from_mapping(mapping).budget == config.budget
-    assert set(mapping["budget"]) == {"on_budget", *table}
+    assert set(mapping["budget"]) == {"on_budget", "scope", *table}

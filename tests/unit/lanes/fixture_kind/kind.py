@@ -1,4 +1,4 @@
-"""The ledger kind: a paid lane whose "cloud" is a dict (``CLOUD``), so a test can walk a dispatch to it through the
+"""The abacus kind: a paid lane whose "cloud" is a dict (``CLOUD``), so a test can walk a dispatch to it through the
 real router and follow and cancel its job. It is what a new kind writes, and nothing more: its table, its lane,
 and the kind the registry knows; no src file names it."""
 
@@ -17,16 +17,16 @@ from fellows_fsm.lanes.base import LaneSettings
 from fellows_fsm.lanes.handoff import CompletedHandoff, Handoff, HandoffFiles, HandoffResult, Started
 from fellows_fsm.scheduler.port import JobSpec
 
-KIND = "ledger"
+KIND = "abacus"
 CLOUD: dict[str, PaidLook] = {}
-"""The ledger's jobs by dispatch id, as the lane would report them (a dispatch missing here is GONE)."""
+"""The abacus's jobs by dispatch id, as the lane would report them (a dispatch missing here is GONE)."""
 DELETED: list[str] = []
 """Every delete the lane was asked, in order."""
 
 
 @attrs.frozen(kw_only=True)
-class LedgerSettings:
-    """``[lanes.<name>] kind = "ledger"``: a price, nothing else."""
+class AbacusSettings:
+    """``[lanes.<name>] kind = "abacus"``: a price, nothing else."""
 
     kind: ClassVar[str] = KIND
     walks_ladder: ClassVar[bool] = False
@@ -42,18 +42,18 @@ class LedgerSettings:
 
     def shown(self) -> tuple[str, str, float | None]:
         """What the config view shows of it."""
-        return ("(a ledger lane)", "", None)
+        return ("(a abacus lane)", "", None)
 
     def warnings(self) -> tuple[str, ...]:
-        """Nothing is ever wrong with a ledger."""
+        """Nothing is ever wrong with a abacus."""
         return ()
 
 
 @attrs.define
-class LedgerLane:
-    """The ledger lane: create / look / delete over ``CLOUD``."""
+class AbacusLane:
+    """The abacus lane: create / look / delete over ``CLOUD``."""
 
-    settings: LedgerSettings
+    settings: AbacusSettings
     kind: ClassVar[str] = KIND
     walks_ladder: ClassVar[bool] = False
     follows: ClassVar[bool] = True
@@ -81,7 +81,7 @@ class LedgerLane:
 
     def command(self, dispatch_id: str, spec: JobSpec) -> tuple[str, ...]:
         """What the handoff is, as journaled: the create of the dispatch's entry."""
-        return ("ledger", "create", dispatch_id)
+        return ("abacus", "create", dispatch_id)
 
     def already_has(self, dispatch_id: str, spec: JobSpec) -> bool | None:
         """True once its entry exists."""
@@ -106,8 +106,8 @@ class LedgerLane:
         CLOUD.pop(dispatch_id, None)
 
 
-class LedgerKind:
-    """The ledger kind as the registry knows it."""
+class AbacusKind:
+    """The abacus kind as the registry knows it."""
 
     name = KIND
 
@@ -116,12 +116,12 @@ class LedgerKind:
         price = table.get("price_per_gpu_hour")
         if not isinstance(price, int | float) or price <= 0:
             raise ConfigError(f"[lanes.{name}] price_per_gpu_hour={price!r} must be a number above 0")
-        return LedgerSettings(name=name, price_per_gpu_hour=float(price), manual_only=table.get("manual_only", False))
+        return AbacusSettings(name=name, price_per_gpu_hour=float(price), manual_only=table.get("manual_only", False))
 
-    def table(self, settings: LedgerSettings) -> dict[str, Any]:
+    def table(self, settings: AbacusSettings) -> dict[str, Any]:
         """The table back."""
         return {"price_per_gpu_hour": settings.price_per_gpu_hour, "manual_only": settings.manual_only}
 
-    def build(self, settings: LedgerSettings, *, state_dir: Path) -> LedgerLane:
+    def build(self, settings: AbacusSettings, *, state_dir: Path) -> AbacusLane:
         """The lane (no I/O)."""
-        return LedgerLane(settings)
+        return AbacusLane(settings)

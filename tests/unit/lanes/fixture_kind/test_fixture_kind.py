@@ -23,18 +23,18 @@ from . import kind
 SRC = Path(__file__).resolve().parents[4] / "src" / "fellows_fsm"
 CONFIG = {
     "fellows": {"park_cap_seconds": 60},
-    "lanes": {"books": {"kind": "ledger", "price_per_gpu_hour": 3.0}},
+    "lanes": {"books": {"kind": "abacus", "price_per_gpu_hour": 3.0}},
     "router": {"order": ["fellows", "books"]},
 }
 
 
 @pytest.fixture
 def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Router, FrozenDateTimeFactory]]:
-    """The ledger kind registered (its one line), and the real router on a fake cluster where nothing starts."""
-    monkeypatch.setitem(registry.KINDS, kind.KIND, kind.LedgerKind())
+    """The abacus kind registered (its one line), and the real router on a fake cluster where nothing starts."""
+    monkeypatch.setitem(registry.KINDS, kind.KIND, kind.AbacusKind())
     kind.CLOUD.clear()
     kind.DELETED.clear()
-    config = Config.from_mapping({**CONFIG, "state_dir": str(tmp_path)}, source="ledger.toml")
+    config = Config.from_mapping({**CONFIG, "state_dir": str(tmp_path)}, source="abacus.toml")
     journal = Journal(config.journal_path)
     with freeze_time("2026-11-30 12:00:00") as frozen:
         try:
@@ -44,31 +44,31 @@ def router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Ro
 
 
 def _to_paid(r: Router, frozen: FrozenDateTimeFactory) -> str:
-    """Dispatch a job and poll until it is handed to the ledger (PAID_QUEUED)."""
+    """Dispatch a job and poll until it is handed to the abacus (PAID_QUEUED)."""
     d = r.dispatch(JobSpec(name="train", script="train.sbatch", gpus=8, time_limit_seconds=7200)).dispatch_id
     for _ in range(40):
         frozen.tick(30.0)
         r.poll()
         if r.handle(d).state == "PAID_QUEUED":
             return d
-    raise AssertionError(f"never handed to the ledger: {r.handle(d).state}")
+    raise AssertionError(f"never handed to the abacus: {r.handle(d).state}")
 
 
-def test_the_ledger_kind_loads_and_journals_its_own_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_abacus_kind_loads_and_journals_its_own_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Registered by one line, the kind's table loads, reads back from what the journal keeps, and says what it
     can do (followed, priced) to the code that asks."""
-    monkeypatch.setitem(registry.KINDS, kind.KIND, kind.LedgerKind())
-    config = Config.from_mapping({**CONFIG, "state_dir": str(tmp_path)}, source="ledger.toml")
+    monkeypatch.setitem(registry.KINDS, kind.KIND, kind.AbacusKind())
+    config = Config.from_mapping({**CONFIG, "state_dir": str(tmp_path)}, source="abacus.toml")
     lane = config.lane("books")
-    assert (lane.kind, lane.follows, lane.price_per_gpu_hour, lane.walks_ladder) == ("ledger", True, 3.0, False)
+    assert (lane.kind, lane.follows, lane.price_per_gpu_hour, lane.walks_ladder) == ("abacus", True, 3.0, False)
     assert Config.from_mapping(config_mapping(config)).lanes == config.lanes
 
 
-def test_a_dispatch_walks_to_the_ledger_and_is_followed_to_its_end(
+def test_a_dispatch_walks_to_the_abacus_and_is_followed_to_its_end(
     router: tuple[Router, FrozenDateTimeFactory],
 ) -> None:
-    """After every rung parks, the dispatch is handed to the ledger once, followed while it runs, and ends
-    PAID_DONE with its cost at the ledger's price."""
+    """After every rung parks, the dispatch is handed to the abacus once, followed while it runs, and ends
+    PAID_DONE with its cost at the abacus's price."""
     r, frozen = router
     d = _to_paid(r, frozen)
     assert list(kind.CLOUD) == [d]
@@ -91,8 +91,8 @@ def test_a_dispatch_walks_to_the_ledger_and_is_followed_to_its_end(
     assert run.cost(0) == pytest.approx(3.0 * run.gpu_hours(0))
 
 
-def test_a_cancel_deletes_the_ledger_job_once(router: tuple[Router, FrozenDateTimeFactory]) -> None:
-    """A user's cancel of the ledger's running job journals WITHDRAWN and deletes the entry exactly once."""
+def test_a_cancel_deletes_the_abacus_job_once(router: tuple[Router, FrozenDateTimeFactory]) -> None:
+    """A user's cancel of the abacus's running job journals WITHDRAWN and deletes the entry exactly once."""
     r, frozen = router
     d = _to_paid(r, frozen)
     kind.CLOUD[d] = PaidLook(PaidStatus.RUNNING)
@@ -109,7 +109,7 @@ def test_a_cancel_deletes_the_ledger_job_once(router: tuple[Router, FrozenDateTi
     assert d not in kind.CLOUD
 
 
-def test_no_src_file_names_the_ledger_kind() -> None:
+def test_no_src_file_names_the_abacus_kind() -> None:
     """The kind lives in its folder alone: no module of the package names it."""
-    named = [p for p in SRC.rglob("*.py") if "ledger" in p.read_text(encoding="utf-8").lower()]
+    named = [p for p in SRC.rglob("*.py") if "abacus" in p.read_text(encoding="utf-8").lower()]
     assert named == []

@@ -1,0 +1,260 @@
+"""The [budget] counted in the shared ledger (``[ledger]``), behind the same gate as the journal's count
+(driver/budget.py: ``TickGate`` asks ``LedgerGate`` instead of counting its journal): the guard's question "does
+this paid run fit?" is answered by reserving it, in one ledger transaction, so a yes is a reservation held.
+
+A reservation lives as its dispatch does (``reconcile``, once a tick while this driver holds any, and at its first
+tick): renewed while the dispatch is on its way to a paid lane, marked created once a paid run is journaled (kept,
+with no lease, until the run is followed to its end), settled with what the run really ran and cost, released when
+the dispatch will never be handed off (a late free start, a cancel, a restart after a driver died between its
+reservation and its park). One this driver never renews lapses after ``[ledger] lease_seconds``.
+
+The ledger unreachable (or refusing) is an answer too: the run does not fit, with that reason (the dispatch waits
+on its last free rung, or ends NO_BUDGET with on_budget = "refuse"). It is asked again after ``RETRY_SECONDS``;
+no free walk ever waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.core.budget import BudgetGate
+from fellows_fsm.core.paid import worst_gpu_hours
+from fellows_fsm.driver.publisher import Publisher
+from fellows_fsm.errors import ConfigError, LedgerUnreachable
+from fellows_fsm.journal.store import Journal
+from fellows_fsm.ledger.store import Identity, Ledger
+from fellows_fsm.scheduler.port import JobSpec
+
+__all__ = ["FREE_EVERY_SECONDS", "LIVE_EVERY_SECONDS", "RETRY_SECONDS", "LedgerGate", "check_ledger"]
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 10.0
+"""After the ledger did not answer (or refused), how long the gate answers with that reason before asking again."""
+FREE_EVERY_SECONDS = 60.0
+"""How often the free jobs' ends journaled since are written to the ledger (one transaction each time)."""
+LIVE_EVERY_SECONDS = 30.0
+"""How often a driver publishes its live dispatches to the ledger (``status --team``), and when it stops."""
+FREE_LOOKBACK_SECONDS = 2 * 86400.0
+"""How far back a starting driver hands over free ends (the ledger keeps each once): an end journaled by a driver
+that died before telling the ledger is told by the next one within that."""
+FREE_BATCH = 1000
+"""At most this many free ends a time (a first publish of a long journal goes on at the next ones)."""
+
+
+_CHECKED: set[LedgerConfig] = set()
+"""The ledgers this process found answering with a schema it knows: asked once, not per dispatch of a batch."""
+
+
+def check_ledger(config: LedgerConfig) -> str | None:
+    """Before anything is queued for a dispatch that may be handed to a paid lane: connect, and bring the ledger's
+    schema up to date. Raises what waiting cannot fix (``LedgerRefused``: a wrong password, no such database, a newer
+    schema; ``ConfigError``: ``password_env`` unset), exit 3; returns a warning when the ledger does not answer now
+    (the dispatch walks the free rungs; its paid handoff waits for the ledger), None when it answers."""
+    if config in _CHECKED:
+        return None
+    ledger = Ledger(config)
+    try:
+        ledger.check()
+    except LedgerUnreachable as exc:
+        return f"{exc}; the free rungs go ahead, a paid handoff waits until it answers"
+    finally:
+        ledger.close()
+    _CHECKED.add(config)
+    return None
+
+
+class LedgerGate:
+    """This driver's side of the shared ledger: its identity (team, user, machine, journal), the dispatches it holds
+    a reservation for, and the ledger's last failure."""
+
+    def __init__(
+        self, config: LedgerConfig, journal: Path, *, ledger: Ledger | None = None, retry_seconds: float = RETRY_SECONDS
+    ) -> None:
+        self.retry_seconds = retry_seconds
+        """How long a failure is answered with before the ledger is asked again."""
+        self.config = config
+        self.ledger = ledger if ledger is not None else Ledger(config)
+        self.who = Identity(
+            team=config.team or "", user=config.user, machine=config.machine, journal=str(journal.absolute())
+        )
+        self.held: set[str] = set()
+        """Dispatch ids holding a reservation, as this driver knows (the ledger's ``open`` rows at a reconcile)."""
+        self._answers: dict[str, str | None] = {}  # this tick's answer per dispatch: one round trip each, at most
+        self._down: str | None = None
+        self._down_until = 0.0
+        self._reconciled = False
+        self._free_since: float | None = None  # the latest free end handed to the publisher
+        self._free_due = 0.0  # (monotonic) when the free ends are written next
+        self._live_due = 0.0  # (monotonic) when the live dispatches are published next
+        self.round_trips = 0
+        """How many reservations were asked of the ledger (what a test reads)."""
+        self.publisher = Publisher(config, self.who, retry_seconds=retry_seconds)
+        """What the ledger is told that decides nothing (free ends, live dispatches), written by a thread of its own."""
+
+    def close(self) -> None:
+        """Close the connection to the ledger (the next ask connects again) and stop the publisher, which writes
+        what it was given first (waiting at most the connect timeout and a little)."""
+        self.publisher.close(timeout=self.config.connect_timeout_seconds + 2.0)
+        self.ledger.close()
+
+    def tick(self) -> None:
+        """A new tick: every dispatch is asked again."""
+        self._answers.clear()
+
+    # ----------------------------------------------------------------- the gate
+    def refusal(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> str | None:
+        """Why this dispatch's paid run would pass the budget (one line), or None: it fits, and its worst case is
+        reserved in the ledger (or it already held a reservation, or it needs no paid GPU-hours)."""
+        if dispatch_id in self.held:
+            return None
+        if dispatch_id in self._answers:
+            return self._answers[dispatch_id]
+        # What no spending can change is answered here, with no round trip (no limit, over the per-job cap...).
+        answer = BudgetGate.counted(limits, 0.0, 0.0, price).refusal_at(dispatch_id, spec, price)
+        need = worst_gpu_hours(spec.gpus, spec.time_limit_seconds)
+        if answer is None and need and not math.isinf(need):
+            answer = self._reserve(dispatch_id, spec, price, limits)
+        self._answers[dispatch_id] = answer
+        return answer
+
+    def take(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> None:
+        """The dispatch leaves for the paid lane: its reservation was made when the guard asked; made now if not."""
+        if dispatch_id not in self.held:
+            self._answers.pop(dispatch_id, None)
+            why = self.refusal(dispatch_id, spec, price, limits)
+            if why is not None:
+                log.warning("dispatch %s left for the paid lane without a ledger reservation: %s", dispatch_id, why)
+
+    def _reserve(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> str | None:
+        down = self._still_down()
+        if down is not None:
+            return down
+        limit = float(spec.time_limit_seconds or 0.0)
+
+        def decide(day_gpu_hours: float, month_cost: float) -> str | None:
+            return BudgetGate.counted(limits, day_gpu_hours, month_cost, price).refusal_at(dispatch_id, spec, price)
+
+        self.round_trips += 1
+        try:
+            answer = self.ledger.reserve(
+                self.who,
+                team_scope=limits.scope == "team",
+                zone=limits.timezone,
+                dispatch_id=dispatch_id,
+                gpus=spec.gpus,
+                limit_seconds=limit,
+                price=price,
+                decide=lambda totals: decide(totals.day_gpu_hours, totals.month_cost),
+            )
+        except (LedgerUnreachable, ConfigError) as exc:
+            return self._went_down(exc)
+        self._down = None
+        if answer is None:
+            self.held.add(dispatch_id)
+        return answer
+
+    # ----------------------------------------------------------------- the ledger down
+    def _still_down(self) -> str | None:
+        if self._down is not None and time.monotonic() < self._down_until:
+            return self._down
+        return None
+
+    def _went_down(self, exc: Exception) -> str:
+        scope = "" if isinstance(exc, LedgerUnreachable) else " (it refused this driver)"
+        reason = (
+            f"budget: the shared ledger {self.config.shown} cannot be asked{scope}, so no paid job is handed off "
+            "until it answers"
+        )
+        if reason != self._down:
+            log.warning("%s: %s", reason, exc)
+        self._down = reason
+        self._down_until = time.monotonic() + self.retry_seconds
+        return reason
+
+    @property
+    def down(self) -> str | None:
+        """Why the ledger cannot be asked now (None: it answered last, or was not asked yet)."""
+        return self._still_down()
+
+    # ----------------------------------------------------------------- what the ledger is told (off the tick)
+    def publish_free(self, journal: Journal, now: float) -> int:
+        """Hand the publisher (driver/publisher.py: its own thread) the free jobs' ends journaled since the last
+        time (from ``FREE_LOOKBACK_SECONDS`` before the first call: one already in the ledger is kept once), at most
+        once every ``FREE_EVERY_SECONDS``; return how many. They count in no budget: what the free clusters gave."""
+        if time.monotonic() < self._free_due:
+            return 0
+        self._free_due = time.monotonic() + FREE_EVERY_SECONDS
+        since = now - FREE_LOOKBACK_SECONDS if self._free_since is None else self._free_since
+        ends = journal.ends_since(since, FREE_BATCH)
+        self.publisher.offer(
+            free=[(e.dispatch_id, e.job_id or "", e.lane, e.gpus, e.gpu_hours, e.result, e.ended_at) for e in ends]
+        )
+        self._free_since = ends[-1].ended_at if ends else since
+        if len(ends) == FREE_BATCH:
+            self._free_due = 0.0  # more to hand over: the next tick goes on
+        return len(ends)
+
+    def publish_live(self, journal: Journal, *, now: bool = False) -> int:
+        """Hand the publisher this journal's live dispatches (state, label, lane, QoS, outcome), which replace what
+        this driver published before: at most once every ``LIVE_EVERY_SECONDS`` (``now``: at once, as the driver
+        stops); return how many."""
+        if not now and time.monotonic() < self._live_due:
+            return 0
+        self._live_due = time.monotonic() + LIVE_EVERY_SECONDS
+        rows = [
+            (d.id, str(d.spec.get("name", "")), d.state, d.label, d.lane, d.qos, d.outcome)
+            for d in journal.dispatches(live_only=True)
+        ]
+        self.publisher.offer(live=rows)
+        return len(rows)
+
+    # ----------------------------------------------------------------- each reservation's life
+    def reconcile(self, journal: Journal, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:
+        """Bring this driver's reservations in line with its journal: renew those whose dispatch still waits for
+        the paid lane (``waiting()``, read only when there is one to look at), mark created those with a live paid
+        run, settle those whose run ended, release the rest. Done at the first tick (``asked``: the budget is
+        limited, so the gate may be asked) and then at every tick while this driver holds a reservation; skipped
+        while the ledger is down (retried later)."""
+        if (self._reconciled or not asked) and not self.held:
+            return
+        if self._still_down() is not None:
+            return
+        try:
+            rows = self.ledger.open(self.who)
+            on_their_way = waiting() if rows else ()
+            renew: list[int] = []
+            release: list[int] = []
+            created: dict[str, list[int]] = {}
+            held: set[str] = set()
+            for row in rows:
+                run = journal.paid_run(row.dispatch_id)
+                if run is None:
+                    if row.dispatch_id in on_their_way:
+                        renew.append(row.id)
+                        held.add(row.dispatch_id)
+                    else:
+                        release.append(row.id)
+                elif run.live:
+                    created.setdefault(run.lane, []).append(row.id)
+                    held.add(row.dispatch_id)
+                else:
+                    hours, cost = run.gpu_hours(now), run.cost(now)
+                    self.ledger.settle(row.id, lane=run.lane, gpu_hours=hours, cost=cost, status=run.status)
+            self.ledger.renew(renew)
+            self.ledger.release(release)
+            for lane, ids in created.items():
+                self.ledger.created(ids, lane)
+        except (LedgerUnreachable, ConfigError) as exc:
+            self._went_down(exc)
+            return
+        if release:
+            log.info("released %d ledger reservation(s): no longer on their way to a paid lane", len(release))
+        self.held = held
+        self._reconciled = True

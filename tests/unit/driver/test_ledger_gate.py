@@ -1,0 +1,139 @@
+"""The ledger gate's own rules, on a fake ledger (the real PostgreSQL: tests/integration/test_ledger_*_real.py): one
+round trip per dispatch per tick at most, none for what no spending can change, none for a dispatch that holds its
+reservation, the ledger's failure an answer with its reason, asked again only after the retry time; and TickGate
+asking the ledger instead of the journal once a [ledger] is configured."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fellows_fsm.config.budget import BudgetConfig
+from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.driver.ledger import LedgerGate, check_ledger
+from fellows_fsm.errors import ConfigError, LedgerUnreachable
+from fellows_fsm.ledger.store import Identity, Totals
+from fellows_fsm.scheduler.port import JobSpec
+
+URL = "postgresql://fellows@127.0.0.1:1/fellows"
+LIMITS = BudgetConfig(paid_gpu_hours_per_day=10, max_paid_gpu_hours_per_job=9)
+EIGHT = JobSpec(name="j", script="j.sh", gpus=8, time_limit_seconds=3600)
+
+
+class FakeLedger:
+    """Counts reservations against its own totals (the decision is the gate's ``decide``); or is down."""
+
+    def __init__(self) -> None:
+        self.day = 0.0
+        self.reserves: list[str] = []
+        self.down = False
+
+    def reserve(self, who: Identity, *, dispatch_id: str, gpus: int, limit_seconds: float,
+                decide: Callable[[Totals], str | None], **_: Any) -> str | None:  # fmt: skip
+        if self.down:
+            raise LedgerUnreachable("the ledger postgresql://fellows@127.0.0.1:1/fellows does not answer")
+        self.reserves.append(dispatch_id)
+        why = decide(Totals(self.day, 0.0, 0.0))
+        if why is None:
+            self.day += gpus * limit_seconds / 3600
+        return why
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake() -> FakeLedger:
+    return FakeLedger()
+
+
+def _gate(fake: FakeLedger, tmp_path: Path) -> LedgerGate:
+    return LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3", ledger=fake, retry_seconds=60)  # type: ignore[arg-type]
+
+
+def test_a_fit_is_a_reservation_held_and_asked_no_more(fake: FakeLedger, tmp_path: Path) -> None:
+    """The first ask reserves (one round trip); the next asks of that dispatch, this tick and later, ask nothing."""
+    gate = _gate(fake, tmp_path)
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
+    gate.tick()
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
+    gate.take("d1", EIGHT, None, LIMITS)
+    assert fake.reserves == ["d1"]
+    assert gate.held == {"d1"}
+
+
+def test_a_refusal_is_asked_once_a_tick_and_again_the_next(fake: FakeLedger, tmp_path: Path) -> None:
+    """A dispatch that does not fit is asked once per tick (the rows ask the gate several times a look)."""
+    gate = _gate(fake, tmp_path)
+    fake.day = 8.0
+    first = gate.refusal("d1", EIGHT, None, LIMITS)
+    assert first == "budget: 8 of 10 paid GPU-hours used today; this job's limit needs 8"
+    assert gate.refusal("d1", EIGHT, None, LIMITS) == first
+    gate.tick()
+    gate.refusal("d1", EIGHT, None, LIMITS)
+    assert fake.reserves == ["d1", "d1"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        (JobSpec(name="j", script="j.sh", gpus=1), "has no time limit"),
+        (JobSpec(name="j", script="j.sh", gpus=10, time_limit_seconds=3600), "over max_paid_gpu_hours_per_job = 9"),
+    ],
+    ids=["no-limit", "over-cap"],
+)
+def test_what_no_spending_changes_is_answered_without_the_ledger(
+    fake: FakeLedger, tmp_path: Path, spec: JobSpec, words: str
+) -> None:
+    """No time limit, or over the per-job cap: refused with the budget's words and no round trip."""
+    reason = _gate(fake, tmp_path).refusal("d1", spec, None, LIMITS)
+    assert reason is not None
+    assert words in reason
+    assert fake.reserves == []
+
+
+def test_no_gpus_need_no_reservation(fake: FakeLedger, tmp_path: Path) -> None:
+    """A job with no GPUs costs no paid GPU-hours: it fits, with nothing reserved."""
+    assert _gate(fake, tmp_path).refusal("d1", JobSpec(name="j", script="j.sh"), None, LIMITS) is None
+    assert fake.reserves == []
+
+
+def test_the_ledger_down_is_a_reason_and_is_asked_again_only_after_the_retry_time(
+    fake: FakeLedger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unreachable: the answer names the ledger (redacted) and says no paid job goes until it answers; every ask
+    within the retry time gets it with no round trip; after it, the ledger is asked and the dispatch reserved."""
+    gate = _gate(fake, tmp_path)
+    fake.down = True
+    clock = [1000.0]
+    monkeypatch.setattr("fellows_fsm.driver.ledger.time.monotonic", lambda: clock[0])
+    reason = gate.refusal("d1", EIGHT, None, LIMITS)
+    assert reason == (f"budget: the shared ledger {URL} cannot be asked, so no paid job is handed off until it answers")
+    assert gate.down == reason
+    fake.down = False
+    gate.tick()
+    assert gate.refusal("d2", EIGHT, None, LIMITS) == reason  # not asked within the retry time
+    assert fake.reserves == []
+    clock[0] += 61
+    gate.tick()
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
+    assert fake.reserves == ["d1"]
+    assert gate.down is None
+
+
+def test_a_ledger_without_psycopg_installed_is_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the [ledger] extra, what submit asks is a ConfigError (exit 3) naming it, and the gate's answer a
+    refusal that says the ledger cannot be asked: never an ImportError in a tick."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # an import of it raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'fellows-fsm\[ledger\]'"):
+        check_ledger(LedgerConfig(url=URL, user="alice"))
+    gate = LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3")
+    reason = gate.refusal("d1", EIGHT, None, LIMITS)
+    assert reason is not None
+    assert "(it refused this driver)" in reason
