@@ -217,6 +217,24 @@ def test_a_reservation_no_driver_renews_lapses_after_its_lease(ledger_url: str, 
     assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) is None
 
 
+def test_a_lapsed_reservation_is_not_renewed_over_the_room_another_machine_took(
+    postgres: Postgres, ledger_url: str, tmp_path: Path
+) -> None:
+    """A driver reserves 8 of 10 GPU-hours (1 s lease), then stops longer than its lease; another machine takes the
+    room. Back, the first driver finds its dispatch still on its way: the lapsed reservation is released, not
+    renewed, and its gate asks the budget again and is refused (8 + 8 > 10): one machine's paid run, never two."""
+    limits = BudgetConfig(paid_gpu_hours_per_day=10)
+    first = _gate(ledger_url, tmp_path / "a" / "journal.sqlite3", lease_seconds=1)
+    assert first.refusal("d1", EIGHT_GPU_HOURS, None, limits) is None
+    time.sleep(1.5)
+    other = _gate(ledger_url, tmp_path / "b" / "journal.sqlite3")
+    assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) is None  # the lapsed one counts nothing
+    first.reconcile(_Journal(), waiting=lambda: ("d1",), now=time.time(), asked=True)  # type: ignore[arg-type]
+    assert sorted((r[0], r[2]) for r in _rows(postgres, ledger_url)) == [("d1", "released"), ("e1", "reserved")]
+    first.tick()
+    assert first.refusal("d1", EIGHT_GPU_HOURS, None, limits) is not None
+
+
 def test_a_created_reservation_is_kept_past_its_lease_and_settled_at_the_run_s_real_cost(
     postgres: Postgres, ledger_url: str, tmp_path: Path
 ) -> None:

@@ -3,7 +3,8 @@
 this paid run fit?" is answered by reserving it, in one ledger transaction, so a yes is a reservation held.
 
 A reservation lives as its dispatch does (``reconcile``, once a tick while this driver holds any, and at its first
-tick): renewed while the dispatch is on its way to a paid lane, marked created once a paid run is journaled (kept,
+tick): renewed while the dispatch is on its way to a paid lane (one that lapsed first is released, and the gate
+asks the budget again), marked created once a paid run is journaled (kept,
 with no lease, until the run is followed to its end), settled with what the run really ran and cost, released when
 the dispatch will never be handed off (a late free start, a cancel, a restart after a driver died between its
 reservation and its park). One this driver never renews lapses after ``[ledger] lease_seconds``.
@@ -218,10 +219,11 @@ class LedgerGate:
     # ----------------------------------------------------------------- each reservation's life
     def reconcile(self, journal: Journal, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:
         """Bring this driver's reservations in line with its journal: renew those whose dispatch still waits for
-        the paid lane (``waiting()``, read only when there is one to look at), mark created those with a live paid
-        run, settle those whose run ended, release the rest. Done at the first tick (``asked``: the budget is
-        limited, so the gate may be asked) and then at every tick while this driver holds a reservation; skipped
-        while the ledger is down (retried later)."""
+        the paid lane (``waiting()``, read only when there is one to look at) and whose lease has not run out, mark
+        created those with a live paid run, settle those whose run ended, release the rest (a lapsed one whose
+        dispatch still waits is released too: another machine may have its room now, so its gate asks again). Done
+        at the first tick (``asked``: the budget is limited, so the gate may be asked) and then at every tick while
+        this driver holds a reservation; skipped while the ledger is down (retried later)."""
         if (self._reconciled or not asked) and not self.held:
             return
         if self._still_down() is not None:
@@ -236,10 +238,10 @@ class LedgerGate:
             for row in rows:
                 run = journal.paid_run(row.dispatch_id)
                 if run is None:
-                    if row.dispatch_id in on_their_way:
+                    if row.dispatch_id in on_their_way and not row.lapsed:
                         renew.append(row.id)
                         held.add(row.dispatch_id)
-                    else:
+                    else:  # never handed off; or its lease ran out, so its room may be another's: the gate asks again
                         release.append(row.id)
                 elif run.live:
                     created.setdefault(run.lane, []).append(row.id)
@@ -255,6 +257,6 @@ class LedgerGate:
             self._went_down(exc)
             return
         if release:
-            log.info("released %d ledger reservation(s): no longer on their way to a paid lane", len(release))
+            log.info("released %d ledger reservation(s): not on their way to a paid lane, or lapsed", len(release))
         self.held = held
         self._reconciled = True

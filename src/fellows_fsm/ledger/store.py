@@ -296,13 +296,13 @@ class Ledger:
         return result
 
     def renew(self, ids: Sequence[int]) -> None:
-        """Renew the leases of these reservations (their dispatches are still on their way to a paid lane); a
-        lapsed one is taken again as it was (its room may have gone meanwhile: the gap is in the design notes)."""
+        """Renew the leases of these reservations (their dispatches are still on their way to a paid lane); one
+        that lapsed meanwhile is not taken again (its room may be another's now: the gate reserves it anew)."""
         if ids:
             self._run(
                 lambda conn: conn.execute(
                     "UPDATE reservations SET lease_until = now() + make_interval(secs => %s), updated_at = now() "
-                    "WHERE id = ANY(%s) AND state = 'reserved'",
+                    "WHERE id = ANY(%s) AND state = 'reserved' AND lease_until > now()",
                     (self.config.lease_seconds, list(ids)),
                 )
             )
