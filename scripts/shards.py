@@ -1,21 +1,23 @@
 """Run the pytest suite in shards side by side, each in namespaces of its own, and report them as one run.
 
-scripts/test calls this after its installs, ruff and mypy. For every SLURM version it runs one shard of the unit
+scripts/test calls this after its installs, ruff and mypy. For every SLURM version it runs M shards of the unit
 tests and N shards of the rest (the real-SLURM tests), every shard at once:
   22.05 (the host's own): ``scripts/in-netns`` gives each shard a loopback, a PID space and a runtime dir of its
         own, so its fellows cluster, second cluster and sshd are its own, on the same ports as every other shard's;
   24.11: each shard has its own Debian 13 root namespaces (``scripts/dev-slurm --slurm 24.11`` with a runtime dir
-        of its own), the unit shard a fresh ``scripts/slurm-root run``.
+        of its own), each unit shard a fresh ``scripts/slurm-root run``.
 Every shard has its own temporary directory (pytest's ``--basetemp``) and sees only its own processes, so two
 shards' same-named temp paths never meet. Tests are dealt to the shards by their measured durations
 (tests/durations.json; whole files, longest first, each to the shard with the least so far). The unit shards run
-niced: they only want CPU, the real-SLURM tests want it on time. The run ends with each shard's summary, the 15
+niced: they only want CPU, the real-SLURM tests want it on time (two of them get twice one's share of what the
+real tests leave, and both cores once those are done). The run ends with each shard's summary, the 15
 slowest tests and one line over all shards; its exit status is non-zero when any shard failed or ran no test.
 Each shard's output is kept in build/test-logs/<shard>.log.
 
 Environment: FELLOWS_SLURM_VERSIONS (default "22.05 24.11"), FELLOWS_TEST_SHARDS (real-SLURM shards per version,
-default 6), FELLOWS_TEST_ONLY (shard names, e.g. "22.05-real-2": run only those, dealt exactly as in a whole run, to
-replay a failed shard), FELLOWS_TEST_DURATIONS=refresh (write this run's durations into tests/durations.json).
+default 6), FELLOWS_UNIT_SHARDS (unit shards per version, default 2), FELLOWS_TEST_ONLY (shard names, e.g.
+"22.05-real-2": run only those, dealt exactly as in a whole run, to replay a failed shard),
+FELLOWS_TEST_DURATIONS=refresh (write this run's durations into tests/durations.json).
 Arguments are pytest's: paths or node ids narrow what is collected and dealt; every other argument goes to every
 shard.
 """
@@ -40,6 +42,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 CHECKOUT_TAG = hashlib.sha256(str(REPO).encode()).hexdigest()[:4]
 TEMP = Path("/tmp/fellows-tests")  # noqa: S108  (root only, one dir per shard, removed when it passes)
 DEFAULT_SHARDS = 6
+DEFAULT_UNIT_SHARDS = 2
 UNIT = "tests/unit/"
 # mermaid's own parser runs on Node.js, which the Debian 13 root has not: that file runs on the host only.
 HOST_ONLY = ("tests/unit/ui/test_mermaid_valid.py",)
@@ -151,17 +154,18 @@ def deal(ids: list[str], shards: list[Shard], table: dict[str, float]) -> None:
         shard.ids.sort(key=order.__getitem__)
 
 
-def plan(ids: list[str], versions: list[str], native: str, per_version: int) -> list[Shard]:
+def plan(ids: list[str], versions: list[str], native: str, per_version: int, unit_per_version: int) -> list[Shard]:
     durations = load_durations()
     shards: list[Shard] = []
     for version in versions:
         table = durations.get(version, {})
         unit = [t for t in ids if t.startswith(UNIT) and (version == native or not t.startswith(HOST_ONLY))]
         real = [t for t in ids if not t.startswith(UNIT) and (version == native or not t.startswith(HOST_ONLY_REAL))]
-        if unit:
-            shard = Shard(version, "unit", 1)
-            deal(unit, [shard], table)
-            shards.append(shard)
+        unit_files = {t.split("::", 1)[0] for t in unit}
+        unit_shards = [Shard(version, "unit", n + 1) for n in range(min(unit_per_version, len(unit_files)))]
+        if unit_shards:
+            deal(unit, unit_shards, table)
+            shards.extend(unit_shards)
         real_files = {t.split("::", 1)[0] for t in real}
         real_shards = [Shard(version, "real", n + 1) for n in range(min(per_version, len(real_files)))]
         if real_shards:
@@ -308,6 +312,10 @@ def main(args: list[str]) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 16:
         say(f"scripts/test: FELLOWS_TEST_SHARDS is '{raw}': use a whole number from 1 to 16")
         return 2
+    unit_raw = os.environ.get("FELLOWS_UNIT_SHARDS", str(DEFAULT_UNIT_SHARDS))
+    if not unit_raw.isdigit() or not 1 <= int(unit_raw) <= 8:
+        say(f"scripts/test: FELLOWS_UNIT_SHARDS is '{unit_raw}': use a whole number from 1 to 8")
+        return 2
     selections, options = split_args(args)
     ids = collect(selections, options)
     if not ids:
@@ -315,7 +323,7 @@ def main(args: list[str]) -> int:
         return 1
     shutil.rmtree(LOGS, ignore_errors=True)
     LOGS.mkdir(parents=True)
-    shards = plan(ids, versions, native, int(raw))
+    shards = plan(ids, versions, native, int(raw), int(unit_raw))
     only = os.environ.get("FELLOWS_TEST_ONLY", "").replace(",", " ").split()
     if only:
         unknown = sorted(set(only) - {s.name for s in shards})
