@@ -44,11 +44,7 @@ _ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or mo
 _PENDING, _UNKNOWN = Phase.PENDING, Phase.UNKNOWN  # (module names: an Enum member read off its class is slow)
 _LOOK = operator.attrgetter(*(field.name for field in attrs.fields(Observation) if field.eq))
 """The fields Observation's ``==`` compares, read as one tuple in C: a look is matched to its memo's by these (what
-``==`` compares, at a fraction of its cost, for every live dispatch every tick)."""
-
-
-def _look_key(look: Observation | None) -> tuple[object, ...] | None:
-    return _LOOK(look) if look is not None and look.__class__ is Observation else None
+``==`` compares, for less, for every live dispatch every tick; the tuples are dropped at once, none is kept)."""
 
 
 class _Idle(list):  # type: ignore[type-arg]
@@ -137,9 +133,8 @@ class Dispatch:
     """The effects of the event being handled; between events the shared ``_IDLE`` (which refuses effects)."""
     rows: machine.Rows = attrs.field(init=False, repr=False)  # the table's rows a look asks (rows_by_state)
     _gates: dict[str, tuple[bool, bool]] = attrs.field(init=False, repr=False)
-    _quiet: tuple[tuple[object, ...] | None, bool, bool, float, Decision] | None = attrs.field(init=False, default=None)
-    """A look that took no step: its look (``_look_key``), permits, until when no row can hold, and its Decision
-    (matched: returned)."""
+    _quiet: tuple[Observation | None, bool, bool, float, Decision] | None = attrs.field(init=False, default=None)
+    """A look that took no step: its look, permits, until when no row can hold, and its Decision (matched: returned)."""
 
     def __attrs_post_init__(self) -> None:
         self.state = self.ladder.first.state_name
@@ -235,7 +230,14 @@ class Dispatch:
             q is not None
             and may_change_rung <= q[1]
             and may_leave_rung <= q[2]
-            and (look is None or (look.phase is not _UNKNOWN and look.__class__ is Observation and _LOOK(look) == q[0]))
+            and (
+                look is None
+                or (
+                    look.phase is not _UNKNOWN
+                    and look.__class__ is (m := q[0]).__class__ is Observation
+                    and _LOOK(look) == _LOOK(m)  # look == m, for less: the fields it compares, read and compared in C
+                )
+            )
         ):
             if now < q[3]:
                 return q[4]
@@ -252,7 +254,7 @@ class Dispatch:
         until = self._settle()
         decision = self._decide(until)
         if not decision.effects:
-            self._quiet = (_look_key(self.look), may_change_rung, may_leave_rung, until, decision)  # wakes: until
+            self._quiet = (self.look, may_change_rung, may_leave_rung, until, decision)  # its wake time: until's
         return decision
 
     def pause(self, now: float, since: float | None = None, *, why: str = "") -> Decision:
