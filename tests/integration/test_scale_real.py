@@ -1,6 +1,7 @@
 """An agent's loop on the real local SLURM: the driver's wake-up (a submit's first sbatch and a cancel's scancel at
 once, not at the next poll; a deleted wake-up FIFO leaves the poll driving, said by `driver status`), and a submit of
-several scripts (one dispatch each, one job each, even with the driver killed in the middle)."""
+several scripts (one dispatch each, one job each, even with the driver killed in the middle, or slurmctld stopped
+while they are submitted)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from .cli_harness import (
     FELLOWS_FSM,
     check_settled,
     cli,
+    ctld_pid,
     driver_pid,
     final_row,
     ledger_config,
@@ -26,7 +29,7 @@ from .cli_harness import (
     submit_args,
 )
 from .conftest import Cluster
-from .settled import jobs_of
+from .settled import jobs_of, ledger
 
 pytestmark = pytest.mark.slurm
 
@@ -159,4 +162,41 @@ def test_a_driver_killed_in_the_middle_of_a_multi_submit_loses_none_and_queues_n
     for dispatch_id in ids:
         assert final_row(slurm, tmp_path, dispatch_id).label in ("RUNNING", "ENDED")  # its job ran (or already ended)
         assert len(jobs_of(slurm, dispatch_id)) == 1, jobs_of(slurm, dispatch_id)
+    check_settled(slurm, tmp_path, ids)
+
+
+def test_a_multi_submit_while_slurmctld_is_stopped_queues_each_once_after_and_pays_for_none(
+    slurm: Cluster, tmp_path: Path
+) -> None:
+    """Twelve scripts submitted while slurmctld is stopped (SIGSTOP) for 20 s, longer than each rung's 15 s window:
+    once it answers, each dispatch's one job is queued on high-eur and runs; no window closed for the outage (no
+    second job, no rung change) and nothing was handed to the paid lane. (The issue's 1,000 at once, scaled to a
+    test's size: the same code path, every sbatch of the burst waiting on the stopped controller.)"""
+    config = ledger_config(
+        tmp_path, cap=15, poll=1.0, fellows="max_submits_per_second = 20\n", router="driver_idle_seconds = 30\n"
+    )
+    ctld = ctld_pid()
+    os.kill(ctld, signal.SIGSTOP)
+    try:
+        proc = subprocess.Popen(
+            [str(FELLOWS_FSM), "--config", str(config), *_several(slurm, 12)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(20)
+        assert proc.poll() is None  # nothing could be queued yet
+    finally:
+        os.kill(ctld, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err + (tmp_path / "state" / "driver.log").read_text()
+    ids = out.split()
+    assert len(set(ids)) == 12
+    for dispatch_id in ids:
+        row = final_row(slurm, tmp_path, dispatch_id, timeout=90)
+        assert (row.label, row.qos) in (("RUNNING", "high-eur"), ("ENDED", "high-eur"))  # its job ran
+        assert len(jobs_of(slurm, dispatch_id)) == 1, jobs_of(slurm, dispatch_id)
+    with read_journal(tmp_path) as j:
+        assert not any(s.trigger == "park" for i in ids for s in j.steps(i))
+    assert ledger(tmp_path) == []
     check_settled(slurm, tmp_path, ids)

@@ -10,6 +10,7 @@ the dispatch's data, reads its answers, and says which port call its state needs
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -41,6 +42,9 @@ SLOW_SUBMIT_SECONDS = 2.0
 _FIXED, _NEVER = frozenset(State), math.inf
 _ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or move left to ask
 _PENDING, _UNKNOWN = Phase.PENDING, Phase.UNKNOWN  # (module names: an Enum member read off its class is slow)
+_LOOK = operator.attrgetter(*(field.name for field in attrs.fields(Observation) if field.eq))
+"""The fields Observation's ``==`` compares, read as one tuple in C: a look is matched to its memo's by these (what
+``==`` compares, for less, for every live dispatch every tick; the tuples are dropped at once, none is kept)."""
 
 
 class _Idle(list):  # type: ignore[type-arg]
@@ -226,7 +230,14 @@ class Dispatch:
             q is not None
             and may_change_rung <= q[1]
             and may_leave_rung <= q[2]
-            and (look is None or (look.phase is not _UNKNOWN and look == q[0]))
+            and (
+                look is None
+                or (
+                    look.phase is not _UNKNOWN
+                    and look.__class__ is (m := q[0]).__class__ is Observation
+                    and _LOOK(look) == _LOOK(m)  # look == m, for less: the fields it compares, read and compared in C
+                )
+            )
         ):
             if now < q[3]:
                 return q[4]

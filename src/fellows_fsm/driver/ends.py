@@ -5,6 +5,7 @@ number. Which row an end takes is the table's (core/ends.py); this only says whe
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
 
 from fellows_fsm.core.dispatch import Dispatch
@@ -14,6 +15,9 @@ from fellows_fsm.driver.reports import Handle
 from fellows_fsm.journal.store import Journal
 
 __all__ = ["Follow", "handle_of", "result"]
+
+_FOLLOWED = frozenset(str(state) for state in FOLLOWED_STATES)
+_state = operator.attrgetter("state")
 
 
 class Follow:
@@ -29,10 +33,10 @@ class Follow:
         """The dispatches this tick looks at: every one when following is due, else all but the running ones."""
         dispatches = list(live)
         if now >= self.due:
-            if any(d.state in FOLLOWED_STATES for d in dispatches):
+            if not _FOLLOWED.isdisjoint(map(_state, dispatches)):  # (every tick, every live one: no Python loop)
                 self.due = now + self.interval - self.slack
             return dispatches
-        return [d for d in dispatches if d.state not in FOLLOWED_STATES]
+        return [d for d in dispatches if d.state not in _FOLLOWED]
 
 
 def result(journal: Journal, dispatch_id: str) -> tuple[str | None, int | None]:

@@ -8,18 +8,19 @@ core/events.py, how an event is sent notify/. A sink is sent the events journale
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from fellows_fsm.core.effects import Record
 from fellows_fsm.core.ends import dispatch_result
-from fellows_fsm.core.events import Event, events_of
+from fellows_fsm.core.events import BY_TRIGGER, Event, events_of
 from fellows_fsm.core.paid import PaidRun
 from fellows_fsm.core.vocab import LADDER_LANE
 from fellows_fsm.journal.file import JournalFile
@@ -28,6 +29,7 @@ __all__ = [
     "DELIVERED",
     "FAILED",
     "PENDING",
+    "TOLD",
     "UNDELIVERABLE",
     "Delivery",
     "OutboxEvent",
@@ -38,6 +40,8 @@ __all__ = [
 PENDING, DELIVERED, FAILED, UNDELIVERABLE = "pending", "delivered", "failed", "undeliverable"
 """A delivery's status: still tried; answered 2xx; refused for good (a 4xx other than 408/429); given up on after
 ``[notify] give_up_after_seconds`` of retries."""
+TOLD = frozenset(str(trigger) for trigger in BY_TRIGGER)
+"""The triggers whose steps are told whether final or not (any other step is told only if final: ``events_of``)."""
 _SINK_START = "notify.start."
 """The meta key prefix of the last outbox row journaled before a sink was first named (its events come after)."""
 
@@ -72,14 +76,19 @@ class Delivery:
     dispatch_id: str = ""
 
 
-def _lane_of(db: sqlite3.Connection, dispatch_id: str, rung_index: int) -> str:
+@functools.lru_cache(maxsize=64)
+def _rung_lanes(ladder: str) -> tuple[str, ...]:
+    """The lane of each rung of a journaled ladder (the same few ladders over and over: parsed once each)."""
+    return tuple(str(rung.get("lane", LADDER_LANE)) for rung in json.loads(ladder or "[]"))
+
+
+def _lanes_of(db: sqlite3.Connection, dispatch_id: str) -> Callable[[int], str]:
+    """The lane of each rung index of a dispatch (its own lane past its ladder), from one read of its row."""
     row = db.execute("SELECT ladder, lane FROM dispatches WHERE id=?", (dispatch_id,)).fetchone()
     if row is None:
-        return LADDER_LANE
-    rungs = json.loads(row[0] or "[]")
-    if 0 <= rung_index < len(rungs):
-        return str(rungs[rung_index].get("lane", LADDER_LANE))
-    return str(row[1])
+        return lambda _: LADDER_LANE
+    rungs, lane = _rung_lanes(row[0] or "[]"), str(row[1])
+    return lambda index: rungs[index] if 0 <= index < len(rungs) else lane
 
 
 def _paid_facts(db: sqlite3.Connection, dispatch_id: str, at: float) -> dict[str, Any] | None:
@@ -112,22 +121,26 @@ def _facts(db: sqlite3.Connection, effect: Record, step_seq: int, event: Event) 
         "reason": step.reason or step.note or "",
     }
     if event in (Event.QUEUED, Event.STARTED) and step.qos:
-        facts.update(lane=_lane_of(db, d, step.rung_index), qos=step.qos, job_id=step.job_id)
+        facts.update(lane=_lanes_of(db, d)(step.rung_index), qos=step.qos, job_id=step.job_id)
     elif event == Event.QUEUED:  # pinned to a lane: no rung, its lane
         lane = db.execute("SELECT lane FROM dispatches WHERE id=?", (d,)).fetchone()
         facts["lane"] = lane[0] if lane is not None else None
     if event == Event.RUNG_CHANGED:
-        before = db.execute(
-            "SELECT rung_index, qos FROM transitions WHERE dispatch_id=? AND seq<? ORDER BY seq DESC LIMIT 1",
+        # The step before this one (the rung left), and the last park (why it was left), in one backward walk of
+        # the dispatch's rows: this step is the newest (its row was just written) and is no park (a rung change).
+        earlier = db.execute(
+            "SELECT rung_index, qos, trigger, reason, note FROM transitions WHERE dispatch_id=? AND seq<?"
+            " ORDER BY seq DESC",
             (d, step_seq),
-        ).fetchone()
-        why = db.execute(
-            "SELECT reason, note FROM transitions WHERE dispatch_id=? AND trigger='park' ORDER BY seq DESC LIMIT 1",
-            (d,),
-        ).fetchone()
-        facts["from"] = {"lane": _lane_of(db, d, before[0]), "qos": before[1]} if before is not None else None
-        facts["to"] = {"lane": _lane_of(db, d, step.rung_index), "qos": step.qos}
-        said = (why[0] or why[1] or "") if why is not None else ""
+        )
+        before = why = earlier.fetchone()
+        while why is not None and why[2] != "park":
+            why = earlier.fetchone()
+        earlier.close()
+        lanes = _lanes_of(db, d)
+        facts["from"] = {"lane": lanes(before[0]), "qos": before[1]} if before is not None else None
+        facts["to"] = {"lane": lanes(step.rung_index), "qos": step.qos}
+        said = (why[3] or why[4] or "") if why is not None else ""
         # A park with no reason of SLURM's nor a policy's: its window closed with the job still pending.
         facts["why"] = said or (f"no start on {before[1]} within its window" if before is not None else "")
     if event in (Event.HANDED_OFF, Event.ENDED, Event.ATTENTION, Event.STARTED) and (

@@ -28,7 +28,7 @@ from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.check import mark_check_due
 from fellows_fsm.journal.ends import write_end
 from fellows_fsm.journal.lock import DriverLock
-from fellows_fsm.journal.outbox import OutboxRows, write_events
+from fellows_fsm.journal.outbox import TOLD, OutboxRows, write_events
 from fellows_fsm.journal.reads import JournalReads
 from fellows_fsm.journal.scripts import drop_script
 from fellows_fsm.scheduler.port import JobSpec
@@ -176,7 +176,8 @@ class Journal(OutboxRows, JournalReads, DriverLock):
                         _write_paid(db, effect.dispatch_id, step.at, effect.paid)
                     if effect.end is not None:
                         write_end(db, effect.dispatch_id, effect.end)
-                    write_events(db, effect, int(cursor.lastrowid or 0))  # the outbox: told in the same transaction
+                    if effect.final or step.trigger in TOLD:  # (most steps are told as nothing: core/events.py)
+                        write_events(db, effect, int(cursor.lastrowid or 0))  # the outbox: in the same transaction
                     row.setdefault(effect.dispatch_id, {}).update(
                         state=step.dest,
                         label=effect.label,
@@ -193,6 +194,15 @@ class Journal(OutboxRows, JournalReads, DriverLock):
                     )
                     row.setdefault(effect.dispatch_id, {}).update(job_id=effect.job_id, updated_at=effect.at)
             for dispatch_id, values in row.items():
+                if values.get("final") == 0:
+                    # A row that stays live is updated without naming ``final``: SQLite rewrites an index entry
+                    # whenever a column of its key or of its WHERE is set, even to the value it had, so the live
+                    # dispatches' index would be rewritten at every step. A row that was final is updated in full.
+                    kept = {name: value for name, value in values.items() if name != "final"}
+                    columns = ", ".join(f"{name}=?" for name in kept)
+                    sql = f"UPDATE dispatches SET {columns} WHERE id=? AND final=0"  # noqa: S608 - column names are ours
+                    if db.execute(sql, (*kept.values(), dispatch_id)).rowcount:
+                        continue
                 columns = ", ".join(f"{name}=?" for name in values)
                 db.execute(f"UPDATE dispatches SET {columns} WHERE id=?", (*values.values(), dispatch_id))  # noqa: S608 - column names are ours
         for dispatch_id, values in row.items():

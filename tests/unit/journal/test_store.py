@@ -10,7 +10,7 @@ import pytest
 from freezegun import freeze_time
 
 from fellows_fsm import Dispatch, FakeScheduler, JobSpec, JournalError, SlurmSettings, Step
-from fellows_fsm.core.effects import Command
+from fellows_fsm.core.effects import Command, Record
 from fellows_fsm.core.lane import LaneDispatch
 from fellows_fsm.core.vocab import HandoffStatus, Trigger
 from fellows_fsm.journal.store import Journal
@@ -199,4 +199,36 @@ def test_final_since_reads_the_dispatches_that_ended_at_or_after_a_time(tmp_path
     assert [r.id for r in journal.final_since(at)] == ["e1"]
     assert [r.id for r in journal.final_since(at - 5)] == ["e1"]
     assert journal.final_since(at + 0.001) == []
+    journal.close()
+
+
+def _step(trigger: str, dest: str, at: float) -> Step:
+    return Step(at, "SUBMITTED_high_eur", dest, trigger, rung_index=0, qos="high-eur", job_id="7")
+
+
+def test_a_step_of_a_live_dispatch_updates_its_row_and_keeps_it_listed_live(tmp_path: Path) -> None:
+    """A live row's step is written without naming ``final`` (the live index is not rewritten): the row still reads
+    its new state, and the dispatch is still among the live ones; its final step takes it out of them."""
+    journal, d = _journal_with_a_dispatch(tmp_path)
+    journal.record(Record(d.id, _step("hold", "HELD_high_eur", 5.0), "HELD(high-eur)", final=False))
+    row = journal.dispatch(d.id)
+    assert row is not None
+    assert (row.state, row.label, row.final, row.updated_at) == ("HELD_high_eur", "HELD(high-eur)", False, 5.0)
+    assert [r.id for r in journal.dispatches(live_only=True)] == [d.id]
+    journal.record(Record(d.id, _step("withdraw", "WITHDRAWN", 6.0), "WITHDRAWN", final=True, outcome="withdrawn"))
+    assert journal.dispatches(live_only=True) == []
+    journal.close()
+
+
+def test_a_non_final_step_of_a_row_that_was_final_is_written_in_full(tmp_path: Path) -> None:
+    """The rare row journaled final that then takes a step that is not (a journal written before RUNNING was
+    followed, say) is updated in full: it reads live again, and is listed with the live ones."""
+    journal, d = _journal_with_a_dispatch(tmp_path)
+    journal.record(Record(d.id, _step("start", "RUNNING", 5.0), "RUNNING", final=True))
+    assert journal.dispatches(live_only=True) == []
+    journal.record(Record(d.id, _step("requeue", "REQUEUED", 6.0), "REQUEUED", final=False))
+    row = journal.dispatch(d.id)
+    assert row is not None
+    assert (row.state, row.final, row.updated_at) == ("REQUEUED", False, 6.0)
+    assert [r.id for r in journal.dispatches(live_only=True)] == [d.id]
     journal.close()

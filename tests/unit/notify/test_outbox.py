@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fellows_fsm import Dispatch, FakeScheduler, SlurmSettings
 from fellows_fsm.core.effects import Attach, Record, Step
 from fellows_fsm.core.events import ENDED, Event, events_of
+from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import JournalError
 from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING
@@ -163,4 +164,31 @@ def test_a_free_jobs_end_is_told_ended_with_its_result_word_and_exit_code(tmp_pa
     assert sample.labels == {"cluster": "fellows"}
     assert sample.value == pytest.approx(end.gpus * (end.elapsed_seconds or 0) / 3600)
     assert sample.value > 0
+    journal.close()
+
+
+def test_a_rung_change_to_another_cluster_names_both_lanes_and_the_last_parks_reason(tmp_path: Path) -> None:
+    """The facts of a rung change read the step before it (the rung left, whatever step that was), the last park's
+    reason (two steps back here), and each rung's lane from the dispatch's journaled ladder."""
+    ladder = Ladder((Rung(0, "high-eur", 60.0), Rung(1, "normal-eur", 60.0), Rung(2, "inst-high", 60.0, lane="inst")))
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.add_dispatch("x1", SPEC, ladder, pinned=False, intent="prod", at=0.0)
+
+    def step(trigger: str, source: str, dest: str, rung: int, qos: str, **more: str) -> Record:
+        return Record("x1", Step(1.0, source, dest, trigger, rung, qos, "7", **more), dest, final=False)
+
+    journal.write([step("park", "RESUBMITTED_normal_eur", "PARKED", 1, "normal-eur", reason="QOSMaxGRESPerUser")])
+    journal.write([step("park", "RESUBMITTED_normal_eur", "PARKED", 1, "normal-eur", note="not this one: older")])
+    journal.write([step("park", "RESUBMITTED_normal_eur", "PARKED", 1, "normal-eur", reason="Priority")])
+    journal.write(
+        [
+            step("recall", "PARKED", "CANCELLED", 1, "normal-eur"),
+            step("resubmit", "CANCELLED", "RESUBMITTED_inst__inst_high", 2, "inst-high"),
+        ]
+    )
+    [changed] = journal.events_of("x1")
+    assert changed.event == "rung_changed"
+    assert changed.facts["from"] == {"lane": "fellows", "qos": "normal-eur"}
+    assert changed.facts["to"] == {"lane": "inst", "qos": "inst-high"}
+    assert changed.facts["why"] == "Priority"
     journal.close()
