@@ -278,7 +278,11 @@ def test_watch_once_exits_6_when_slurm_does_not_answer(
 
 
 def _pending_detached(scheduling_fake: SchedulingFake, script: Path) -> str:
-    """``submit --detach`` of ``script`` on a fake that does not schedule (its job stays pending): the dispatch id."""
+    """``submit --detach`` of ``script`` on a fake that does not schedule (its job stays pending on high-eur): the
+    dispatch id. A 30 s cap, so that no driver walks it on before the test is done with it on a loaded machine (with
+    0.3 s, CI once saw it parked and resubmitted before the test's cancel)."""
+    config = script.parent / "fellows.toml"
+    config.write_text(config.read_text().replace("park_cap_seconds = 0.3", "park_cap_seconds = 30"))
     scheduling_fake.scheduling = False
     return run("submit", "--detach", str(script)).stdout.strip()
 
