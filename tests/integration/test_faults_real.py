@@ -262,7 +262,10 @@ def test_a_controller_restart_that_lost_the_job_and_reused_its_id(
     withdrawn = cli(config, "cancel", h.dispatch_id)
     assert withdrawn.returncode == 0, withdrawn.stderr
     assert slurm.row(stranger).state == "PENDING"  # still untouched by the user's cancel
-    assert stranger not in withdrawn.stdout
+    # the line names the jobs it cancelled (the dispatch id is hex and may contain the stranger's digits)
+    _, _, cancelled = withdrawn.stdout.partition("SLURM jobs cancelled: ")
+    assert cancelled, withdrawn.stdout
+    assert stranger not in cancelled.rstrip(")\n").split(", ")
 
 
 # --------------------------------------------------------------------------- the user's own shells
