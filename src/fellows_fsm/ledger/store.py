@@ -94,6 +94,8 @@ class OpenReservation:
     state: str
     lapsed: bool
     """A reservation whose lease ran out before its driver renewed it (it counts nothing now)."""
+    seen: Any = None
+    """Its ``updated_at`` as read: a release holds only if no one touched the row since (``Ledger.release``)."""
 
 
 @attrs.frozen
@@ -255,12 +257,16 @@ class Ledger:
                 for key in keys:  # one order for every machine: no deadlock
                     conn.execute("INSERT INTO budget_locks (scope_key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
                     conn.execute("SELECT 1 FROM budget_locks WHERE scope_key = %s FOR UPDATE", (key,))
+                # Held already (and not lapsed): confirmed, its lease renewed and its row touched, so a reconcile
+                # that read it before never releases it (release: updated_at unchanged).
                 held = conn.execute(
-                    "SELECT state, lease_until > now() FROM reservations WHERE machine = %s AND journal = %s "
-                    "AND dispatch_id = %s",
-                    (who.machine, who.journal, dispatch_id),
+                    "UPDATE reservations SET updated_at = clock_timestamp(), lease_until = CASE WHEN state = "
+                    "'reserved' THEN now() + make_interval(secs => %s) ELSE lease_until END WHERE machine = %s "
+                    "AND journal = %s AND dispatch_id = %s AND (state IN ('created', 'settled') OR "
+                    "(state = 'reserved' AND lease_until > now())) RETURNING id",
+                    (self.config.lease_seconds, who.machine, who.journal, dispatch_id),
                 ).fetchone()
-                if held is not None and (held[0] in ("created", "settled") or (held[0] == "reserved" and held[1])):
+                if held is not None:
                     return None
                 refusal = decide(_totals(conn, who, team_scope=team_scope, zone=zone))
                 if refusal is not None:
@@ -272,7 +278,8 @@ class Ledger:
                     "ON CONFLICT (machine, journal, dispatch_id) DO UPDATE SET state = 'reserved', "
                     "reserved_at = now(), lease_until = excluded.lease_until, gpus = excluded.gpus, "
                     "limit_seconds = excluded.limit_seconds, price_per_gpu_hour = excluded.price_per_gpu_hour, "
-                    "worst_gpu_hours = excluded.worst_gpu_hours, worst_cost = excluded.worst_cost, updated_at = now()",
+                    "worst_gpu_hours = excluded.worst_gpu_hours, worst_cost = excluded.worst_cost, "
+                    "updated_at = clock_timestamp()",
                     (who.team, who.user, who.machine, who.journal, dispatch_id, gpus, limit_seconds, price, worst, cost,
                      self.config.lease_seconds),
                 )  # fmt: skip
@@ -286,11 +293,12 @@ class Ledger:
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[OpenReservation]:
             rows = conn.execute(
-                "SELECT id, dispatch_id, state, state = 'reserved' AND lease_until <= now() FROM reservations "
-                "WHERE machine = %s AND journal = %s AND state IN ('reserved', 'created') ORDER BY id",
+                "SELECT id, dispatch_id, state, state = 'reserved' AND lease_until <= now(), updated_at "
+                "FROM reservations WHERE machine = %s AND journal = %s AND state IN ('reserved', 'created') "
+                "ORDER BY id",
                 (who.machine, who.journal),
             ).fetchall()
-            return [OpenReservation(int(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
+            return [OpenReservation(int(r[0]), str(r[1]), str(r[2]), bool(r[3]), r[4]) for r in rows]
 
         result: list[OpenReservation] = self._run(work)
         return result
@@ -301,7 +309,8 @@ class Ledger:
         if ids:
             self._run(
                 lambda conn: conn.execute(
-                    "UPDATE reservations SET lease_until = now() + make_interval(secs => %s), updated_at = now() "
+                    "UPDATE reservations SET lease_until = now() + make_interval(secs => %s), "
+                    "updated_at = clock_timestamp() "
                     "WHERE id = ANY(%s) AND state = 'reserved' AND lease_until > now()",
                     (self.config.lease_seconds, list(ids)),
                 )
@@ -330,16 +339,24 @@ class Ledger:
             )
         )
 
-    def release(self, ids: Sequence[int]) -> None:
-        """Release reservations whose dispatch will never be handed off (it started free, ended, was withdrawn)."""
-        if ids:
-            self._run(
-                lambda conn: conn.execute(
-                    "UPDATE reservations SET state = 'released', updated_at = now() WHERE id = ANY(%s) "
-                    "AND state = 'reserved'",
-                    (list(ids),),
-                )
+    def release(self, rows: Sequence[tuple[int, Any]]) -> int:
+        """Release reservations whose dispatch will never be handed off (it started free, ended, was withdrawn), each
+        given as (id, ``updated_at`` as ``open`` read it): one touched since (its gate confirmed it for a handoff,
+        or reserved it anew) is left as it is. Returns how many were released."""
+        if not rows:
+            return 0
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+            cursor = conn.execute(
+                "UPDATE reservations r SET state = 'released', updated_at = clock_timestamp() "
+                "FROM unnest(%s::bigint[], %s::timestamptz[]) AS seen(id, at) "
+                "WHERE r.id = seen.id AND r.updated_at = seen.at AND r.state = 'reserved'",
+                ([r[0] for r in rows], [r[1] for r in rows]),
             )
+            return max(0, cursor.rowcount)
+
+        released: int = self._run(work)
+        return released
 
     def spend(self, who: Identity, *, team_scope: bool, zone: str | None) -> tuple[Totals, list[SpendRow]]:
         """What the budget's handoffs committed today, this week and this month, per user and lane (the views'
