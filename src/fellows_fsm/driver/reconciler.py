@@ -164,8 +164,8 @@ class Reconciler:
                     outcome = reconcile_once(self._ledger, self._who, snapshot, self._asked_at)
                 except FellowsError as exc:  # the ledger did not answer or refused; the journal could not be read
                     self.failures += 1
-                    log.warning("this driver's reconcile with the shared ledger did not finish (tried again in %g s): %s",
-                                self._retry, exc)  # fmt: skip
+                    why = "this driver's reconcile with the shared ledger did not finish"
+                    log.warning("%s (tried again in %g s): %s", why, self._retry, exc)
                     if self._stopping.wait(self._retry):
                         break
                     self._wake.set()
