@@ -169,6 +169,7 @@ class TickGate:
     def close(self) -> None:
         """Close the connection to the shared ledger, if there is one (the next ask connects again)."""
         if self.ledger is not None:
+            self.ledger.publish_free(self.journal, self.now, at_once=True)  # the free ends since the last time
             self.ledger.publish_live(self.journal, now=True)  # what it leaves (nothing live, as a driver exits idle)
             self.ledger.close()
 

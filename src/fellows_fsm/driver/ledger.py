@@ -224,11 +224,12 @@ class LedgerGate:
         return self._still_down()
 
     # ----------------------------------------------------------------- what the ledger is told (off the tick)
-    def publish_free(self, journal: Journal, now: float) -> int:
+    def publish_free(self, journal: Journal, now: float, *, at_once: bool = False) -> int:
         """Hand the publisher (driver/publisher.py: its own thread) the free jobs' ends journaled since the last
         time (from ``FREE_LOOKBACK_SECONDS`` before the first call: one already in the ledger is kept once), at most
-        once every ``FREE_EVERY_SECONDS``; return how many. They count in no budget: what the free clusters gave."""
-        if time.monotonic() < self._free_due:
+        once every ``FREE_EVERY_SECONDS`` (``at_once``: now, as the driver stops); return how many. They count in
+        no budget: what the free clusters gave."""
+        if not at_once and time.monotonic() < self._free_due:
             return 0
         self._free_due = time.monotonic() + FREE_EVERY_SECONDS
         since = now - FREE_LOOKBACK_SECONDS if self._free_since is None else self._free_since

@@ -149,6 +149,18 @@ ORDER BY win.name, r.user_name, 3
 """  # noqa: S608 - only this module's constant expressions are joined in; every value is a placeholder
 
 
+_FREE = f"""
+WITH w AS (SELECT date_trunc('day', now(), {_ZONE}) AS day, date_trunc('week', now(), {_ZONE}) AS week,
+                  date_trunc('month', now(), {_ZONE}) AS month)
+SELECT win.name, f.user_name, f.lane, count(*), sum(f.gpu_hours)
+FROM free_runs f, w, LATERAL (VALUES ('day', w.day), ('week', w.week), ('month', w.month)) AS win(name, start)
+WHERE f.ended_at >= least(w.week, w.month) AND f.ended_at >= win.start
+    AND (%(team)s::text IS NULL OR f.team = %(team)s) AND (%(user)s::text IS NULL OR f.user_name = %(user)s)
+GROUP BY win.name, f.user_name, f.lane
+ORDER BY win.name, f.user_name, f.lane
+"""  # noqa: S608 - only this module's constant expressions are joined in; every value is a placeholder
+
+
 class Ledger:
     """The connection to the shared ledger (made at the first call, made again after a failure) and its
     statements. Every call raises ``LedgerUnreachable`` (no answer) or ``LedgerRefused`` (an answer that waiting
@@ -371,6 +383,17 @@ class Ledger:
             return _totals(conn, who, team_scope=team_scope, zone=zone), rows
 
         result: tuple[Totals, list[SpendRow]] = self._run(work)
+        return result
+
+    def free(self, who: Identity, *, team_scope: bool, zone: str | None) -> list[tuple[str, str, str, int, float]]:
+        """The free jobs' GPU-hours (``free_runs``: in no budget) that ended today, this week and this month, in the
+        server's clock and ``zone``: (window, user, cluster, jobs, GPU-hours), per user and cluster."""
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[tuple[str, str, str, int, float]]:
+            scope = {"zone": zone, "team": who.team if team_scope else None, "user": None if team_scope else who.user}
+            return [(str(w), str(u), str(c), int(n), float(h)) for w, u, c, n, h in conn.execute(_FREE, scope)]
+
+        result: list[tuple[str, str, str, int, float]] = self._run(work)
         return result
 
     def add_free(self, who: Identity, ends: Sequence[tuple[str, str, str, int, float, str, float]]) -> None:
