@@ -38,15 +38,16 @@ def machines(tmp_path: Path) -> Iterator[list[Path]]:
         stop_background_driver(each, [signal.SIGCONT, signal.SIGTERM])
 
 
-def _config(where: Path, url: str, budget: str, ledger_lines: str = "") -> Path:
-    """The ledger command lane ``gcp`` at PRICE a GPU-hour, a 0.5 s poll, ``budget``, and [ledger] at ``url``."""
+def _config(where: Path, url: str, budget: str, ledger_lines: str = "", lane_lines: str = "") -> Path:
+    """The ledger command lane ``gcp`` at PRICE a GPU-hour (with ``lane_lines``), a 0.5 s poll, ``budget``, and
+    [ledger] at ``url``."""
     command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(where / "gcp.ledger"), "{dispatch_id}"])
     path = ledger_config(
         where,
         cap=1.0,
         poll=0.5,
         router="driver_idle_seconds = 5\n",
-        lane=f"command = {command}\nprice_per_gpu_hour = {PRICE}\n",
+        lane=f"command = {command}\nprice_per_gpu_hour = {PRICE}\n{lane_lines}",
     )
     text = path.read_text(encoding="utf-8") + f"\n[budget]\n{budget}\n[ledger]\nurl = {json.dumps(url)}\n"
     path.write_text(text + 'user = "alice"\n' + ledger_lines, encoding="utf-8")
@@ -184,3 +185,88 @@ def test_a_url_with_a_password_is_refused_and_the_password_is_never_shown_logged
         assert password not in text
     found = [p for p in (machines[0] / "state").rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
     assert found == []
+
+
+def _server(postgres: Postgres) -> list[int]:
+    """The test's own PostgreSQL server: its postmaster (the parent of a backend of ours), then its children."""
+    with postgres.connect() as conn:
+        backend = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    postmaster = _ppid(backend)
+    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == postmaster]
+    return [postmaster, *children]
+
+
+def _ppid(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _jobs(where: Path, dispatch_id: str) -> list[int]:
+    """The rungs the dispatch got a SLURM job on, as its journal has them."""
+    with read_journal(where) as journal:
+        return [row.rung_index for row in journal.jobs(dispatch_id)]
+
+
+def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_answers(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """A driver follows a paid run (its reservation created: reconciled at every tick). The ledger's server is then
+    frozen (SIGSTOP: connections open, nothing answered). Meanwhile two free dispatches (no room anywhere, too big
+    for the paid budget so they never ask it) walk every rung, each a real SLURM job, and the paid run is followed
+    to its end: the driver's tick never waits for the ledger. Thawed, the reservation is settled once, at what the
+    run ran."""
+    where = machines[0]
+    status = where / "gcp.status"
+    asked = json.dumps(["sh", "-c", f'cat "{status}" 2>/dev/null || echo queued'])
+    config = _config(
+        where, ledger_url, "paid_gpu_hours_per_day = 10\n", "connect_timeout_seconds = 1\n", f"status = {asked}\n"
+    )
+    submitted = cli(config, *_pin(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    paid = submitted.stdout.strip()
+
+    def reservations() -> list[tuple[str, str]]:
+        with postgres.connect(ledger_url) as conn:
+            return conn.execute("SELECT dispatch_id, state FROM reservations ORDER BY id").fetchall()  # type: ignore[no-any-return]
+
+    slurm.wait_for(lambda: reservations() == [(paid, "created")], "the paid run's reservation created", timeout=60)
+    status.write_text("running\n", encoding="utf-8")
+    for qos in ("high-eur", "normal-eur", "low-eur"):
+        slurm.occupy(qos, 8, count=4 if qos == "low-eur" else 2)
+    frozen = _server(postgres)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        free = []
+        for _ in range(2):
+            walked = cli(config, "submit", "--detach", "--gpus", "8", "--time", "2:00:00", slurm.script(60), "--",
+                         *slurm.job_args())  # fmt: skip
+            assert walked.returncode == 0, walked.stderr
+            free.append(walked.stdout.strip())
+        for dispatch_id in free:
+            slurm.wait_for(
+                lambda d=dispatch_id: _jobs(where, d) == [0, 1, 2], f"{dispatch_id} on every rung", timeout=90
+            )
+        status.write_text("succeeded\n", encoding="utf-8")
+        with read_journal(where) as journal:
+            slurm.wait_for(lambda: journal.dispatch(paid).state == "PAID_DONE", "the paid run's end", timeout=60)
+        assert all(os.path.exists(f"/proc/{pid}") for pid in frozen)  # frozen all along
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    slurm.wait_for(lambda: reservations() == [(paid, "settled")], "the reservation settled", timeout=60)
+    with postgres.connect(ledger_url) as conn:
+        [(hours, cost, updated)] = conn.execute("SELECT gpu_hours, cost, updated_at FROM reservations").fetchall()
+    with read_journal(where) as journal:
+        run = journal.paid_run(paid)
+    assert hours == pytest.approx(run.gpu_hours(time.time()), rel=1e-6)
+    assert cost == pytest.approx(hours * PRICE, rel=1e-6)
+    time.sleep(1.5)  # three polls: a second settle would have touched the row
+    with postgres.connect(ledger_url) as conn:
+        assert conn.execute("SELECT state, updated_at FROM reservations").fetchall() == [("settled", updated)]
+    assert ledger(where) == [paid]
+    for dispatch_id in free:
+        assert cli(config, "cancel", dispatch_id).returncode == 0
