@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.ledger.store import Identity, Ledger
+
 from .cli_harness import cli, json_of, ledger_config, one_error, read_journal, start_cli, stop_background_driver
 from .conftest import Cluster
 from .ledger_pg import Postgres
@@ -270,3 +273,88 @@ def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_
     assert ledger(where) == [paid]
     for dispatch_id in free:
         assert cli(config, "cancel", dispatch_id).returncode == 0
+
+
+def test_config_check_asks_the_ledger_a_refusal_is_one_line_and_exit_3(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """``config check`` asks the ledger as submit does: a wrong password, a database that does not exist, a schema
+    newer than this version: exit 3, one error line each naming it (the password nowhere); the ledger as it should
+    be: config OK."""
+    from fellows_fsm.ledger.schema import newest  # noqa: PLC0415
+
+    good = _config(machines[0], ledger_url, "paid_gpu_hours_per_day = 10\n")
+    ok = cli(good, "config", "check")
+    assert ok.returncode == 0, ok.stderr
+    assert "config OK" in ok.stdout
+    env = {**os.environ, "LEDGER_PW": "not-the-password-42"}
+    wrong = _config(machines[1], ledger_url, "paid_gpu_hours_per_day = 10\n", 'password_env = "LEDGER_PW"\n')
+    missing = _config(machines[1], postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
+    with postgres.connect(ledger_url) as conn:
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (newest() + 1,))
+    cases = [
+        (wrong, env, "password authentication failed"),
+        (missing, None, 'database "no_such_ledger" does not exist'),
+        (good, None, f"schema version {newest() + 1}, newer than this fellows-fsm knows"),
+    ]
+    for config, environ, words in cases:
+        checked = cli(config, "config", "check", env=environ)
+        assert checked.returncode == 3, checked.stderr
+        errors = [line for line in checked.stderr.splitlines() if line.startswith("fellows-fsm: error: ")]
+        assert len(errors) == 1, checked.stderr
+        assert words in errors[0], errors[0]
+        assert "not-the-password-42" not in checked.stdout + checked.stderr
+        assert "config has 1 problem(s)" in checked.stdout
+
+
+def test_spend_scope_shows_the_free_gpu_hours_per_user_and_cluster_and_what_they_saved(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """alice's free job runs on the real cluster and ends; her driver, stopping idle, hands its end to the ledger.
+    ``spend --scope user`` shows her free GPU-hours (the journal's, the same) and what they saved at gcp's price;
+    with bob's free run in the team (another machine's), ``--scope team`` shows both users, each per cluster, in
+    the text view and the JSON."""
+    config = _config(machines[0], ledger_url, "paid_gpu_hours_per_day = 10\n", 'team = "lab"\n')
+    submitted = cli(config, "submit", "--detach", "--gpus", "1", "--time", "5:00", slurm.script(2), "--",
+                    *slurm.job_args())  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+
+    def free_runs() -> list[tuple[str, str, float]]:
+        with postgres.connect(ledger_url) as conn:
+            return conn.execute("SELECT user_name, lane, gpu_hours FROM free_runs ORDER BY id").fetchall()  # type: ignore[no-any-return]
+
+    slurm.wait_for(lambda: len(free_runs()) == 1, "alice's free end in the ledger", timeout=120)
+    [(user, cluster, hours)] = free_runs()
+    with read_journal(machines[0]) as journal:
+        [end] = journal.ends([dispatch_id]).values()
+    assert (user, cluster, hours) == ("alice", end.lane, pytest.approx(end.gpu_hours))
+    assert hours > 0
+    shown = json_of(cli(config, "spend", "--scope", "user", "--json"))
+    free = shown["free"]
+    assert (free["price_lane"], free["price_per_gpu_hour"]) == ("gcp", PRICE)
+    assert free["day"]["gpu_hours"] == pytest.approx(hours)
+    assert free["day"]["saved"] == pytest.approx(hours * PRICE)
+    assert free["day"]["users"] == [
+        {"user": "alice", "cluster": end.lane, "jobs": 1, "gpu_hours": pytest.approx(hours),
+         "saved": pytest.approx(hours * PRICE)}
+    ]  # fmt: skip
+    bob = Ledger(LedgerConfig(url=ledger_url, user="bob", team="lab", machine="bobs-box"))
+    try:
+        who = Identity(team="lab", user="bob", machine="bobs-box", journal="/home/bob/journal.sqlite3")
+        bob.add_free(who, [("b1", "77", "other", 4, 2.0, "succeeded", time.time())])
+    finally:
+        bob.close()
+    team = json_of(cli(config, "spend", "--scope", "team", "--json"))
+    assert [(r["user"], r["cluster"], r["jobs"]) for r in team["free"]["month"]["users"]] == [
+        ("alice", end.lane, 1),
+        ("bob", "other", 1),
+    ]
+    assert team["free"]["month"]["gpu_hours"] == pytest.approx(hours + 2.0)
+    assert json_of(cli(config, "spend", "--scope", "user", "--json"))["free"]["month"]["gpu_hours"] == pytest.approx(
+        hours
+    )
+    table = cli(config, "spend", "--scope", "team")
+    assert table.returncode == 0, table.stderr
+    assert "free clusters, by when their jobs ended (saved: at gcp's" in table.stdout, table.stdout
+    assert [line for line in table.stdout.splitlines() if "bob" in line and "other" in line], table.stdout

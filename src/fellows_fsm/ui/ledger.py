@@ -101,17 +101,23 @@ def team_json(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> dict[str, Any]:
 
 
 def team_table(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> RenderableType:
-    """Each live dispatch of the team: user, machine, id, name, where it stands, and how old that word is."""
+    """Each live dispatch of the team: user, machine, id, name, where it stands (``stale:`` first when its driver
+    has not published it for ``STALE_AFTER_SECONDS``), and how old that word is. Fits 80 columns."""
     who = f"team {ledger.team}" if ledger.team is not None else f"user {ledger.user}"
     table = Table(title=f"live dispatches of {who} in {ledger.shown}", title_justify="left", box=None, padding=(0, 1))
-    for header in ("user", "machine", "id", "name", "state", "seen"):
-        table.add_column(header, no_wrap=header != "name")
+    # At 80 columns: the id whole, the machine cut (its journal is in the JSON), the rest wrapped, never dropped.
+    table.add_column("user", overflow="fold", max_width=10)
+    table.add_column("machine", no_wrap=True, overflow="ellipsis", max_width=12)
+    table.add_column("id", no_wrap=True, min_width=12)
+    table.add_column("name", overflow="fold", min_width=8)
+    table.add_column("state", overflow="fold", min_width=18)  # QUEUED(normal-eur) on one line
+    table.add_column("age", no_wrap=True, min_width=4)  # how long ago its driver published it
     stale = 0
     for r in rows:
         old = r.age_seconds > STALE_AFTER_SECONDS
         stale += old
         state = Text(f"stale: {r.label}", style="yellow") if old else Text(r.label)
-        table.add_row(r.user, r.machine, r.dispatch_id, r.name, state, f"{span(r.age_seconds)} ago")
+        table.add_row(r.user, r.machine, r.dispatch_id, r.name, state, _age(r.age_seconds))
     if not rows:
         return Group(table, Text("no live dispatch published", style="dim"))
     lines: list[RenderableType] = [
@@ -127,6 +133,14 @@ def team_table(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> RenderableType:
             )
         )
     return Group(*lines)
+
+
+def _age(seconds: float) -> str:
+    """An age in one short word: ``12s``, ``10m``, ``3h``, ``2d`` (rounded down)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size if unit == "m" else seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
 
 
 def shared_spend_json(
