@@ -22,7 +22,7 @@ from fellows_fsm.ledger.store import Identity, Ledger
 
 from .cli_harness import cli, json_of, ledger_config, one_error, read_journal, start_cli, stop_background_driver
 from .conftest import Cluster
-from .ledger_pg import Postgres
+from .ledger_pg import Postgres, frozen_server
 from .settled import LEDGER_CODE, ledger
 
 pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
@@ -152,7 +152,8 @@ def test_a_ledger_that_refuses_is_one_line_exit_3_and_nothing_is_queued(
     line = one_error(cli(wrong, *_pin(slurm, "--detach"), env=env), 3)
     assert "password authentication failed" in line, line
     assert "not-the-password-42" not in line
-    missing = _config(machines[1], postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
+    (machines[1] / "other").mkdir()
+    missing = _config(machines[1] / "other", postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
     line = one_error(cli(missing, *_pin(slurm, "--detach")), 3)
     assert 'database "no_such_ledger" does not exist' in line, line
     assert _dispatches(machines[0]) == []
@@ -190,23 +191,6 @@ def test_a_url_with_a_password_is_refused_and_the_password_is_never_shown_logged
     assert found == []
 
 
-def _server(postgres: Postgres) -> list[int]:
-    """The test's own PostgreSQL server: its postmaster (the parent of a backend of ours), then its children."""
-    with postgres.connect() as conn:
-        backend = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-    postmaster = _ppid(backend)
-    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == postmaster]
-    return [postmaster, *children]
-
-
-def _ppid(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return -1
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
 def _jobs(where: Path, dispatch_id: str) -> list[int]:
     """The rungs the dispatch got a SLURM job on, as its journal has them."""
     with read_journal(where) as journal:
@@ -239,10 +223,7 @@ def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_
     status.write_text("running\n", encoding="utf-8")
     for qos in ("high-eur", "normal-eur", "low-eur"):
         slurm.occupy(qos, 8, count=4 if qos == "low-eur" else 2)
-    frozen = _server(postgres)
-    for pid in frozen:
-        os.kill(pid, signal.SIGSTOP)
-    try:
+    with frozen_server(postgres) as frozen:
         free = []
         for _ in range(2):
             walked = cli(config, "submit", "--detach", "--gpus", "8", "--time", "2:00:00", slurm.script(60), "--",
@@ -257,9 +238,6 @@ def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_
         with read_journal(where) as journal:
             slurm.wait_for(lambda: journal.dispatch(paid).state == "PAID_DONE", "the paid run's end", timeout=60)
         assert all(os.path.exists(f"/proc/{pid}") for pid in frozen)  # frozen all along
-    finally:
-        for pid in frozen:
-            os.kill(pid, signal.SIGCONT)
     slurm.wait_for(lambda: reservations() == [(paid, "settled")], "the reservation settled", timeout=60)
     with postgres.connect(ledger_url) as conn:
         [(hours, cost, updated)] = conn.execute("SELECT gpu_hours, cost, updated_at FROM reservations").fetchall()
@@ -289,7 +267,8 @@ def test_config_check_asks_the_ledger_a_refusal_is_one_line_and_exit_3(
     assert "config OK" in ok.stdout
     env = {**os.environ, "LEDGER_PW": "not-the-password-42"}
     wrong = _config(machines[1], ledger_url, "paid_gpu_hours_per_day = 10\n", 'password_env = "LEDGER_PW"\n')
-    missing = _config(machines[1], postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
+    (machines[1] / "other").mkdir()
+    missing = _config(machines[1] / "other", postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
     with postgres.connect(ledger_url) as conn:
         conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (newest() + 1,))
     cases = [
@@ -356,5 +335,5 @@ def test_spend_scope_shows_the_free_gpu_hours_per_user_and_cluster_and_what_they
     )
     table = cli(config, "spend", "--scope", "team")
     assert table.returncode == 0, table.stderr
-    assert "free clusters, by when their jobs ended (saved: at gcp's" in table.stdout, table.stdout
+    assert "free clusters, by when their jobs ended (saved: at gcp's" in " ".join(table.stdout.split()), table.stdout
     assert [line for line in table.stdout.splitlines() if "bob" in line and "other" in line], table.stdout

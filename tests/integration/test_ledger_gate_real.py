@@ -28,7 +28,7 @@ from fellows_fsm.ledger.schema import newest
 from fellows_fsm.ledger.store import Ledger
 from fellows_fsm.scheduler.port import JobSpec
 
-from .ledger_pg import Postgres
+from .ledger_pg import Postgres, frozen_server
 from .test_faults3_time_real import _wallstep
 
 pytestmark = pytest.mark.postgres
@@ -438,3 +438,28 @@ def test_the_publisher_keeps_free_ends_while_the_ledger_is_gone_and_writes_each_
     assert gate.publisher.flush(10.0)
     with postgres.connect(ledger_url) as conn:
         assert conn.execute("SELECT dispatch_id, job_id, gpu_hours FROM free_runs").fetchall() == [("d1", "17", 1.0)]
+
+
+def test_a_handoff_asked_of_a_frozen_ledger_is_refused_within_its_deadline_never_hung(
+    postgres: Postgres, ledger_url: str, tmp_path: Path
+) -> None:
+    """The gate's connection is open when the server freezes (SIGSTOP: the kernel acknowledges every packet, nothing
+    answers): the next handoff's ask does not hang its tick; past the call's deadline (ledger/deadline.py) the
+    connection is cut and the answer is the ledger's reason (no paid job). Thawed, the same dispatch reserves."""
+    limits = BudgetConfig(paid_gpu_hours_per_day=10)
+    config = LedgerConfig(url=ledger_url, user="alice", connect_timeout_seconds=1)
+    gate = LedgerGate(config, tmp_path / "journal.sqlite3", retry_seconds=0)
+    _OPEN.append(gate)
+    assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) is None
+    answer: list[str | None] = []
+    with frozen_server(postgres):
+        gate.tick()
+        asking = threading.Thread(target=lambda: answer.append(gate.refusal("d2", ONE_GPU_HOUR, None, limits)))
+        asking.start()
+        asking.join(gate.ledger.deadline_seconds + 30)  # (a hang detector, far past the deadline)
+        assert not asking.is_alive(), "the ask hung on a frozen ledger"
+    assert answer[0] is not None
+    assert "cannot be asked" in answer[0]
+    gate.tick()
+    assert gate.refusal("d2", ONE_GPU_HOUR, None, limits) is None
+    assert [r[2] for r in _rows(postgres, ledger_url)] == ["reserved", "reserved"]

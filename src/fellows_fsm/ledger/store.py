@@ -24,12 +24,13 @@ import attrs
 
 from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.errors import ConfigError, LedgerRefused, LedgerUnreachable
+from fellows_fsm.ledger.deadline import Deadline
 from fellows_fsm.ledger.schema import migrate
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Identity", "Ledger", "LiveRow", "OpenReservation", "SpendRow", "Totals"]
+__all__ = ["DEADLINE_SECONDS", "Identity", "Ledger", "LiveRow", "OpenReservation", "SpendRow", "Totals"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,10 @@ _REFUSED = (
     "no pg_hba.conf entry",
 )
 """Words of a connection failure that waiting cannot fix: the server answered and said no."""
+
+DEADLINE_SECONDS = 15.0
+"""Beyond the connect timeout, how long one call may wait for the server (a reservation waiting on another machine's
+lock takes milliseconds; the server's lock_timeout is 30 s): past it the call fails as the ledger not answering."""
 
 _COMMITTED_HOURS = """CASE state
     WHEN 'settled' THEN coalesce(gpu_hours, 0)
@@ -171,6 +176,8 @@ class Ledger:
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self.connects = 0
         """How many connections were made (what a test reads)."""
+        self.deadline_seconds = config.connect_timeout_seconds + DEADLINE_SECONDS
+        """How long one call may wait for the server before its connection is cut (ledger/deadline.py)."""
 
     # ----------------------------------------------------------------- the connection
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
@@ -234,11 +241,14 @@ class Ledger:
         conn = self._connect()  # (ConfigError without psycopg installed)
         import psycopg  # noqa: PLC0415
 
+        deadline = Deadline(conn.fileno(), self.deadline_seconds)  # a server that hangs holds no call for ever
         try:
-            return work(conn)
+            with deadline:
+                return work(conn)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self.close()
-            raise LedgerUnreachable(f"the ledger {self.config.shown} stopped answering: {_reason(exc)}") from None
+            why = f"no answer within {self.deadline_seconds:g} s" if deadline.cut else _reason(exc)
+            raise LedgerUnreachable(f"the ledger {self.config.shown} stopped answering: {why}") from None
 
     def check(self) -> None:
         """Connect and bring the schema up to date (what ``submit`` asks before it queues anything)."""
