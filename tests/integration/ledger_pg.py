@@ -109,7 +109,19 @@ def frozen_server(postgres: Postgres) -> Iterator[list[int]]:
         yield pids
     finally:
         for pid in stopped:
-            os.kill(pid, signal.SIGCONT)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # a backend that was exiting, reaped once its postmaster ran again
+
+
+def stopped(pid: int) -> bool:
+    """Is process ``pid`` stopped (SIGSTOP)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
 
 
 def _ppid(pid: int) -> int:

@@ -22,7 +22,7 @@ from fellows_fsm.ledger.store import Identity, Ledger
 
 from .cli_harness import cli, json_of, ledger_config, one_error, read_journal, start_cli, stop_background_driver
 from .conftest import Cluster
-from .ledger_pg import Postgres, frozen_server
+from .ledger_pg import Postgres, frozen_server, stopped
 from .settled import LEDGER_CODE, ledger
 
 pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
@@ -237,7 +237,7 @@ def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_
         status.write_text("succeeded\n", encoding="utf-8")
         with read_journal(where) as journal:
             slurm.wait_for(lambda: journal.dispatch(paid).state == "PAID_DONE", "the paid run's end", timeout=60)
-        assert all(os.path.exists(f"/proc/{pid}") for pid in frozen)  # frozen all along
+        assert stopped(frozen[0])  # its postmaster frozen all along
     slurm.wait_for(lambda: reservations() == [(paid, "settled")], "the reservation settled", timeout=60)
     with postgres.connect(ledger_url) as conn:
         [(hours, cost, updated)] = conn.execute("SELECT gpu_hours, cost, updated_at FROM reservations").fetchall()
