@@ -12,7 +12,7 @@ import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +101,16 @@ def frozen_server(postgres: Postgres) -> Iterator[list[int]]:
     assert postmaster > 1, f"no postmaster above backend {backend}"
     children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == postmaster]
     pids = [postmaster, *children]
-    stopped = []
+    held = []
     try:
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
-            stopped.append(pid)
+            held.append(pid)
         yield pids
     finally:
-        for pid in stopped:
-            try:
+        for pid in held:
+            with suppress(ProcessLookupError):  # a backend that was exiting, reaped once its postmaster ran again
                 os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass  # a backend that was exiting, reaped once its postmaster ran again
 
 
 def stopped(pid: int) -> bool:
