@@ -8,9 +8,11 @@ reaches libpq through PGPASSFILE (set for the session, so background drivers inh
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,44 @@ def ledger_url(postgres: Postgres) -> Iterator[str]:
     finally:
         with postgres.connect() as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextmanager
+def frozen_server(postgres: Postgres) -> Iterator[list[int]]:
+    """The test's own PostgreSQL server frozen (SIGSTOP: its sockets stay open, nothing is answered) inside the
+    block, thawed (SIGCONT) after it whatever happens; yields its process ids (the postmaster, the parent of a
+    backend of ours, then its children: this server only, never another one on the machine)."""
+    with postgres.connect() as conn:
+        backend = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    postmaster = _ppid(backend)
+    assert postmaster > 1, f"no postmaster above backend {backend}"
+    children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == postmaster]
+    pids = [postmaster, *children]
+    held = []
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            held.append(pid)
+        yield pids
+    finally:
+        for pid in held:
+            with suppress(ProcessLookupError):  # a backend that was exiting, reaped once its postmaster ran again
+                os.kill(pid, signal.SIGCONT)
+
+
+def stopped(pid: int) -> bool:
+    """Is process ``pid`` stopped (SIGSTOP)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def _ppid(pid: int) -> int:
+    """The parent of process ``pid`` (-1: gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[1])

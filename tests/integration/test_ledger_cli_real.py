@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.ledger.store import Identity, Ledger
+
 from .cli_harness import cli, json_of, ledger_config, one_error, read_journal, start_cli, stop_background_driver
 from .conftest import Cluster
-from .ledger_pg import Postgres
+from .ledger_pg import Postgres, frozen_server, stopped
 from .settled import LEDGER_CODE, ledger
 
 pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
@@ -38,15 +41,16 @@ def machines(tmp_path: Path) -> Iterator[list[Path]]:
         stop_background_driver(each, [signal.SIGCONT, signal.SIGTERM])
 
 
-def _config(where: Path, url: str, budget: str, ledger_lines: str = "") -> Path:
-    """The ledger command lane ``gcp`` at PRICE a GPU-hour, a 0.5 s poll, ``budget``, and [ledger] at ``url``."""
+def _config(where: Path, url: str, budget: str, ledger_lines: str = "", lane_lines: str = "") -> Path:
+    """The ledger command lane ``gcp`` at PRICE a GPU-hour (with ``lane_lines``), a 0.5 s poll, ``budget``, and
+    [ledger] at ``url``."""
     command = json.dumps([sys.executable, "-c", LEDGER_CODE, str(where / "gcp.ledger"), "{dispatch_id}"])
     path = ledger_config(
         where,
         cap=1.0,
         poll=0.5,
         router="driver_idle_seconds = 5\n",
-        lane=f"command = {command}\nprice_per_gpu_hour = {PRICE}\n",
+        lane=f"command = {command}\nprice_per_gpu_hour = {PRICE}\n{lane_lines}",
     )
     text = path.read_text(encoding="utf-8") + f"\n[budget]\n{budget}\n[ledger]\nurl = {json.dumps(url)}\n"
     path.write_text(text + 'user = "alice"\n' + ledger_lines, encoding="utf-8")
@@ -148,7 +152,8 @@ def test_a_ledger_that_refuses_is_one_line_exit_3_and_nothing_is_queued(
     line = one_error(cli(wrong, *_pin(slurm, "--detach"), env=env), 3)
     assert "password authentication failed" in line, line
     assert "not-the-password-42" not in line
-    missing = _config(machines[1], postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
+    (machines[1] / "other").mkdir()
+    missing = _config(machines[1] / "other", postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
     line = one_error(cli(missing, *_pin(slurm, "--detach")), 3)
     assert 'database "no_such_ledger" does not exist' in line, line
     assert _dispatches(machines[0]) == []
@@ -184,3 +189,151 @@ def test_a_url_with_a_password_is_refused_and_the_password_is_never_shown_logged
         assert password not in text
     found = [p for p in (machines[0] / "state").rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
     assert found == []
+
+
+def _jobs(where: Path, dispatch_id: str) -> list[int]:
+    """The rungs the dispatch got a SLURM job on, as its journal has them."""
+    with read_journal(where) as journal:
+        return [row.rung_index for row in journal.jobs(dispatch_id)]
+
+
+def test_a_frozen_ledger_holds_no_free_walk_and_the_paid_run_is_settled_once_it_answers(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """A driver follows a paid run (its reservation created: reconciled at every tick). The ledger's server is then
+    frozen (SIGSTOP: connections open, nothing answered). Meanwhile two free dispatches (no room anywhere, too big
+    for the paid budget so they never ask it) walk every rung, each a real SLURM job, and the paid run is followed
+    to its end: the driver's tick never waits for the ledger. Thawed, the reservation is settled once, at what the
+    run ran."""
+    where = machines[0]
+    status = where / "gcp.status"
+    asked = json.dumps(["sh", "-c", f'cat "{status}" 2>/dev/null || echo queued'])
+    config = _config(
+        where, ledger_url, "paid_gpu_hours_per_day = 10\n", "connect_timeout_seconds = 1\n", f"status = {asked}\n"
+    )
+    submitted = cli(config, *_pin(slurm, "--detach"))
+    assert submitted.returncode == 0, submitted.stderr
+    paid = submitted.stdout.strip()
+
+    def reservations() -> list[tuple[str, str]]:
+        with postgres.connect(ledger_url) as conn:
+            return conn.execute("SELECT dispatch_id, state FROM reservations ORDER BY id").fetchall()  # type: ignore[no-any-return]
+
+    slurm.wait_for(lambda: reservations() == [(paid, "created")], "the paid run's reservation created", timeout=60)
+    status.write_text("running\n", encoding="utf-8")
+    for qos in ("high-eur", "normal-eur", "low-eur"):
+        slurm.occupy(qos, 8, count=4 if qos == "low-eur" else 2)
+    with frozen_server(postgres) as frozen:
+        free = []
+        for _ in range(2):
+            walked = cli(config, "submit", "--detach", "--gpus", "8", "--time", "2:00:00", slurm.script(60), "--",
+                         *slurm.job_args())  # fmt: skip
+            assert walked.returncode == 0, walked.stderr
+            free.append(walked.stdout.strip())
+        for dispatch_id in free:
+            slurm.wait_for(
+                lambda d=dispatch_id: _jobs(where, d) == [0, 1, 2], f"{dispatch_id} on every rung", timeout=90
+            )
+        status.write_text("succeeded\n", encoding="utf-8")
+        with read_journal(where) as journal:
+            slurm.wait_for(lambda: journal.dispatch(paid).state == "PAID_DONE", "the paid run's end", timeout=60)
+        assert stopped(frozen[0])  # its postmaster frozen all along
+    slurm.wait_for(lambda: reservations() == [(paid, "settled")], "the reservation settled", timeout=60)
+    with postgres.connect(ledger_url) as conn:
+        [(hours, cost, updated)] = conn.execute("SELECT gpu_hours, cost, updated_at FROM reservations").fetchall()
+    with read_journal(where) as journal:
+        run = journal.paid_run(paid)
+    assert hours == pytest.approx(run.gpu_hours(time.time()), rel=1e-6)
+    assert cost == pytest.approx(hours * PRICE, rel=1e-6)
+    time.sleep(1.5)  # three polls: a second settle would have touched the row
+    with postgres.connect(ledger_url) as conn:
+        assert conn.execute("SELECT state, updated_at FROM reservations").fetchall() == [("settled", updated)]
+    assert ledger(where) == [paid]
+    for dispatch_id in free:
+        assert cli(config, "cancel", dispatch_id).returncode == 0
+
+
+def test_config_check_asks_the_ledger_a_refusal_is_one_line_and_exit_3(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """``config check`` asks the ledger as submit does: a wrong password, a database that does not exist, a schema
+    newer than this version: exit 3, one error line each naming it (the password nowhere); the ledger as it should
+    be: config OK."""
+    from fellows_fsm.ledger.schema import newest  # noqa: PLC0415
+
+    good = _config(machines[0], ledger_url, "paid_gpu_hours_per_day = 10\n")
+    ok = cli(good, "config", "check")
+    assert ok.returncode == 0, ok.stderr
+    assert "config OK" in ok.stdout
+    env = {**os.environ, "LEDGER_PW": "not-the-password-42"}
+    wrong = _config(machines[1], ledger_url, "paid_gpu_hours_per_day = 10\n", 'password_env = "LEDGER_PW"\n')
+    (machines[1] / "other").mkdir()
+    missing = _config(machines[1] / "other", postgres.url_of("no_such_ledger"), "paid_gpu_hours_per_day = 10\n")
+    with postgres.connect(ledger_url) as conn:
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (newest() + 1,))
+    cases = [
+        (wrong, env, "password authentication failed"),
+        (missing, None, 'database "no_such_ledger" does not exist'),
+        (good, None, f"schema version {newest() + 1}, newer than this fellows-fsm knows"),
+    ]
+    for config, environ, words in cases:
+        checked = cli(config, "config", "check", env=environ)
+        assert checked.returncode == 3, checked.stderr
+        errors = [line for line in checked.stderr.splitlines() if line.startswith("fellows-fsm: error: ")]
+        assert len(errors) == 1, checked.stderr
+        assert words in errors[0], errors[0]
+        assert "not-the-password-42" not in checked.stdout + checked.stderr
+        assert "config has 1 problem(s)" in checked.stdout
+
+
+def test_spend_scope_shows_the_free_gpu_hours_per_user_and_cluster_and_what_they_saved(
+    slurm: Cluster, postgres: Postgres, ledger_url: str, machines: list[Path]
+) -> None:
+    """alice's free job runs on the real cluster and ends; her driver, stopping idle, hands its end to the ledger.
+    ``spend --scope user`` shows her free GPU-hours (the journal's, the same) and what they saved at gcp's price;
+    with bob's free run in the team (another machine's), ``--scope team`` shows both users, each per cluster, in
+    the text view and the JSON."""
+    config = _config(machines[0], ledger_url, "paid_gpu_hours_per_day = 10\n", 'team = "lab"\n')
+    submitted = cli(config, "submit", "--detach", "--gpus", "1", "--time", "5:00", slurm.script(2), "--",
+                    *slurm.job_args())  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    dispatch_id = submitted.stdout.strip()
+
+    def free_runs() -> list[tuple[str, str, float]]:
+        with postgres.connect(ledger_url) as conn:
+            return conn.execute("SELECT user_name, lane, gpu_hours FROM free_runs ORDER BY id").fetchall()  # type: ignore[no-any-return]
+
+    slurm.wait_for(lambda: len(free_runs()) == 1, "alice's free end in the ledger", timeout=120)
+    [(user, cluster, hours)] = free_runs()
+    with read_journal(machines[0]) as journal:
+        [end] = journal.ends([dispatch_id]).values()
+    assert (user, cluster, hours) == ("alice", end.lane, pytest.approx(end.gpu_hours))
+    assert hours > 0
+    shown = json_of(cli(config, "spend", "--scope", "user", "--json"))
+    free = shown["free"]
+    assert (free["price_lane"], free["price_per_gpu_hour"]) == ("gcp", PRICE)
+    assert free["day"]["gpu_hours"] == pytest.approx(hours)
+    assert free["day"]["saved"] == pytest.approx(hours * PRICE)
+    assert free["day"]["users"] == [
+        {"user": "alice", "cluster": end.lane, "jobs": 1, "gpu_hours": pytest.approx(hours),
+         "saved": pytest.approx(hours * PRICE)}
+    ]  # fmt: skip
+    bob = Ledger(LedgerConfig(url=ledger_url, user="bob", team="lab", machine="bobs-box"))
+    try:
+        who = Identity(team="lab", user="bob", machine="bobs-box", journal="/home/bob/journal.sqlite3")
+        bob.add_free(who, [("b1", "77", "other", 4, 2.0, "succeeded", time.time())])
+    finally:
+        bob.close()
+    team = json_of(cli(config, "spend", "--scope", "team", "--json"))
+    assert [(r["user"], r["cluster"], r["jobs"]) for r in team["free"]["month"]["users"]] == [
+        ("alice", end.lane, 1),
+        ("bob", "other", 1),
+    ]
+    assert team["free"]["month"]["gpu_hours"] == pytest.approx(hours + 2.0)
+    assert json_of(cli(config, "spend", "--scope", "user", "--json"))["free"]["month"]["gpu_hours"] == pytest.approx(
+        hours
+    )
+    table = cli(config, "spend", "--scope", "team")
+    assert table.returncode == 0, table.stderr
+    assert "free clusters, by when their jobs ended (saved: at gcp's" in " ".join(table.stdout.split()), table.stdout
+    assert [line for line in table.stdout.splitlines() if "bob" in line and "other" in line], table.stdout

@@ -28,7 +28,7 @@ from fellows_fsm.ledger.schema import newest
 from fellows_fsm.ledger.store import Ledger
 from fellows_fsm.scheduler.port import JobSpec
 
-from .ledger_pg import Postgres
+from .ledger_pg import Postgres, frozen_server
 from .test_faults3_time_real import _wallstep
 
 pytestmark = pytest.mark.postgres
@@ -184,6 +184,15 @@ class _Journal:
         return self.runs.get(dispatch_id)
 
 
+def _reconcile(gate: LedgerGate, journal: _Journal, waiting: Any, now: float, *, asked: bool) -> None:
+    """One reconcile by the gate's thread (driver/reconciler.py) at a new tick, waited for, and its result taken in
+    (at the next tick)."""
+    gate.tick()
+    gate.reconcile(journal, waiting, now, asked=asked)
+    assert gate.reconciler.flush(30)
+    gate.tick()
+
+
 def test_a_driver_killed_between_its_reservation_and_the_create_releases_it_on_restart(
     postgres: Postgres, ledger_url: str, tmp_path: Path
 ) -> None:
@@ -198,7 +207,7 @@ def test_a_driver_killed_between_its_reservation_and_the_create_releases_it_on_r
     other = _gate(ledger_url, tmp_path / "b" / "journal.sqlite3")
     assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) is not None
     restarted = _gate(ledger_url, journal)
-    restarted.reconcile(_Journal(), waiting=tuple, now=time.time(), asked=True)  # type: ignore[arg-type]
+    _reconcile(restarted, _Journal(), waiting=tuple, now=time.time(), asked=True)
     assert [r[2] for r in _rows(postgres, ledger_url)] == ["released"]
     other.tick()
     assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) is None
@@ -229,7 +238,7 @@ def test_a_lapsed_reservation_is_not_renewed_over_the_room_another_machine_took(
     time.sleep(1.5)
     other = _gate(ledger_url, tmp_path / "b" / "journal.sqlite3")
     assert other.refusal("e1", EIGHT_GPU_HOURS, None, limits) is None  # the lapsed one counts nothing
-    first.reconcile(_Journal(), waiting=lambda: ("d1",), now=time.time(), asked=True)  # type: ignore[arg-type]
+    _reconcile(first, _Journal(), waiting=lambda: ("d1",), now=time.time(), asked=True)
     assert sorted((r[0], r[2]) for r in _rows(postgres, ledger_url)) == [("d1", "released"), ("e1", "reserved")]
     first.tick()
     assert first.refusal("d1", EIGHT_GPU_HOURS, None, limits) is not None
@@ -247,12 +256,12 @@ def test_a_created_reservation_is_kept_past_its_lease_and_settled_at_the_run_s_r
     assert gate.refusal("d1", EIGHT_GPU_HOURS, 2.0, limits) is None
     now = time.time()
     run = PaidRun("d1", "gcp", now, 8, 3600, 2.0, "queued")
-    gate.reconcile(_Journal({"d1": run}), waiting=tuple, now=now, asked=True)  # type: ignore[arg-type]
+    _reconcile(gate, _Journal({"d1": run}), waiting=tuple, now=now, asked=True)
     time.sleep(1.5)
     other = _gate(ledger_url, tmp_path / "b" / "journal.sqlite3")
     assert other.refusal("e1", FOUR_GPU_HOURS, 2.0, limits) is not None  # 8 (kept past its lease) + 4 > 10
     ended = PaidRun("d1", "gcp", now, 8, 3600, 2.0, "succeeded", running_at=now, ended_at=now + 1800)
-    gate.reconcile(_Journal({"d1": ended}), waiting=tuple, now=now + 1800, asked=True)  # type: ignore[arg-type]
+    _reconcile(gate, _Journal({"d1": ended}), waiting=tuple, now=now + 1800, asked=True)
     with postgres.connect(ledger_url) as conn:
         [(state, hours, cost, lane)] = conn.execute(
             "SELECT state, gpu_hours, cost, lane FROM reservations WHERE dispatch_id = 'd1'"
@@ -429,3 +438,31 @@ def test_the_publisher_keeps_free_ends_while_the_ledger_is_gone_and_writes_each_
     assert gate.publisher.flush(10.0)
     with postgres.connect(ledger_url) as conn:
         assert conn.execute("SELECT dispatch_id, job_id, gpu_hours FROM free_runs").fetchall() == [("d1", "17", 1.0)]
+
+
+def test_a_handoff_asked_of_a_frozen_ledger_is_refused_within_its_deadline_never_hung(
+    postgres: Postgres, ledger_url: str, tmp_path: Path
+) -> None:
+    """The gate's connection is open when the server freezes (SIGSTOP: the kernel acknowledges every packet, nothing
+    answers): the next handoff's ask does not hang its tick; past the call's deadline (ledger/deadline.py) the
+    connection is cut and the answer is the ledger's reason (no paid job). Thawed, the same dispatch reserves."""
+    limits = BudgetConfig(paid_gpu_hours_per_day=10)
+    config = LedgerConfig(url=ledger_url, user="alice", connect_timeout_seconds=1)
+    gate = LedgerGate(config, tmp_path / "journal.sqlite3", retry_seconds=0)
+    _OPEN.append(gate)
+    assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) is None
+    answer: list[str | None] = []
+    with frozen_server(postgres):
+        for _ in range(2):  # on the open connection (cut at its deadline), then on a new one (its connect timeout)
+            gate.tick()
+            asking = threading.Thread(target=lambda: answer.append(gate.refusal("d2", ONE_GPU_HOUR, None, limits)))
+            asking.start()
+            asking.join(gate.ledger.deadline_seconds + 30)  # (a hang detector, far past the deadline)
+            assert not asking.is_alive(), "the ask hung on a frozen ledger"
+    assert len(answer) == 2
+    for each in answer:
+        assert each is not None
+        assert "cannot be asked" in each
+    gate.tick()
+    assert gate.refusal("d2", ONE_GPU_HOUR, None, limits) is None
+    assert [r[2] for r in _rows(postgres, ledger_url)] == ["reserved", "reserved"]

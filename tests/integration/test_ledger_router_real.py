@@ -88,9 +88,10 @@ def _ticks(
 
 
 def _published(router: Router, timeout: float = 10.0) -> bool:
-    """Wait (``timeout`` at most) until the router's publisher thread wrote what its ticks handed it."""
+    """Wait (``timeout`` at most) until the router's publisher and reconciler threads did what its ticks handed
+    them (the reconcile's result is taken in by the next tick)."""
     gate = router.gate.ledger
-    return gate is not None and gate.publisher.flush(timeout)
+    return gate is not None and gate.publisher.flush(timeout) and gate.reconciler.flush(timeout)
 
 
 def _rows(postgres: Postgres, url: str) -> list[tuple[Any, ...]]:

@@ -148,6 +148,7 @@ class TickGate:
         self._gate: BudgetGate | None = None
         self._limits: BudgetConfig | None = None
         self._applied: BudgetConfig | None = None  # the previous count's, to log a change
+        self._unreserved: dict[str, str | None] = {}  # the last reason said per recovered dispatch
         self.builds = 0
         """How many counts were made (at most one a tick): what a test reads."""
         self.ledger = LedgerGate(ledger, journal.path) if ledger is not None else None
@@ -168,6 +169,7 @@ class TickGate:
     def close(self) -> None:
         """Close the connection to the shared ledger, if there is one (the next ask connects again)."""
         if self.ledger is not None:
+            self.ledger.publish_free(self.journal, self.now, at_once=True)  # the free ends since the last time
             self.ledger.publish_live(self.journal, now=True)  # what it leaves (nothing live, as a driver exits idle)
             self.ledger.close()
 
@@ -221,6 +223,19 @@ class TickGate:
             self.ledger.take(dispatch_id, spec, price, self.limits)
         elif self.limits.limited:
             self._count().take_at(dispatch_id, spec, price)
+
+    def unreserved(self, d: Dispatch) -> str | None:
+        """Why a dispatch recovered after its give_up (FAILED_TO_GCP: its handoff not started) may not be handed to
+        the paid lane yet, or None. With a ledger, its reservation is asked of it again (it may have lapsed while no
+        driver ran, or the ledger may not answer): refused, it waits for a poll that has one (said once per reason).
+        Without one, its state is its reservation (``on_their_way``)."""
+        if d.state is not State.FAILED_TO_GCP or d.paid_gate is None or self.ledger is None or not self.limits.limited:
+            return None
+        why = self.ledger.refusal(d.id, d.spec, self.price, self.limits)
+        if why is not None and self._unreserved.get(d.id) != why:
+            log.warning("dispatch %s waits for its paid handoff: %s", d.id, why)
+        self._unreserved[d.id] = why
+        return why
 
     def priced(self, price: float | None) -> LaneGate:
         """This gate as a dispatch pinned straight to a lane of this price per GPU-hour asks it."""

@@ -1,23 +1,27 @@
 """The [budget] counted in the shared ledger (``[ledger]``), behind the same gate as the journal's count
 (driver/budget.py: ``TickGate`` asks ``LedgerGate`` instead of counting its journal): the guard's question "does
-this paid run fit?" is answered by reserving it, in one ledger transaction, so a yes is a reservation held.
+this paid run fit?" is answered by reserving it, in one ledger transaction, so a yes is a reservation held. It is
+asked of the ledger every time (at most once a tick per dispatch), a reservation already held included: the answer
+a handoff leaves on is the ledger's own, never a memory of it that may have lapsed or been released meanwhile.
 
-A reservation lives as its dispatch does (``reconcile``, once a tick while this driver holds any, and at its first
-tick): renewed while the dispatch is on its way to a paid lane (one that lapsed first is released, and the gate
-asks the budget again), marked created once a paid run is journaled (kept,
-with no lease, until the run is followed to its end), settled with what the run really ran and cost, released when
-the dispatch will never be handed off (a late free start, a cancel, a restart after a driver died between its
-reservation and its park). One this driver never renews lapses after ``[ledger] lease_seconds``.
+A reservation lives as its dispatch does (``reconcile``: driver/reconciler.py, a thread of its own, from a snapshot
+the tick hands it while this driver holds any, and at its first tick): renewed while the dispatch is on its way to
+a paid lane (one that lapsed first is released, and the gate asks the budget again), marked created once a paid
+run is journaled (kept, with no lease, until the run is followed to its end), settled with what the run really ran
+and cost, released when the dispatch will never be handed off (a late free start, a cancel, a restart after a
+driver died between its reservation and its park). One this driver never renews lapses after ``[ledger]
+lease_seconds``.
 
 The ledger unreachable (or refusing) is an answer too: the run does not fit, with that reason (the dispatch waits
 on its last free rung, or ends NO_BUDGET with on_budget = "refuse"). It is asked again after ``RETRY_SECONDS``;
-no free walk ever waits on it.
+no free walk ever waits on it: only a paid handoff asks it on the tick.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -27,6 +31,7 @@ from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.core.budget import BudgetGate
 from fellows_fsm.core.paid import worst_gpu_hours
 from fellows_fsm.driver.publisher import Publisher
+from fellows_fsm.driver.reconciler import PaidRuns, Reconciler, Snapshot
 from fellows_fsm.errors import ConfigError, LedgerUnreachable
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ledger.store import Identity, Ledger
@@ -76,7 +81,13 @@ class LedgerGate:
     a reservation for, and the ledger's last failure."""
 
     def __init__(
-        self, config: LedgerConfig, journal: Path, *, ledger: Ledger | None = None, retry_seconds: float = RETRY_SECONDS
+        self,
+        config: LedgerConfig,
+        journal: Path,
+        *,
+        ledger: Ledger | None = None,
+        reconcile_ledger: Ledger | None = None,
+        retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.retry_seconds = retry_seconds
         """How long a failure is answered with before the ledger is asked again."""
@@ -86,8 +97,11 @@ class LedgerGate:
             team=config.team or "", user=config.user, machine=config.machine, journal=str(journal.absolute())
         )
         self.held: set[str] = set()
-        """Dispatch ids holding a reservation, as this driver knows (the ledger's ``open`` rows at a reconcile)."""
+        """Dispatch ids holding a reservation, as this driver knows (the last reconcile's, and its own since)."""
         self._answers: dict[str, str | None] = {}  # this tick's answer per dispatch: one round trip each, at most
+        self._seq = 0  # this tick's number
+        self._asked: dict[str, int] = {}  # the tick each dispatch last asked the ledger (the reconcile's race)
+        self._asked_lock = threading.Lock()
         self._down: str | None = None
         self._down_until = 0.0
         self._reconciled = False
@@ -96,25 +110,46 @@ class LedgerGate:
         self._live_due = 0.0  # (monotonic) when the live dispatches are published next
         self.round_trips = 0
         """How many reservations were asked of the ledger (what a test reads)."""
+        self.reconciler = Reconciler(
+            reconcile_ledger if reconcile_ledger is not None else Ledger(config),
+            self.who,
+            self._asked_at,
+            retry_seconds=retry_seconds,
+        )
+        """Each reservation's life, brought in line with the journal by a thread of its own (``reconcile``)."""
         self.publisher = Publisher(config, self.who, retry_seconds=retry_seconds)
         """What the ledger is told that decides nothing (free ends, live dispatches), written by a thread of its own."""
 
     def close(self) -> None:
-        """Close the connection to the ledger (the next ask connects again) and stop the publisher, which writes
-        what it was given first (waiting at most the connect timeout and a little)."""
+        """Close the connection to the ledger (the next ask connects again) and stop the publisher and the
+        reconciler, which finish what they were given first (waiting at most the connect timeout and a little)."""
+        self.reconciler.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.publisher.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.ledger.close()
 
     def tick(self) -> None:
-        """A new tick: every dispatch is asked again."""
+        """A new tick: every dispatch is asked again; the latest reconcile's result is taken in (between ticks, so
+        what the gate holds never changes within one)."""
+        self._seq += 1
         self._answers.clear()
+        outcome = self.reconciler.outcome()
+        if outcome is None:
+            return
+        with self._asked_lock:
+            since = {d for d, seq in self._asked.items() if seq >= outcome.seq}
+            self._asked = {d: seq for d, seq in self._asked.items() if seq >= outcome.seq}
+        self.held = set(outcome.kept) | (self.held & since)
+        self._reconciled = True
+
+    def _asked_at(self, dispatch_id: str) -> int:
+        """The tick this dispatch last asked the ledger (-1: not since the last reconcile taken in)."""
+        with self._asked_lock:
+            return self._asked.get(dispatch_id, -1)
 
     # ----------------------------------------------------------------- the gate
     def refusal(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> str | None:
         """Why this dispatch's paid run would pass the budget (one line), or None: it fits, and its worst case is
         reserved in the ledger (or it already held a reservation, or it needs no paid GPU-hours)."""
-        if dispatch_id in self.held:
-            return None
         if dispatch_id in self._answers:
             return self._answers[dispatch_id]
         # What no spending can change is answered here, with no round trip (no limit, over the per-job cap...).
@@ -126,12 +161,14 @@ class LedgerGate:
         return answer
 
     def take(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> None:
-        """The dispatch leaves for the paid lane: its reservation was made when the guard asked; made now if not."""
-        if dispatch_id not in self.held:
-            self._answers.pop(dispatch_id, None)
-            why = self.refusal(dispatch_id, spec, price, limits)
-            if why is not None:
-                log.warning("dispatch %s left for the paid lane without a ledger reservation: %s", dispatch_id, why)
+        """The dispatch leaves for the paid lane: its guard asked ``refusal`` this tick, which reserved its worst case
+        (or confirmed the reservation it held). Asked now if not (never the case through the lifecycle's rows)."""
+        if dispatch_id in self._answers and self._answers[dispatch_id] is None:
+            return
+        self._answers.pop(dispatch_id, None)
+        why = self.refusal(dispatch_id, spec, price, limits)
+        if why is not None:
+            log.error("dispatch %s was handed a paid lane its guard did not ask the ledger for: %s", dispatch_id, why)
 
     def _reserve(self, dispatch_id: str, spec: JobSpec, price: float | None, limits: BudgetConfig) -> str | None:
         down = self._still_down()
@@ -143,6 +180,8 @@ class LedgerGate:
             return BudgetGate.counted(limits, day_gpu_hours, month_cost, price).refusal_at(dispatch_id, spec, price)
 
         self.round_trips += 1
+        with self._asked_lock:
+            self._asked[dispatch_id] = self._seq  # before the round trip: a reconcile never releases it under us
         try:
             answer = self.ledger.reserve(
                 self.who,
@@ -185,11 +224,12 @@ class LedgerGate:
         return self._still_down()
 
     # ----------------------------------------------------------------- what the ledger is told (off the tick)
-    def publish_free(self, journal: Journal, now: float) -> int:
+    def publish_free(self, journal: Journal, now: float, *, at_once: bool = False) -> int:
         """Hand the publisher (driver/publisher.py: its own thread) the free jobs' ends journaled since the last
         time (from ``FREE_LOOKBACK_SECONDS`` before the first call: one already in the ledger is kept once), at most
-        once every ``FREE_EVERY_SECONDS``; return how many. They count in no budget: what the free clusters gave."""
-        if time.monotonic() < self._free_due:
+        once every ``FREE_EVERY_SECONDS`` (``at_once``: now, as the driver stops); return how many. They count in
+        no budget: what the free clusters gave."""
+        if not at_once and time.monotonic() < self._free_due:
             return 0
         self._free_due = time.monotonic() + FREE_EVERY_SECONDS
         since = now - FREE_LOOKBACK_SECONDS if self._free_since is None else self._free_since
@@ -216,47 +256,13 @@ class LedgerGate:
         self.publisher.offer(live=rows)
         return len(rows)
 
-    # ----------------------------------------------------------------- each reservation's life
-    def reconcile(self, journal: Journal, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:
-        """Bring this driver's reservations in line with its journal: renew those whose dispatch still waits for
-        the paid lane (``waiting()``, read only when there is one to look at) and whose lease has not run out, mark
-        created those with a live paid run, settle those whose run ended, release the rest (a lapsed one whose
-        dispatch still waits is released too: another machine may have its room now, so its gate asks again). Done
-        at the first tick (``asked``: the budget is limited, so the gate may be asked) and then at every tick while
-        this driver holds a reservation; skipped while the ledger is down (retried later)."""
+    # ----------------------------------------------------------------- each reservation's life (off the tick)
+    def reconcile(self, journal: PaidRuns, waiting: Callable[[], Collection[str]], now: float, *, asked: bool) -> None:
+        """Hand the reconciler (driver/reconciler.py: its own thread) this tick's snapshot: the dispatches on their
+        way to the paid lane (``waiting()``, read only when a reconcile is due), to renew those reservations whose
+        lease has not run out, mark created those with a live paid run, settle those whose run ended and release
+        the rest. Due at the first tick (``asked``: the budget is limited, so the gate may be asked) and then at
+        every tick while this driver holds a reservation; its result is taken in at a later tick (``tick``)."""
         if (self._reconciled or not asked) and not self.held:
             return
-        if self._still_down() is not None:
-            return
-        try:
-            rows = self.ledger.open(self.who)
-            on_their_way = waiting() if rows else ()
-            renew: list[int] = []
-            release: list[int] = []
-            created: dict[str, list[int]] = {}
-            held: set[str] = set()
-            for row in rows:
-                run = journal.paid_run(row.dispatch_id)
-                if run is None:
-                    if row.dispatch_id in on_their_way and not row.lapsed:
-                        renew.append(row.id)
-                        held.add(row.dispatch_id)
-                    else:  # never handed off; or its lease ran out, so its room may be another's: the gate asks again
-                        release.append(row.id)
-                elif run.live:
-                    created.setdefault(run.lane, []).append(row.id)
-                    held.add(row.dispatch_id)
-                else:
-                    hours, cost = run.gpu_hours(now), run.cost(now)
-                    self.ledger.settle(row.id, lane=run.lane, gpu_hours=hours, cost=cost, status=run.status)
-            self.ledger.renew(renew)
-            self.ledger.release(release)
-            for lane, ids in created.items():
-                self.ledger.created(ids, lane)
-        except (LedgerUnreachable, ConfigError) as exc:
-            self._went_down(exc)
-            return
-        if release:
-            log.info("released %d ledger reservation(s): not on their way to a paid lane, or lapsed", len(release))
-        self.held = held
-        self._reconciled = True
+        self.reconciler.offer(Snapshot(self._seq, frozenset(waiting()), now, journal))

@@ -8,6 +8,7 @@ changes it only through its methods.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fellows_fsm.core.dispatch import Dispatch
@@ -114,10 +115,18 @@ class Roster:
             self.handoffs.pinned_lanes[dispatch_id] = created_with
         self.handoffs.pending[dispatch_id] = (lane, spec)
 
-    def take_parked_out(self) -> list[Dispatch]:
-        """The recovered dispatches that parked out and are still driven, once (the next poll hands them off)."""
+    def take_parked_out(self, unreserved: Callable[[Dispatch], str | None] = lambda _: None) -> list[Dispatch]:
+        """The recovered dispatches that parked out and are still driven, once (the next poll hands them off); one
+        whose paid run ``unreserved`` says has no reservation (driver/budget.py: ``TickGate.unreserved``) is kept
+        for the next poll instead: never handed to a paid lane without one."""
         ids, self.parked_out = self.parked_out, []
-        return [d for i in ids if (d := self.live.get(i) or self.handing.get(i)) is not None]
+        ready = []
+        for d in (d for i in ids if (d := self.live.get(i) or self.handing.get(i)) is not None):
+            if unreserved(d) is None:
+                ready.append(d)
+            else:
+                self.parked_out.append(d.id)
+        return ready
 
     def handing_off(self, d: Dispatch) -> None:
         """``d`` left the ladder for its fallback lane's command."""

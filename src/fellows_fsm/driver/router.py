@@ -266,7 +266,7 @@ class Router:
         self.paid.failures.clear()
         for dispatch_id, (lane, spec) in list(self.roster.pending.items()):
             self._start_pinned(dispatch_id, lane, spec)
-        for parked_out in self.roster.take_parked_out():
+        for parked_out in self.roster.take_parked_out(self.gate.unreserved):
             self._hand_off_after_ladder(parked_out)
         # 1. ONE observe of every live job (a running one per follow interval: ends.py), last tick's cancels' read-back.
         walking = self.follow.looked_at(self.live.values(), now)

@@ -24,12 +24,13 @@ import attrs
 
 from fellows_fsm.config.ledger import LedgerConfig
 from fellows_fsm.errors import ConfigError, LedgerRefused, LedgerUnreachable
+from fellows_fsm.ledger.deadline import Deadline
 from fellows_fsm.ledger.schema import migrate
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Identity", "Ledger", "LiveRow", "OpenReservation", "SpendRow", "Totals"]
+__all__ = ["DEADLINE_SECONDS", "Identity", "Ledger", "LiveRow", "OpenReservation", "SpendRow", "Totals"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,10 @@ _REFUSED = (
     "no pg_hba.conf entry",
 )
 """Words of a connection failure that waiting cannot fix: the server answered and said no."""
+
+DEADLINE_SECONDS = 15.0
+"""Beyond the connect timeout, how long one call may wait for the server (a reservation waiting on another machine's
+lock takes milliseconds; the server's lock_timeout is 30 s): past it the call fails as the ledger not answering."""
 
 _COMMITTED_HOURS = """CASE state
     WHEN 'settled' THEN coalesce(gpu_hours, 0)
@@ -94,6 +99,8 @@ class OpenReservation:
     state: str
     lapsed: bool
     """A reservation whose lease ran out before its driver renewed it (it counts nothing now)."""
+    seen: Any = None
+    """Its ``updated_at`` as read: a release holds only if no one touched the row since (``Ledger.release``)."""
 
 
 @attrs.frozen
@@ -147,6 +154,18 @@ ORDER BY win.name, r.user_name, 3
 """  # noqa: S608 - only this module's constant expressions are joined in; every value is a placeholder
 
 
+_FREE = f"""
+WITH w AS (SELECT date_trunc('day', now(), {_ZONE}) AS day, date_trunc('week', now(), {_ZONE}) AS week,
+                  date_trunc('month', now(), {_ZONE}) AS month)
+SELECT win.name, f.user_name, f.lane, count(*), sum(f.gpu_hours)
+FROM free_runs f, w, LATERAL (VALUES ('day', w.day), ('week', w.week), ('month', w.month)) AS win(name, start)
+WHERE f.ended_at >= least(w.week, w.month) AND f.ended_at >= win.start
+    AND (%(team)s::text IS NULL OR f.team = %(team)s) AND (%(user)s::text IS NULL OR f.user_name = %(user)s)
+GROUP BY win.name, f.user_name, f.lane
+ORDER BY win.name, f.user_name, f.lane
+"""  # noqa: S608 - only this module's constant expressions are joined in; every value is a placeholder
+
+
 class Ledger:
     """The connection to the shared ledger (made at the first call, made again after a failure) and its
     statements. Every call raises ``LedgerUnreachable`` (no answer) or ``LedgerRefused`` (an answer that waiting
@@ -157,6 +176,8 @@ class Ledger:
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self.connects = 0
         """How many connections were made (what a test reads)."""
+        self.deadline_seconds = config.connect_timeout_seconds + DEADLINE_SECONDS
+        """How long one call may wait for the server before its connection is cut (ledger/deadline.py)."""
 
     # ----------------------------------------------------------------- the connection
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
@@ -220,11 +241,14 @@ class Ledger:
         conn = self._connect()  # (ConfigError without psycopg installed)
         import psycopg  # noqa: PLC0415
 
+        deadline = Deadline(conn.fileno(), self.deadline_seconds)  # a server that hangs holds no call for ever
         try:
-            return work(conn)
+            with deadline:
+                return work(conn)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self.close()
-            raise LedgerUnreachable(f"the ledger {self.config.shown} stopped answering: {_reason(exc)}") from None
+            why = f"no answer within {self.deadline_seconds:g} s" if deadline.cut else _reason(exc)
+            raise LedgerUnreachable(f"the ledger {self.config.shown} stopped answering: {why}") from None
 
     def check(self) -> None:
         """Connect and bring the schema up to date (what ``submit`` asks before it queues anything)."""
@@ -255,12 +279,16 @@ class Ledger:
                 for key in keys:  # one order for every machine: no deadlock
                     conn.execute("INSERT INTO budget_locks (scope_key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
                     conn.execute("SELECT 1 FROM budget_locks WHERE scope_key = %s FOR UPDATE", (key,))
+                # Held already (and not lapsed): confirmed, its lease renewed and its row touched, so a reconcile
+                # that read it before never releases it (release: updated_at unchanged).
                 held = conn.execute(
-                    "SELECT state, lease_until > now() FROM reservations WHERE machine = %s AND journal = %s "
-                    "AND dispatch_id = %s",
-                    (who.machine, who.journal, dispatch_id),
+                    "UPDATE reservations SET updated_at = clock_timestamp(), lease_until = CASE WHEN state = "
+                    "'reserved' THEN now() + make_interval(secs => %s) ELSE lease_until END WHERE machine = %s "
+                    "AND journal = %s AND dispatch_id = %s AND (state IN ('created', 'settled') OR "
+                    "(state = 'reserved' AND lease_until > now())) RETURNING id",
+                    (self.config.lease_seconds, who.machine, who.journal, dispatch_id),
                 ).fetchone()
-                if held is not None and (held[0] in ("created", "settled") or (held[0] == "reserved" and held[1])):
+                if held is not None:
                     return None
                 refusal = decide(_totals(conn, who, team_scope=team_scope, zone=zone))
                 if refusal is not None:
@@ -272,7 +300,8 @@ class Ledger:
                     "ON CONFLICT (machine, journal, dispatch_id) DO UPDATE SET state = 'reserved', "
                     "reserved_at = now(), lease_until = excluded.lease_until, gpus = excluded.gpus, "
                     "limit_seconds = excluded.limit_seconds, price_per_gpu_hour = excluded.price_per_gpu_hour, "
-                    "worst_gpu_hours = excluded.worst_gpu_hours, worst_cost = excluded.worst_cost, updated_at = now()",
+                    "worst_gpu_hours = excluded.worst_gpu_hours, worst_cost = excluded.worst_cost, "
+                    "updated_at = clock_timestamp()",
                     (who.team, who.user, who.machine, who.journal, dispatch_id, gpus, limit_seconds, price, worst, cost,
                      self.config.lease_seconds),
                 )  # fmt: skip
@@ -286,11 +315,12 @@ class Ledger:
 
         def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[OpenReservation]:
             rows = conn.execute(
-                "SELECT id, dispatch_id, state, state = 'reserved' AND lease_until <= now() FROM reservations "
-                "WHERE machine = %s AND journal = %s AND state IN ('reserved', 'created') ORDER BY id",
+                "SELECT id, dispatch_id, state, state = 'reserved' AND lease_until <= now(), updated_at "
+                "FROM reservations WHERE machine = %s AND journal = %s AND state IN ('reserved', 'created') "
+                "ORDER BY id",
                 (who.machine, who.journal),
             ).fetchall()
-            return [OpenReservation(int(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
+            return [OpenReservation(int(r[0]), str(r[1]), str(r[2]), bool(r[3]), r[4]) for r in rows]
 
         result: list[OpenReservation] = self._run(work)
         return result
@@ -301,7 +331,8 @@ class Ledger:
         if ids:
             self._run(
                 lambda conn: conn.execute(
-                    "UPDATE reservations SET lease_until = now() + make_interval(secs => %s), updated_at = now() "
+                    "UPDATE reservations SET lease_until = now() + make_interval(secs => %s), "
+                    "updated_at = clock_timestamp() "
                     "WHERE id = ANY(%s) AND state = 'reserved' AND lease_until > now()",
                     (self.config.lease_seconds, list(ids)),
                 )
@@ -330,16 +361,24 @@ class Ledger:
             )
         )
 
-    def release(self, ids: Sequence[int]) -> None:
-        """Release reservations whose dispatch will never be handed off (it started free, ended, was withdrawn)."""
-        if ids:
-            self._run(
-                lambda conn: conn.execute(
-                    "UPDATE reservations SET state = 'released', updated_at = now() WHERE id = ANY(%s) "
-                    "AND state = 'reserved'",
-                    (list(ids),),
-                )
+    def release(self, rows: Sequence[tuple[int, Any]]) -> int:
+        """Release reservations whose dispatch will never be handed off (it started free, ended, was withdrawn), each
+        given as (id, ``updated_at`` as ``open`` read it): one touched since (its gate confirmed it for a handoff,
+        or reserved it anew) is left as it is. Returns how many were released."""
+        if not rows:
+            return 0
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+            cursor = conn.execute(
+                "UPDATE reservations r SET state = 'released', updated_at = clock_timestamp() "
+                "FROM unnest(%s::bigint[], %s::timestamptz[]) AS seen(id, at) "
+                "WHERE r.id = seen.id AND r.updated_at = seen.at AND r.state = 'reserved'",
+                ([r[0] for r in rows], [r[1] for r in rows]),
             )
+            return max(0, cursor.rowcount)
+
+        released: int = self._run(work)
+        return released
 
     def spend(self, who: Identity, *, team_scope: bool, zone: str | None) -> tuple[Totals, list[SpendRow]]:
         """What the budget's handoffs committed today, this week and this month, per user and lane (the views'
@@ -354,6 +393,17 @@ class Ledger:
             return _totals(conn, who, team_scope=team_scope, zone=zone), rows
 
         result: tuple[Totals, list[SpendRow]] = self._run(work)
+        return result
+
+    def free(self, who: Identity, *, team_scope: bool, zone: str | None) -> list[tuple[str, str, str, int, float]]:
+        """The free jobs' GPU-hours (``free_runs``: in no budget) that ended today, this week and this month, in the
+        server's clock and ``zone``: (window, user, cluster, jobs, GPU-hours), per user and cluster."""
+
+        def work(conn: psycopg.Connection[tuple[Any, ...]]) -> list[tuple[str, str, str, int, float]]:
+            scope = {"zone": zone, "team": who.team if team_scope else None, "user": None if team_scope else who.user}
+            return [(str(w), str(u), str(c), int(n), float(h)) for w, u, c, n, h in conn.execute(_FREE, scope)]
+
+        result: list[tuple[str, str, str, int, float]] = self._run(work)
         return result
 
     def add_free(self, who: Identity, ends: Sequence[tuple[str, str, str, int, float, str, float]]) -> None:

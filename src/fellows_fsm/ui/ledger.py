@@ -17,19 +17,33 @@ from fellows_fsm.clock import iso_utc
 from fellows_fsm.config.budget import BudgetConfig
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.ledger import LedgerConfig
-from fellows_fsm.driver.ledger import LedgerGate
+from fellows_fsm.driver.ledger import LIVE_EVERY_SECONDS, LedgerGate
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.ledger.store import LiveRow, SpendRow, Totals
+from fellows_fsm.ui.free import FreeHours, free_json, free_table, shared_free
 from fellows_fsm.ui.paid import cost_words, hours_words
+from fellows_fsm.ui.words import span
 
-__all__ = ["read_shared_spend", "read_team", "shared_spend_json", "shared_spend_table", "team_json", "team_table"]
+__all__ = [
+    "STALE_AFTER_SECONDS",
+    "read_shared_spend",
+    "read_team",
+    "shared_spend_json",
+    "shared_spend_table",
+    "team_json",
+    "team_table",
+]
 
 _WINDOWS = (("day", "today"), ("week", "this week"), ("month", "this month"))
+STALE_AFTER_SECONDS = 3 * LIVE_EVERY_SECONDS
+"""A live row published longer ago than this is stale: its driver stopped without saying so (killed), or cannot
+reach the ledger; it is shown as such, with its age, never as live."""
 
 
-def read_shared_spend(config: Config, scope: str) -> tuple[LedgerConfig, Totals, list[SpendRow]]:
+def read_shared_spend(config: Config, scope: str) -> tuple[LedgerConfig, Totals, list[SpendRow], FreeHours]:
     """The ledger's rows of ``scope`` (``user``: this user on every machine; ``team``: the [ledger] team), in the
-    [budget]'s zone; ConfigError when there is no [ledger] (or no team for ``team``), LedgerRefused or
+    [budget]'s zone: the paid handoffs, and the free jobs' GPU-hours per user and cluster (ui/free.py, "saved" at
+    this config's price lane); ConfigError when there is no [ledger] (or no team for ``team``), LedgerRefused or
     LedgerUnreachable when it cannot be read."""
     ledger = config.ledger
     if ledger is None:
@@ -38,10 +52,12 @@ def read_shared_spend(config: Config, scope: str) -> tuple[LedgerConfig, Totals,
         raise ConfigError(f"{config.source}: spend --scope team needs [ledger] team = '<your team>'")
     gate = LedgerGate(ledger, config.journal_path)
     try:
-        totals, rows = gate.ledger.spend(gate.who, team_scope=scope == "team", zone=config.budget.timezone)
+        team_scope, zone = scope == "team", config.budget.timezone
+        totals, rows = gate.ledger.spend(gate.who, team_scope=team_scope, zone=zone)
+        free = gate.ledger.free(gate.who, team_scope=team_scope, zone=zone)
     finally:
         gate.close()
-    return ledger, totals, rows
+    return ledger, totals, rows, shared_free(free, config)
 
 
 def read_team(config: Config) -> tuple[LedgerConfig, list[LiveRow]]:
@@ -59,7 +75,8 @@ def read_team(config: Config) -> tuple[LedgerConfig, list[LiveRow]]:
 def team_json(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> dict[str, Any]:
     """``status --team --json``: ``ledger`` (redacted), ``team``, and ``dispatches``: each ``user``, ``machine``,
     ``journal``, ``dispatch_id``, ``name``, ``state``, ``label``, ``lane``, ``qos``, ``outcome``, ``age_seconds`` (how
-    long ago its driver published it)."""
+    long ago its driver published it), ``stale`` (published more than ``STALE_AFTER_SECONDS`` ago: its driver was
+    killed or cannot reach the ledger, so it may not be live)."""
     return {
         "ledger": ledger.shown,
         "team": ledger.team,
@@ -76,6 +93,7 @@ def team_json(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> dict[str, Any]:
                 "qos": r.qos,
                 "outcome": r.outcome,
                 "age_seconds": round(r.age_seconds, 1),
+                "stale": r.age_seconds > STALE_AFTER_SECONDS,
             }
             for r in rows
         ],
@@ -83,26 +101,63 @@ def team_json(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> dict[str, Any]:
 
 
 def team_table(ledger: LedgerConfig, rows: Sequence[LiveRow]) -> RenderableType:
-    """Each live dispatch of the team: user, machine, id, name, where it stands, and how old that word is."""
+    """Each live dispatch of the team: user, machine, id, name, where it stands (``stale:`` first when its driver
+    has not published it for ``STALE_AFTER_SECONDS``), and how old that word is. Fits 80 columns."""
     who = f"team {ledger.team}" if ledger.team is not None else f"user {ledger.user}"
     table = Table(title=f"live dispatches of {who} in {ledger.shown}", title_justify="left", box=None, padding=(0, 1))
-    for header in ("user", "machine", "id", "name", "state", "seen"):
-        table.add_column(header, no_wrap=header != "name")
+    # At 80 columns: the id whole, the machine cut (its journal is in the JSON), the rest wrapped, never dropped.
+    table.add_column("user", overflow="fold", max_width=10)
+    table.add_column("machine", no_wrap=True, overflow="ellipsis", max_width=12)
+    table.add_column("id", no_wrap=True, min_width=12)
+    table.add_column("name", overflow="fold", min_width=8)
+    table.add_column("state", overflow="fold", min_width=18)  # QUEUED(normal-eur) on one line
+    table.add_column("age", no_wrap=True, min_width=4)  # how long ago its driver published it
+    stale = 0
     for r in rows:
-        table.add_row(r.user, r.machine, r.dispatch_id, r.name, r.label, f"{r.age_seconds:.0f} s ago")
+        old = r.age_seconds > STALE_AFTER_SECONDS
+        stale += old
+        state = Text(f"stale: {r.label}", style="yellow") if old else Text(r.label)
+        table.add_row(r.user, r.machine, r.dispatch_id, r.name, state, _age(r.age_seconds))
     if not rows:
         return Group(table, Text("no live dispatch published", style="dim"))
-    return Group(table, Text("as each driver last published it (every 30 s, and when it stops)", style="dim"))
+    lines: list[RenderableType] = [
+        table,
+        Text("as each driver last published it (every 30 s, and when it stops)", style="dim"),
+    ]
+    if stale:
+        lines.append(
+            Text(
+                f"{stale} stale: published over {span(STALE_AFTER_SECONDS)} ago, so its driver was killed or cannot "
+                "reach the ledger (its next start publishes again)",
+                style="yellow",
+            )
+        )
+    return Group(*lines)
+
+
+def _age(seconds: float) -> str:
+    """An age in one short word: ``12s``, ``10m``, ``3h``, ``2d`` (rounded down)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size if unit == "m" else seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
 
 
 def shared_spend_json(
-    ledger: LedgerConfig, scope: str, totals: Totals, rows: Sequence[SpendRow], budget: BudgetConfig
+    ledger: LedgerConfig,
+    scope: str,
+    totals: Totals,
+    rows: Sequence[SpendRow],
+    budget: BudgetConfig,
+    *,
+    free: FreeHours | None = None,
 ) -> dict[str, Any]:
     """``spend --scope ... --json``: ``scope``, ``ledger`` (its URL redacted), ``team``, ``user``, ``now`` (the
     ledger server's clock), ``timezone``, ``currency``; per window (``day``, ``week``, ``month``) its ``rows``
     (``user``, ``lane``, ``runs``, ``live``, ``gpu_hours``, ``cost``: null when none of them has a price); and
     ``budget``: what the gate counts now against this machine's limits (``day_gpu_hours``, ``month_cost``, the
-    limits)."""
+    limits); ``free``: the free clusters' GPU-hours per window, user and cluster, and what they saved (ui/free.py:
+    ``free_json``)."""
     out: dict[str, Any] = {
         "scope": scope,
         "ledger": ledger.shown,
@@ -124,14 +179,23 @@ def shared_spend_json(
         "paid_gpu_hours_per_day": budget.paid_gpu_hours_per_day,
         "paid_cost_per_month": budget.paid_cost_per_month,
     }
+    if free is not None:
+        out["free"] = free_json(free)
     return out
 
 
 def shared_spend_table(
-    ledger: LedgerConfig, scope: str, totals: Totals, rows: Sequence[SpendRow], budget: BudgetConfig
+    ledger: LedgerConfig,
+    scope: str,
+    totals: Totals,
+    rows: Sequence[SpendRow],
+    budget: BudgetConfig,
+    *,
+    free: FreeHours | None = None,
 ) -> RenderableType:
     """Each window's rows (user, lane, runs, live, GPU-hours, cost: ended runs at what they ran, live ones at their
-    worst case), then what the gate counts against this machine's limits. Fits 80 columns."""
+    worst case), then what the gate counts against this machine's limits; then the free clusters' GPU-hours per
+    user and cluster and what they saved (ui/free.py: ``free_table``). Fits 80 columns."""
     who = f"team {ledger.team}" if scope == "team" else f"user {ledger.user}"
     table = Table(title=f"paid handoffs of {who} in {ledger.shown}", title_justify="left", box=None, padding=(0, 1))
     cost = f"cost ({budget.currency})" if budget.currency else "cost"
@@ -163,4 +227,6 @@ def shared_spend_table(
         )
     if not rows:
         lines.insert(1, Text("no paid handoff this week or this month", style="dim"))
+    if free is not None:
+        lines += [Text(""), free_table(free, budget.currency or "")]
     return Group(*lines)

@@ -191,14 +191,15 @@ def spend(ctx: click.Context, as_json: bool, scope: str | None) -> None:
     and what they saved at the price of the first paid lane of [router] order. A paid run counts, all of it, in the
     day, week and month its handoff began ([budget] timezone). Like submit, it gives the journal's driver this
     config's [budget] (a raised one lets a waiting dispatch through at its next tick); otherwise it only reads the
-    journal. With --scope user|team it reads the shared [ledger] instead: per user and lane."""
+    journal. With --scope user|team it reads the shared [ledger] instead: the paid per user and lane, the free
+    per user and cluster."""
     config = config_of(ctx)
     if scope is not None:
-        ledger, totals, rows = read_shared_spend(config, scope)
+        ledger, totals, rows, shared = read_shared_spend(config, scope)
         if as_json:
-            echo_json(shared_spend_json(ledger, scope, totals, rows, config.budget))
+            echo_json(shared_spend_json(ledger, scope, totals, rows, config.budget, free=shared))
         else:
-            make_console().print(shared_spend_table(ledger, scope, totals, rows, config.budget))
+            make_console().print(shared_spend_table(ledger, scope, totals, rows, config.budget, free=shared))
         return
     known = config.journal_path.exists()  # no journal yet: no driver to tell, and none is made here
     with open_journal(config, readonly=True) as journal:

@@ -18,6 +18,7 @@ from fellows_fsm import sim
 from fellows_fsm.config.file import Config, config_warnings
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import LADDER_LANE
+from fellows_fsm.driver.ledger import check_ledger
 from fellows_fsm.errors import ConfigError
 from fellows_fsm.journal import statefs
 from fellows_fsm.journal.history import HistoryEntry, history_entries
@@ -105,6 +106,7 @@ def config_check(ctx: click.Context, offline: bool) -> None:
             ),
             _grants_reader,
         )
+        problems += _ledger_problems(config)
     for warning in config_warnings(config):
         if warning not in replaced:
             click.echo(f"fellows-fsm: warning: {warning}", err=True)
@@ -126,6 +128,21 @@ def config_check(ctx: click.Context, offline: bool) -> None:
             style="bold green",
         )
     )
+
+
+def _ledger_problems(config: Config) -> list[str]:
+    """The shared [ledger] asked as submit asks it (driver/ledger.py: ``check_ledger``): a wrong password, a missing
+    database, a newer schema is a problem (exit 3); one that does not answer now, a warning (the free rungs would
+    go ahead)."""
+    if config.ledger is None:
+        return []
+    try:
+        warning = check_ledger(config.ledger)
+    except ConfigError as exc:
+        return [str(exc)]
+    if warning is not None:
+        click.echo(f"fellows-fsm: warning: {warning}", err=True)
+    return []
 
 
 def _grants_reader(scheduler: Scheduler) -> Callable[[], Grants] | None:

@@ -1,7 +1,8 @@
 """The ledger gate's own rules, on a fake ledger (the real PostgreSQL: tests/integration/test_ledger_*_real.py): one
-round trip per dispatch per tick at most, none for what no spending can change, none for a dispatch that holds its
-reservation, the ledger's failure an answer with its reason, asked again only after the retry time; and TickGate
-asking the ledger instead of the journal once a [ledger] is configured."""
+round trip per dispatch per tick at most, none for what no spending can change, a reservation already held asked
+again (the ledger confirms it, or it lapsed and the budget is counted again), the ledger's failure an answer with
+its reason, asked again only after the retry time; the reconcile off the tick (a ledger that does not answer holds
+no tick), never releasing what the tick asked for since its snapshot."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ EIGHT = JobSpec(name="j", script="j.sh", gpus=8, time_limit_seconds=3600)
 
 
 class FakeLedger:
-    """Counts reservations against its own totals (the decision is the gate's ``decide``); or is down."""
+    """Counts reservations against its own totals (the decision is the gate's ``decide``); one it holds is confirmed
+    with no count; or it is down."""
 
     def __init__(self) -> None:
         self.day = 0.0
         self.reserves: list[str] = []
+        self.held: dict[str, float] = {}
         self.down = False
 
     def reserve(self, who: Identity, *, dispatch_id: str, gpus: int, limit_seconds: float,
@@ -37,10 +40,17 @@ class FakeLedger:
         if self.down:
             raise LedgerUnreachable("the ledger postgresql://fellows@127.0.0.1:1/fellows does not answer")
         self.reserves.append(dispatch_id)
+        if dispatch_id in self.held:
+            return None
         why = decide(Totals(self.day, 0.0, 0.0))
         if why is None:
-            self.day += gpus * limit_seconds / 3600
+            self.held[dispatch_id] = gpus * limit_seconds / 3600
+            self.day += self.held[dispatch_id]
         return why
+
+    def lapse(self, dispatch_id: str) -> None:
+        """Its lease ran out (no renew reached the ledger): it counts nothing and is held no more."""
+        self.day -= self.held.pop(dispatch_id)
 
     def close(self) -> None:
         pass
@@ -55,15 +65,50 @@ def _gate(fake: FakeLedger, tmp_path: Path) -> LedgerGate:
     return LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3", ledger=fake, retry_seconds=60)  # type: ignore[arg-type]
 
 
-def test_a_fit_is_a_reservation_held_and_asked_no_more(fake: FakeLedger, tmp_path: Path) -> None:
-    """The first ask reserves (one round trip); the next asks of that dispatch, this tick and later, ask nothing."""
+def test_a_fit_is_a_reservation_held_and_confirmed_once_a_tick(fake: FakeLedger, tmp_path: Path) -> None:
+    """The first ask reserves (one round trip); asked again this tick, no round trip; at the next tick the ledger is
+    asked again and confirms it (counted once); take asks nothing more."""
     gate = _gate(fake, tmp_path)
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
     assert gate.refusal("d1", EIGHT, None, LIMITS) is None
     gate.tick()
     assert gate.refusal("d1", EIGHT, None, LIMITS) is None
     gate.take("d1", EIGHT, None, LIMITS)
-    assert fake.reserves == ["d1"]
+    assert fake.reserves == ["d1", "d1"]
+    assert fake.day == 8
     assert gate.held == {"d1"}
+
+
+def test_a_held_reservation_that_lapsed_is_counted_again_never_handed_off_on_memory(
+    fake: FakeLedger, tmp_path: Path
+) -> None:
+    """A dispatch reserved 8 of 10 GPU-hours, then its reservation lapsed in the ledger (no renew reached it) and
+    another machine took the room: asked at its handoff, the gate refuses (the dispatch waits on its last free rung,
+    or ends NO_BUDGET), where a gate answering from what it held before would hand it off without a reservation."""
+    gate = _gate(fake, tmp_path)
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
+    fake.lapse("d1")
+    fake.day = 8.0  # another machine's reservation
+    gate.tick()
+    assert (
+        gate.refusal("d1", EIGHT, None, LIMITS) == "budget: 8 of 10 paid GPU-hours used today; this job's limit needs 8"
+    )
+    gate.take("d1", EIGHT, None, LIMITS)  # (no row takes a refused dispatch: take asks once more and says so)
+    assert "d1" not in fake.held
+
+
+def test_a_held_reservation_with_the_ledger_down_is_no_handoff(
+    fake: FakeLedger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger stops answering after a dispatch reserved: at its handoff (the next tick) the gate answers that
+    the ledger cannot be asked (no paid job until it answers): it cannot know the reservation is still there."""
+    gate = _gate(fake, tmp_path)
+    assert gate.refusal("d1", EIGHT, None, LIMITS) is None
+    fake.down = True
+    gate.tick()
+    reason = gate.refusal("d1", EIGHT, None, LIMITS)
+    assert reason is not None
+    assert "cannot be asked" in reason
 
 
 def test_a_refusal_is_asked_once_a_tick_and_again_the_next(fake: FakeLedger, tmp_path: Path) -> None:
