@@ -276,8 +276,8 @@ def test_the_ledger_gone_is_a_refusal_with_its_reason_and_back_again_a_reservati
     postgres: Postgres, ledger_url: str, tmp_path: Path
 ) -> None:
     """The ledger's database stops taking connections (its sessions ended): the gate answers "cannot be asked" (the
-    reason status and history show), asks again only after its retry time, and once the database is back the same
-    dispatch is reserved."""
+    reason status and history show) and asks it no more on the tick, while its probe asks off the tick; once the
+    database is back the probe finds it answering and the same dispatch is reserved."""
     limits = BudgetConfig(paid_gpu_hours_per_day=10)
     gate = LedgerGate(
         LedgerConfig(url=ledger_url, user="alice", connect_timeout_seconds=1), tmp_path / "journal.sqlite3",
@@ -297,11 +297,19 @@ def test_the_ledger_gone_is_a_refusal_with_its_reason_and_back_again_a_reservati
         trips = gate.round_trips
         gate.tick()
         assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) == reason
-        assert gate.round_trips == trips  # within the retry time: not asked again
+        assert gate.round_trips == trips  # not asked again on the tick
+        deadline = time.monotonic() + 30
+        while gate.probe.tries < 2:  # the probe asks, and is refused, off the tick
+            assert time.monotonic() < deadline, "the probe did not ask"
+            time.sleep(0.05)
+        assert not gate.probe.answered
+        gate.tick()
+        assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) == reason
+        assert gate.round_trips == trips
     finally:
         with postgres.connect() as conn:
             conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-    time.sleep(1.1)
+    assert gate.probe.wait(30)
     gate.tick()
     assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) is None
     assert [r[2] for r in _rows(postgres, ledger_url)] == ["reserved"]
@@ -445,7 +453,9 @@ def test_a_handoff_asked_of_a_frozen_ledger_is_refused_within_its_deadline_never
 ) -> None:
     """The gate's connection is open when the server freezes (SIGSTOP: the kernel acknowledges every packet, nothing
     answers): the next handoff's ask does not hang its tick; past the call's deadline (ledger/deadline.py) the
-    connection is cut and the answer is the ledger's reason (no paid job). Thawed, the same dispatch reserves."""
+    connection is cut and the answer is the ledger's reason (no paid job). The next ask gets that reason without a
+    round trip (the probe asks, off the tick, and cannot connect). Thawed, the probe finds it answering and the same
+    dispatch reserves."""
     limits = BudgetConfig(paid_gpu_hours_per_day=10)
     config = LedgerConfig(url=ledger_url, user="alice", connect_timeout_seconds=1)
     gate = LedgerGate(config, tmp_path / "journal.sqlite3", retry_seconds=0)
@@ -453,16 +463,23 @@ def test_a_handoff_asked_of_a_frozen_ledger_is_refused_within_its_deadline_never
     assert gate.refusal("d1", ONE_GPU_HOUR, None, limits) is None
     answer: list[str | None] = []
     with frozen_server(postgres):
-        for _ in range(2):  # on the open connection (cut at its deadline), then on a new one (its connect timeout)
+        for _ in range(2):  # on the open connection (cut at its deadline), then answered by the gate alone
             gate.tick()
             asking = threading.Thread(target=lambda: answer.append(gate.refusal("d2", ONE_GPU_HOUR, None, limits)))
             asking.start()
             asking.join(gate.ledger.deadline_seconds + 30)  # (a hang detector, far past the deadline)
             assert not asking.is_alive(), "the ask hung on a frozen ledger"
+        assert gate.round_trips == 2  # the tick asked once while frozen (before it, once to reserve d1)
+        deadline = time.monotonic() + 30
+        while gate.probe.tries < 1:  # the probe asks, off the tick
+            assert time.monotonic() < deadline, "the probe did not ask"
+            time.sleep(0.05)
+        assert not gate.probe.answered
     assert len(answer) == 2
     for each in answer:
         assert each is not None
         assert "cannot be asked" in each
+    assert gate.probe.wait(60)
     gate.tick()
     assert gate.refusal("d2", ONE_GPU_HOUR, None, limits) is None
     assert [r[2] for r in _rows(postgres, ledger_url)] == ["reserved", "reserved"]

@@ -13,8 +13,10 @@ driver died between its reservation and its park). One this driver never renews 
 lease_seconds``.
 
 The ledger unreachable (or refusing) is an answer too: the run does not fit, with that reason (the dispatch waits
-on its last free rung, or ends NO_BUDGET with on_budget = "refuse"). It is asked again after ``RETRY_SECONDS``;
-no free walk ever waits on it: only a paid handoff asks it on the tick.
+on its last free rung, or ends NO_BUDGET with on_budget = "refuse"). Only a paid handoff asks it on the tick, and
+only while it answers: once an ask failed, the tick asks no more (every ask gets the reason at once) and a probe on
+a thread of its own (``_Probe``: a connection and ``SELECT 1``, every ``RETRY_SECONDS``) waits for it to answer
+again; then the next handoff asks. So a ledger that stops answering costs the driver's tick one ask's bound, once.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from fellows_fsm.core.budget import BudgetGate
 from fellows_fsm.core.paid import worst_gpu_hours
 from fellows_fsm.driver.publisher import Publisher
 from fellows_fsm.driver.reconciler import PaidRuns, Reconciler, Snapshot
-from fellows_fsm.errors import ConfigError, LedgerUnreachable
+from fellows_fsm.errors import ConfigError, FellowsError, LedgerUnreachable
 from fellows_fsm.journal.store import Journal
 from fellows_fsm.ledger.store import Identity, Ledger
 from fellows_fsm.scheduler.port import JobSpec
@@ -42,7 +44,7 @@ __all__ = ["FREE_EVERY_SECONDS", "LIVE_EVERY_SECONDS", "RETRY_SECONDS", "LedgerG
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 10.0
-"""After the ledger did not answer (or refused), how long the gate answers with that reason before asking again."""
+"""After the ledger did not answer (or refused), how often the probe (off the tick) asks whether it answers again."""
 FREE_EVERY_SECONDS = 60.0
 """How often the free jobs' ends journaled since are written to the ledger (one transaction each time)."""
 LIVE_EVERY_SECONDS = 30.0
@@ -87,10 +89,11 @@ class LedgerGate:
         *,
         ledger: Ledger | None = None,
         reconcile_ledger: Ledger | None = None,
+        probe_ledger: Ledger | None = None,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.retry_seconds = retry_seconds
-        """How long a failure is answered with before the ledger is asked again."""
+        """After a failure, how often the probe asks whether the ledger answers again."""
         self.config = config
         self.ledger = ledger if ledger is not None else Ledger(config)
         self.who = Identity(
@@ -103,7 +106,6 @@ class LedgerGate:
         self._asked: dict[str, int] = {}  # the tick each dispatch last asked the ledger (the reconcile's race)
         self._asked_lock = threading.Lock()
         self._down: str | None = None
-        self._down_until = 0.0
         self._reconciled = False
         self._free_since: float | None = None  # the latest free end handed to the publisher
         self._free_due = 0.0  # (monotonic) when the free ends are written next
@@ -119,10 +121,13 @@ class LedgerGate:
         """Each reservation's life, brought in line with the journal by a thread of its own (``reconcile``)."""
         self.publisher = Publisher(config, self.who, retry_seconds=retry_seconds)
         """What the ledger is told that decides nothing (free ends, live dispatches), written by a thread of its own."""
+        self.probe = _Probe(probe_ledger if probe_ledger is not None else Ledger(config), retry_seconds)
+        """Whether the ledger answers again, asked off the tick once an ask failed."""
 
     def close(self) -> None:
         """Close the connection to the ledger (the next ask connects again) and stop the publisher and the
         reconciler, which finish what they were given first (waiting at most the connect timeout and a little)."""
+        self.probe.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.reconciler.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.publisher.close(timeout=self.config.connect_timeout_seconds + 2.0)
         self.ledger.close()
@@ -202,9 +207,10 @@ class LedgerGate:
 
     # ----------------------------------------------------------------- the ledger down
     def _still_down(self) -> str | None:
-        if self._down is not None and time.monotonic() < self._down_until:
-            return self._down
-        return None
+        """The reason the ledger cannot be asked, until the probe finds it answering (then None: ask it)."""
+        if self._down is not None and self.probe.answered:
+            self._down = None
+        return self._down
 
     def _went_down(self, exc: Exception) -> str:
         scope = "" if isinstance(exc, LedgerUnreachable) else " (it refused this driver)"
@@ -215,7 +221,7 @@ class LedgerGate:
         if reason != self._down:
             log.warning("%s: %s", reason, exc)
         self._down = reason
-        self._down_until = time.monotonic() + self.retry_seconds
+        self.probe.start()
         return reason
 
     @property
@@ -266,3 +272,60 @@ class LedgerGate:
         if (self._reconciled or not asked) and not self.held:
             return
         self.reconciler.offer(Snapshot(self._seq, frozenset(waiting()), now, journal))
+
+
+class _Probe:
+    """Whether the ledger answers again, asked off the tick (a thread and a connection of its own): a connection and
+    ``SELECT 1`` (``Ledger.check``) every ``every`` seconds until one answers; the gate asks nothing meanwhile."""
+
+    def __init__(self, ledger: Ledger, every: float) -> None:
+        self._ledger = ledger
+        self._every = max(every, 0.05)
+        self._answered = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.tries = 0
+        """How many times the ledger was asked (what a test reads)."""
+
+    @property
+    def answered(self) -> bool:
+        """Did the ledger answer since the probe last started?"""
+        return self._answered.is_set()
+
+    def start(self) -> None:
+        """Ask until the ledger answers (a probe asking already goes on); returns at once."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            if not self._answered.is_set():
+                return
+            thread.join()  # it answered and is ending: a new round
+        self._answered.clear()
+        self._thread = threading.Thread(target=self._run, name="ledger-probe", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until the ledger answered (True), or ``timeout`` seconds (False)."""
+        return self._answered.wait(timeout)
+
+    def close(self, timeout: float) -> None:
+        """Stop asking (waiting at most ``timeout`` seconds for an ask under way) and close the connection."""
+        self._stopping.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        if thread is None or not thread.is_alive():
+            self._ledger.close()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.tries += 1
+            try:
+                self._ledger.check()
+            except FellowsError as exc:  # still down, or refusing: asked again later
+                log.debug("the shared ledger still cannot be asked: %s", exc)
+                if self._stopping.wait(self._every):
+                    return
+                continue
+            self._ledger.close()  # the gate's own connection asks next; this one is not kept open
+            self._answered.set()
+            return

@@ -7,6 +7,7 @@ no tick), never releasing what the tick asked for since its snapshot."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ class FakeLedger:
         self.reserves: list[str] = []
         self.held: dict[str, float] = {}
         self.down = False
+        self.checks = 0
 
     def reserve(self, who: Identity, *, dispatch_id: str, gpus: int, limit_seconds: float,
                 decide: Callable[[Totals], str | None], **_: Any) -> str | None:  # fmt: skip
@@ -47,6 +49,12 @@ class FakeLedger:
             self.held[dispatch_id] = gpus * limit_seconds / 3600
             self.day += self.held[dispatch_id]
         return why
+
+    def check(self) -> None:
+        """What the gate's probe asks: raises while down."""
+        self.checks += 1
+        if self.down:
+            raise LedgerUnreachable("the ledger postgresql://fellows@127.0.0.1:1/fellows does not answer")
 
     def lapse(self, dispatch_id: str) -> None:
         """Its lease ran out (no renew reached the ledger): it counts nothing and is held no more."""
@@ -62,7 +70,8 @@ def fake() -> FakeLedger:
 
 
 def _gate(fake: FakeLedger, tmp_path: Path) -> LedgerGate:
-    return LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3", ledger=fake, retry_seconds=60)  # type: ignore[arg-type]
+    config = LedgerConfig(url=URL, user="alice")
+    return LedgerGate(config, tmp_path / "j.sqlite3", ledger=fake, probe_ledger=fake, retry_seconds=0.05)  # type: ignore[arg-type]
 
 
 def test_a_fit_is_a_reservation_held_and_confirmed_once_a_tick(fake: FakeLedger, tmp_path: Path) -> None:
@@ -147,27 +156,44 @@ def test_no_gpus_need_no_reservation(fake: FakeLedger, tmp_path: Path) -> None:
     assert fake.reserves == []
 
 
-def test_the_ledger_down_is_a_reason_and_is_asked_again_only_after_the_retry_time(
-    fake: FakeLedger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_ledger_down_is_a_reason_and_the_tick_asks_it_again_only_once_the_probe_finds_it_answering(
+    fake: FakeLedger, tmp_path: Path
 ) -> None:
-    """Unreachable: the answer names the ledger (redacted) and says no paid job goes until it answers; every ask
-    within the retry time gets it with no round trip; after it, the ledger is asked and the dispatch reserved."""
+    """Unreachable: the answer names the ledger (redacted) and says no paid job goes until it answers; from then on
+    every ask gets that reason with no round trip of the tick's (however long: a ledger that hangs costs the tick
+    one ask), while the probe asks off the tick; once the probe finds it answering, the next ask reserves."""
     gate = _gate(fake, tmp_path)
     fake.down = True
-    clock = [1000.0]
-    monkeypatch.setattr("fellows_fsm.driver.ledger.time.monotonic", lambda: clock[0])
     reason = gate.refusal("d1", EIGHT, None, LIMITS)
     assert reason == (f"budget: the shared ledger {URL} cannot be asked, so no paid job is handed off until it answers")
     assert gate.down == reason
-    fake.down = False
-    gate.tick()
-    assert gate.refusal("d2", EIGHT, None, LIMITS) == reason  # not asked within the retry time
     assert fake.reserves == []
-    clock[0] += 61
+    _wait_for(lambda: fake.checks >= 3)  # the probe keeps asking, off the tick
+    for _ in range(3):
+        gate.tick()
+        assert gate.refusal("d2", EIGHT, None, LIMITS) == reason
+    assert fake.reserves == []  # the tick never asked again
+    assert not gate.probe.answered
+    fake.down = False
+    assert gate.probe.wait(10)
     gate.tick()
     assert gate.refusal("d1", EIGHT, None, LIMITS) is None
     assert fake.reserves == ["d1"]
     assert gate.down is None
+    checks = fake.checks
+    fake.down = True  # down again: one failed ask, then a new probe
+    gate.tick()
+    assert gate.refusal("d2", EIGHT, None, LIMITS) == reason
+    _wait_for(lambda: fake.checks > checks)
+    gate.close()
+
+
+def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for a thread's doing (a bound, not a timed assertion)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "the probe did not ask"
+        time.sleep(0.01)
 
 
 def test_a_ledger_without_psycopg_installed_is_one_line_naming_the_extra(
