@@ -442,9 +442,9 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
     make_router: MakeRouter, fake: FakeScheduler, frozen: FrozenDateTimeFactory, tmp_path: Path
 ) -> None:
     """While one dispatch's gcp command runs, the poll loop walks another dispatch on time."""
-    lane = CommandSettings(
-        name="gcp", command=(sys.executable, "-c", "import time; time.sleep(3)"), timeout_seconds=600
-    )
+    go = tmp_path / "go"  # the command runs until the test says (a bound of 120 s), not for a time a loaded machine
+    wait = f"import os, time\nfor _ in range(2400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)"
+    lane = CommandSettings(name="gcp", command=(sys.executable, "-c", wait), timeout_seconds=600)
     r = make_router(lanes=(lane,))
     slow = r.dispatch(SPEC, pin="gcp")
     fill(fake, "high-eur")
@@ -458,6 +458,7 @@ def test_a_slow_handoff_does_not_hold_up_other_dispatches(
     handoff = r.journal.handoff(slow.dispatch_id)
     assert handoff is not None
     assert handoff.status == "started"  # the slow command is still running
+    go.touch()
     r.wait_for_handoffs()
 
 
