@@ -171,7 +171,15 @@ def main() -> None:
                     f"  {kind} tick {i}: {tick['wal_frames']:>5} WAL frames, {tick['commits']:>4} commits, "
                     f"{tick['rung_changes']:>4} rung changes  {codes}"
                 )
-    print(json.dumps(results))
+    from benchmarks.common import write_result  # noqa: PLC0415 - the parent only (a child runs on either tree)
+
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+    )
+    path = write_result(
+        "tick_counts", {"baseline": args.baseline, "new": head.stdout.strip(), "results": results}, module="tick_counts"
+    )
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
