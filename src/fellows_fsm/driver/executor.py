@@ -61,7 +61,7 @@ class Recorder(Protocol):
         ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """Group the writes made inside it in one transaction (only for steps that announce no port call)."""
+        """Group the writes made inside it in one transaction (a port call they announce runs after it commits)."""
         ...
 
 
