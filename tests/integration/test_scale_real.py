@@ -1,7 +1,7 @@
 """An agent's loop on the real local SLURM: the driver's wake-up (a submit's first sbatch and a cancel's scancel at
-once, not at the next poll; a deleted wake-up FIFO leaves the poll driving, said by `driver status`), and a submit of
-several scripts (one dispatch each, one job each, even with the driver killed in the middle, or slurmctld stopped
-while they are submitted)."""
+once, not at the next poll; a deleted or unwritable wake-up FIFO leaves the poll driving, said by `driver status`), and
+a submit of several scripts (one dispatch each, one job each, even with the driver killed in the middle, or
+slurmctld stopped while they are submitted)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,41 @@ def test_a_deleted_wake_up_fifo_leaves_the_poll_driving_and_driver_status_says_s
     ids = [first.stdout.strip(), second.stdout.strip()]
     for dispatch_id in ids:
         assert final_row(slurm, tmp_path, dispatch_id).label in ("RUNNING", "ENDED")  # its job ran (or already ended)
+    check_settled(slurm, tmp_path, ids)
+
+
+@pytest.mark.parametrize("put", ["a directory", "a regular file"])
+def test_an_unwritable_wake_up_fifo_leaves_the_poll_driving_and_driver_status_says_so(
+    slurm: Cluster, tmp_path: Path, put: str
+) -> None:
+    """The wake-up FIFO replaced under a running driver by something a submit cannot wake it through (a directory:
+    unwritable even for root; a regular file: no driver reads it, and nothing is written into it): a submit is
+    still walked (by the 1 s poll) and runs, and `driver status` says so in one line."""
+    config = ledger_config(tmp_path, cap=5, poll=1.0, router="driver_idle_seconds = 60\n")
+    first = cli(config, *submit_args(slurm, "--detach"))
+    assert first.returncode == 0, first.stderr
+    fifo = tmp_path / "state" / "journal.sqlite3.wake"
+    assert fifo.is_fifo()
+    fifo.unlink()
+    if put == "a directory":
+        fifo.mkdir()
+    else:
+        fifo.write_bytes(b"")
+    said = cli(config, "driver", "status")
+    assert said.returncode == 0, said.stderr
+    [line] = [line for line in said.stdout.splitlines() if line.startswith("wake-up:")]
+    assert f"{fifo} is not a FIFO" in line
+    assert "every 1 s" in line
+    assert json.loads(cli(config, "driver", "status", "--json").stdout)["wake"] == f"{fifo} is not a FIFO"
+    second = cli(config, *submit_args(slurm, "--detach"))
+    assert second.returncode == 0, second.stderr
+    ids = [first.stdout.strip(), second.stdout.strip()]
+    for dispatch_id in ids:
+        assert final_row(slurm, tmp_path, dispatch_id).label in ("RUNNING", "ENDED")  # its job ran (or already ended)
+    if put == "a regular file":
+        assert fifo.read_bytes() == b""  # the submit's wake wrote nothing into it
+    log = (tmp_path / "state" / "driver.log").read_text()
+    assert log.count(" starting for ") == 1, log  # the one driver walked both
     check_settled(slurm, tmp_path, ids)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "Record",
     "Step",
     "Submit",
+    "Walk",
 ]
 
 
@@ -73,6 +74,19 @@ class CommandEnd:
 
 
 @attrs.frozen
+class Walk:
+    """Where a step onto the next rung came from, read from the dispatch's own history as it is journaled (the facts
+    of its ``rung_changed`` event, journal/outbox.py, without reading its rows back)."""
+
+    from_lane: str | None
+    """The lane of the step before this one (None: no step before)."""
+    from_qos: str | None
+    to_lane: str
+    why: str
+    """The last park's reason (SLURM's) or note (a policy's), else "no start on <from_qos> within its window"."""
+
+
+@attrs.frozen
 class Record:
     """Journal ``step`` (and the dispatch's new state) before anything it announces is done."""
 
@@ -89,6 +103,8 @@ class Record:
     """A paid run's step: what is journaled of the run with it (the paid_runs row, in the same transaction)."""
     end: EndMark | None = None
     """A free job's end step: how it ended (the ends row, in the same transaction)."""
+    walk: Walk | None = None
+    """A step onto the next rung: where it came from and why (its event's facts); None for every other step."""
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from transitions import Machine, MachineError
 
 from fellows_fsm.core import ends, lifecycle
-from fellows_fsm.core.effects import Command, CommandEnd, Record, Step
+from fellows_fsm.core.effects import Command, CommandEnd, Record, Step, Walk
 from fellows_fsm.core.ladder import Ladder, Rung, state_label
 from fellows_fsm.core.lifecycle import RECALLABLE, TABLE, row_of
 from fellows_fsm.core.paid import PaidMark
@@ -26,6 +26,7 @@ from fellows_fsm.core.paid_tail import LaneSaid
 from fellows_fsm.core.row import INITIAL, LIVE, NEXT_RUNG, PAID, RUNG, SAME, Guard, Row
 from fellows_fsm.core.vocab import (
     FIXED_STATES,
+    LADDER_LANE,
     LANE_STATES,
     PAID_LIVE_STATES,
     Outcome,
@@ -163,6 +164,7 @@ def _journal(row: Row, dest: str, d: Model) -> None:
         reason=obs.reason if obs is not None else None,
         note=d.note,
     )
+    walk = _walk(d, rung_index) if onto_next else None
     d.history.append(step)
     outcome = f"{row.outcome}{d.note}" if row.outcome == _REJECTED else row.outcome
     if row.outcome == _ENDED:
@@ -171,8 +173,22 @@ def _journal(row: Row, dest: str, d: Model) -> None:
     label = state_label(d.ladder, dest) if d.ladder is not None else dest
     command = Command(row.command) if row.command else None  # the driver adds the command's argv, or its end
     paid = PaidMark(row.paid) if row.paid else None  # the driver adds the run's lane, GPUs, price, times
-    d.effects.append(Record(d.id, step, label, final, outcome, command, paid, end))
+    d.effects.append(Record(d.id, step, label, final, outcome, command, paid, end, walk))
     d.note = ""
+
+
+def _walk(d: Model, onto: int) -> Walk:
+    """Where a step onto rung ``onto`` comes from (the step before it) and why (the last park), from the history
+    the journal holds too (journal/outbox.py reads the same from the rows when a Record has no Walk)."""
+    assert d.ladder is not None, "only a ladder dispatch goes onto a next rung"
+    rungs = d.ladder.rungs
+    before = d.history[-1] if d.history else None
+    park = next((s for s in reversed(d.history) if s.trigger == _PARK), None)
+    said = (park.reason or park.note or "") if park is not None else ""
+    if before is None:
+        return Walk(None, None, rungs[onto].lane, said)
+    lane = rungs[before.rung_index].lane if 0 <= before.rung_index < len(rungs) else LADDER_LANE
+    return Walk(lane, before.qos, rungs[onto].lane, said or f"no start on {before.qos} within its window")
 
 
 Marks = dict[Guard, tuple[Any, tuple[Guard, ...]]]
@@ -259,9 +275,10 @@ def first_row(d: Dispatch, rows: Rows | None = None) -> tuple[str | None, float,
 
 
 _NEVER = float("inf")
-_SUBMIT, _RESUBMIT, _REJECTED, _ENDED = (
+_SUBMIT, _RESUBMIT, _PARK, _REJECTED, _ENDED = (
     T.SUBMIT,
     T.RESUBMIT,
+    str(T.PARK),
     Outcome.REJECTED,
     Outcome.ENDED,
 )  # (every step: an Enum member read is slow)

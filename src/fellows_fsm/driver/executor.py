@@ -10,6 +10,7 @@ is read back by the next tick's observe). It decides nothing itself and prints n
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -60,7 +61,7 @@ class Recorder(Protocol):
         ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]:
-        """Group the writes made inside it in one transaction (only for steps that announce no port call)."""
+        """Group the writes made inside it in one transaction (a port call they announce runs after it commits)."""
         ...
 
 
@@ -80,6 +81,12 @@ FIRST_SUBMITS_PER_TICK = 20
 """At most this many first submits of new dispatches a tick (or a wake-up's turn): 2 s of sbatch calls at the
 default pace (slurm/pace.py), so a burst of 1,000 submits never holds a poll (or a cancel) up for long; the rest
 follow in the next turns, at once (``Executor.unsent``)."""
+
+
+STEPS_PER_COMMIT = 20
+"""A tick's rung changes are journaled this many to a transaction, each group committed before its sbatch calls
+(``Executor._run_all``): one commit (its pages written to the WAL once) instead of one per change, and a step's time
+at most 2 s of sbatch calls (at the default pace, slurm/pace.py) before its own call."""
 
 
 @attrs.frozen
@@ -303,8 +310,7 @@ class Executor:
             if not d.is_final and d.id not in later_ids:
                 self._advance(d, None, False)
         movers = [d for d in live if d.waits_for_room and d.state in _CHANGING]
-        for d in movers[:max_changes]:
-            self._advance(d, None, True)
+        self._run_all([(d, functools.partial(d.advance, None, may_change_rung=True)) for d in movers[:max_changes]])
         parked = [(d, e) for d, e in self._cancels.values() if d.state == State.PARKED and d.job_id == e.job_id]
         deferred = waiting + max(0, len(movers) - max_changes) + max(0, len(parked) - max_changes)
         to_cancel = parked[:max_changes]
@@ -315,14 +321,36 @@ class Executor:
         except SchedulerUnreachable as exc:
             log.warning("cancels deferred to the next tick: %s", exc)
         room = max_changes - self._changes
+        answered: list[tuple[Dispatch, Callable[[float], Decision]]] = []
         for d, e in to_cancel:
             seen_pending = d.look is not None and d.look.phase is Phase.PENDING
             if room > 0 and e.job_id in gone and seen_pending:
-                self._guarded(d, d.cancel_answered(gone[e.job_id], self.clock.now(), may_change_rung=True))
+                answered.append((d, functools.partial(d.cancel_answered, gone[e.job_id], may_change_rung=True)))
                 room -= 1
+        self._run_all(answered)
         return TickOutcome(self._changes, deferred, tuple(self._handoffs), tuple(self._rejected), tuple(self._failures))
 
     # ----------------------------------------------------------------- running decisions
+    def _run_all(self, decide: Sequence[tuple[Dispatch, Callable[[float], Decision]]]) -> None:
+        """Run several dispatches' decisions (a tick's rung changes), taken and journaled ``STEPS_PER_COMMIT`` at a
+        time: a group's steps in ONE transaction, then each one's port call, in order (every step is committed before
+        the call it announces, as in ``_run``: a driver killed between the commit and a call looks the job up by its
+        token). A decision with a side effect of its own (a scancel, a paid job's delete) is run alone, after."""
+        for start in range(0, len(decide), STEPS_PER_COMMIT):
+            calls: list[tuple[Dispatch, Decision]] = []
+            alone: list[tuple[Dispatch, Decision]] = []
+            with self.recorder.batch():
+                for d, take in decide[start : start + STEPS_PER_COMMIT]:
+                    decision = take(self.clock.now())
+                    if any(isinstance(e, CancelJobs | DeletePaid) for e in decision.effects):
+                        alone.append((d, decision))
+                    elif self._journal(d, decision) is not None:
+                        calls.append((d, decision))
+            for d, decision in alone:
+                self._guarded(d, decision)
+            for d, decision in calls:
+                self._guarded(d, decision, journaled=True)
+
     def _advance(self, d: Dispatch, obs: Observation | None, may_change_rung: bool) -> None:
         self._guarded(d, d.advance(obs, self.clock.now(), may_change_rung=may_change_rung))
 

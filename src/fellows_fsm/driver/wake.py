@@ -32,12 +32,15 @@ def wake_path(journal_path: Path) -> Path:
 
 def wake(journal_path: Path) -> bool:
     """Tell the driver of ``journal_path`` to look at its inbox now; False if nobody was told (no driver listens,
-    or the FIFO is gone or unwritable: the driver's next poll reads the inbox anyway). Never blocks."""
+    or the FIFO is gone or unwritable, or something else is at its path: the driver's next poll reads the inbox
+    anyway). Never blocks, and writes into nothing but a FIFO (a regular file put in its place is left as it is)."""
     try:
         fd = os.open(wake_path(journal_path), os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:  # ENXIO: no driver has it open; ENOENT: deleted; EACCES: unwritable; ...
+    except OSError:  # ENXIO: no driver has it open; ENOENT: deleted; EACCES: unwritable; EISDIR: a directory; ...
         return False
     try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False  # no driver reads a regular file (or a device): nobody is told
         os.write(fd, b"\0")
     except BlockingIOError:
         return True  # the FIFO is full of wake-ups the driver has not read yet: it is woken already

@@ -165,8 +165,9 @@ class JournalFile:
     def batch(self) -> Iterator[None]:
         """Group writes in one transaction, committed on exit (each write is still its own savepoint).
 
-        Only for steps that announce no side effect of their own (parks): a side effect must never run
-        before its row is committed. If the commit fails, JournalError is raised and none of the batch is kept.
+        A side effect must never run before its row is committed: a step that announces one (a tick's rung changes:
+        driver/executor.py, ``Executor._run_all``) has it run after the batch, never inside it. If the commit fails,
+        JournalError is raised and none of the batch is kept.
         """
         with self._conn_lock:
             if self._batching:

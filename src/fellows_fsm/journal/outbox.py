@@ -1,7 +1,8 @@
 """The notifications' outbox: the event rows a step is told as (written inside the step's own transaction by
 ``Journal.write``: no event without its step, no step without its events), and what became of each at each sink.
 
-Only SQL and the facts a step's rows give (the rung left, the paid run's worst case); which steps are told is
+Only SQL and the facts a step's rows give (the rung left, the paid run's worst case; a rung change's come with its
+step, ``Record.walk``, read from the dispatch's own history as the rows would give them); which steps are told is
 core/events.py, how an event is sent notify/. A sink is sent the events journaled after it was first named
 (``mark_sinks``), so a sink added later is not flooded with the past.
 """
@@ -125,7 +126,10 @@ def _facts(db: sqlite3.Connection, effect: Record, step_seq: int, event: Event) 
     elif event == Event.QUEUED:  # pinned to a lane: no rung, its lane
         lane = db.execute("SELECT lane FROM dispatches WHERE id=?", (d,)).fetchone()
         facts["lane"] = lane[0] if lane is not None else None
-    if event == Event.RUNG_CHANGED:
+    if event == Event.RUNG_CHANGED and (walk := effect.walk) is not None:  # from the dispatch's history: no read
+        came = {"lane": walk.from_lane, "qos": walk.from_qos} if walk.from_qos is not None else None
+        facts.update({"from": came, "to": {"lane": walk.to_lane, "qos": step.qos}, "why": walk.why})
+    elif event == Event.RUNG_CHANGED:
         # The step before this one (the rung left), and the last park (why it was left), in one backward walk of
         # the dispatch's rows: this step is the newest (its row was just written) and is no park (a rung change).
         earlier = db.execute(

@@ -11,7 +11,7 @@ import attrs
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "DispatchRow", "HandoffRow", "JobRow", "Listing", "dispatch_row"]
 
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 ENDS = """
 CREATE TABLE IF NOT EXISTS ends (
     dispatch_id TEXT PRIMARY KEY REFERENCES dispatches(id),
@@ -56,7 +56,7 @@ move of those ended before ``keep_days``)."""
 OUTBOX = """
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    event_id TEXT NOT NULL UNIQUE,
+    event_id TEXT NOT NULL,
     dispatch_id TEXT NOT NULL,
     event TEXT NOT NULL,
     at REAL NOT NULL,
@@ -79,7 +79,30 @@ CREATE INDEX IF NOT EXISTS deliveries_by_status ON deliveries(status, sink);
 """
 """The notifications' outbox (issue 39): one row per event, written in the same transaction as the step it reports
 (``step_seq``: its transitions row; ``body``: the exact bytes sent, fixed at the first send), and what became of it
-at each sink. No foreign key to dispatches: an archived dispatch's rows may go while its events are still sent."""
+at each sink. No foreign key to dispatches: an archived dispatch's rows may go while its events are still sent.
+No index on ``event_id`` (schema 8): nothing looks an event up by it, and each is a fresh random id (uuid4); the
+index cost every event row a B-tree insert and a page at a random place (a moving tick's 200 ``rung_changed``)."""
+OUTBOX_8 = """
+CREATE TABLE outbox_8 (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL,
+    dispatch_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    at REAL NOT NULL,
+    step_seq INTEGER,
+    facts TEXT NOT NULL,
+    body TEXT
+);
+INSERT INTO outbox_8 (seq, event_id, dispatch_id, event, at, step_seq, facts, body)
+    SELECT seq, event_id, dispatch_id, event, at, step_seq, facts, body FROM outbox ORDER BY seq;
+DELETE FROM sqlite_sequence WHERE name = 'outbox_8';
+INSERT INTO sqlite_sequence (name, seq) SELECT 'outbox_8', seq FROM sqlite_sequence WHERE name = 'outbox';
+DROP TABLE outbox;
+ALTER TABLE outbox_8 RENAME TO outbox;
+"""
+"""Schema 7 to 8: the outbox without its ``event_id`` UNIQUE index (SQLite drops a column's constraint only by
+rebuilding its table), every row and its ``seq`` kept, and the table's AUTOINCREMENT counter carried over (a seq is
+never given twice: a sink's start and a sender's place are seqs)."""
 # Each step from version N to N + 1, applied in one transaction when an older journal is opened.
 MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE handoffs ADD COLUMN pid INTEGER;"
@@ -101,6 +124,8 @@ MIGRATIONS: dict[int, str] = {
     5: ENDS,
     # The notifications' outbox (issue 39): two new tables, nothing else changed.
     6: OUTBOX,
+    # The outbox without the UNIQUE index on event_id (issue 40: each event cost an index entry at a random place).
+    7: OUTBOX_8,
 }
 SCHEMA = (
     """

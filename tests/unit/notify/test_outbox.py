@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import pytest
 from freezegun import freeze_time
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +17,7 @@ from fellows_fsm.core.events import ENDED, Event, events_of
 from fellows_fsm.core.ladder import Ladder, Rung
 from fellows_fsm.core.vocab import State, Trigger
 from fellows_fsm.errors import JournalError
+from fellows_fsm.journal import outbox
 from fellows_fsm.journal.outbox import DELIVERED, FAILED, PENDING
 from fellows_fsm.journal.snapshot import dispatch_json
 from fellows_fsm.journal.store import Journal
@@ -191,4 +194,47 @@ def test_a_rung_change_to_another_cluster_names_both_lanes_and_the_last_parks_re
     assert changed.facts["from"] == {"lane": "fellows", "qos": "normal-eur"}
     assert changed.facts["to"] == {"lane": "inst", "qos": "inst-high"}
     assert changed.facts["why"] == "Priority"
+    journal.close()
+
+
+def test_a_rung_changes_facts_from_the_dispatchs_history_are_what_its_rows_give(tmp_path: Path) -> None:
+    """A rung change's Record carries where it came from and why (``Record.walk``, from the dispatch's history: the
+    outbox reads nothing back for it); its event's facts are exactly those the rows give (``_facts`` without the
+    walk, as for a Record built elsewhere), across a park for SLURM's reason and a driver restarted in between."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    written: list[Record] = []
+    write = journal.write
+
+    def keep(effects: Sequence[Record | Attach]) -> None:
+        written.extend(e for e in effects if isinstance(e, Record))
+        write(effects)
+
+    journal.write = keep  # type: ignore[method-assign]
+    fake = FakeScheduler()
+    ladder = SlurmSettings(park_cap_seconds=60).ladder
+    with freeze_time("2026-11-30 12:00:00") as frozen:
+        d = Driven(Dispatch("w2", SPEC, ladder), fake, journal)
+        journal.add_dispatch(d.id, d.spec, d.ladder, pinned=d.pinned, intent="prod", at=0.0)
+        d.submit()
+        frozen.tick(60)
+        d.advance(fake.observe([d.job_id])[d.job_id])  # window closed: onto normal-eur
+        assert d.rung_index == 1
+        fake.set_pending(d.job_id, "Priority")
+        restored = Dispatch.restore(
+            "w2", SPEC, ladder, history=journal.steps("w2"), jobs={r.rung_index: r.job_id for r in journal.jobs("w2")}
+        )  # a new driver: the history replayed from the journal
+        d = Driven(restored, fake, journal)
+        frozen.tick(60)
+        d.advance(fake.observe([d.job_id])[d.job_id])  # parked for Priority: onto low-eur
+        assert d.rung_index == 2
+    changes = [r for r in written if r.step.trigger == Trigger.RESUBMIT]
+    assert len(changes) == 2
+    assert all(r.walk is not None for r in changes)
+    events = [e for e in journal.events_of("w2") if e.event == "rung_changed"]
+    assert [e.facts["why"] for e in events] == ["no start on high-eur within its window", "Priority"]
+    db = journal._db
+    for event, record in zip(events, changes, strict=True):
+        step_seq = db.execute("SELECT step_seq FROM outbox WHERE seq=?", (event.seq,)).fetchone()[0]
+        read_back = outbox._facts(db, attrs.evolve(record, walk=None), step_seq, Event.RUNG_CHANGED)
+        assert event.facts == read_back
     journal.close()
