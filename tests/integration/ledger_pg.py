@@ -95,9 +95,9 @@ def frozen_server(postgres: Postgres) -> Iterator[list[int]]:
     """The test's own PostgreSQL server frozen (SIGSTOP: its sockets stay open, nothing is answered) inside the
     block, thawed (SIGCONT) after it whatever happens; yields its process ids (the postmaster, the parent of a
     backend of ours, then its children: this server only, never another one on the machine)."""
-    with postgres.connect() as conn:
+    with postgres.connect() as conn:  # its parent read while it lives (a closed connection's backend exits)
         backend = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-    postmaster = _ppid(backend)
+        postmaster = _ppid(backend)
     assert postmaster > 1, f"no postmaster above backend {backend}"
     children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(int(p.name)) == postmaster]
     pids = [postmaster, *children]
