@@ -326,6 +326,12 @@ class _Probe:
                 if self._stopping.wait(self._every):
                     return
                 continue
+            except Exception as exc:  # a probe that died would leave the gate down for good: said, asked again
+                # (its kind only: an unexpected error's words are not ours to know free of the ledger's secrets)
+                log.warning("the probe of the shared ledger failed (%s); it asks again", type(exc).__name__)
+                if self._stopping.wait(self._every):
+                    return
+                continue
             self._ledger.close()  # the gate's own connection asks next; this one is not kept open
             self._answered.set()
             return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +69,22 @@ def fake() -> FakeLedger:
     return FakeLedger()
 
 
+_MADE: list[LedgerGate] = []
+"""The gates a test made: closed after it (a probe, a reconciler or a publisher left running would go on asking)."""
+
+
+@pytest.fixture(autouse=True)
+def _close_gates() -> Iterator[None]:
+    yield
+    while _MADE:
+        _MADE.pop().close()
+
+
 def _gate(fake: FakeLedger, tmp_path: Path) -> LedgerGate:
     config = LedgerConfig(url=URL, user="alice")
-    return LedgerGate(config, tmp_path / "j.sqlite3", ledger=fake, probe_ledger=fake, retry_seconds=0.05)  # type: ignore[arg-type]
+    gate = LedgerGate(config, tmp_path / "j.sqlite3", ledger=fake, probe_ledger=fake, retry_seconds=0.05)  # type: ignore[arg-type]
+    _MADE.append(gate)
+    return gate
 
 
 def test_a_fit_is_a_reservation_held_and_confirmed_once_a_tick(fake: FakeLedger, tmp_path: Path) -> None:
@@ -185,7 +198,6 @@ def test_the_ledger_down_is_a_reason_and_the_tick_asks_it_again_only_once_the_pr
     gate.tick()
     assert gate.refusal("d2", EIGHT, None, LIMITS) == reason
     _wait_for(lambda: fake.checks > checks)
-    gate.close()
 
 
 def _wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -205,6 +217,7 @@ def test_a_ledger_without_psycopg_installed_is_one_line_naming_the_extra(
     with pytest.raises(ConfigError, match=r"pip install 'fellows-fsm\[ledger\]'"):
         check_ledger(LedgerConfig(url=URL, user="alice"))
     gate = LedgerGate(LedgerConfig(url=URL, user="alice"), tmp_path / "j.sqlite3")
+    _MADE.append(gate)
     reason = gate.refusal("d1", EIGHT, None, LIMITS)
     assert reason is not None
     assert "(it refused this driver)" in reason
