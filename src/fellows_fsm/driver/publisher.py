@@ -9,17 +9,14 @@ most a few seconds.
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Sequence
 
 from fellows_fsm.config.ledger import LedgerConfig
+from fellows_fsm.driver.ledger_thread import LedgerThread
 from fellows_fsm.errors import ConfigError, LedgerUnreachable
 from fellows_fsm.ledger.store import Identity, Ledger
 
 __all__ = ["FreeEnd", "LiveDispatch", "Publisher"]
-
-log = logging.getLogger(__name__)
 
 FreeEnd = tuple[str, str, str, int, float, str, float]
 """A free job's end: dispatch id, job id, lane, GPUs, GPU-hours, result, end (epoch seconds)."""
@@ -27,23 +24,18 @@ LiveDispatch = tuple[str, str, str, str, str, str | None, str]
 """A live dispatch: id, name, state, label, lane, QoS, outcome."""
 
 
-class Publisher:
+class Publisher(LedgerThread):
     """The thread that writes a driver's free ends and live dispatches to the ledger."""
 
+    thread_name = "ledger-publisher"
+    retried = (LedgerUnreachable, ConfigError)
+    failed_words = "the shared ledger did not take this driver's report"
+
     def __init__(self, config: LedgerConfig, who: Identity, *, retry_seconds: float) -> None:
-        self._ledger = Ledger(config)
+        super().__init__(Ledger(config), retry_seconds=retry_seconds)
         self._who = who
-        self._retry = retry_seconds
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
         self._live: Sequence[LiveDispatch] | None = None
         self._free: list[FreeEnd] = []
-        self._thread: threading.Thread | None = None
-        self.failures = 0
-        """How many writes the ledger did not take (each retried): what a test reads."""
 
     def offer(self, *, live: Sequence[LiveDispatch] | None = None, free: Sequence[FreeEnd] = ()) -> None:
         """Hand the thread a snapshot of the live dispatches and/or free ends to write; returns at once."""
@@ -53,56 +45,20 @@ class Publisher:
             if live is not None:
                 self._live = live
             self._free.extend(free)
-            self._idle.clear()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ledger-publisher", daemon=True)
-                self._thread.start()
-        self._wake.set()
+            self._offered()
 
-    def flush(self, timeout: float) -> bool:
-        """Wait until everything offered is written (True), or ``timeout`` seconds (False)."""
-        return self._idle.wait(timeout)
-
-    def close(self, timeout: float) -> None:
-        """Write what is left (waiting at most ``timeout`` seconds), then stop the thread."""
-        self._stopping.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        if thread is None or not thread.is_alive():
-            self._ledger.close()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
+    def _round(self) -> None:
+        with self._lock:
+            live, free = self._live, list(self._free)
+        if free:
+            self._ledger.add_free(self._who, free)
             with self._lock:
-                live, free = self._live, list(self._free)
-            try:
-                if free:
-                    self._ledger.add_free(self._who, free)
-                    with self._lock:
-                        del self._free[: len(free)]
-                if live is not None:
-                    self._ledger.publish_live(self._who, live)
-                    with self._lock:
-                        if self._live is live:
-                            self._live = None
-            except (LedgerUnreachable, ConfigError) as exc:
-                self.failures += 1
-                log.warning(
-                    "the shared ledger did not take this driver's report (retried in %g s): %s", self._retry, exc
-                )
-                if self._stopping.wait(self._retry):
-                    break
-                self._wake.set()
-                continue
+                del self._free[: len(free)]
+        if live is not None:
+            self._ledger.publish_live(self._who, live)
             with self._lock:
-                if self._live is None and not self._free:
-                    self._idle.set()
-                else:
-                    self._wake.set()
-            if self._stopping.is_set():
-                break
-        self._ledger.close()
+                if self._live is live:
+                    self._live = None
+
+    def _left(self) -> bool:
+        return self._live is not None or bool(self._free)

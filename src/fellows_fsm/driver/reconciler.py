@@ -14,13 +14,13 @@ touches its row), so a reservation the tick has just made or confirmed for a han
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 
 from fellows_fsm.core.paid import PaidRun
+from fellows_fsm.driver.ledger_thread import LedgerThread
 from fellows_fsm.errors import FellowsError
 from fellows_fsm.ledger.store import Identity, Ledger
 
@@ -97,24 +97,19 @@ def reconcile_once(
     return Outcome(snapshot.seq, frozenset(kept), released, settled)
 
 
-class Reconciler:
+class Reconciler(LedgerThread):
     """The thread that reconciles a driver's reservations from the latest snapshot the tick offered."""
 
+    thread_name = "ledger-reconcile"
+    retried = (FellowsError,)  # the ledger did not answer or refused; the journal could not be read
+    failed_words = "this driver's reconcile with the shared ledger did not finish"
+
     def __init__(self, ledger: Ledger, who: Identity, asked_at: Callable[[str], int], *, retry_seconds: float) -> None:
-        self._ledger = ledger
+        super().__init__(ledger, retry_seconds=retry_seconds)
         self._who = who
         self._asked_at = asked_at
-        self._retry = retry_seconds
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
         self._pending: Snapshot | None = None
         self._outcome: Outcome | None = None
-        self._thread: threading.Thread | None = None
-        self.failures = 0
-        """How many reconciles the ledger did not answer (each tried again): what a test reads."""
         self.runs = 0
         """How many reconciles were done."""
 
@@ -122,11 +117,7 @@ class Reconciler:
         """Reconcile from ``snapshot`` (it replaces one not started yet); returns at once."""
         with self._lock:
             self._pending = snapshot
-            self._idle.clear()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ledger-reconcile", daemon=True)
-                self._thread.start()
-        self._wake.set()
+            self._offered()
 
     def outcome(self) -> Outcome | None:
         """The latest reconcile's result not taken yet (once), or None."""
@@ -134,52 +125,17 @@ class Reconciler:
             outcome, self._outcome = self._outcome, None
         return outcome
 
-    @property
-    def busy(self) -> bool:
-        """Is a snapshot waiting or being reconciled?"""
-        return not self._idle.is_set()
+    def _round(self) -> None:
+        with self._lock:
+            snapshot = self._pending
+        if snapshot is None:
+            return
+        outcome = reconcile_once(self._ledger, self._who, snapshot, self._asked_at)
+        self.runs += 1
+        with self._lock:
+            self._outcome = outcome
+            if self._pending is snapshot:
+                self._pending = None
 
-    def flush(self, timeout: float) -> bool:
-        """Wait until every snapshot offered is reconciled (True), or ``timeout`` seconds (False)."""
-        return self._idle.wait(timeout)
-
-    def close(self, timeout: float) -> None:
-        """Finish the snapshot at hand (waiting at most ``timeout`` seconds), then stop the thread."""
-        self._stopping.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        if thread is None or not thread.is_alive():
-            self._ledger.close()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            with self._lock:
-                snapshot = self._pending
-            if snapshot is not None:
-                try:
-                    outcome = reconcile_once(self._ledger, self._who, snapshot, self._asked_at)
-                except FellowsError as exc:  # the ledger did not answer or refused; the journal could not be read
-                    self.failures += 1
-                    why = "this driver's reconcile with the shared ledger did not finish"
-                    log.warning("%s (tried again in %g s): %s", why, self._retry, exc)
-                    if self._stopping.wait(self._retry):
-                        break
-                    self._wake.set()
-                    continue
-                self.runs += 1
-                with self._lock:
-                    self._outcome = outcome
-                    if self._pending is snapshot:
-                        self._pending = None
-            with self._lock:
-                if self._pending is None:
-                    self._idle.set()
-                else:
-                    self._wake.set()
-            if self._stopping.is_set():
-                break
-        self._ledger.close()
+    def _left(self) -> bool:
+        return self._pending is not None
