@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -35,11 +35,12 @@ from fellows_fsm.core.vocab import FINAL_STATES, FOLLOWED_STATES, State, Trigger
 from fellows_fsm.errors import QosRejected, SubmitRejected, TransitionNotAllowed
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 
-__all__ = ["SLOW_SUBMIT_SECONDS", "Dispatch"]
+__all__ = ["SLOW_SUBMIT_SECONDS", "Dispatch", "ended_of", "unended"]
 
 SLOW_SUBMIT_SECONDS = 2.0
 """An sbatch answered later than this was held up by the controller: its rung's window opens at the answer."""
 _FIXED, _NEVER = frozenset(State), math.inf
+_PINNED_FINALS = FINAL_STATES | {State.CANCELLED}  # a pinned dispatch's job gone: nothing more will happen
 _ENDED = (Phase.GONE, Phase.STARTED)  # a parked job seen so has no cancel or move left to ask
 _PENDING, _UNKNOWN = Phase.PENDING, Phase.UNKNOWN  # (module names: an Enum member read off its class is slow)
 _LOOK = operator.attrgetter(*(field.name for field in attrs.fields(Observation) if field.eq))
@@ -135,8 +136,12 @@ class Dispatch:
     _gates: dict[str, tuple[bool, bool]] = attrs.field(init=False, repr=False)
     _quiet: tuple[Observation | None, bool, bool, float, Decision] | None = attrs.field(init=False, default=None)
     """A look that took no step: its look, permits, until when no row can hold, and its Decision (matched: returned)."""
+    finals: frozenset[str] = attrs.field(init=False, repr=False)
+    """The states it ends in (a pinned one's CANCELLED too): ``state in finals`` is ``is_final``, asked without a
+    call by the tick's scans of every live dispatch (``unended``, ``ended_of``)."""
 
     def __attrs_post_init__(self) -> None:
+        self.finals = _PINNED_FINALS if self.pinned else FINAL_STATES
         self.state = self.ladder.first.state_name
         self.base_park_early = self.park_early
         self.park_early = self.ladder.first.park_early or self.park_early
@@ -182,7 +187,7 @@ class Dispatch:
     @property
     def is_final(self) -> bool:
         """True once nothing more will happen: ENDED, WITHDRAWN, REFUSED, a lane's end, or a pinned job gone."""
-        return self.state in FINAL_STATES or (self.pinned and self.state == State.CANCELLED)
+        return self.state in self.finals
 
     @property
     def paused(self) -> bool:
@@ -461,3 +466,13 @@ class Dispatch:
         self.effects.append(Attach(self.id, self.rung_index, job_id, self.now))
         self.see(job_id, look)
         self.submit_uncertain = False
+
+
+def unended(dispatches: Iterable[Dispatch]) -> list[Dispatch]:
+    """The dispatches not final (``is_final`` asked of each without a call: a tick scans every live one)."""
+    return [d for d in dispatches if d.state not in d.finals]
+
+
+def ended_of(dispatches: Iterable[Dispatch]) -> list[Dispatch]:
+    """The dispatches that are final (as ``unended``, the other way)."""
+    return [d for d in dispatches if d.state in d.finals]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from fellows_fsm.clock import Clock, SystemClock
-from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS, Dispatch
+from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS, Dispatch, unended
 from fellows_fsm.core.effects import (
     Attach,
     CancelIfPending,
@@ -276,7 +276,7 @@ class Executor:
         max_parks: int | None,
         workload: Workload | Mapping[str, Workload] | None = None,
     ) -> TickOutcome:
-        live = [d for d in dispatches if not d.is_final]
+        live = unended(dispatches)
         now = self.clock.now()
         later: list[tuple[Dispatch, Decision]] = []
         jobless: list[Dispatch] = []

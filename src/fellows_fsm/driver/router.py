@@ -18,7 +18,7 @@ from fellows_fsm.clock import Clock, SystemClock
 from fellows_fsm.config.file import Config
 from fellows_fsm.config.route import Route
 from fellows_fsm.core.budget import Reservation
-from fellows_fsm.core.dispatch import Dispatch
+from fellows_fsm.core.dispatch import Dispatch, ended_of, unended
 from fellows_fsm.core.effects import Command, CommandEnd
 from fellows_fsm.core.ladder import Ladder
 from fellows_fsm.core.paid import PaidMark, pin_budget_fits
@@ -270,7 +270,7 @@ class Router:
             self._hand_off_after_ladder(parked_out)
         # 1. ONE observe of every live job (a running one per follow interval: ends.py), last tick's cancels' read-back.
         walking = self.follow.looked_at(self.live.values(), now)
-        job_ids = [d.job_id for d in walking if d.job_id is not None and not d.is_final]
+        job_ids = [d.job_id for d in unended(walking) if d.job_id is not None]
         observations, down = self.clusters.observe_each(job_ids) if job_ids else ({}, {})
         self._last_answer.update({lane: now for lane in self.clusters.ports if lane not in down})
         if down:
@@ -297,10 +297,9 @@ class Router:
         moved = [self.live[i] for i, k in rungs.items() if self.live[i].is_final or self.live[i].rung_index != k]
         strays.sweep(self.clusters, self.executor, moved)
         self._settle(outcome)
-        for d in list(self.live.values()):
-            if d.is_final:
-                self.executor.looked_up.discard(d.id)
-                self.roster.ended(d.id)
+        for d in ended_of(self.live.values()):
+            self.executor.looked_up.discard(d.id)
+            self.roster.ended(d.id)
         self.deferred = outcome.deferred
         self.reap_handoffs()  # a command that ends at once (an in-process lane) is reported in this tick
         return self._report(now, len(job_ids), outcome.rung_changes, outcome.deferred, unreachable=False)
