@@ -14,6 +14,10 @@ An old run that takes longer than ``--old-timeout`` seconds is stopped, and the 
 that size or above (the result says so).
 
     .venv/bin/python -m benchmarks.controller_cost [--sizes 1000,10000,100000] [--repeats 3] [--ticks 10]
+        [--rounds 1] [--name controller_cost]
+
+``--rounds N`` runs the whole comparison N times and keeps each round's figures (the machine's load moves a median
+by more than 10 % from one run to the next: a bar at 1.10x is judged on every round, not one).
 """
 
 from __future__ import annotations
@@ -264,6 +268,8 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=10, help="ticks measured per process")
     parser.add_argument("--baseline", default=BASELINE, help="the commit whose code is 'old'")
     parser.add_argument("--old-timeout", type=float, default=300.0, help="seconds an old run may take")
+    parser.add_argument("--rounds", type=int, default=1, help="the whole comparison this many times, each kept")
+    parser.add_argument("--name", default="controller_cost", help="the result's name under benchmarks/results/")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
@@ -280,30 +286,35 @@ def main() -> None:
     head = head.strip() + (" with uncommitted changes" if changed.strip() else "")
     sizes: dict[str, dict[str, Any]] = {}
     old_stopped: dict[str, Any] | None = None
+    rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="fellows-cost-") as tmp:
         trees = {"old": old_tree(args.baseline, Path(tmp) / "old"), "new": REPO}
         for root in trees.values():
             check_tree(root)
-        for size in (int(s) for s in args.sizes.split(",")):
-            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-            for _ in range(args.repeats):
-                for name, root in trees.items():
-                    if name == "old" and old_stopped is not None:
-                        continue
-                    run = run_worker(root, size, args.ticks, args.old_timeout if name == "old" else None)
-                    if run is None:
-                        old_stopped = {"size": size, "timeout_seconds": args.old_timeout}
-                        print(f"{size} old: stopped after {args.old_timeout:g} s; old not measured from here on")
-                        continue
-                    runs[name].append(run)
-                    print(f"{size} {name}: {run['run_wall_seconds']:.1f} s", flush=True)
-            sizes[str(size)] = {name: summary(done) for name, done in runs.items() if done}
-            for name, figures in sizes[str(size)].items():
-                print(f"{size} live dispatches, {name}:")
-                for key, value in figures.items():
-                    print(f"  {key:44s} min {value['min']:>10} median {value['median']:>10} max {value['max']:>10}")
+        for _ in range(args.rounds):
+            started = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loadavg": os.getloadavg()[0]}
+            sizes = {}
+            for size in (int(s) for s in args.sizes.split(",")):
+                runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+                for _ in range(args.repeats):
+                    for name, root in trees.items():
+                        if name == "old" and old_stopped is not None:
+                            continue
+                        run = run_worker(root, size, args.ticks, args.old_timeout if name == "old" else None)
+                        if run is None:
+                            old_stopped = {"size": size, "timeout_seconds": args.old_timeout}
+                            print(f"{size} old: stopped after {args.old_timeout:g} s; old not measured from here on")
+                            continue
+                        runs[name].append(run)
+                        print(f"{size} {name}: {run['run_wall_seconds']:.1f} s", flush=True)
+                sizes[str(size)] = {name: summary(done) for name, done in runs.items() if done}
+                for name, figures in sizes[str(size)].items():
+                    print(f"{size} live dispatches, {name}:")
+                    for key, value in figures.items():
+                        print(f"  {key:44s} min {value['min']:>10} median {value['median']:>10} max {value['max']:>10}")
+            rounds.append({**started, "sizes": sizes})
     path = write_result(
-        "controller_cost",
+        args.name,
         {
             "repeats": args.repeats,
             "ticks_per_repeat": args.ticks,
@@ -314,6 +325,8 @@ def main() -> None:
             "new": head,
             "old_stopped": old_stopped,
             "sizes": sizes,
+            # --rounds N: every round's figures (``sizes`` is the last one's), when it began and the load then.
+            **({"rounds": rounds} if args.rounds > 1 else {}),
         },
         module="controller_cost",
     )
