@@ -19,6 +19,14 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+NOTES = Path(__file__).resolve().parent / "notes"
+"""What docs/benchmarks.md says that no kept result holds (runs whose JSON was not kept, profiles, the reading of
+the figures), written by hand once and placed by benchmarks/render.py where it belongs."""
+
+
+def note(name: str) -> list[str]:
+    """The lines of ``benchmarks/notes/<name>.md``, for the render to place."""
+    return [*(NOTES / f"{name}.md").read_text(encoding="utf-8").rstrip("\n").split("\n"), ""]
 
 
 def machine() -> dict[str, Any]:

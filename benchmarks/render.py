@@ -25,7 +25,7 @@ from benchmarks import (
     render_paid,
     render_sim_clusters,
 )
-from benchmarks.common import RESULTS
+from benchmarks.common import RESULTS, note
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 LOCK = "flock -o /tmp/fellows-slurm-tests.lock"
@@ -473,6 +473,7 @@ def section_cost(lines: list[str]) -> dict[str, Any] | None:
             + ".\n"
         )
     after, before = _load(render_issue25.AFTER), _load(render_issue25.BEFORE)
+    lines += note("cost_issue37")
     lines += render_issue25.section(after, before, _provenance, COST_NICE)
     lines += render_issue25.final(_load(render_issue25.FINAL), _load(render_issue25.FINAL_MAIN), _provenance, COST_NICE)
     lines += render_issue25.against_before(_load(render_issue25.VS_BEFORE), _provenance, COST_NICE)
@@ -1082,8 +1083,10 @@ def main() -> None:
     section_clusters()
     section_paid()
     section_journal()
-    _append(render_ends.section(_load("ends_fake"), _load("ends_real"), lambda r: _provenance(r, locked=True)))
+    fake = _load("ends_fake")  # the fake port's run needs no SLURM (no lock); the real one ran under the shared lock
+    _append(render_ends.section(fake, _load("ends_real"), lambda r: _provenance(r, locked=r is not fake)))
     section_notify()
+    _append(note("logs_read"))
     section_ledger()
 
 
@@ -1521,12 +1524,15 @@ def section_clusters() -> None:
 def section_paid() -> None:
     """Append issue 27's two measured targets (benchmarks/results/paid_follow.json, spend_read.json, spend.json)."""
     _append(render_paid.section(_load("paid_follow"), _load("spend_read"), _load("spend"), _provenance))
+    _append(note("agent_loop"))
 
 
 def section_journal() -> None:
     """Append issue 40's journal of 1,000,000 finished dispatches (benchmarks/results/journal_scale.json)."""
     r = _load("journal_scale")
     _append(render_journal.section(r, _load("controller_cost_journal"), _provenance(r) if r is not None else ""))
+    _append(note("tick40"))
+    _append(note("world_check"))
 
 
 def section_notify() -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.common import note
+
 HEADING = "## The paid lane (issue 27): Batch API calls per poll, and `spend` over a large journal\n"
 TARGET_SIZES = (1, 10, 100, 1000)
 """The paid dispatches per lane the one-list target is judged on (a run at 1,001 shows the second page)."""
@@ -224,6 +226,7 @@ def _spend(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> li
 
 def _arithmetic(r: dict[str, Any], provenance: Callable[[dict[str, Any]], str]) -> list[str]:
     lines = [
+        *note("spend_since"),
         "The arithmetic alone, on runs built in memory (benchmarks/spend.py: no journal; 100,000 runs over three "
         "months, all in this month, or all today, the pass's worst case), wall min / median / max:\n",
         provenance(r),
