@@ -311,15 +311,22 @@ class Observer:
     """How far back sacct looks (without --starttime it would only cover since midnight)."""
     _limit_reasons: dict[str, tuple[str | None, str]] = attrs.field(factory=dict, init=False, repr=False)
     """Per pending job id: the QoS and the limit reason last seen for it (see ``_steady``)."""
+    listed: dict[str, JobRow] | None = attrs.field(default=None, init=False, repr=False)
+    """The last observe's whole listing when it listed every job of a user (``user``), else None."""
 
-    def observe(self, job_ids: Sequence[str]) -> dict[str, Observation]:
+    def observe(self, job_ids: Sequence[str], *, user: str | None = None) -> dict[str, Observation]:
         """Every id in ``job_ids`` mapped to an Observation; ids no record knows map to Phase.UNKNOWN (with
         ``COULD_NOT_TELL`` when sacct could not be asked). A started job squeue shows ended, or no longer shows, is
-        read in the same one sacct: how it ended (``Observation.end``) is accounting's word, never a guess."""
+        read in the same one sacct: how it ended (``Observation.end``) is accounting's word, never a guess.
+        ``user``: the one squeue lists every job of that user instead of the ids (kept in ``listed``: the lost
+        submits' lookups of the same tick read it instead of a squeue of their own)."""
+        self.listed = None
         wanted = list(dict.fromkeys(job_ids))
         if not wanted:
             return {}
-        rows = self._squeue(wanted)
+        rows = self._squeue(wanted, user=user)
+        if user is not None and rows:
+            self.listed = rows
         ended = {i for i in wanted if i in rows and rows[i].observation.phase is Phase.STARTED}
         ended = {i for i in ended if ended_word(rows[i].observation.state)}
         asked = [job_id for job_id in wanted if job_id not in rows or job_id in ended]
@@ -385,9 +392,10 @@ class Observer:
             return seen
         return attrs.evolve(seen, reason=reason)
 
-    def _squeue(self, job_ids: list[str]) -> dict[str, JobRow]:
-        """One squeue for ``job_ids``, one attempt: an unreachable controller raises at once (the poll backs off)."""
-        argv = squeue_argv(job_ids)
+    def _squeue(self, job_ids: list[str], *, user: str | None = None) -> dict[str, JobRow]:
+        """One squeue for ``job_ids`` (or every job of ``user``), one attempt: an unreachable controller raises at
+        once (the poll backs off)."""
+        argv = squeue_argv(user=user) if user is not None else squeue_argv(job_ids)
         for attempt in range(self.empty_retries + 1):
             if attempt:
                 self.runner.sleep(self.retry_delay_seconds * attempt)

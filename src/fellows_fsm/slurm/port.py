@@ -15,10 +15,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fellows_fsm.errors import QosRejected, SchedulerError, SubmitRejected, UsageError
+from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 from fellows_fsm.scheduler.script import read_script_defaults
-from fellows_fsm.slurm.observe import Observer, parse_squeue, squeue_argv
+from fellows_fsm.slurm.observe import JobRow, Observer, parse_squeue, squeue_argv
 from fellows_fsm.slurm.pace import SubmitPace
 from fellows_fsm.slurm.render import LaneOptions, render_sbatch
 from fellows_fsm.slurm.runner import ONE_ATTEMPT, CommandRunner
@@ -45,6 +45,9 @@ _FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
 _KILL_ERROR = re.compile(r"Kill job error on job id (?P<job>\d+(?:_\d+)?):")
 _SCRIPT_MAX_BYTES = 4 * 1024 * 1024  # sbatch's own limit on a batch script
 _RUNNING = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"})
+_PROMPT_SECONDS = 2.0
+"""A listing answered within this (core's SLOW_SUBMIT_SECONDS) is believed by the lookups after it in the same tick: a
+slower one came from a stalled controller that may still queue a lost sbatch after it."""
 
 
 def parse_sbatch_id(stdout: str) -> str:
@@ -97,6 +100,12 @@ class SlurmScheduler:
         self.remote_workdir = remote_workdir
         self.observer = observer or Observer(self.runner)
         self._ctld_cancel: bool | None = None
+        self._lookups_due = False
+        """An sbatch reply was lost: the next observe lists every job of the user, for the lookups after it."""
+        self._listing: dict[str, JobRow] | None = None
+        self._booked: dict[str, JobRow] | None = None
+        """This tick's listing of the user's jobs (squeue; sacct) that the lost submits' lookups share: taken by the
+        observe or by the first lookup, forgotten at the next observe, submit or cancel (never older than the tick)."""
         self.last_notes: tuple[str, ...] = ()
         """User-facing notes from the latest submit's render (e.g. an #SBATCH --qos line overridden)."""
 
@@ -137,7 +146,12 @@ class SlurmScheduler:
             )
         if self.pace is not None:
             self.pace.wait()
-        result = self.runner.run(argv, idempotent=False, stdin=stdin, cwd=cwd)
+        self._forget_listing()
+        try:
+            result = self.runner.run(argv, idempotent=False, stdin=stdin, cwd=cwd)
+        except SchedulerUnreachable as exc:
+            self._lookups_due = self._lookups_due or exc.delivered  # its job may exist: looked up next tick
+            raise
         if result.ok:
             return parse_sbatch_id(result.stdout)
         words = _slurm_words(result.stderr or result.stdout)
@@ -146,8 +160,19 @@ class SlurmScheduler:
         raise SubmitRejected(f"sbatch refused job {spec.name!r} (script {spec.script}): {words}")
 
     def observe(self, job_ids: Sequence[str]) -> Mapping[str, Observation]:
-        """Every listed job from one squeue (one sacct for ids squeue no longer knows); unknown -> UNKNOWN."""
-        return self.observer.observe(job_ids)
+        """Every listed job from one squeue (one sacct for ids squeue no longer knows); unknown -> UNKNOWN. After a
+        lost sbatch reply that squeue lists every job of the user, and this tick's lookups read it (one squeue a
+        poll, however many replies were lost)."""
+        self._forget_listing()
+        if not self._lookups_due:
+            return self.observer.observe(job_ids)
+        t0 = time.monotonic()
+        seen = self.observer.observe(job_ids, user=self.user)
+        if self.observer.listed is not None:
+            self._lookups_due = False
+            if time.monotonic() - t0 <= _PROMPT_SECONDS:
+                self._listing = self.observer.listed
+        return seen
 
     def cancel_if_pending(self, job_ids: Sequence[str], *, read_back: bool = True) -> Mapping[str, Observation]:
         """Cancel each job only while it is pending (one scancel for all); with ``read_back``, one observe.
@@ -165,6 +190,7 @@ class SlurmScheduler:
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
+        self._forget_listing()
         confirmed: dict[str, Observation] = {}
         # One attempt each: a controller that does not answer gets the cancels again at the next poll.
         if self._scancel_has_ctld():
@@ -187,23 +213,37 @@ class SlurmScheduler:
         """``scancel`` the jobs whatever their state; jobs already ended or purged are not an error."""
         if not job_ids:
             return
+        self._forget_listing()
         result = self.runner.run(("scancel", *job_ids))
         words = _slurm_words(result.stderr or result.stdout)
         if not result.ok and not any(gone in words for gone in _GONE_ALREADY):
             raise SchedulerError(f"scancel {' '.join(job_ids)} failed: {words}")
 
     def find_by_token(self, token: str) -> Observation | None:
-        """The newest job of this user commented ``token``: squeue first, then sacct for purged jobs."""
-        result = self.runner.run(squeue_argv(user=self.user))
-        rows = parse_squeue(result.stdout) if result.ok else {}
+        """The newest job of this user commented ``token``: squeue first, then sacct for purged jobs. The lookups of
+        one tick share one listing of each (``_listing``): a burst of lost replies costs one squeue, not one each."""
+        rows = self._listing
+        if rows is None:
+            t0 = time.monotonic()
+            result = self.runner.run(squeue_argv(user=self.user))
+            rows = parse_squeue(result.stdout) if result.ok else {}
+            if result.ok and time.monotonic() - t0 <= _PROMPT_SECONDS:
+                self._listing = rows
         tagged = [row for row in rows.values() if row.comment == token]
         if not tagged:
             # sacct reports comments only where slurmdbd stores them (AccountingStoreFlags=job_comment).
-            tagged = [row for row in self.observer.sacct_rows(user=self.user).values() if row.comment == token]
+            booked = self._booked
+            if booked is None:
+                booked = self.observer.sacct_rows(user=self.user)
+                self._booked = booked if self._listing is not None else None
+            tagged = [row for row in booked.values() if row.comment == token]
         if not tagged:
             return None
         newest = max(tagged, key=lambda row: _id_key(row.job_id))
         return newest.observation
+
+    def _forget_listing(self) -> None:
+        self._listing = self._booked = None
 
     def find_tokens(self, prefix: str) -> list[Observation]:
         """Every pending or running job of this user whose comment starts with ``prefix``: one squeue (a job that
@@ -226,6 +266,7 @@ class SlurmScheduler:
         slurmctld decides (a compare-and-set): a job that has started is refused. Raises QosRejected for
         a QoS SLURM refuses, SchedulerError for any other refusal.
         """
+        self._forget_listing()
         result = self.runner.run(("scontrol", "update", f"jobid={job_id}", f"qos={qos}"))
         if result.ok:
             return True

@@ -303,3 +303,62 @@ def test_ctld_cancel_proves_gone_every_job_its_filter_did_not_spare() -> None:
     assert {j: o.phase for j, o in gone.items()} == {"4": Phase.GONE}
     odd, _ = _port({"scancel": [V23, (0, "", "scancel: error: something new\n")]})
     assert odd.cancel_if_pending(["4"], read_back=False) == {}
+
+
+LOST = (1, "", "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation\n")
+LISTING = (
+    "12|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|fsm-a-r0|\n"
+    "13|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|fsm-b-r0|\n"
+    "14|PENDING|None|high-eur|N/A|n/a|0|gpu|10:00|fsm-live-r0|\n"
+)
+
+
+def _lost_submits(port: SlurmScheduler, tokens: list[str]) -> None:
+    for token in tokens:
+        with pytest.raises(SchedulerUnreachable):
+            port.submit(SPEC, qos="high-eur", token=token)
+
+
+def test_after_lost_sbatch_replies_the_next_observe_lists_the_users_jobs_and_the_lookups_read_it() -> None:
+    """Three sbatch replies lost: the next poll's one squeue lists every job of the user, and the three lookups of
+    that tick (two found, one not: one sacct for it) run no squeue of their own: one squeue for the poll."""
+    port, runner = _port({"sbatch": [LOST], "squeue": [(0, LISTING, "")], "sacct": [(0, "", "")]})
+    _lost_submits(port, ["fsm-a-r0", "fsm-b-r0", "fsm-c-r0"])
+    seen = port.observe(["14"])
+    assert seen["14"].phase is Phase.PENDING
+    assert runner.argvs[-1][:6] == ("squeue", "-h", "-t", "all", "-u", "alice")  # the user's jobs, not -j 14
+    found = [port.find_by_token(t) for t in ("fsm-a-r0", "fsm-b-r0", "fsm-c-r0")]
+    assert [f.job_id if f is not None else None for f in found] == ["12", "13", None]
+    assert runner.calls == {"sbatch": 3, "squeue": 1, "sacct": 1}
+    port.observe(["14"])  # the lookups are answered: the next poll asks for its ids again
+    assert runner.argvs[-1][:6] == ("squeue", "-h", "-t", "all", "-j", "14")
+
+
+def test_a_tick_s_lookups_share_one_listing_and_a_new_observe_submit_or_cancel_forgets_it() -> None:
+    """Lookups with no listing of the tick take one and share it; the next observe, an sbatch or a scancel forgets
+    it (a later lookup lists again: never a listing older than its tick, nor one from before a job was queued)."""
+    port, runner = _port({"squeue": [(0, LISTING, "")], "sbatch": [(0, "20\n", "")], "scancel": [(0, "", "")]})
+    assert port.find_by_token("fsm-a-r0") is not None
+    assert port.find_by_token("fsm-b-r0") is not None
+    assert runner.calls == {"squeue": 1}
+    for forget in (
+        lambda: port.observe(["14"]),
+        lambda: port.submit(SPEC, qos="high-eur", token="fsm-n-r0"),
+        lambda: port.cancel(["14"]),
+    ):
+        before = runner.calls["squeue"]
+        forget()
+        calls = runner.calls["squeue"]
+        assert port.find_by_token("fsm-a-r0") is not None
+        assert runner.calls["squeue"] == calls + 1, (before, calls)
+
+
+def test_a_listing_answered_late_is_not_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing that took longer than a prompt answer came from a stalled controller (it may still queue a lost
+    sbatch after it): the next lookup lists again."""
+    port, runner = _port({"squeue": [(0, LISTING, "")]})
+    clock = iter([0.0, 2.5, 10.0, 10.1])
+    monkeypatch.setattr("fellows_fsm.slurm.port.time.monotonic", lambda: next(clock))
+    port.find_by_token("fsm-a-r0")
+    port.find_by_token("fsm-b-r0")
+    assert runner.calls == {"squeue": 2}
