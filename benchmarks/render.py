@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    render_agent,
     render_calibrated_rungs,
     render_clusters,
     render_ends,
@@ -1528,6 +1529,8 @@ def section_paid() -> None:
     """Append issue 27's two measured targets (benchmarks/results/paid_follow.json, spend_read.json, spend.json)."""
     _append(render_paid.section(_load("paid_follow"), _load("spend_read"), _load("spend"), _provenance))
     _append(note("agent_loop"))
+    _append(render_agent.section(_load(render_agent.RESULT), functools.partial(_provenance, locked=True)))
+    _append(note("agent_faults"))
 
 
 def section_journal() -> None:
