@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from fellows_fsm.core.dispatch import SLOW_SUBMIT_SECONDS
 from fellows_fsm.errors import QosRejected, SchedulerError, SchedulerUnreachable, SubmitRejected, UsageError
 from fellows_fsm.scheduler.port import JobSpec, Observation, Phase, Workload
 from fellows_fsm.scheduler.script import read_script_defaults
@@ -45,9 +46,9 @@ _FOR_JOB = re.compile(r"for job (?P<job>\d+(?:_\d+)?)\s*$")
 _KILL_ERROR = re.compile(r"Kill job error on job id (?P<job>\d+(?:_\d+)?):")
 _SCRIPT_MAX_BYTES = 4 * 1024 * 1024  # sbatch's own limit on a batch script
 _RUNNING = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "RESIZING"})
-_PROMPT_SECONDS = 2.0
-"""A listing answered within this (core's SLOW_SUBMIT_SECONDS) is believed by the lookups after it in the same tick: a
-slower one came from a stalled controller that may still queue a lost sbatch after it."""
+_PROMPT_SECONDS = SLOW_SUBMIT_SECONDS
+"""A listing answered within this is believed by the lookups after it in the same tick: a slower one came from a
+stalled controller that may still queue a lost sbatch after it (as a slow sbatch is one held up: core/dispatch.py)."""
 
 
 def parse_sbatch_id(stdout: str) -> str:
